@@ -1,0 +1,200 @@
+//! Matches reference and target values by ONNX name, compares them node by node in topological order, and
+//! finds the first divergent node.
+
+use std::collections::{BTreeMap, HashSet};
+
+use rayon::prelude::*;
+
+use crate::compare::{compare, ToleranceSpec};
+use crate::model::Graph;
+use crate::report::model::{
+    Coverage, NodeRef, NodeReport, RefPrecision, Status, ValueReport, ValueStatus, Verdict,
+};
+use crate::runner::RunOutput;
+
+fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
+    ValueReport {
+        name: name.to_string(),
+        status: ValueStatus::Unchecked,
+        reason: Some(reason),
+        shape: vec![],
+        target_dtype: None,
+        tolerance: None,
+        metrics: None,
+        reference_stats: None,
+        target_stats: None,
+        worst: None,
+        is_output,
+    }
+}
+
+fn compare_value(
+    name: &str,
+    reference: &RunOutput,
+    target: &RunOutput,
+    tol: &ToleranceSpec,
+    is_output: bool,
+) -> ValueReport {
+    let r = match reference.values.get(name) {
+        Some(r) => r,
+        None => {
+            let why = reference
+                .missing
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| "not produced".into());
+            return unchecked(name, format!("reference: {why}"), is_output);
+        }
+    };
+    let t = match target.values.get(name) {
+        Some(t) => t,
+        None => {
+            let why = target
+                .missing
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| "not produced".into());
+            return unchecked(name, format!("target: {why}"), is_output);
+        }
+    };
+    let tolerance = tol.for_dtype(t.dtype());
+    let mut v = unchecked(name, String::new(), is_output);
+    v.reason = None;
+    v.shape = t.shape().to_vec();
+    v.target_dtype = Some(t.dtype());
+    v.tolerance = Some(tolerance);
+    if r.shape() != t.shape() {
+        v.status = ValueStatus::Fail;
+        v.reason = Some(format!(
+            "shape mismatch: reference {:?}, target {:?}",
+            r.shape(),
+            t.shape()
+        ));
+        return v;
+    }
+    let rf = r.to_f64_array();
+    let (m, rs, ts, worst) = compare(&rf, t, tolerance);
+    v.status = if m.failed > 0 {
+        ValueStatus::Fail
+    } else {
+        ValueStatus::Pass
+    };
+    v.metrics = Some(m);
+    v.reference_stats = Some(rs);
+    v.target_stats = Some(ts);
+    v.worst = worst;
+    v
+}
+
+/// Compares every value computed by a top-level node, in topological order.
+pub fn compare_runs(
+    graph: &Graph,
+    reference: &RunOutput,
+    target: &RunOutput,
+    tol: &ToleranceSpec,
+) -> Vec<NodeReport> {
+    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    graph
+        .nodes
+        .par_iter()
+        .map(|n| {
+            let precision = reference
+                .precision
+                .get(&n.name)
+                .cloned()
+                .unwrap_or(RefPrecision::F64);
+            let values: Vec<ValueReport> = n
+                .outputs
+                .iter()
+                .filter(|o| !o.is_empty())
+                .map(|o| {
+                    let is_output = outputs.contains(o.as_str());
+                    match &precision {
+                        RefPrecision::Unavailable { reason } => {
+                            unchecked(o, format!("reference: {reason}"), is_output)
+                        }
+                        _ => compare_value(o, reference, target, tol, is_output),
+                    }
+                })
+                .collect();
+            let status = if values.iter().any(|v| v.status == ValueStatus::Fail) {
+                ValueStatus::Fail
+            } else if values.iter().any(|v| v.status == ValueStatus::Pass) {
+                ValueStatus::Pass
+            } else {
+                ValueStatus::Unchecked
+            };
+            NodeReport {
+                index: n.index,
+                name: n.name.clone(),
+                op_type: n.op_type.clone(),
+                domain: n.domain.clone(),
+                reference: precision,
+                status,
+                values,
+            }
+        })
+        .collect()
+}
+
+fn severity(v: &ValueReport) -> (f64, f64) {
+    match &v.metrics {
+        Some(m) => (m.fail_fraction, m.max_rel),
+        None => (1.0, f64::INFINITY),
+    }
+}
+
+/// The verdict: first divergent node, the worst values, whether the outputs pass.
+pub fn verdict(graph: &Graph, nodes: &[NodeReport]) -> Verdict {
+    let failing: Vec<(&NodeReport, &ValueReport)> = nodes
+        .iter()
+        .flat_map(|n| n.values.iter().map(move |v| (n, v)))
+        .filter(|(_, v)| v.status == ValueStatus::Fail)
+        .collect();
+    let first_divergence = failing.first().map(|(n, v)| NodeRef::of(n, v));
+    let mut worst = failing.clone();
+    worst.sort_by(|a, b| {
+        severity(b.1)
+            .partial_cmp(&severity(a.1))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    let outputs_pass = !failing
+        .iter()
+        .any(|(_, v)| outputs.contains(v.name.as_str()));
+    Verdict {
+        status: if failing.is_empty() {
+            Status::Clean
+        } else {
+            Status::Drift
+        },
+        first_divergence,
+        failing_values: failing.len(),
+        worst: worst
+            .iter()
+            .take(10)
+            .map(|(n, v)| NodeRef::of(n, v))
+            .collect(),
+        outputs_pass,
+    }
+}
+
+/// Compared / unchecked counts, with unchecked reasons grouped.
+pub fn coverage(graph: &Graph, nodes: &[NodeReport]) -> Coverage {
+    let mut c = Coverage {
+        hidden: graph.hidden.len(),
+        ..Default::default()
+    };
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for v in nodes.iter().flat_map(|n| n.values.iter()) {
+        c.values += 1;
+        if v.status == ValueStatus::Unchecked {
+            c.unchecked += 1;
+            *by.entry(v.reason.clone().unwrap_or_default()).or_default() += 1;
+        } else {
+            c.compared += 1;
+        }
+    }
+    c.unchecked_by_reason = by;
+    c
+}

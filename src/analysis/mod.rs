@@ -1,0 +1,5 @@
+//! From two runs to per-node verdicts: which values pass, fail or stay unchecked, where drift begins.
+
+pub mod divergence;
+
+pub use divergence::{compare_runs, coverage, verdict};

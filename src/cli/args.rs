@@ -1,0 +1,114 @@
+//! Command-line arguments (clap derive). Doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// phantom: find where and why an ONNX model's numbers diverge between runtimes.
+///
+/// Exit codes: 0 = within tolerance, 1 = drift found, 2 = error.
+#[derive(Debug, Parser)]
+#[command(name = "phantom", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compare every intermediate value of MODEL between the f64 reference and a target runtime.
+    Onnx(OnnxArgs),
+    /// Show a model's inputs, outputs, opsets and op histogram.
+    Info(InfoArgs),
+    /// Show which ONNX Runtime phantom finds, its version and execution providers.
+    Runtimes(RuntimeArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Ep {
+    Cpu,
+    Cuda,
+    Rocm,
+    Migraphx,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OptLevel {
+    Disable,
+    Basic,
+    Extended,
+    All,
+}
+
+/// Where ONNX Runtime comes from.
+#[derive(Debug, Clone, Args)]
+pub struct RuntimeArgs {
+    /// Path to libonnxruntime (otherwise: ORT_DYLIB_PATH, python onnxruntime, node_modules, cache, system).
+    #[arg(long, value_name = "PATH")]
+    pub ort_lib: Option<PathBuf>,
+    /// Never pip-install ONNX Runtime when none is found (also: PHANTOM_NO_INSTALL=1).
+    #[arg(long)]
+    pub no_install: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct OnnxArgs {
+    /// The ONNX model (the reference always runs this one).
+    pub model: PathBuf,
+    /// Execution provider of the ONNX Runtime target. A provider that fails to load is an error, never a silent CPU fallback.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub ep: Ep,
+    /// Run this model on the target instead (an optimized, converted or quantized version); values matched by name.
+    #[arg(long, value_name = "OTHER.onnx")]
+    pub target_model: Option<PathBuf>,
+    /// ONNX Runtime graph optimization level.
+    #[arg(long, value_enum, default_value = "all")]
+    pub ort_opt_level: OptLevel,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    /// Absolute tolerance for float values (default depends on the target dtype: f32 1e-4, f16 1e-2).
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance for float values (default depends on the target dtype: f32 1e-3, f16 1e-2).
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// How many of the worst nodes the summary lists.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Print only the verdict line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// How inputs are made.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Uniform range LO,HI for random float inputs (default N(0,1)).
+    #[arg(long, value_name = "LO,HI", allow_hyphen_values = true)]
+    pub val_range: Option<String>,
+    /// Value of a symbolic dim, e.g. --dim batch=1 --dim seq=128.
+    #[arg(long = "dim", value_name = "NAME=VALUE")]
+    pub dims: Vec<String>,
+    /// Whole shape of an input, e.g. --shape input=1x3x224x224.
+    #[arg(long = "shape", value_name = "INPUT=AxBxC")]
+    pub shapes: Vec<String>,
+    /// Load inputs: NAME=file.npy, an .npz with arrays named like the inputs, or a test_data_set_N directory.
+    #[arg(long = "input", value_name = "NAME=FILE.npy|FILE.npz|DIR")]
+    pub inputs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    pub model: PathBuf,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,47 @@
+//! Command-line front end: parse arguments, resolve them into settings, run the subcommand, map the outcome to
+//! an exit code (0 clean, 1 drift found, 2 error).
+
+pub mod args;
+mod info;
+mod onnx;
+mod runtimes;
+pub mod settings;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// What a subcommand concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Clean,
+    Diverged,
+}
+
+/// Parses `std::env::args`, runs, and returns the process exit code.
+pub fn run() -> ExitCode {
+    let cli = match args::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        args::Command::Onnx(a) => onnx::run(a),
+        args::Command::Info(a) => info::run(a),
+        args::Command::Runtimes(a) => runtimes::run(a),
+    };
+    match result {
+        Ok(Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(Outcome::Diverged) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}

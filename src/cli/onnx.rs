@@ -1,0 +1,64 @@
+//! `phantom onnx`: compare every intermediate of a model between the f64 reference and ONNX Runtime.
+
+use std::io::IsTerminal;
+
+use anyhow::Context;
+
+use super::args::OnnxArgs;
+use super::Outcome;
+use crate::compare::ToleranceSpec;
+use crate::pipeline::{run_compare, CompareSettings};
+use crate::report::model::Status;
+use crate::report::{json, terminal};
+
+fn check_tolerance(name: &str, v: Option<f64>) -> anyhow::Result<()> {
+    match v {
+        Some(x) if !(x >= 0.0 && x.is_finite()) => {
+            anyhow::bail!("--{name} must be a finite number ≥ 0, got {x}")
+        }
+        _ => Ok(()),
+    }
+}
+
+pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
+    check_tolerance("atol", a.atol)?;
+    check_tolerance("rtol", a.rtol)?;
+    if let Some(p) = &a.json {
+        if p.is_dir() {
+            anyhow::bail!("--json {}: is a directory; give a file name", p.display());
+        }
+    }
+    let settings = CompareSettings {
+        model: a.model.clone(),
+        target_model: a.target_model.clone(),
+        ep: a.ep,
+        opt_level: a.ort_opt_level,
+        tolerance: ToleranceSpec {
+            atol: a.atol,
+            rtol: a.rtol,
+        },
+        inputs: super::settings::input_spec(&a.inputs)?,
+        ort_lib: a.runtime.ort_lib.clone(),
+        no_install: a.runtime.no_install,
+        command: std::env::args().collect(),
+        progress: std::io::stderr().is_terminal() && !a.quiet,
+    };
+    let report = run_compare(&settings)?;
+    if let Some(p) = &a.json {
+        json::write(&report, p)
+            .with_context(|| format!("writing the JSON report to {}", p.display()))?;
+    }
+    if a.quiet {
+        println!("{}", terminal::verdict_line(&report));
+    } else {
+        print!("{}", terminal::render(&report, a.top));
+        if let Some(p) = &a.json {
+            println!("JSON report: {}", p.display());
+        }
+    }
+    Ok(if report.verdict.status == Status::Clean {
+        Outcome::Clean
+    } else {
+        Outcome::Diverged
+    })
+}

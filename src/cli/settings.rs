@@ -1,0 +1,92 @@
+//! Arguments resolved into plain settings before any model is touched.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+use super::args::InputArgs;
+use crate::model::inputs::{InputSource, InputSpec};
+
+fn parse_dims(s: &str) -> anyhow::Result<Vec<usize>> {
+    s.split(['x', 'X', ','])
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .with_context(|| format!("`{d}` in `{s}` is not a dimension"))
+        })
+        .collect()
+}
+
+/// Resolves the input arguments into an [`InputSpec`].
+pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
+    let mut spec = InputSpec {
+        seed: a.seed,
+        ..Default::default()
+    };
+    if let Some(r) = &a.val_range {
+        let (lo, hi) = r
+            .split_once(',')
+            .context("--val-range takes LO,HI (e.g. --val-range -1,1)")?;
+        let lo: f64 = lo
+            .trim()
+            .parse()
+            .context("--val-range: LO is not a number")?;
+        let hi: f64 = hi
+            .trim()
+            .parse()
+            .context("--val-range: HI is not a number")?;
+        if !(lo < hi) {
+            bail!("--val-range: LO must be below HI");
+        }
+        spec.val_range = Some((lo, hi));
+    }
+    let mut dims = HashMap::new();
+    for d in &a.dims {
+        let (k, v) = d
+            .split_once('=')
+            .with_context(|| format!("--dim takes NAME=VALUE, got `{d}`"))?;
+        dims.insert(
+            k.trim().to_string(),
+            v.trim()
+                .parse()
+                .with_context(|| format!("--dim {d}: not an integer"))?,
+        );
+    }
+    spec.dims = dims;
+    for s in &a.shapes {
+        let (k, v) = s
+            .split_once('=')
+            .with_context(|| format!("--shape takes INPUT=1x3x224x224, got `{s}`"))?;
+        spec.shapes.insert(k.trim().to_string(), parse_dims(v)?);
+    }
+    for i in &a.inputs {
+        let src = match i.split_once('=') {
+            Some((name, path)) => InputSource::Npy {
+                name: name.to_string(),
+                path: PathBuf::from(path),
+            },
+            None => {
+                let p = PathBuf::from(i);
+                if p.is_dir() {
+                    InputSource::TestDataSet(p)
+                } else if p.extension().is_some_and(|e| e == "npz") {
+                    InputSource::Npz(p)
+                } else if !p.exists() {
+                    bail!("--input {i}: no such file or directory");
+                } else {
+                    bail!(
+                        "--input {i}: give NAME=file.npy, a .npz file or a test_data_set directory"
+                    );
+                }
+            }
+        };
+        if let InputSource::Npy { path, .. } | InputSource::Npz(path) = &src {
+            if !path.exists() {
+                bail!("--input {i}: {} does not exist", path.display());
+            }
+        }
+        spec.sources.push(src);
+    }
+    Ok(spec)
+}

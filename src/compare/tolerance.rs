@@ -1,0 +1,76 @@
+//! Named tolerances: an element fails when |target − ref| > atol + rtol·|ref|. Defaults depend on the
+//! target's element type; integers and booleans must match exactly.
+
+use serde::Serialize;
+
+use crate::tensor::DType;
+
+/// Absolute and relative tolerance for one value.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+impl Tolerance {
+    /// Default for a value the target computed in `dtype`. Float defaults allow the rounding a correct
+    /// implementation accumulates through deep graphs (a few hundred ulp of the type), so fp32 ORT against the
+    /// f64 reference raises no false alarms on real models.
+    pub fn default_for(dtype: DType) -> Tolerance {
+        match dtype {
+            DType::F64 => Tolerance {
+                atol: 1e-9,
+                rtol: 1e-9,
+            },
+            DType::F32 => Tolerance {
+                atol: 1e-4,
+                rtol: 1e-3,
+            },
+            DType::F16 => Tolerance {
+                atol: 1e-2,
+                rtol: 1e-2,
+            },
+            DType::Bf16 => Tolerance {
+                atol: 5e-2,
+                rtol: 5e-2,
+            },
+            _ => Tolerance {
+                atol: 0.0,
+                rtol: 0.0,
+            },
+        }
+    }
+
+    /// True when `t` is within tolerance of `r` (NaN matches NaN, infinities match when equal).
+    #[inline]
+    pub fn accepts(&self, r: f64, t: f64) -> bool {
+        if r.is_nan() || t.is_nan() {
+            return r.is_nan() && t.is_nan();
+        }
+        if r.is_infinite() || t.is_infinite() {
+            return r == t;
+        }
+        (t - r).abs() <= self.atol + self.rtol * r.abs()
+    }
+}
+
+/// Tolerances resolved from the command line: explicit values override the per-dtype defaults.
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct ToleranceSpec {
+    pub atol: Option<f64>,
+    pub rtol: Option<f64>,
+}
+
+impl ToleranceSpec {
+    /// Tolerance for a value of `dtype`; integer and boolean values always compare exactly.
+    pub fn for_dtype(&self, dtype: DType) -> Tolerance {
+        let d = Tolerance::default_for(dtype);
+        if !dtype.is_float() {
+            return d;
+        }
+        Tolerance {
+            atol: self.atol.unwrap_or(d.atol),
+            rtol: self.rtol.unwrap_or(d.rtol),
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The `phantom` binary: everything happens in [`phantom::cli::run`].
+
+fn main() -> std::process::ExitCode {
+    phantom::cli::run()
+}

@@ -1,0 +1,313 @@
+//! Reads an ONNX file into a [`Graph`], tolerating what real-world files do: unsorted node lists, IR 3
+//! initializers repeated in `graph.input`, external data, other domains, `-1` and symbolic dims, and values
+//! hidden inside `If`/`Loop`/`Scan` bodies (listed, not captured).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+
+use prost::Message;
+use sha2::{Digest, Sha256};
+use tract_onnx::pb::{self, type_proto, GraphProto, ModelProto};
+
+use super::{Dim, Graph, HiddenValue, InitInfo, Node, ValueInfo};
+use crate::error::{Error, Result};
+use crate::tensor::DType;
+
+/// Loads and imports the model at `path`.
+pub fn load(path: &Path) -> Result<Graph> {
+    let bytes = crate::error::read_file(path)?;
+    from_bytes(path, bytes)
+}
+
+/// Decodes model bytes; `path` is used for messages and to resolve external data.
+pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
+    let malformed = |reason: String| Error::MalformedModel {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if bytes.is_empty() {
+        return Err(malformed("the file is empty".into()));
+    }
+    if bytes.starts_with(b"version https://git-lfs") {
+        return Err(malformed(
+            "this is a Git LFS pointer, not the model: run `git lfs pull`".into(),
+        ));
+    }
+    let model = ModelProto::decode(bytes.as_slice())
+        .map_err(|e| malformed(format!("protobuf decoding failed ({e})")))?;
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| malformed("the model has no graph".into()))?;
+    if graph.node.is_empty() && graph.output.is_empty() {
+        return Err(malformed("the graph has no nodes and no outputs".into()));
+    }
+    let sha256 = format!("{:x}", Sha256::digest(&bytes));
+    let initializers: HashMap<String, InitInfo> = graph
+        .initializer
+        .iter()
+        .map(|t| {
+            let info = InitInfo {
+                dtype: DType::from_onnx(t.data_type),
+                dims: t.dims.clone(),
+                external: t.data_location == Some(1),
+            };
+            (t.name.clone(), info)
+        })
+        .chain(graph.sparse_initializer.iter().filter_map(|s| {
+            let v = s.values.as_ref()?;
+            Some((
+                v.name.clone(),
+                InitInfo {
+                    dtype: DType::from_onnx(v.data_type),
+                    dims: s.dims.clone(),
+                    external: false,
+                },
+            ))
+        }))
+        .collect();
+    let inputs = graph
+        .input
+        .iter()
+        .filter(|i| !initializers.contains_key(&i.name))
+        .map(value_info)
+        .collect();
+    let outputs: Vec<ValueInfo> = graph.output.iter().map(value_info).collect();
+    let value_info = graph
+        .value_info
+        .iter()
+        .map(|v| (v.name.clone(), value_info(v)))
+        .collect();
+    let (nodes, was_unsorted) = sort_nodes(graph, &initializers, path)?;
+    let mut hidden = Vec::new();
+    for n in &nodes {
+        for g in subgraphs(&graph.node[n.source_index]) {
+            collect_hidden(g, &n.name, &mut hidden);
+        }
+    }
+    let produced: HashSet<&str> = nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(|s| s.as_str()))
+        .collect();
+    for o in &outputs {
+        let known = produced.contains(o.name.as_str())
+            || initializers.contains_key(&o.name)
+            || graph.input.iter().any(|i| i.name == o.name);
+        if !known {
+            return Err(malformed(format!(
+                "graph output `{}` is produced by no node",
+                o.name
+            )));
+        }
+    }
+    Ok(Graph {
+        path: path.to_path_buf(),
+        bytes: Arc::new(bytes),
+        sha256,
+        ir_version: model.ir_version,
+        opsets: model
+            .opset_import
+            .iter()
+            .map(|o| (o.domain.clone(), o.version))
+            .collect(),
+        producer: format!("{} {}", model.producer_name, model.producer_version)
+            .trim()
+            .to_string(),
+        inputs,
+        outputs,
+        nodes,
+        initializers,
+        value_info,
+        hidden,
+        was_unsorted,
+    })
+}
+
+fn value_info(v: &pb::ValueInfoProto) -> ValueInfo {
+    let tensor = v.r#type.as_ref().and_then(|t| match &t.value {
+        Some(type_proto::Value::TensorType(tt)) => Some(tt),
+        _ => None,
+    });
+    let dtype = tensor.map(|t| DType::from_onnx(t.elem_type));
+    let dims = tensor.and_then(|t| t.shape.as_ref()).map(|s| {
+        s.dim
+            .iter()
+            .map(|d| match &d.value {
+                Some(pb::tensor_shape_proto::dimension::Value::DimValue(v)) => Dim::Fixed(*v),
+                Some(pb::tensor_shape_proto::dimension::Value::DimParam(p)) if !p.is_empty() => {
+                    Dim::Symbolic(p.clone())
+                }
+                _ => Dim::Fixed(-1),
+            })
+            .collect()
+    });
+    ValueInfo {
+        name: v.name.clone(),
+        dtype,
+        dims,
+    }
+}
+
+fn subgraphs(n: &pb::NodeProto) -> impl Iterator<Item = &GraphProto> {
+    n.attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(a.graphs.iter()))
+}
+
+fn count_nodes(g: &GraphProto) -> usize {
+    g.node
+        .iter()
+        .map(|n| 1 + subgraphs(n).map(count_nodes).sum::<usize>())
+        .sum()
+}
+
+/// Names a body reads from the enclosing scope (a node with a body implicitly depends on them).
+fn outer_refs(g: &GraphProto, out: &mut HashSet<String>) {
+    let mut local: HashSet<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
+    local.extend(g.initializer.iter().map(|i| i.name.as_str()));
+    for n in &g.node {
+        local.extend(n.output.iter().map(|s| s.as_str()));
+    }
+    for n in &g.node {
+        for i in n
+            .input
+            .iter()
+            .filter(|i| !i.is_empty() && !local.contains(i.as_str()))
+        {
+            out.insert(i.clone());
+        }
+        for sg in subgraphs(n) {
+            let mut inner = HashSet::new();
+            outer_refs(sg, &mut inner);
+            out.extend(inner.into_iter().filter(|i| !local.contains(i.as_str())));
+        }
+    }
+}
+
+fn collect_hidden(g: &GraphProto, parent: &str, out: &mut Vec<HiddenValue>) {
+    for n in &g.node {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            out.push(HiddenValue {
+                name: o.clone(),
+                parent: parent.to_string(),
+            });
+        }
+        for sg in subgraphs(n) {
+            collect_hidden(sg, parent, out);
+        }
+    }
+}
+
+/// Kahn's algorithm, stable with respect to file order. Errors on cycles and on inputs nothing produces.
+fn sort_nodes(
+    g: &GraphProto,
+    inits: &HashMap<String, InitInfo>,
+    path: &Path,
+) -> Result<(Vec<Node>, bool)> {
+    let mut available: HashSet<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
+    available.extend(inits.keys().map(|s| s.as_str()));
+    available.insert("");
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in g.node.iter().enumerate() {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            producer.insert(o.as_str(), i);
+        }
+    }
+    let deps: Vec<Vec<String>> = g
+        .node
+        .iter()
+        .map(|n| {
+            let mut d: HashSet<String> = n.input.iter().cloned().collect();
+            for sg in subgraphs(n) {
+                outer_refs(sg, &mut d);
+            }
+            d.into_iter()
+                .filter(|v| !available.contains(v.as_str()))
+                .collect()
+        })
+        .collect();
+    for (n, d) in g.node.iter().zip(&deps) {
+        if let Some(missing) = d.iter().find(|v| !producer.contains_key(v.as_str())) {
+            return Err(Error::MalformedModel {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "node `{}` ({}) reads `{missing}`, which is no graph input, initializer or node output",
+                    n.name, n.op_type
+                ),
+            });
+        }
+    }
+    let mut pending: Vec<usize> = deps.iter().map(|d| d.len()).collect();
+    let mut users: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, d) in deps.iter().enumerate() {
+        for v in d {
+            users
+                .entry(
+                    producer
+                        .get_key_value(v.as_str())
+                        .map(|(k, _)| *k)
+                        .unwrap_or(""),
+                )
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut ready: VecDeque<usize> = (0..g.node.len()).filter(|&i| pending[i] == 0).collect();
+    let mut order = Vec::with_capacity(g.node.len());
+    let mut queued: Vec<bool> = pending.iter().map(|&p| p == 0).collect();
+    while let Some(i) = ready.pop_front() {
+        order.push(i);
+        let mut woken = Vec::new();
+        for o in g.node[i].output.iter().filter(|o| !o.is_empty()) {
+            for &u in users.get(o.as_str()).map(|v| v.as_slice()).unwrap_or(&[]) {
+                pending[u] -= 1;
+                if pending[u] == 0 && !queued[u] {
+                    queued[u] = true;
+                    woken.push(u);
+                }
+            }
+        }
+        woken.sort_unstable();
+        ready.extend(woken);
+    }
+    if order.len() != g.node.len() {
+        let stuck = (0..g.node.len())
+            .find(|i| !queued[*i])
+            .map(|i| g.node[i].name.clone())
+            .unwrap_or_default();
+        return Err(Error::MalformedModel {
+            path: path.to_path_buf(),
+            reason: format!("the graph has a cycle (node `{stuck}` can never run)"),
+        });
+    }
+    let unsorted = order.iter().enumerate().any(|(k, &i)| k != i);
+    let mut taken: HashSet<String> = HashSet::new();
+    let nodes = order
+        .iter()
+        .enumerate()
+        .map(|(index, &i)| {
+            let n = &g.node[i];
+            let mut name = if n.name.is_empty() {
+                format!("{}_{index}", n.op_type)
+            } else {
+                n.name.clone()
+            };
+            if !taken.insert(name.clone()) {
+                name = format!("{name}#{index}");
+                taken.insert(name.clone());
+            }
+            Node {
+                index,
+                source_index: i,
+                name,
+                op_type: n.op_type.clone(),
+                domain: n.domain.clone(),
+                inputs: n.input.clone(),
+                outputs: n.output.clone(),
+                subgraph_nodes: subgraphs(n).map(count_nodes).sum(),
+            }
+        })
+        .collect();
+    Ok((nodes, unsorted))
+}

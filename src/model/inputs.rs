@@ -1,0 +1,337 @@
+//! Model inputs: seeded random values that make sense for each input (ids valid for the table they index,
+//! masks of ones), or values loaded from `.npy`, `.npz` or an ONNX `test_data_set_N` directory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use ndarray::{ArrayD, IxDyn};
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Normal};
+use serde::Serialize;
+
+use super::{Dim, Graph, ValueInfo};
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+/// Where the values of one or more inputs come from.
+#[derive(Clone, Debug)]
+pub enum InputSource {
+    /// `--input NAME=file.npy`
+    Npy { name: String, path: PathBuf },
+    /// `--input file.npz`: arrays named like the inputs.
+    Npz(PathBuf),
+    /// `--input test_data_set_0/`: `input_N.pb` in graph-input order.
+    TestDataSet(PathBuf),
+}
+
+/// How inputs are made; resolved from the command line.
+#[derive(Clone, Debug, Default)]
+pub struct InputSpec {
+    pub seed: u64,
+    /// Uniform range for float inputs; N(0,1) when absent.
+    pub val_range: Option<(f64, f64)>,
+    /// Values for symbolic dims (`--dim batch=1`).
+    pub dims: HashMap<String, i64>,
+    /// Whole shapes (`--shape input=1x3x224x224`).
+    pub shapes: HashMap<String, Vec<usize>>,
+    pub sources: Vec<InputSource>,
+}
+
+/// One prepared input and how it was made.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct InputSummary {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// "file …", "random N(0,1) seed 0", "ids in [0, 30522) for `embeddings.word`", "ones (mask)"…
+    pub origin: String,
+}
+
+/// The prepared inputs in graph-input order.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    pub tensors: Vec<(String, Tensor)>,
+    pub summaries: Vec<InputSummary>,
+    /// Things the user should know (defaulted dims...).
+    pub notes: Vec<String>,
+}
+
+/// Builds every graph input from `spec`.
+pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
+    let loaded = load_sources(graph, spec)?;
+    let mut out = Inputs::default();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed);
+    for info in &graph.inputs {
+        let dtype = info.dtype.ok_or_else(|| Error::Input {
+            name: info.name.clone(),
+            reason: "the model declares no tensor element type for it; phantom supports tensor inputs only".into(),
+        })?;
+        let (t, origin) = match loaded.get(&info.name) {
+            Some((t, origin)) => (check_loaded(info, dtype, t)?, origin.clone()),
+            None => {
+                let shape = resolve_shape(info, spec, &mut out.notes)?;
+                random_input(graph, info, dtype, &shape, spec, &mut rng)?
+            }
+        };
+        out.summaries.push(InputSummary {
+            name: info.name.clone(),
+            dtype,
+            shape: t.shape().to_vec(),
+            origin,
+        });
+        out.tensors.push((info.name.clone(), t));
+    }
+    Ok(out)
+}
+
+fn load_sources(graph: &Graph, spec: &InputSpec) -> Result<HashMap<String, (Tensor, String)>> {
+    let mut m = HashMap::new();
+    let known = |name: &str| -> Result<()> {
+        if graph.inputs.iter().any(|i| i.name == name) {
+            return Ok(());
+        }
+        let names: Vec<_> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+        Err(Error::Input {
+            name: name.into(),
+            reason: format!("the model has no such input (it has: {})", names.join(", ")),
+        })
+    };
+    for s in &spec.sources {
+        match s {
+            InputSource::Npy { name, path } => {
+                known(name)?;
+                m.insert(
+                    name.clone(),
+                    (
+                        super::npy::read_npy(path)?,
+                        format!("file {}", path.display()),
+                    ),
+                );
+            }
+            InputSource::Npz(path) => {
+                for (name, t) in super::npy::read_npz(path)? {
+                    known(&name)?;
+                    m.insert(name.clone(), (t, format!("file {}:{name}", path.display())));
+                }
+            }
+            InputSource::TestDataSet(dir) => {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                    .map_err(|source| Error::Io {
+                        path: dir.clone(),
+                        source,
+                    })?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("input_") && n.ends_with(".pb"))
+                    })
+                    .collect();
+                files.sort_by_key(|p| {
+                    let n = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                    n.trim_start_matches("input_")
+                        .parse::<usize>()
+                        .unwrap_or(usize::MAX)
+                });
+                if files.is_empty() {
+                    return Err(Error::Input {
+                        name: dir.display().to_string(),
+                        reason: "no input_N.pb files in this directory".into(),
+                    });
+                }
+                for (k, f) in files.iter().enumerate() {
+                    let (pname, t) = super::proto::read_tensor_pb(f)?;
+                    let name = if !pname.is_empty() && graph.inputs.iter().any(|i| i.name == pname)
+                    {
+                        pname
+                    } else {
+                        graph
+                            .inputs
+                            .get(k)
+                            .map(|i| i.name.clone())
+                            .ok_or_else(|| Error::Input {
+                                name: f.display().to_string(),
+                                reason: format!("the model has only {} inputs", graph.inputs.len()),
+                            })?
+                    };
+                    m.insert(name, (t, format!("file {}", f.display())));
+                }
+            }
+        }
+    }
+    Ok(m)
+}
+
+fn check_loaded(info: &ValueInfo, dtype: DType, t: &Tensor) -> Result<Tensor> {
+    if t.dtype() != dtype {
+        return Err(Error::Input {
+            name: info.name.clone(),
+            reason: format!("the file holds {} values, the model expects {dtype}: convert it (e.g. arr.astype(...))", t.dtype()),
+        });
+    }
+    if let Some(dims) = &info.dims {
+        let fits = dims.len() == t.shape().len()
+            && dims
+                .iter()
+                .zip(t.shape())
+                .all(|(d, &s)| !matches!(d, Dim::Fixed(v) if *v >= 0 && *v as usize != s));
+        if !fits {
+            return Err(Error::Input {
+                name: info.name.clone(),
+                reason: format!(
+                    "wrong shape: the file holds {:?}, the model declares [{}]",
+                    t.shape(),
+                    info.shape_text()
+                ),
+            });
+        }
+    }
+    Ok(t.clone())
+}
+
+fn resolve_shape(
+    info: &ValueInfo,
+    spec: &InputSpec,
+    notes: &mut Vec<String>,
+) -> Result<Vec<usize>> {
+    if let Some(s) = spec.shapes.get(&info.name) {
+        if let Some(dims) = &info.dims {
+            let fits = dims.len() == s.len()
+                && dims
+                    .iter()
+                    .zip(s)
+                    .all(|(d, &v)| !matches!(d, Dim::Fixed(f) if *f >= 0 && *f as usize != v));
+            if !fits {
+                return Err(Error::Input {
+                    name: info.name.clone(),
+                    reason: format!(
+                        "wrong shape: --shape gives {s:?}, the model declares [{}]",
+                        info.shape_text()
+                    ),
+                });
+            }
+        }
+        return Ok(s.clone());
+    }
+    let dims = info.dims.as_ref().ok_or_else(|| Error::Input {
+        name: info.name.clone(),
+        reason: format!(
+            "the model declares no shape: pass --shape {}=1x3x224x224 (or --input {}=file.npy)",
+            info.name, info.name
+        ),
+    })?;
+    let mut shape = Vec::with_capacity(dims.len());
+    for (axis, d) in dims.iter().enumerate() {
+        shape.push(match d {
+            Dim::Fixed(v) if *v >= 0 => *v as usize,
+            Dim::Symbolic(s) if spec.dims.contains_key(s) => spec.dims[s].max(0) as usize,
+            other => {
+                let label = match other {
+                    Dim::Symbolic(s) => format!("`{s}`"),
+                    _ => format!("axis {axis}"),
+                };
+                notes.push(format!(
+                    "input {}: dim {label} defaulted to 1 (set it with --dim NAME=VALUE or --shape {}=...)",
+                    info.name, info.name
+                ));
+                1
+            }
+        });
+    }
+    Ok(shape)
+}
+
+/// The size of the table an integer input indexes, when it (possibly through casts and reshapes) feeds the
+/// indices of a `Gather` whose data is an initializer.
+fn table_size(graph: &Graph, name: &str) -> Option<(i64, String)> {
+    let consumers = graph.consumers();
+    let mut frontier = vec![name.to_string()];
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for v in &frontier {
+            for &c in consumers
+                .get(v.as_str())
+                .map(|v| v.as_slice())
+                .unwrap_or(&[])
+            {
+                let n = &graph.nodes[c];
+                match n.op_type.as_str() {
+                    "Gather" if n.inputs.get(1) == Some(v) => {
+                        if let Some(init) = graph.initializers.get(&n.inputs[0]) {
+                            return init.dims.first().map(|&d| (d, n.inputs[0].clone()));
+                        }
+                    }
+                    "Cast" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Identity" => {
+                        next.extend(n.outputs.iter().cloned())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        frontier = next;
+    }
+    None
+}
+
+fn random_input(
+    graph: &Graph,
+    info: &ValueInfo,
+    dtype: DType,
+    shape: &[usize],
+    spec: &InputSpec,
+    rng: &mut rand::rngs::StdRng,
+) -> Result<(Tensor, String)> {
+    let n: usize = shape.iter().product();
+    let lname = info.name.to_lowercase();
+    let (values, origin): (Vec<f64>, String) = if dtype.is_float() {
+        match spec.val_range {
+            Some((lo, hi)) => (
+                (0..n).map(|_| rng.random_range(lo..hi)).collect(),
+                format!("uniform [{lo}, {hi}) seed {}", spec.seed),
+            ),
+            None => {
+                let d = Normal::new(0.0, 1.0).expect("valid normal");
+                (
+                    (0..n).map(|_| d.sample(rng)).collect(),
+                    format!("random N(0,1) seed {}", spec.seed),
+                )
+            }
+        }
+    } else if dtype == DType::Bool || lname.contains("mask") {
+        (vec![1.0; n], "ones (mask)".into())
+    } else if let Some((size, table)) = table_size(graph, &info.name) {
+        let hi = size.max(1);
+        (
+            (0..n).map(|_| rng.random_range(0..hi) as f64).collect(),
+            format!("ids in [0, {hi}) for table `{table}`"),
+        )
+    } else if lname.contains("type") || lname.contains("segment") {
+        (vec![0.0; n], "zeros (token types)".into())
+    } else if lname.contains("position") {
+        let last = shape.last().copied().unwrap_or(1).max(1);
+        (
+            (0..n).map(|i| (i % last) as f64).collect(),
+            "positions 0..len".into(),
+        )
+    } else {
+        let (lo, hi) = spec
+            .val_range
+            .map(|(a, b)| (a as i64, b as i64))
+            .unwrap_or((0, 16));
+        (
+            (0..n)
+                .map(|_| rng.random_range(lo..hi.max(lo + 1)) as f64)
+                .collect(),
+            format!("integers in [{lo}, {hi}) seed {}", spec.seed),
+        )
+    };
+    let arr = ArrayD::from_shape_vec(IxDyn(shape), values).expect("length matches shape");
+    let t = Tensor::from_f64(dtype, arr).ok_or_else(|| Error::Input {
+        name: info.name.clone(),
+        reason: format!(
+            "phantom cannot generate {dtype} inputs: pass one with --input {}=file.npy",
+            info.name
+        ),
+    })?;
+    Ok((t, origin))
+}

@@ -1,0 +1,178 @@
+//! The imported ONNX model: nodes in topological order and named values, keyed by ONNX tensor name.
+//!
+//! Import reads the protobuf only for structure (the runners get the original bytes), so nothing the model
+//! holds is lost or rewritten here. See [`import`] for what real-world files need.
+
+pub mod import;
+pub mod inputs;
+pub mod npy;
+pub mod proto;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::tensor::DType;
+
+pub use import::load;
+
+/// One dimension of a declared shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Dim {
+    Fixed(i64),
+    Symbolic(String),
+}
+
+impl std::fmt::Display for Dim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dim::Fixed(v) if *v < 0 => f.write_str("?"),
+            Dim::Fixed(v) => write!(f, "{v}"),
+            Dim::Symbolic(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A declared graph input, output or value_info entry.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct ValueInfo {
+    pub name: String,
+    /// Element type; `None` when the model does not declare one (or declares a non-tensor type).
+    pub dtype: Option<DType>,
+    /// Declared shape; `None` when the rank is unknown.
+    pub dims: Option<Vec<Dim>>,
+}
+
+impl ValueInfo {
+    pub fn shape_text(&self) -> String {
+        match &self.dims {
+            None => "?".into(),
+            Some(d) => d
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("x"),
+        }
+    }
+}
+
+/// One node of the top-level graph.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Position in topological order.
+    pub index: usize,
+    /// Position in the file's node list.
+    pub source_index: usize,
+    /// The ONNX node name, or `<op_type>_<index>` when the model leaves it empty.
+    pub name: String,
+    pub op_type: String,
+    /// Operator domain; empty for the default ONNX domain.
+    pub domain: String,
+    /// Input value names; empty strings stand for omitted optional inputs.
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    /// Number of nodes inside this node's `If`/`Loop`/`Scan` bodies (recursively).
+    pub subgraph_nodes: usize,
+}
+
+/// Shape and type of an initializer (its data stays in the original bytes).
+#[derive(Clone, Debug)]
+pub struct InitInfo {
+    pub dtype: DType,
+    pub dims: Vec<i64>,
+    /// True when the data lives in an external file.
+    pub external: bool,
+}
+
+/// A value computed inside a control-flow body, which graph outputs cannot expose.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct HiddenValue {
+    pub name: String,
+    /// Name of the `If`/`Loop`/`Scan` node whose body computes it.
+    pub parent: String,
+}
+
+/// The imported model.
+#[derive(Clone, Debug)]
+pub struct Graph {
+    pub path: PathBuf,
+    /// The unmodified model bytes, as read.
+    pub bytes: std::sync::Arc<Vec<u8>>,
+    pub sha256: String,
+    pub ir_version: i64,
+    /// (domain, version); the default domain is `ai.onnx`.
+    pub opsets: Vec<(String, i64)>,
+    pub producer: String,
+    /// Graph inputs that are not initializers.
+    pub inputs: Vec<ValueInfo>,
+    pub outputs: Vec<ValueInfo>,
+    /// Top-level nodes in topological order.
+    pub nodes: Vec<Node>,
+    pub initializers: HashMap<String, InitInfo>,
+    /// Declared types of intermediate values, where the model has them.
+    pub value_info: HashMap<String, ValueInfo>,
+    /// Values inside control-flow bodies: not reachable as graph outputs.
+    pub hidden: Vec<HiddenValue>,
+    /// True when the file's node order was not topological (valid for ORT, rejected by onnx.checker).
+    pub was_unsorted: bool,
+}
+
+impl Graph {
+    /// Index of the node producing each value.
+    pub fn producers(&self) -> HashMap<&str, usize> {
+        let mut m = HashMap::new();
+        for n in &self.nodes {
+            for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+                m.insert(o.as_str(), n.index);
+            }
+        }
+        m
+    }
+
+    /// Nodes consuming each value, in topological order.
+    pub fn consumers(&self) -> HashMap<&str, Vec<usize>> {
+        let mut m: HashMap<&str, Vec<usize>> = HashMap::new();
+        for n in &self.nodes {
+            for i in n.inputs.iter().filter(|i| !i.is_empty()) {
+                m.entry(i.as_str()).or_default().push(n.index);
+            }
+        }
+        m
+    }
+
+    /// Every value computed by a top-level node, in topological order.
+    pub fn computed_values(&self) -> Vec<&str> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.outputs.iter())
+            .filter(|o| !o.is_empty())
+            .map(|s| s.as_str())
+            .collect()
+    }
+
+    /// Op type histogram, most frequent first.
+    pub fn op_histogram(&self) -> Vec<(String, usize)> {
+        let mut m: HashMap<String, usize> = HashMap::new();
+        for n in &self.nodes {
+            let key = if n.domain.is_empty() || n.domain == "ai.onnx" {
+                n.op_type.clone()
+            } else {
+                format!("{}:{}", n.domain, n.op_type)
+            };
+            *m.entry(key).or_default() += 1;
+        }
+        let mut v: Vec<_> = m.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    /// Opset version of the default domain.
+    pub fn default_opset(&self) -> Option<i64> {
+        self.opsets
+            .iter()
+            .find(|(d, _)| d.is_empty() || d == "ai.onnx")
+            .map(|(_, v)| *v)
+    }
+}

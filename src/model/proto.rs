@@ -1,0 +1,195 @@
+//! Conversions between ONNX `TensorProto` messages and host [`Tensor`]s (test_data_set `.pb` files, constants).
+
+use std::path::Path;
+
+use half::{bf16, f16};
+use ndarray::{ArrayD, IxDyn};
+use prost::Message;
+use tract_onnx::pb::TensorProto;
+
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+/// Reads a serialized `TensorProto` file (the `input_N.pb` of ONNX test data sets).
+pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor)> {
+    let bytes = crate::error::read_file(path)?;
+    let proto = TensorProto::decode(bytes.as_slice()).map_err(|e| Error::Input {
+        name: path.display().to_string(),
+        reason: format!("not a serialized TensorProto: {e}"),
+    })?;
+    let t = tensor_from_proto(&proto, path.parent())?;
+    Ok((proto.name.clone(), t))
+}
+
+fn shape_of(p: &TensorProto) -> Result<Vec<usize>> {
+    p.dims
+        .iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| Error::Input {
+                name: p.name.clone(),
+                reason: format!("negative dim {d}"),
+            })
+        })
+        .collect()
+}
+
+fn from_le<T, const N: usize>(raw: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+    raw.chunks_exact(N)
+        .map(|c| f(c.try_into().expect("chunk size")))
+        .collect()
+}
+
+/// Decodes a `TensorProto` (raw_data, typed fields, or external data resolved against `base`).
+pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor> {
+    let shape = shape_of(p)?;
+    let n: usize = shape.iter().product();
+    let dtype = DType::from_onnx(p.data_type);
+    let bad = |reason: String| Error::Input {
+        name: p.name.clone(),
+        reason,
+    };
+    let external;
+    let raw: &[u8] = if p.data_location == Some(1) {
+        let loc = p
+            .external_data
+            .iter()
+            .find(|e| e.key == "location")
+            .map(|e| e.value.clone());
+        let loc = loc.ok_or_else(|| bad("external data without a location".into()))?;
+        let path = base.unwrap_or(Path::new(".")).join(&loc);
+        let all = crate::error::read_file(&path)?;
+        let get = |k: &str| {
+            p.external_data
+                .iter()
+                .find(|e| e.key == k)
+                .and_then(|e| e.value.parse::<usize>().ok())
+        };
+        let off = get("offset").unwrap_or(0);
+        let len = get("length").unwrap_or(all.len().saturating_sub(off));
+        external = all
+            .get(off..off + len)
+            .ok_or_else(|| bad(format!("{loc} is shorter than declared")))?
+            .to_vec();
+        &external
+    } else {
+        &p.raw_data
+    };
+    fn shaped<T>(
+        shape: &[usize],
+        v: Vec<T>,
+    ) -> std::result::Result<ArrayD<T>, ndarray::ShapeError> {
+        ArrayD::from_shape_vec(IxDyn(shape), v)
+    }
+    let use_raw = !raw.is_empty() || n == 0;
+    let t = match dtype {
+        DType::F32 if use_raw => shaped(&shape, from_le(raw, f32::from_le_bytes)).map(Tensor::F32),
+        DType::F32 => shaped(&shape, p.float_data.clone()).map(Tensor::F32),
+        DType::F64 if use_raw => shaped(&shape, from_le(raw, f64::from_le_bytes)).map(Tensor::F64),
+        DType::F64 => shaped(&shape, p.double_data.clone()).map(Tensor::F64),
+        DType::F16 if use_raw => shaped(
+            &shape,
+            from_le(raw, |b| f16::from_bits(u16::from_le_bytes(b))),
+        )
+        .map(Tensor::F16),
+        DType::F16 => shaped(
+            &shape,
+            p.int32_data
+                .iter()
+                .map(|&v| f16::from_bits(v as u16))
+                .collect(),
+        )
+        .map(Tensor::F16),
+        DType::Bf16 if use_raw => shaped(
+            &shape,
+            from_le(raw, |b| bf16::from_bits(u16::from_le_bytes(b))),
+        )
+        .map(Tensor::Bf16),
+        DType::Bf16 => shaped(
+            &shape,
+            p.int32_data
+                .iter()
+                .map(|&v| bf16::from_bits(v as u16))
+                .collect(),
+        )
+        .map(Tensor::Bf16),
+        DType::I64 if use_raw => shaped(&shape, from_le(raw, i64::from_le_bytes)).map(Tensor::I64),
+        DType::I64 => shaped(&shape, p.int64_data.clone()).map(Tensor::I64),
+        DType::I32 if use_raw => shaped(&shape, from_le(raw, i32::from_le_bytes)).map(Tensor::I32),
+        DType::I32 => shaped(&shape, p.int32_data.clone()).map(Tensor::I32),
+        DType::I16 if use_raw => shaped(&shape, from_le(raw, i16::from_le_bytes)).map(Tensor::I16),
+        DType::I16 => {
+            shaped(&shape, p.int32_data.iter().map(|&v| v as i16).collect()).map(Tensor::I16)
+        }
+        DType::I8 if use_raw => {
+            shaped(&shape, raw.iter().map(|&b| b as i8).collect()).map(Tensor::I8)
+        }
+        DType::I8 => {
+            shaped(&shape, p.int32_data.iter().map(|&v| v as i8).collect()).map(Tensor::I8)
+        }
+        DType::U8 if use_raw => shaped(&shape, raw.to_vec()).map(Tensor::U8),
+        DType::U8 => {
+            shaped(&shape, p.int32_data.iter().map(|&v| v as u8).collect()).map(Tensor::U8)
+        }
+        DType::U16 if use_raw => shaped(&shape, from_le(raw, u16::from_le_bytes)).map(Tensor::U16),
+        DType::U16 => {
+            shaped(&shape, p.int32_data.iter().map(|&v| v as u16).collect()).map(Tensor::U16)
+        }
+        DType::U32 if use_raw => shaped(&shape, from_le(raw, u32::from_le_bytes)).map(Tensor::U32),
+        DType::U32 => {
+            shaped(&shape, p.uint64_data.iter().map(|&v| v as u32).collect()).map(Tensor::U32)
+        }
+        DType::U64 if use_raw => shaped(&shape, from_le(raw, u64::from_le_bytes)).map(Tensor::U64),
+        DType::U64 => shaped(&shape, p.uint64_data.clone()).map(Tensor::U64),
+        DType::Bool if use_raw => {
+            shaped(&shape, raw.iter().map(|&b| b != 0).collect()).map(Tensor::Bool)
+        }
+        DType::Bool => {
+            shaped(&shape, p.int32_data.iter().map(|&v| v != 0).collect()).map(Tensor::Bool)
+        }
+        DType::String | DType::Other => {
+            return Err(bad(format!(
+                "element type {} (ONNX code {}) is not supported",
+                dtype, p.data_type
+            )))
+        }
+    };
+    t.map_err(|_| {
+        bad(format!(
+            "holds a different number of elements than its shape {shape:?} needs"
+        ))
+    })
+}
+
+/// Encodes a host tensor as a `TensorProto` with `raw_data`.
+pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
+    let mut raw = Vec::with_capacity(t.nbytes());
+    macro_rules! put {
+        ($a:expr, $f:expr) => {
+            for v in $a.iter() {
+                raw.extend_from_slice(&$f(*v));
+            }
+        };
+    }
+    match t {
+        Tensor::F64(a) => put!(a, f64::to_le_bytes),
+        Tensor::F32(a) => put!(a, f32::to_le_bytes),
+        Tensor::F16(a) => put!(a, |v: f16| v.to_bits().to_le_bytes()),
+        Tensor::Bf16(a) => put!(a, |v: bf16| v.to_bits().to_le_bytes()),
+        Tensor::I64(a) => put!(a, i64::to_le_bytes),
+        Tensor::I32(a) => put!(a, i32::to_le_bytes),
+        Tensor::I16(a) => put!(a, i16::to_le_bytes),
+        Tensor::I8(a) => put!(a, i8::to_le_bytes),
+        Tensor::U64(a) => put!(a, u64::to_le_bytes),
+        Tensor::U32(a) => put!(a, u32::to_le_bytes),
+        Tensor::U16(a) => put!(a, u16::to_le_bytes),
+        Tensor::U8(a) => put!(a, u8::to_le_bytes),
+        Tensor::Bool(a) => put!(a, |v: bool| [v as u8]),
+    }
+    TensorProto {
+        name: name.to_string(),
+        dims: t.shape().iter().map(|&d| d as i64).collect(),
+        data_type: t.dtype().onnx_code(),
+        raw_data: raw,
+        ..Default::default()
+    }
+}

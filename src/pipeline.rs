@@ -1,0 +1,182 @@
+//! The `phantom onnx` pipeline: import, inputs, reference run, target run, comparison, report.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::analysis;
+use crate::cli::args::{Ep, OptLevel};
+use crate::compare::ToleranceSpec;
+use crate::error::Result;
+use crate::model::{self, inputs::InputSpec};
+use crate::report::model::{
+    Environment, ModelRef, ModelSummary, Report, RunnerInfo, Timings, ToleranceReport,
+    SCHEMA_VERSION,
+};
+use crate::runner::{ort::OrtRunner, ort_lib, reference::ReferenceRunner, Runner};
+use crate::tensor::DType;
+
+/// Everything `phantom onnx` needs, resolved from the command line.
+#[derive(Clone, Debug)]
+pub struct CompareSettings {
+    pub model: PathBuf,
+    pub target_model: Option<PathBuf>,
+    pub ep: Ep,
+    pub opt_level: OptLevel,
+    pub tolerance: ToleranceSpec,
+    pub inputs: InputSpec,
+    pub ort_lib: Option<PathBuf>,
+    pub no_install: bool,
+    /// The command line, recorded in the report.
+    pub command: Vec<String>,
+    /// Show spinners on stderr.
+    pub progress: bool,
+}
+
+fn stage(progress: bool, msg: &str) -> ProgressBar {
+    if !progress {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
+    );
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(Duration::from_millis(100));
+    pb
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Facts about this machine for the report.
+pub fn environment() -> Environment {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    Environment {
+        os: std::env::consts::OS.into(),
+        arch: std::env::consts::ARCH.into(),
+        cpu,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    }
+}
+
+/// Runs the whole comparison and builds the report.
+pub fn run_compare(s: &CompareSettings) -> Result<Report> {
+    let t_all = Instant::now();
+    let t = Instant::now();
+    let graph = model::load(&s.model)?;
+    let target_graph = s.target_model.as_deref().map(model::load).transpose()?;
+    let inputs = model::inputs::prepare(&graph, &s.inputs)?;
+    let lib = ort_lib::locate(s.ort_lib.as_deref(), s.no_install)?;
+    let import_ms = ms(t);
+
+    let t = Instant::now();
+    let pb = stage(
+        s.progress,
+        &format!("reference: tract f64 on {} nodes", graph.nodes.len()),
+    );
+    let mut reference = ReferenceRunner::default();
+    let ref_out = reference.run(&graph, &inputs)?;
+    pb.finish_and_clear();
+    let reference_ms = ms(t);
+
+    let t = Instant::now();
+    let pb = stage(s.progress, "target: onnxruntime (plain and instrumented)");
+    let mut target = OrtRunner::new(&lib, s.ep, s.opt_level, target_graph.clone())?;
+    let tgt_out = target.run(&graph, &inputs)?;
+    pb.finish_and_clear();
+    let target_ms = ms(t);
+
+    let t = Instant::now();
+    let pb = stage(s.progress, "comparing");
+    let nodes = analysis::compare_runs(&graph, &ref_out, &tgt_out, &s.tolerance);
+    let verdict = analysis::verdict(&graph, &nodes);
+    let coverage = analysis::coverage(&graph, &nodes);
+    pb.finish_and_clear();
+    let compare_ms = ms(t);
+
+    let mut notes = inputs.notes.clone();
+    notes.extend(ref_out.notes.iter().cloned());
+    notes.extend(tgt_out.notes.iter().cloned());
+    if graph.was_unsorted {
+        notes.push("the model's node list is not topologically sorted; phantom sorted it".into());
+    }
+    let by_dtype: BTreeMap<String, _> = [DType::F32, DType::F16, DType::Bf16, DType::F64]
+        .iter()
+        .map(|d| (d.name().to_string(), s.tolerance.for_dtype(*d)))
+        .collect();
+    Ok(Report {
+        schema: SCHEMA_VERSION.into(),
+        phantom_version: env!("CARGO_PKG_VERSION").into(),
+        command: s.command.clone(),
+        model: ModelSummary {
+            path: graph.path.display().to_string(),
+            sha256: graph.sha256.clone(),
+            ir_version: graph.ir_version,
+            opsets: graph
+                .opsets
+                .iter()
+                .map(|(d, v)| {
+                    (
+                        if d.is_empty() {
+                            "ai.onnx".to_string()
+                        } else {
+                            d.clone()
+                        },
+                        *v,
+                    )
+                })
+                .collect(),
+            producer: graph.producer.clone(),
+            nodes: graph.nodes.len(),
+            was_unsorted: graph.was_unsorted,
+            hidden_values: graph.hidden.clone(),
+        },
+        target_model: target_graph.map(|g| ModelRef {
+            path: g.path.display().to_string(),
+            sha256: g.sha256,
+        }),
+        environment: environment(),
+        reference: RunnerInfo {
+            name: reference.name(),
+            version: reference.version(),
+            details: ref_out.details.clone(),
+        },
+        target: RunnerInfo {
+            name: target.name(),
+            version: target.version(),
+            details: tgt_out.details.clone(),
+        },
+        tolerance: ToleranceReport {
+            atol: s.tolerance.atol,
+            rtol: s.tolerance.rtol,
+            by_dtype,
+        },
+        inputs: inputs.summaries.clone(),
+        verdict,
+        coverage,
+        instrumentation: target.instrumentation.clone(),
+        nodes,
+        timings: Timings {
+            import_ms,
+            reference_ms,
+            target_ms,
+            compare_ms,
+            total_ms: ms(t_all),
+        },
+        notes,
+    })
+}

@@ -1,0 +1,43 @@
+//! JSON rendering of the report, and the JSON Schema generated from the report types.
+
+use std::path::Path;
+
+use super::Report;
+use crate::error::{Error, Result};
+
+/// The report as pretty JSON. Non-finite floats (never expected) would become `null`.
+pub fn to_string(report: &Report) -> String {
+    serde_json::to_string_pretty(report).expect("the report serializes")
+}
+
+/// Writes the report atomically (temp file + rename), so a failed run never leaves half a file.
+pub fn write(report: &Report, path: &Path) -> Result<()> {
+    write_atomic(path, to_string(report).as_bytes())
+}
+
+/// Writes `bytes` to `path` through a temporary sibling and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes).map_err(|source| Error::Io {
+        path: tmp.clone(),
+        source,
+    })?;
+    std::fs::rename(&tmp, path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// JSON Schema of [`Report`] (checked in as `schema/report.schema.json`).
+pub fn schema() -> String {
+    let s = schemars::schema_for!(Report);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
+}

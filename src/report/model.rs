@@ -1,0 +1,234 @@
+//! The one report model behind every rendering (terminal, JSON, and later HTML/JUnit). Field docs here are
+//! the documentation of the JSON report; `schema/report.schema.json` is generated from these types.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::compare::{Metrics, Stats, Tolerance, Worst};
+use crate::model::inputs::InputSummary;
+use crate::model::HiddenValue;
+use crate::tensor::DType;
+
+/// Version of the report layout; bumped on incompatible changes.
+pub const SCHEMA_VERSION: &str = "phantom-report/1";
+
+/// A whole comparison run.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Report {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema: String,
+    pub phantom_version: String,
+    /// The command line that produced this report.
+    pub command: Vec<String>,
+    pub model: ModelSummary,
+    /// A second model run on the target (`--target-model`), values matched by name.
+    pub target_model: Option<ModelRef>,
+    pub environment: Environment,
+    pub reference: RunnerInfo,
+    pub target: RunnerInfo,
+    pub tolerance: ToleranceReport,
+    pub inputs: Vec<InputSummary>,
+    pub verdict: Verdict,
+    pub coverage: Coverage,
+    /// Whether exposing intermediates changed the target's final outputs.
+    pub instrumentation: Option<Instrumentation>,
+    /// Every top-level node in topological order.
+    pub nodes: Vec<NodeReport>,
+    pub timings: Timings,
+    /// Things the user should know about this run (defaulted dims, reference fallbacks...).
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct ModelRef {
+    pub path: String,
+    pub sha256: String,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct ModelSummary {
+    pub path: String,
+    pub sha256: String,
+    pub ir_version: i64,
+    /// Opset imports as (domain, version); the default domain is written `ai.onnx`.
+    pub opsets: BTreeMap<String, i64>,
+    pub producer: String,
+    pub nodes: usize,
+    /// True when the file's node order was not topological.
+    pub was_unsorted: bool,
+    /// Values inside `If`/`Loop`/`Scan` bodies: graph outputs cannot reach them, so they are not compared.
+    pub hidden_values: Vec<HiddenValue>,
+}
+
+/// Where the run happened.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Environment {
+    pub os: String,
+    pub arch: String,
+    pub cpu: String,
+    pub cores: usize,
+}
+
+/// One side of the comparison.
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct RunnerInfo {
+    /// `tract-f64` or `onnxruntime`.
+    pub name: String,
+    pub version: String,
+    /// Free-form key/value facts: ORT build string, library path, EP requested and EP that ran, opt level...
+    pub details: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct ToleranceReport {
+    /// `--atol`, when given.
+    pub atol: Option<f64>,
+    /// `--rtol`, when given.
+    pub rtol: Option<f64>,
+    /// The tolerance applied to float values of each target element type.
+    pub by_dtype: BTreeMap<String, Tolerance>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Every compared value is within tolerance.
+    Clean,
+    /// At least one value is out of tolerance.
+    Drift,
+}
+
+/// A value named in a verdict.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct NodeRef {
+    pub node_index: usize,
+    pub node: String,
+    pub op_type: String,
+    pub value: String,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Verdict {
+    pub status: Status,
+    /// First node in topological order with an output out of tolerance.
+    pub first_divergence: Option<NodeRef>,
+    /// Number of values out of tolerance.
+    pub failing_values: usize,
+    /// Up to ten failing values, worst (highest fail fraction, then max relative error) first.
+    pub worst: Vec<NodeRef>,
+    /// Whether the final graph outputs are within tolerance.
+    pub outputs_pass: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct Coverage {
+    /// Values computed by top-level nodes.
+    pub values: usize,
+    pub compared: usize,
+    pub unchecked: usize,
+    /// Unchecked values counted by reason.
+    pub unchecked_by_reason: BTreeMap<String, usize>,
+    /// Values inside control-flow bodies (see `model.hidden_values`).
+    pub hidden: usize,
+}
+
+/// Effect of exposing every intermediate value on ORT's final outputs.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Instrumentation {
+    /// True when any final output differs bit for bit between the plain and the instrumented run.
+    pub outputs_moved: bool,
+    /// Largest absolute change of a final output.
+    pub max_abs_change: f64,
+    /// The final outputs compared in the verdict come from the plain (uninstrumented) run.
+    pub outputs_from_plain_run: bool,
+}
+
+/// How the reference computed a node.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RefPrecision {
+    /// tract's own kernel, in f64.
+    F64,
+    /// phantom's own f64 implementation (tract has no f64 kernel for this op).
+    F64Phantom,
+    /// Computed at lower precision: comparisons on this node are only as good as the reason says.
+    Reduced { reason: String },
+    /// The reference could not compute it at all.
+    Unavailable { reason: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueStatus {
+    Pass,
+    Fail,
+    /// Not compared; `reason` says why.
+    Unchecked,
+}
+
+/// One compared (or unchecked) value.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct ValueReport {
+    pub name: String,
+    pub status: ValueStatus,
+    /// Why the value is unchecked or failed without metrics (shape mismatch...).
+    pub reason: Option<String>,
+    pub shape: Vec<usize>,
+    /// Element type the target produced.
+    pub target_dtype: Option<DType>,
+    pub tolerance: Option<Tolerance>,
+    pub metrics: Option<Metrics>,
+    pub reference_stats: Option<Stats>,
+    pub target_stats: Option<Stats>,
+    pub worst: Option<Worst>,
+    /// True for a final graph output.
+    pub is_output: bool,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct NodeReport {
+    pub index: usize,
+    pub name: String,
+    pub op_type: String,
+    pub domain: String,
+    pub reference: RefPrecision,
+    /// Worst status among the node's outputs (fail > pass > unchecked).
+    pub status: ValueStatus,
+    pub values: Vec<ValueReport>,
+}
+
+/// Wall-clock milliseconds per stage.
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct Timings {
+    pub import_ms: f64,
+    pub reference_ms: f64,
+    pub target_ms: f64,
+    pub compare_ms: f64,
+    pub total_ms: f64,
+}
+
+impl Report {
+    /// Iterates over (node, value) pairs.
+    pub fn values(&self) -> impl Iterator<Item = (&NodeReport, &ValueReport)> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.values.iter().map(move |v| (n, v)))
+    }
+
+    /// The value report of `name`, with its node.
+    pub fn find_value(&self, name: &str) -> Option<(&NodeReport, &ValueReport)> {
+        self.values().find(|(_, v)| v.name == name)
+    }
+}
+
+impl NodeRef {
+    pub fn of(n: &NodeReport, v: &ValueReport) -> NodeRef {
+        NodeRef {
+            node_index: n.index,
+            node: n.name.clone(),
+            op_type: n.op_type.clone(),
+            value: v.name.clone(),
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Terminal summary: verdict, first divergent node with its metrics and activation statistics, worst nodes,
+//! coverage. Colour only on a terminal and never with `NO_COLOR`.
+
+use std::fmt::Write as _;
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use owo_colors::{OwoColorize, Stream::Stdout};
+
+use super::model::{RefPrecision, Report, Status, ValueReport};
+
+/// Short scientific format for error figures.
+pub fn num(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if x.is_infinite() {
+        if x > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
+    } else if x.is_nan() {
+        "nan".into()
+    } else if (1e-3..1e4).contains(&x.abs()) {
+        format!("{x:.4}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+fn ulp(u: u64) -> String {
+    if u == u64::MAX {
+        "nan/inf".into()
+    } else {
+        u.to_string()
+    }
+}
+
+fn precision_tag(p: &RefPrecision) -> Option<String> {
+    match p {
+        RefPrecision::F64 => None,
+        RefPrecision::F64Phantom => Some("ref: phantom f64 kernel".into()),
+        RefPrecision::Reduced { reason } => Some(format!("reduced-precision reference: {reason}")),
+        RefPrecision::Unavailable { reason } => Some(format!("reference unavailable: {reason}")),
+    }
+}
+
+fn metrics_table(v: &ValueReport) -> Option<Table> {
+    let m = v.metrics.as_ref()?;
+    let tol = v.tolerance?;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["metric", "value", "tolerance"]);
+    let rows: Vec<(&str, String, String)> = vec![
+        (
+            "max abs",
+            num(m.max_abs),
+            format!("atol {} + rtol {}·|ref|", num(tol.atol), num(tol.rtol)),
+        ),
+        ("mean abs", num(m.mean_abs), String::new()),
+        (
+            "max rel",
+            num(m.max_rel),
+            format!("floor |ref| ≥ {}", num(tol.atol)),
+        ),
+        ("rmse", num(m.rmse), String::new()),
+        ("cosine", format!("{:.9}", m.cosine), String::new()),
+        (
+            "snr dB",
+            m.snr_db
+                .map(|s| format!("{s:.1}"))
+                .unwrap_or_else(|| "∞ (identical)".into()),
+            String::new(),
+        ),
+        (
+            "max ulp",
+            ulp(m.max_ulp),
+            format!("in {}", v.target_dtype.map(|d| d.name()).unwrap_or("?")),
+        ),
+        (
+            "out of tol",
+            format!(
+                "{} of {} ({:.3}%)",
+                m.failed,
+                m.elements,
+                100.0 * m.fail_fraction
+            ),
+            "0".into(),
+        ),
+        (
+            "nan/inf mismatch",
+            m.nonfinite_mismatch.to_string(),
+            "0".into(),
+        ),
+    ];
+    for (k, v, tol) in rows {
+        t.add_row(vec![
+            Cell::new(k),
+            Cell::new(v).set_alignment(CellAlignment::Right),
+            Cell::new(tol),
+        ]);
+    }
+    Some(t)
+}
+
+fn stats_table(v: &ValueReport) -> Option<Table> {
+    let (r, g) = (v.reference_stats.as_ref()?, v.target_stats.as_ref()?);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "", "min", "max", "mean", "std", "% zero", "% inf", "% nan",
+    ]);
+    for (label, s) in [("reference f64", r), ("target", g)] {
+        t.add_row(vec![
+            label.to_string(),
+            num(s.min),
+            num(s.max),
+            num(s.mean),
+            num(s.std),
+            format!("{:.2}", s.pct_zero),
+            format!("{:.2}", s.pct_inf),
+            format!("{:.2}", s.pct_nan),
+        ]);
+    }
+    Some(t)
+}
+
+/// The full terminal summary.
+pub fn render(r: &Report, top: usize) -> String {
+    let mut s = String::new();
+    let opset = r
+        .model
+        .opsets
+        .get("ai.onnx")
+        .map(|v| format!(", opset {v}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "{} {} (sha256 {}…, {} nodes{opset})",
+        "phantom".if_supports_color(Stdout, |t| t.bold()),
+        r.model.path,
+        &r.model.sha256[..12.min(r.model.sha256.len())],
+        r.model.nodes
+    );
+    if let Some(t) = &r.target_model {
+        let _ = writeln!(
+            s,
+            "target model  {} (sha256 {}…)",
+            t.path,
+            &t.sha256[..12.min(t.sha256.len())]
+        );
+    }
+    let _ = writeln!(
+        s,
+        "reference     {} {}",
+        r.reference.name, r.reference.version
+    );
+    let d = &r.target.details;
+    let _ = writeln!(
+        s,
+        "target        {} {} · {} · opt {}",
+        r.target.name,
+        r.target.version,
+        d.get("ep_requested").map(String::as_str).unwrap_or("?"),
+        d.get("opt_level").map(String::as_str).unwrap_or("?")
+    );
+    for i in &r.inputs {
+        let shape = i
+            .shape
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("x");
+        let _ = writeln!(
+            s,
+            "input         {} {} {} · {}",
+            i.name, i.dtype, shape, i.origin
+        );
+    }
+    let _ = writeln!(s);
+    let v = &r.verdict;
+    match v.status {
+        Status::Clean => {
+            let _ = writeln!(
+                s,
+                "{}  all {} compared values within tolerance",
+                "✓ CLEAN".if_supports_color(Stdout, |t| t.green().bold().to_string()),
+                r.coverage.compared
+            );
+        }
+        Status::Drift => {
+            let _ = writeln!(
+                s,
+                "{}  {} of {} compared values out of tolerance; final outputs {}",
+                "✗ DRIFT".if_supports_color(Stdout, |t| t.red().bold().to_string()),
+                v.failing_values,
+                r.coverage.compared,
+                if v.outputs_pass { "pass" } else { "fail" }
+            );
+        }
+    }
+    if let Some(f) = &v.first_divergence {
+        let _ = writeln!(
+            s,
+            "first divergence: node #{} {} `{}` → value `{}`",
+            f.node_index, f.op_type, f.node, f.value
+        );
+        if let Some((n, val)) = r.find_value(&f.value) {
+            if let Some(tag) = precision_tag(&n.reference) {
+                let _ = writeln!(s, "  ({tag})");
+            }
+            if let Some(reason) = &val.reason {
+                let _ = writeln!(s, "  {reason}");
+            }
+            if let Some(w) = &val.worst {
+                let _ = writeln!(
+                    s,
+                    "  worst element {:?}: reference {} target {}",
+                    w.index,
+                    num(w.reference),
+                    num(w.target)
+                );
+            }
+            if let Some(t) = metrics_table(val) {
+                let _ = writeln!(s, "{t}");
+            }
+            if let Some(t) = stats_table(val) {
+                let _ = writeln!(s, "{t}");
+            }
+        }
+    }
+    if !v.worst.is_empty() {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "#",
+            "op",
+            "node",
+            "value",
+            "max abs",
+            "max rel",
+            "out of tol",
+            "max ulp",
+        ]);
+        for w in v.worst.iter().take(top) {
+            let m = r.find_value(&w.value).and_then(|(_, v)| v.metrics.clone());
+            let (a, rel, frac, u) = match m {
+                Some(m) => (
+                    num(m.max_abs),
+                    num(m.max_rel),
+                    format!("{:.2}%", 100.0 * m.fail_fraction),
+                    ulp(m.max_ulp),
+                ),
+                None => ("-".into(), "-".into(), "shape".into(), "-".into()),
+            };
+            t.add_row(vec![
+                w.node_index.to_string(),
+                w.op_type.clone(),
+                w.node.clone(),
+                w.value.clone(),
+                a,
+                rel,
+                frac,
+                u,
+            ]);
+        }
+        let _ = writeln!(s, "worst values:\n{t}");
+    }
+    let c = &r.coverage;
+    let _ = write!(
+        s,
+        "coverage: {} of {} values compared, {} unchecked",
+        c.compared, c.values, c.unchecked
+    );
+    if c.hidden > 0 {
+        let _ = write!(s, ", {} inside If/Loop/Scan bodies not reachable", c.hidden);
+    }
+    let _ = writeln!(s);
+    for (why, n) in &c.unchecked_by_reason {
+        let _ = writeln!(s, "  {n} × {why}");
+    }
+    let reduced: Vec<_> = r
+        .nodes
+        .iter()
+        .filter_map(|n| precision_tag(&n.reference).map(|t| (n, t)))
+        .collect();
+    if !reduced.is_empty() {
+        let _ = writeln!(
+            s,
+            "reference precision: {} node(s) not computed by tract in f64:",
+            reduced.len()
+        );
+        for (n, tag) in reduced.iter().take(top) {
+            let _ = writeln!(s, "  #{} {} `{}`: {tag}", n.index, n.op_type, n.name);
+        }
+    }
+    if let Some(i) = &r.instrumentation {
+        if i.outputs_moved {
+            let _ = writeln!(
+                s,
+                "instrumentation: exposing intermediates moved ORT's final outputs by up to {} (verdict uses the plain run's outputs)",
+                num(i.max_abs_change)
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "instrumentation: exposing intermediates left ORT's final outputs bit-identical"
+            );
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    let t = &r.timings;
+    let _ = writeln!(
+        s,
+        "time: {:.0} ms (import {:.0}, reference {:.0}, target {:.0}, compare {:.0})",
+        t.total_ms, t.import_ms, t.reference_ms, t.target_ms, t.compare_ms
+    );
+    s
+}
+
+/// One line: the verdict (for `--quiet`).
+pub fn verdict_line(r: &Report) -> String {
+    match (&r.verdict.status, &r.verdict.first_divergence) {
+        (Status::Clean, _) => format!("clean: {} values within tolerance", r.coverage.compared),
+        (Status::Drift, Some(f)) => format!(
+            "drift: {} values out of tolerance; first at node #{} {} `{}` (value `{}`)",
+            r.verdict.failing_values, f.node_index, f.op_type, f.node, f.value
+        ),
+        (Status::Drift, None) => "drift".into(),
+    }
+}

@@ -1,0 +1,42 @@
+//! Runners evaluate a [`Graph`] and hand back every value they can, keyed by ONNX tensor name.
+//!
+//! - [`reference`]: tract at the typed level, translated to f64, with phantom's own f64 kernels where tract has
+//!   none; the yardstick.
+//! - [`ort`]: ONNX Runtime through the `ort` crate on a chosen execution provider; a target.
+
+pub mod ort;
+pub mod ort_lib;
+pub mod reference;
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::Result;
+use crate::model::inputs::Inputs;
+use crate::model::Graph;
+use crate::report::model::RefPrecision;
+use crate::tensor::Tensor;
+
+/// What a run produced.
+#[derive(Debug, Default)]
+pub struct RunOutput {
+    /// Values by ONNX tensor name.
+    pub values: HashMap<String, Tensor>,
+    /// Values the runner could not produce, with the reason.
+    pub missing: HashMap<String, String>,
+    /// How each node was computed, by node name (reference runner only; absent means plain f64).
+    pub precision: HashMap<String, RefPrecision>,
+    /// Facts for the report: versions, EP that ran, library path...
+    pub details: BTreeMap<String, String>,
+    /// Things the user should know.
+    pub notes: Vec<String>,
+}
+
+/// One way of evaluating a model.
+pub trait Runner {
+    /// Short name used in reports (`tract-f64`, `onnxruntime`).
+    fn name(&self) -> String;
+    /// Version string of the underlying engine.
+    fn version(&self) -> String;
+    /// Evaluates `graph` on `inputs`, capturing every value it can.
+    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput>;
+}

@@ -1,0 +1,204 @@
+//! Finding the ONNX Runtime shared library: `--ort-lib`, `ORT_DYLIB_PATH`, the Python `onnxruntime*`
+//! packages, `node_modules/onnxruntime-node`, the system loader, and finally a one-time
+//! `pip install --target <cache>` of a pinned version (opt out with `--no-install` or `PHANTOM_NO_INSTALL=1`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, Result};
+
+/// The ONNX Runtime version phantom installs when none is found.
+pub const PINNED_ORT: &str = "1.31.1";
+
+/// How the library was found, for the report and `phantom runtimes`.
+#[derive(Clone, Debug)]
+pub struct Located {
+    pub path: PathBuf,
+    /// `--ort-lib`, `ORT_DYLIB_PATH`, `python onnxruntime-gpu`, `cache (pip)`...
+    pub source: String,
+}
+
+fn lib_in(dir: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            (n.starts_with("libonnxruntime.so")
+                || n == "libonnxruntime.dylib"
+                || n == "onnxruntime.dll")
+                && !n.contains("providers")
+        })
+        .collect();
+    // Prefer the fully versioned file name (the real file, not a link).
+    found.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
+    found.into_iter().next()
+}
+
+/// The directory where phantom keeps its own ONNX Runtime.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("PHANTOM_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("phantom")
+}
+
+fn pinned_dir() -> PathBuf {
+    cache_dir().join(format!("onnxruntime-{PINNED_ORT}"))
+}
+
+const PY_PROBE: &str = "import importlib.util,os\nfor m in ('onnxruntime',):\n s=importlib.util.find_spec(m)\n if s and s.origin: print(os.path.dirname(s.origin))";
+
+fn python_probe() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args(["-c", PY_PROBE])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if dir.is_empty() {
+        return None;
+    }
+    lib_in(&Path::new(&dir).join("capi"))
+}
+
+fn node_probe() -> Option<PathBuf> {
+    let mut dir = std::env::current_dir().ok()?;
+    loop {
+        let cand = dir.join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64");
+        if let Some(p) = lib_in(&cand) {
+            return Some(p);
+        }
+        if !dir.pop() {
+            return None;
+        }
+    }
+}
+
+fn system_probe() -> Option<PathBuf> {
+    [
+        "/usr/local/lib",
+        "/usr/lib",
+        "/usr/lib/x86_64-linux-gnu",
+        "/opt/onnxruntime/lib",
+    ]
+    .iter()
+    .find_map(|d| lib_in(Path::new(d)))
+}
+
+/// Finds the library without installing anything.
+pub fn find(explicit: Option<&Path>) -> Option<Located> {
+    if let Some(p) = explicit {
+        return Some(Located {
+            path: p.to_path_buf(),
+            source: "--ort-lib".into(),
+        });
+    }
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        return Some(Located {
+            path: PathBuf::from(p),
+            source: "ORT_DYLIB_PATH".into(),
+        });
+    }
+    if let Some(p) = python_probe() {
+        return Some(Located {
+            path: p,
+            source: "python package onnxruntime".into(),
+        });
+    }
+    if let Some(p) = node_probe() {
+        return Some(Located {
+            path: p,
+            source: "node_modules/onnxruntime-node".into(),
+        });
+    }
+    if let Some(p) = lib_in(&pinned_dir().join("onnxruntime/capi")) {
+        return Some(Located {
+            path: p,
+            source: format!("phantom cache ({})", pinned_dir().display()),
+        });
+    }
+    system_probe().map(|p| Located {
+        path: p,
+        source: "system library".into(),
+    })
+}
+
+/// True when the user opted out of the automatic install.
+pub fn install_disabled(no_install_flag: bool) -> bool {
+    no_install_flag || std::env::var("PHANTOM_NO_INSTALL").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Finds the library, installing the pinned version with pip into the cache when allowed.
+pub fn locate(explicit: Option<&Path>, no_install: bool) -> Result<Located> {
+    if let Some(found) = find(explicit) {
+        if !found.path.exists() {
+            return Err(Error::RuntimeMissing {
+                reason: format!(
+                    "{} points to {}, which does not exist",
+                    found.source,
+                    found.path.display()
+                ),
+            });
+        }
+        return Ok(found);
+    }
+    if install_disabled(no_install) {
+        return Err(Error::RuntimeMissing {
+            reason: "no libonnxruntime found (searched --ort-lib, ORT_DYLIB_PATH, python onnxruntime packages, \
+                     node_modules/onnxruntime-node, the phantom cache, system library dirs) and automatic install is \
+                     off.\n  hint: `pip install onnxruntime`, or set ORT_DYLIB_PATH=/path/to/libonnxruntime.so, or \
+                     drop --no-install / PHANTOM_NO_INSTALL"
+                .into(),
+        });
+    }
+    install()
+}
+
+/// `python3 -m pip install --no-deps --target <cache> onnxruntime==PINNED`.
+pub fn install() -> Result<Located> {
+    let dir = pinned_dir();
+    let staging = cache_dir().join(format!(".staging-{}", std::process::id()));
+    eprintln!(
+        "phantom: no ONNX Runtime found; installing onnxruntime=={PINNED_ORT} with pip into {} (once; \
+         --no-install or PHANTOM_NO_INSTALL=1 turns this off)",
+        dir.display()
+    );
+    let status = Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", "--target"])
+        .arg(&staging)
+        .arg(format!("onnxruntime=={PINNED_ORT}"))
+        .status()
+        .map_err(|e| Error::RuntimeMissing {
+            reason: format!("could not run python3 -m pip ({e}).\n  hint: install python3 and pip, or set ORT_DYLIB_PATH"),
+        })?;
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(Error::RuntimeMissing {
+            reason: format!("pip install onnxruntime=={PINNED_ORT} failed ({status}).\n  hint: set ORT_DYLIB_PATH to an existing libonnxruntime"),
+        });
+    }
+    if lib_in(&dir.join("onnxruntime/capi")).is_some() {
+        // Another phantom process finished the same install first.
+        let _ = std::fs::remove_dir_all(&staging);
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&staging, &dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    let path = lib_in(&dir.join("onnxruntime/capi")).ok_or_else(|| Error::RuntimeMissing {
+        reason: format!(
+            "pip installed onnxruntime into {} but no libonnxruntime is there",
+            dir.display()
+        ),
+    })?;
+    Ok(Located {
+        path,
+        source: format!("phantom cache ({}, installed now)", dir.display()),
+    })
+}

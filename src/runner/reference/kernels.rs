@@ -1,0 +1,115 @@
+//! phantom's own f64 kernels for the element-wise ops tract implements only in f16/f32 (Sigmoid, Erf,
+//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf).
+
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
+use tract_onnx::tract_core::ops::math::{Erf, IsInf, IsNan, RoundHalfToEven};
+use tract_onnx::tract_core::ops::nn::{
+    GeluApproximate, GeluExact, HardSwish, LeakyRelu, Sigmoid, Silu,
+};
+
+fn sigmoid(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+enum Kernel {
+    Map(Box<dyn Fn(f64) -> f64>),
+    Predicate(Box<dyn Fn(f64) -> bool>),
+}
+
+fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
+    let m = op.0.as_ref();
+    let map = |f: Box<dyn Fn(f64) -> f64>| Some(Kernel::Map(f));
+    if m.downcast_ref::<Sigmoid>().is_some() {
+        return map(Box::new(sigmoid));
+    }
+    if m.downcast_ref::<Erf>().is_some() {
+        return map(Box::new(libm::erf));
+    }
+    if m.downcast_ref::<GeluExact>().is_some() {
+        return map(Box::new(|x| {
+            0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))
+        }));
+    }
+    if let Some(g) = m.downcast_ref::<GeluApproximate>() {
+        let pow = if g.fast_impl { 2 } else { 3 };
+        let c = (2.0 / std::f64::consts::PI).sqrt();
+        return map(Box::new(move |x| {
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(pow))).tanh())
+        }));
+    }
+    if m.downcast_ref::<Silu>().is_some() {
+        return map(Box::new(|x| x * sigmoid(x)));
+    }
+    if m.downcast_ref::<HardSwish>().is_some() {
+        return map(Box::new(|x| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)));
+    }
+    if let Some(l) = m.downcast_ref::<LeakyRelu>() {
+        let alpha = l.alpha as f64;
+        return map(Box::new(move |x| if x < 0.0 { alpha * x } else { x }));
+    }
+    if m.downcast_ref::<RoundHalfToEven>().is_some() {
+        return map(Box::new(f64::round_ties_even));
+    }
+    if m.downcast_ref::<IsNan>().is_some() {
+        return Some(Kernel::Predicate(Box::new(f64::is_nan)));
+    }
+    if let Some(i) = m.downcast_ref::<IsInf>() {
+        let (pos, neg) = (i.detect_positive, i.detect_negative);
+        return Some(Kernel::Predicate(Box::new(move |x| {
+            (pos && x == f64::INFINITY) || (neg && x == f64::NEG_INFINITY)
+        })));
+    }
+    None
+}
+
+/// Evaluates `node` with phantom's own f64 kernel when it is one of the ops tract lacks in f64 and its input
+/// is f64. `None` means: not ours, let tract evaluate it.
+pub fn eval_own(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    let op = node.op_as::<ElementWiseOp>()?;
+    if inputs.len() != 1 || inputs[0].datum_type() != f64::datum_type() {
+        return None;
+    }
+    let kernel = kernel_for(op)?;
+    Some((|| {
+        let x = inputs[0].to_plain_array_view::<f64>()?;
+        Ok(match kernel {
+            Kernel::Map(f) => tvec!(x.mapv(f).into_tvalue()),
+            Kernel::Predicate(f) => tvec!(x.mapv(f).into_tvalue()),
+        })
+    })())
+}
+
+/// Ops tract evaluates in f32 internally even when fed f64 (substrings of the op name), with the reason shown
+/// on the node.
+pub const F32_INSIDE: &[(&str, &str)] = &[
+    ("Resize", "tract computes Resize in f32"),
+    ("GridSample", "tract computes GridSample in f32"),
+    (
+        "MeanOfSquares",
+        "tract computes the RMS-norm mean of squares in f32",
+    ),
+    ("RmsNorm", "tract computes RmsNorm in f32"),
+    ("Sdpa", "tract's attention kernel accumulates in f32"),
+    ("MatMulNBits", "tract dequantizes MatMulNBits in f32"),
+    ("DequantizeLinear", "tract dequantizes in f32"),
+    ("DynamicQuantizeLinear", "tract quantizes in f32"),
+    ("MelWeightMatrix", "tract computes MelWeightMatrix in f32"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigmoid_is_stable_at_extremes() {
+        assert_eq!(sigmoid(-800.0), 0.0);
+        assert_eq!(sigmoid(800.0), 1.0);
+        assert!((sigmoid(0.3) - 0.574_442_516_811_659_9).abs() < 1e-15);
+    }
+}

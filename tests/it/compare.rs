@@ -1,0 +1,135 @@
+//! End-to-end `phantom onnx` runs on the demo models: clean verdicts, a perturbed target named at the right
+//! node, coverage and instrumentation figures in the JSON report.
+
+use crate::common::*;
+
+#[test]
+fn demo_models_are_clean_against_ort_cpu() {
+    ensure_runtime();
+    for name in ["convnet.onnx", "encoder.onnx"] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let (code, out, err) = phantom(&[
+            "onnx",
+            model(name).to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{name}: expected clean\n{out}\n{err}");
+        assert!(out.contains("CLEAN"), "{out}");
+        let r = read_json(&json);
+        assert_eq!(r["verdict"]["status"], "clean");
+        let cov = &r["coverage"];
+        assert_eq!(
+            cov["compared"], cov["values"],
+            "{name}: every value should be compared: {cov}"
+        );
+        assert_eq!(r["reference"]["name"], "tract-f64");
+        assert_eq!(
+            r["target"]["details"]["ep_requested"],
+            "CPUExecutionProvider"
+        );
+        // fp32 ORT against f64: real but small differences, so the metrics are genuine, not zero.
+        let out_val = r["nodes"].as_array().unwrap().last().unwrap()["values"][0].clone();
+        let max_abs = out_val["metrics"]["max_abs"].as_f64().unwrap();
+        assert!(
+            max_abs > 0.0 && max_abs < 1e-5,
+            "{name}: output max_abs {max_abs}"
+        );
+    }
+}
+
+#[test]
+fn reference_uses_own_f64_kernels_where_tract_has_none() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("encoder.onnx").to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = read_json(&json);
+    let erf = r["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "gelu.erf")
+        .unwrap();
+    assert_eq!(erf["reference"]["kind"], "f64_phantom");
+    // The f64 Erf differs from ORT's f32 Erf by f32 rounding only.
+    let m = &erf["values"][0]["metrics"];
+    assert!(m["max_ulp"].as_u64().unwrap() <= 4, "{m}");
+}
+
+#[test]
+fn perturbed_target_model_is_named_as_first_divergence() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("perturbed.onnx");
+    perturbed_copy(&model("convnet.onnx"), "conv2", 1.001, &target);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "expected drift\n{out}\n{err}");
+    assert!(
+        out.contains("first divergence: node #4 Conv `conv2`"),
+        "{out}"
+    );
+    let r = read_json(&json);
+    assert_eq!(r["verdict"]["first_divergence"]["node"], "conv2");
+    assert_eq!(r["verdict"]["first_divergence"]["value"], "c2");
+    // Nodes before conv2 stay clean.
+    for n in r["nodes"].as_array().unwrap().iter().take(4) {
+        assert_eq!(n["status"], "pass", "{}", n["name"]);
+    }
+}
+
+#[test]
+fn quiet_mode_prints_one_verdict_line() {
+    ensure_runtime();
+    let (code, out, _) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--quiet",
+        "--seed",
+        "3",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with("clean:"));
+}
+
+#[test]
+fn tight_tolerance_reports_drift_with_metrics() {
+    ensure_runtime();
+    let (code, out, _) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--atol",
+        "0",
+        "--rtol",
+        "1e-12",
+    ]);
+    assert_eq!(code, 1, "f32 cannot meet 1e-12 against f64\n{out}");
+    assert!(out.contains("DRIFT") && out.contains("max ulp"), "{out}");
+}
+
+#[test]
+fn info_lists_inputs_outputs_and_ops() {
+    let (code, out, err) = phantom(&["info", model("encoder.onnx").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("input_ids") && out.contains("i64") && out.contains("1x16"),
+        "{out}"
+    );
+    assert!(out.contains("MatMul") && out.contains("│ 8"), "{out}");
+}

@@ -1,0 +1,163 @@
+//! Bad input gets a clear message and exit code 2, never a panic.
+
+use std::process::Command;
+
+use crate::common::*;
+
+fn assert_error(code: i32, err: &str, needle: &str) {
+    assert_eq!(code, 2, "expected exit 2, stderr:\n{err}");
+    assert!(
+        err.contains(needle),
+        "stderr should mention `{needle}`:\n{err}"
+    );
+    assert!(!err.contains("panicked"), "panic:\n{err}");
+}
+
+#[test]
+fn truncated_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.onnx");
+    let bytes = std::fs::read(model("convnet.onnx")).unwrap();
+    std::fs::write(&p, &bytes[..bytes.len() / 3]).unwrap();
+    let (code, _, err) = phantom(&["onnx", p.to_str().unwrap()]);
+    assert_error(code, &err, "is not a valid ONNX model");
+}
+
+#[test]
+fn garbage_and_empty_and_missing_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("g.onnx");
+    std::fs::write(&p, b"this is not protobuf at all \xff\xfe").unwrap();
+    let (code, _, err) = phantom(&["onnx", p.to_str().unwrap()]);
+    assert_error(code, &err, "g.onnx");
+    std::fs::write(&p, b"").unwrap();
+    let (code, _, err) = phantom(&["info", p.to_str().unwrap()]);
+    assert_error(code, &err, "empty");
+    let (code, _, err) = phantom(&["onnx", "/nonexistent/model.onnx"]);
+    assert_error(code, &err, "/nonexistent/model.onnx");
+}
+
+#[test]
+fn missing_input_file() {
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--input",
+        "image=/nope/x.npy",
+    ]);
+    assert_error(code, &err, "/nope/x.npy");
+}
+
+#[test]
+fn wrong_shape_from_file_and_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.npy");
+    let t = phantom::tensor::Tensor::zeros(phantom::tensor::DType::F32, &[1, 3, 16, 16]).unwrap();
+    phantom::model::npy::write_npy(&p, &t).unwrap();
+    let arg = format!("image={}", p.display());
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--input",
+        &arg,
+    ]);
+    assert_error(code, &err, "wrong shape");
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--shape",
+        "image=1x4x32x32",
+    ]);
+    assert_error(code, &err, "wrong shape");
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--input",
+        "nosuch=x.npy",
+    ]);
+    assert_error(code, &err, "x.npy");
+}
+
+#[test]
+fn op_the_reference_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("custom.onnx");
+    use prost::Message;
+    use tract_onnx::pb;
+    let vi = |n: &str| pb::ValueInfoProto {
+        name: n.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: 1,
+                shape: Some(pb::TensorShapeProto {
+                    dim: vec![pb::tensor_shape_proto::Dimension {
+                        value: Some(pb::tensor_shape_proto::dimension::Value::DimValue(4)),
+                        ..Default::default()
+                    }],
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let m = pb::ModelProto {
+        ir_version: 8,
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: "".into(),
+            version: 17,
+        }],
+        graph: Some(pb::GraphProto {
+            node: vec![pb::NodeProto {
+                name: "mystery".into(),
+                op_type: "FrobnicateNotAnOp".into(),
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                ..Default::default()
+            }],
+            input: vec![vi("x")],
+            output: vec![vi("y")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    let (code, _, err) = phantom(&["onnx", p.to_str().unwrap(), "--no-install"]);
+    assert_error(code, &err, "mystery");
+}
+
+#[test]
+fn no_runtime_with_no_install() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_phantom"))
+        .args(["runtimes", "--no-install"])
+        .current_dir(empty.path())
+        .env_remove("ORT_DYLIB_PATH")
+        .env("PATH", empty.path())
+        .env("PHANTOM_CACHE_DIR", empty.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_error(
+        out.status.code().unwrap_or(-1),
+        &err,
+        "pip install onnxruntime",
+    );
+}
+
+#[test]
+fn bad_flags() {
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--val-range",
+        "3,1",
+    ]);
+    assert_error(code, &err, "--val-range");
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--ep",
+        "tpu",
+    ]);
+    assert_error(code, &err, "tpu");
+}
