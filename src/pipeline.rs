@@ -88,7 +88,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<Report> {
         s.progress,
         &format!("reference: tract f64 on {} nodes", graph.nodes.len()),
     );
-    let mut reference = ReferenceRunner::default();
+    let mut reference = ReferenceRunner;
     let ref_out = reference.run(&graph, &inputs)?;
     pb.finish_and_clear();
     let reference_ms = ms(t);

@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Compare every intermediate value of MODEL between the f64 reference and a target runtime.
-    Onnx(OnnxArgs),
+    Onnx(Box<OnnxArgs>),
     /// Show a model's inputs, outputs, opsets and op histogram.
     Info(InfoArgs),
     /// Show which ONNX Runtime phantom finds, its version and execution providers.

@@ -29,7 +29,7 @@ pub fn run() -> ExitCode {
         }
     };
     let result = match cli.command {
-        args::Command::Onnx(a) => onnx::run(a),
+        args::Command::Onnx(a) => onnx::run(*a),
         args::Command::Info(a) => info::run(a),
         args::Command::Runtimes(a) => runtimes::run(a),
     };

@@ -36,7 +36,7 @@ pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
             .trim()
             .parse()
             .context("--val-range: HI is not a number")?;
-        if !(lo < hi) {
+        if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
             bail!("--val-range: LO must be below HI");
         }
         spec.val_range = Some((lo, hi));

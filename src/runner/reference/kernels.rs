@@ -1,11 +1,13 @@
 //! phantom's own f64 kernels for the element-wise ops tract implements only in f16/f32 (Sigmoid, Erf,
-//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf).
+//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), and Max/Min
+//! reductions that handle all-infinite rows.
 
+use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::math::{Erf, IsInf, IsNan, RoundHalfToEven};
 use tract_onnx::tract_core::ops::nn::{
-    GeluApproximate, GeluExact, HardSwish, LeakyRelu, Sigmoid, Silu,
+    GeluApproximate, GeluExact, HardSwish, LeakyRelu, Reduce, Reducer, Sigmoid, Silu,
 };
 
 fn sigmoid(x: f64) -> f64 {
@@ -71,6 +73,9 @@ fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
 /// Evaluates `node` with phantom's own f64 kernel when it is one of the ops tract lacks in f64 and its input
 /// is f64. `None` means: not ours, let tract evaluate it.
 pub fn eval_own(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    if let Some(r) = node.op_as::<Reduce>() {
+        return reduce_extremum(r, inputs);
+    }
     let op = node.op_as::<ElementWiseOp>()?;
     if inputs.len() != 1 || inputs[0].datum_type() != f64::datum_type() {
         return None;
@@ -82,6 +87,40 @@ pub fn eval_own(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<T
             Kernel::Map(f) => tvec!(x.mapv(f).into_tvalue()),
             Kernel::Predicate(f) => tvec!(x.mapv(f).into_tvalue()),
         })
+    })())
+}
+
+/// Max/Min reductions in f64 that start from ∓infinity (tract starts from ∓f64::MAX, so a row of all −inf
+/// reduces to −1.8e308 instead of −inf).
+fn reduce_extremum(r: &Reduce, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    let max = match r.reducer {
+        Reducer::Max => true,
+        Reducer::Min => false,
+        _ => return None,
+    };
+    if inputs.len() != 1 || inputs[0].datum_type() != f64::datum_type() {
+        return None;
+    }
+    Some((|| {
+        let mut a = inputs[0].to_plain_array_view::<f64>()?.to_owned();
+        for &ax in &r.axes {
+            let init = if max {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            };
+            let folded = a.fold_axis(Axis(ax), init, |&acc, &v| {
+                if v.is_nan() || acc.is_nan() {
+                    f64::NAN
+                } else if max {
+                    acc.max(v)
+                } else {
+                    acc.min(v)
+                }
+            });
+            a = folded.insert_axis(Axis(ax));
+        }
+        Ok(tvec!(a.into_tvalue()))
     })())
 }
 

@@ -5,6 +5,8 @@
 
 mod convert;
 pub mod kernels;
+mod rewrite;
+mod widen;
 
 use std::collections::{HashMap, HashSet};
 
@@ -70,7 +72,7 @@ fn ref_err(graph: &Graph, stage: &str, e: impl std::fmt::Display) -> Error {
         reason: format!(
             "{stage} {}: {}\n  hint: if an op is unsupported, compare a model without it or report the op to phantom",
             graph.path.display(),
-            humanize(&e.to_string(), graph)
+            humanize(&format!("{e:#}"), graph)
         ),
     }
 }
@@ -134,7 +136,15 @@ fn cast_all(values: &TVec<TValue>, from: DatumType, to: DatumType) -> TractResul
 }
 
 impl ReferenceRunner {
-    fn parse(&self, graph: &Graph, inputs: &Inputs) -> Result<(TypedModel, Vec<String>)> {
+    /// Parses the model into a typed tract model whose outputs are every value, in the order of the returned names.
+    /// With `wide`, the model is first rewritten as float64 ([`widen`]) and patched where tract's expansions are not
+    /// faithful ([`rewrite`]).
+    fn parse(
+        &self,
+        graph: &Graph,
+        inputs: &Inputs,
+        wide: bool,
+    ) -> Result<(TypedModel, Vec<String>)> {
         let mut proto = ModelProto::decode(graph.bytes.as_slice())
             .map_err(|e| ref_err(graph, "decoding", e))?;
         let g = proto
@@ -143,6 +153,11 @@ impl ReferenceRunner {
             .ok_or_else(|| ref_err(graph, "reading", "no graph"))?;
         for n in &graph.nodes {
             g.node[n.source_index].name = format!("{PREFIX}{}", n.index);
+        }
+        if wide {
+            widen::widen(&mut proto, graph.path.parent())
+                .map_err(|e| ref_err(graph, "widening to f64", e))?;
+            rewrite::rewrite(proto.graph.as_mut().expect("checked above"));
         }
         let dir = graph
             .path
@@ -175,10 +190,12 @@ impl ReferenceRunner {
                     name: name.clone(),
                     reason: "the reference model expects this input but none was prepared".into(),
                 })?;
-            let fact = InferenceFact::dt_shape(
-                convert::datum_type(t.dtype()),
-                t.shape().iter().copied().collect::<TVec<_>>(),
-            );
+            let dt = if wide && t.dtype().is_float() {
+                f64::datum_type()
+            } else {
+                convert::datum_type(t.dtype())
+            };
+            let fact = InferenceFact::dt_shape(dt, t.shape().iter().copied().collect::<TVec<_>>());
             model
                 .set_input_fact(ix, fact)
                 .map_err(|e| ref_err(graph, "setting input facts of", e))?;
@@ -210,7 +227,20 @@ impl Runner for ReferenceRunner {
     }
 
     fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
-        let (typed, names) = self.parse(graph, inputs)?;
+        let mut notes = Vec::new();
+        let (typed, names) = match self.parse(graph, inputs, true) {
+            Ok(p) => p,
+            Err(wide_err) => match self.parse(graph, inputs, false) {
+                Ok(p) => {
+                    notes.push(format!(
+                        "the reference could not load the model rewritten as float64 ({wide_err}); it translated the \
+                         float32 model instead, so constants tract folds at import are float32-rounded"
+                    ));
+                    p
+                }
+                Err(_) => return Err(wide_err),
+            },
+        };
         let producers = graph.producers();
         let mut precision: HashMap<usize, RefPrecision> = HashMap::new();
         // Values tract folded into constants while importing were computed in the model's own precision.
@@ -218,7 +248,8 @@ impl Runner for ReferenceRunner {
             let node = typed.node(o.node);
             if let (Some(k), Some(&p)) = (node.op_as::<Const>(), producers.get(names[i].as_str())) {
                 let is_constant_op = graph.nodes[p].op_type == "Constant";
-                if !is_constant_op && k.val().datum_type().is_float() {
+                let narrow = matches!(k.val().datum_type(), DatumType::F32 | DatumType::F16);
+                if !is_constant_op && narrow {
                     let reason = format!(
                         "constant-folded by tract in {:?} at import",
                         k.val().datum_type()
@@ -292,19 +323,14 @@ impl Runner for ReferenceRunner {
                 );
             }
             let mut st = st;
-            let first = tract_onnx::tract_core::plan::eval(
-                ctx,
-                st.as_mut().map(|s| &mut **s),
-                node,
-                ins.clone(),
-            );
+            let first =
+                tract_onnx::tract_core::plan::eval(ctx, st.as_deref_mut(), node, ins.clone());
             let err = match first {
                 Ok(o) => return Ok(o),
                 Err(e) => first_line(&e),
             };
-            let retry = cast_all(&ins, f64::datum_type(), f32::datum_type()).and_then(|ins32| {
-                tract_onnx::tract_core::plan::eval(ctx, st.as_mut().map(|s| &mut **s), node, ins32)
-            });
+            let retry = cast_all(&ins, f64::datum_type(), f32::datum_type())
+                .and_then(|ins32| tract_onnx::tract_core::plan::eval(ctx, st, node, ins32));
             match retry.and_then(|outs| {
                 outs.iter()
                     .zip(&node.outputs)
@@ -339,7 +365,10 @@ impl Runner for ReferenceRunner {
         let outs = state
             .run_plan_with_eval(feeds, hook)
             .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
-        let mut out = RunOutput::default();
+        let mut out = RunOutput {
+            notes,
+            ..Default::default()
+        };
         for ((name, v), node) in names.iter().zip(outs.iter()).zip(&out_nodes) {
             if let Some(src) = tainted.get(node) {
                 out.missing

@@ -1,0 +1,161 @@
+//! Rewrites a float32/float16 model as float64 before tract sees it, so that everything tract computes at import
+//! (constant folding, BatchNorm scale/shift, expansion constants built from initializers) happens in f64 too.
+//!
+//! FLOAT and FLOAT16 become DOUBLE in graph inputs, outputs, value_info, initializers (external data is read and
+//! inlined), tensor attributes, `Constant` value_float(s), `Cast`/`EyeLike`/random-op dtypes, recursively in
+//! control-flow bodies. Float *attributes* (alpha, epsilon...) stay float32, as the ONNX spec types them. Inputs
+//! tract requires in float32 (Resize roi and scales, quantization scales) are left as they are.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use tract_onnx::pb::{
+    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
+};
+
+use crate::error::Result;
+use crate::model::proto::{tensor_from_proto, tensor_to_proto};
+use crate::tensor::DType;
+
+const FLOAT: i32 = 1;
+const FLOAT16: i32 = 10;
+const DOUBLE: i32 = 11;
+
+fn narrow_float(code: i32) -> bool {
+    code == FLOAT || code == FLOAT16
+}
+
+/// Widens every float32/float16 tensor and type in `model` to float64. Returns how many tensors were widened.
+pub fn widen(model: &mut ModelProto, base: Option<&Path>) -> Result<usize> {
+    let mut n = 0;
+    if let Some(g) = model.graph.as_mut() {
+        widen_graph(g, base, &mut n)?;
+    }
+    Ok(n)
+}
+
+fn widen_tensor(t: &mut TensorProto, base: Option<&Path>, n: &mut usize) -> Result<()> {
+    if narrow_float(t.data_type) {
+        let host = tensor_from_proto(t, base)?;
+        let wide = host.cast(DType::F64).expect("floats cast to f64");
+        *t = tensor_to_proto(&t.name, &wide);
+        *n += 1;
+    }
+    Ok(())
+}
+
+fn widen_types(g: &mut GraphProto) {
+    use tract_onnx::pb::type_proto::Value;
+    for vi in g
+        .input
+        .iter_mut()
+        .chain(g.output.iter_mut())
+        .chain(g.value_info.iter_mut())
+    {
+        if let Some(Value::TensorType(t)) = vi.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+            if narrow_float(t.elem_type) {
+                t.elem_type = DOUBLE;
+            }
+        }
+    }
+}
+
+fn scalar_double(name: &str, values: &[f32], scalar: bool) -> AttributeProto {
+    let t = TensorProto {
+        dims: if scalar {
+            vec![]
+        } else {
+            vec![values.len() as i64]
+        },
+        data_type: DOUBLE,
+        double_data: values.iter().map(|&v| v as f64).collect(),
+        ..Default::default()
+    };
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Tensor as i32,
+        t: Some(t),
+        ..Default::default()
+    }
+}
+
+fn widen_node(node: &mut NodeProto, base: Option<&Path>, n: &mut usize) -> Result<()> {
+    let op = node.op_type.clone();
+    for a in node.attribute.iter_mut() {
+        if let Some(t) = a.t.as_mut() {
+            widen_tensor(t, base, n)?;
+        }
+        for t in a.tensors.iter_mut() {
+            widen_tensor(t, base, n)?;
+        }
+        if let Some(g) = a.g.as_mut() {
+            widen_graph(g, base, n)?;
+        }
+        for g in a.graphs.iter_mut() {
+            widen_graph(g, base, n)?;
+        }
+        let dtype_attr = matches!(
+            (op.as_str(), a.name.as_str()),
+            ("Cast", "to")
+                | (
+                    "EyeLike"
+                        | "RandomNormal"
+                        | "RandomUniform"
+                        | "RandomNormalLike"
+                        | "RandomUniformLike"
+                        | "Bernoulli",
+                    "dtype"
+                )
+        );
+        if dtype_attr && narrow_float(a.i as i32) {
+            a.i = DOUBLE as i64;
+        }
+        if op == "Constant" && a.name == "value_float" {
+            *a = scalar_double("value", &[a.f], true);
+            *n += 1;
+        } else if op == "Constant" && a.name == "value_floats" {
+            *a = scalar_double("value", &a.floats.clone(), false);
+            *n += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Values tract only accepts as float32: (op, input slot).
+const KEEP_F32: &[(&str, usize)] = &[
+    ("Resize", 1),
+    ("Resize", 2),
+    ("QuantizeLinear", 1),
+    ("DequantizeLinear", 1),
+    ("Upsample", 1),
+];
+
+fn widen_graph(g: &mut GraphProto, base: Option<&Path>, n: &mut usize) -> Result<()> {
+    widen_types(g);
+    let keep: HashSet<String> = g
+        .node
+        .iter()
+        .flat_map(|node| {
+            KEEP_F32
+                .iter()
+                .filter(|(op, _)| *op == node.op_type)
+                .filter_map(|(_, i)| node.input.get(*i).cloned())
+        })
+        .collect();
+    for t in g.initializer.iter_mut().filter(|t| !keep.contains(&t.name)) {
+        widen_tensor(t, base, n)?;
+    }
+    for s in g.sparse_initializer.iter_mut() {
+        if let Some(v) = s.values.as_mut() {
+            widen_tensor(v, base, n)?;
+        }
+    }
+    for node in g
+        .node
+        .iter_mut()
+        .filter(|node| !node.output.iter().any(|o| keep.contains(o)))
+    {
+        widen_node(node, base, n)?;
+    }
+    Ok(())
+}
