@@ -222,6 +222,14 @@ impl Tensor {
         self.len() * self.dtype().size()
     }
 
+    /// The elements as f64, borrowed when the tensor already is f64.
+    pub fn as_f64(&self) -> std::borrow::Cow<'_, ArrayD<f64>> {
+        match self {
+            Tensor::F64(a) => std::borrow::Cow::Borrowed(a),
+            _ => std::borrow::Cow::Owned(self.to_f64_array()),
+        }
+    }
+
     /// Every element widened to f64, in logical (row-major) order.
     pub fn to_f64_array(&self) -> ArrayD<f64> {
         match self {

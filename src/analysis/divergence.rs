@@ -72,7 +72,7 @@ fn compare_value(
         ));
         return v;
     }
-    let rf = r.to_f64_array();
+    let rf = r.as_f64();
     let (m, rs, ts, worst) = compare(&rf, t, tolerance);
     v.status = if m.failed > 0 {
         ValueStatus::Fail

@@ -18,6 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Compare every intermediate value of MODEL between the f64 reference and a target runtime.
     Onnx(Box<OnnxArgs>),
+    /// Run one side only (the f64 reference or ONNX Runtime) and summarize its outputs.
+    Run(Box<RunArgs>),
     /// Show a model's inputs, outputs, opsets and op histogram.
     Info(InfoArgs),
     /// Show which ONNX Runtime phantom finds, its version and execution providers.
@@ -103,6 +105,30 @@ pub struct InputArgs {
     /// Load inputs: NAME=file.npy, an .npz with arrays named like the inputs, or a test_data_set_N directory.
     #[arg(long = "input", value_name = "NAME=FILE.npy|FILE.npz|DIR")]
     pub inputs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Side {
+    /// tract in f64, every value captured.
+    Reference,
+    /// ONNX Runtime, plain (no intermediates exposed).
+    Ort,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    pub model: PathBuf,
+    /// Which side to run.
+    #[arg(long, value_enum, default_value = "reference")]
+    pub runner: Side,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub ep: Ep,
+    #[arg(long, value_enum, default_value = "all")]
+    pub ort_opt_level: OptLevel,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 pub mod args;
 mod info;
 mod onnx;
+mod run;
 mod runtimes;
 pub mod settings;
 
@@ -30,6 +31,7 @@ pub fn run() -> ExitCode {
     };
     let result = match cli.command {
         args::Command::Onnx(a) => onnx::run(*a),
+        args::Command::Run(a) => run::run(*a),
         args::Command::Info(a) => info::run(a),
         args::Command::Runtimes(a) => runtimes::run(a),
     };

@@ -25,7 +25,9 @@ pub struct Metrics {
     /// Largest distance in units in the last place of the target's element type, between the target and the
     /// reference rounded to that type.
     pub max_ulp: u64,
-    /// Elements with |t − r| > atol + rtol·|r| (NaN/Inf mismatches included).
+    /// RMS of the finite reference elements: the `scale` in the tolerance test.
+    pub scale: f64,
+    /// Elements with |t − r| > atol + rtol·max(|r|, scale) (NaN/Inf mismatches included).
     pub failed: u64,
     pub fail_fraction: f64,
     /// Elements where exactly one side is NaN, or the sides hold different infinities.
@@ -46,7 +48,7 @@ pub struct Stats {
     pub inf: u64,
 }
 
-/// The element with the largest absolute difference.
+/// The first element where NaN/Inf disagree, else the element with the largest absolute difference.
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Worst {
     pub index: Vec<usize>,
@@ -146,6 +148,7 @@ struct Acc {
     max_abs_at: usize,
     max_rel: f64,
     max_ulp: u64,
+    first_nonfinite_at: usize,
 }
 
 impl Acc {
@@ -165,6 +168,7 @@ impl Acc {
             max_abs_at: usize::MAX,
             max_rel: 0.0,
             max_ulp: 0,
+            first_nonfinite_at: usize::MAX,
         }
     }
     fn merge(mut self, o: Acc) -> Acc {
@@ -184,6 +188,7 @@ impl Acc {
         }
         self.max_rel = self.max_rel.max(o.max_rel);
         self.max_ulp = self.max_ulp.max(o.max_ulp);
+        self.first_nonfinite_at = self.first_nonfinite_at.min(o.first_nonfinite_at);
         self
     }
 }
@@ -230,7 +235,23 @@ pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
 
 const CHUNK: usize = 1 << 16;
 
-fn run<T: ToF64 + Sync>(r: &[f64], t: &[T], dtype: DType, tol: Tolerance) -> Acc {
+fn rms(r: &[f64]) -> f64 {
+    let (sum, n) = r
+        .par_chunks(CHUNK)
+        .map(|c| {
+            c.iter()
+                .filter(|v| v.is_finite())
+                .fold((0.0, 0u64), |(s, n), v| (s + v * v, n + 1))
+        })
+        .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    if n == 0 {
+        0.0
+    } else {
+        (sum / n as f64).sqrt()
+    }
+}
+
+fn run<T: ToF64 + Sync>(r: &[f64], t: &[T], dtype: DType, tol: Tolerance, scale: f64) -> Acc {
     let floor = tol.atol.max(f64::MIN_POSITIVE);
     r.par_chunks(CHUNK)
         .zip(t.par_chunks(CHUNK))
@@ -242,13 +263,14 @@ fn run<T: ToF64 + Sync>(r: &[f64], t: &[T], dtype: DType, tol: Tolerance) -> Acc
                 a.n += 1;
                 a.r.add(rv);
                 a.t.add(tv);
-                if !tol.accepts(rv, tv) {
+                if !tol.accepts(rv, tv, scale) {
                     a.failed += 1;
                 }
                 if !(rv.is_finite() && tv.is_finite()) {
                     if !(rv == tv || (rv.is_nan() && tv.is_nan())) {
                         a.nonfinite_mismatch += 1;
                         a.max_ulp = u64::MAX;
+                        a.first_nonfinite_at = a.first_nonfinite_at.min(c * CHUNK + k);
                     }
                     continue;
                 }
@@ -298,9 +320,10 @@ pub fn compare(
         }
     };
     let dtype = target.dtype();
+    let scale = rms(r);
     let acc = crate::dispatch_tensor!(target, a => match a.as_slice() {
-        Some(s) => run(r, s, dtype, tol),
-        None => run(r, &a.iter().copied().collect::<Vec<_>>(), dtype, tol),
+        Some(s) => run(r, s, dtype, tol, scale),
+        None => run(r, &a.iter().copied().collect::<Vec<_>>(), dtype, tol, scale),
     });
     let finite = (acc.n - acc.r.nan - acc.r.inf).max(1) as f64;
     let cosine = if acc.rr == 0.0 && acc.tt == 0.0 {
@@ -312,6 +335,7 @@ pub fn compare(
     };
     let metrics = Metrics {
         elements: acc.n,
+        scale,
         max_abs: acc.max_abs,
         mean_abs: acc.sum_abs / finite,
         max_rel: acc.max_rel,
@@ -328,10 +352,16 @@ pub fn compare(
         },
         nonfinite_mismatch: acc.nonfinite_mismatch,
     };
-    let worst = (acc.max_abs_at != usize::MAX).then(|| Worst {
-        index: unravel(acc.max_abs_at, target.shape()),
-        reference: r[acc.max_abs_at],
-        target: crate::dispatch_tensor!(target, a => a.iter().nth(acc.max_abs_at).map(|v| v.to_f64()).unwrap_or(f64::NAN)),
+    // A NaN/Inf mismatch is worse than any finite difference.
+    let at = if acc.first_nonfinite_at != usize::MAX {
+        acc.first_nonfinite_at
+    } else {
+        acc.max_abs_at
+    };
+    let worst = (at != usize::MAX).then(|| Worst {
+        index: unravel(at, target.shape()),
+        reference: r[at],
+        target: crate::dispatch_tensor!(target, a => a.iter().nth(at).map(|v| v.to_f64()).unwrap_or(f64::NAN)),
     });
     (metrics, acc.r.stats(acc.n), acc.t.stats(acc.n), worst)
 }

@@ -1,5 +1,8 @@
-//! Named tolerances: an element fails when |target − ref| > atol + rtol·|ref|. Defaults depend on the
-//! target's element type; integers and booleans must match exactly.
+//! Named tolerances: an element fails when |target − ref| > atol + rtol·max(|ref|, scale), where `scale` is the
+//! RMS of the reference tensor. The scale floor matters for accumulations: a dot product whose terms are large but
+//! cancel to near zero carries an absolute rounding error proportional to its terms, not to its result, so
+//! judging such elements by their own tiny magnitude raises false alarms. Defaults depend on the target's element
+//! type; integers and booleans must match exactly.
 
 use serde::Serialize;
 
@@ -41,16 +44,17 @@ impl Tolerance {
         }
     }
 
-    /// True when `t` is within tolerance of `r` (NaN matches NaN, infinities match when equal).
+    /// True when `t` is within tolerance of `r` for a tensor of RMS `scale` (NaN matches NaN, infinities match
+    /// when equal).
     #[inline]
-    pub fn accepts(&self, r: f64, t: f64) -> bool {
+    pub fn accepts(&self, r: f64, t: f64, scale: f64) -> bool {
         if r.is_nan() || t.is_nan() {
             return r.is_nan() && t.is_nan();
         }
         if r.is_infinite() || t.is_infinite() {
             return r == t;
         }
-        (t - r).abs() <= self.atol + self.rtol * r.abs()
+        (t - r).abs() <= self.atol + self.rtol * r.abs().max(scale)
     }
 }
 

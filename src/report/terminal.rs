@@ -57,7 +57,12 @@ fn metrics_table(v: &ValueReport) -> Option<Table> {
         (
             "max abs",
             num(m.max_abs),
-            format!("atol {} + rtol {}·|ref|", num(tol.atol), num(tol.rtol)),
+            format!(
+                "atol {} + rtol {}·max(|ref|, rms {})",
+                num(tol.atol),
+                num(tol.rtol),
+                num(m.scale)
+            ),
         ),
         ("mean abs", num(m.mean_abs), String::new()),
         (

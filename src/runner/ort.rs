@@ -313,6 +313,26 @@ fn run_session(
         .collect())
 }
 
+impl OrtRunner {
+    /// Runs the unmodified model once and returns its declared outputs only.
+    pub fn run_plain(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+        let graph = self.target_model.clone().unwrap_or_else(|| graph.clone());
+        let mut session = self.session(&graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))?;
+        let mut out = RunOutput::default();
+        for (name, v) in run_session(&mut session, inputs, &graph)? {
+            match v {
+                Ok(t) => {
+                    out.values.insert(name, t);
+                }
+                Err(why) => {
+                    out.missing.insert(name, why);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Runner for OrtRunner {
     fn name(&self) -> String {
         "onnxruntime".into()

@@ -137,3 +137,37 @@ fn info_lists_inputs_outputs_and_ops() {
         "{out}"
     );
 }
+
+#[test]
+fn perturbed_node_of_a_real_model_is_named() {
+    ensure_runtime();
+    let real = root().join("tests/data/real/ppocr_cls_v2.onnx");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("perturbed.onnx");
+    perturbed_copy(&real, "Conv@11", 1.01, &target);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        real.to_str().unwrap(),
+        "--shape",
+        "x=1x3x48x192",
+        "--target-model",
+        target.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "expected drift\n{out}\n{err}");
+    let r = read_json(&json);
+    assert_eq!(r["verdict"]["first_divergence"]["node"], "Conv@11", "{out}");
+    assert_eq!(r["verdict"]["first_divergence"]["value"], "conv2d_61.tmp_0");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{}", r["coverage"]);
+    // The same model against itself is clean: no false alarm on a real MobileNetV3.
+    let (code, out, _) = phantom(&[
+        "onnx",
+        real.to_str().unwrap(),
+        "--shape",
+        "x=1x3x48x192",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -3,5 +3,6 @@
 mod common;
 mod compare;
 mod errors;
+mod inputs;
 mod oracle;
 mod schema;

