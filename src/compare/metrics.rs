@@ -398,7 +398,11 @@ mod tests {
         assert_eq!(m.failed, 2);
         assert_eq!(m.nonfinite_mismatch, 1);
         assert_eq!(m.max_abs, 0.5);
-        assert_eq!(w.unwrap().index, vec![0, 1]);
+        assert_eq!(
+            w.unwrap().index,
+            vec![1, 1],
+            "a NaN mismatch is the worst element"
+        );
         assert_eq!(rs.nan, 1);
         assert_eq!(ts.nan, 0);
         assert!((m.max_rel - 0.25).abs() < 1e-12);

@@ -286,19 +286,45 @@ pub fn render(r: &Report, top: usize) -> String {
     for (why, n) in &c.unchecked_by_reason {
         let _ = writeln!(s, "  {n} × {why}");
     }
+    let own: Vec<&str> = r
+        .nodes
+        .iter()
+        .filter(|n| n.reference == RefPrecision::F64Phantom)
+        .map(|n| n.op_type.as_str())
+        .collect();
+    if !own.is_empty() {
+        let mut ops: Vec<&str> = own.clone();
+        ops.sort_unstable();
+        ops.dedup();
+        let _ = writeln!(
+            s,
+            "reference: {} node(s) on phantom's own f64 kernels ({})",
+            own.len(),
+            ops.join(", ")
+        );
+    }
     let reduced: Vec<_> = r
         .nodes
         .iter()
+        .filter(|n| {
+            matches!(
+                n.reference,
+                RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+            )
+        })
         .filter_map(|n| precision_tag(&n.reference).map(|t| (n, t)))
         .collect();
     if !reduced.is_empty() {
         let _ = writeln!(
             s,
-            "reference precision: {} node(s) not computed by tract in f64:",
+            "reference: {} node(s) not computed in f64:",
             reduced.len()
         );
         for (n, tag) in reduced.iter().take(top) {
             let _ = writeln!(s, "  #{} {} `{}`: {tag}", n.index, n.op_type, n.name);
+        }
+        if reduced.len() > top {
+            let _ = writeln!(s, "  … {} more in the JSON report", reduced.len() - top);
         }
     }
     if let Some(i) = &r.instrumentation {

@@ -4,7 +4,9 @@
 
 use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
+use tract_onnx::tract_core::ops::logic::IfThenElse;
 use tract_onnx::tract_core::ops::math::{Erf, IsInf, IsNan, RoundHalfToEven};
 use tract_onnx::tract_core::ops::nn::{
     GeluApproximate, GeluExact, HardSwish, LeakyRelu, Reduce, Reducer, Sigmoid, Silu,
@@ -88,6 +90,32 @@ pub fn eval_own(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<T
             Kernel::Predicate(f) => tvec!(x.mapv(f).into_tvalue()),
         })
     })())
+}
+
+/// Runs the branch of an `If` the condition selects, with phantom's kernels applied inside it too (tract's own
+/// `IfThenElse::eval` runs the body without the hook).
+pub fn eval_if(ite: &IfThenElse, inputs: &TVec<TValue>) -> TractResult<TVec<TValue>> {
+    let cond = inputs[0].cast_to_scalar::<bool>()?;
+    let (mapping, body) = if cond {
+        (&ite.then_input_mapping, &ite.then_body)
+    } else {
+        (&ite.else_input_mapping, &ite.else_body)
+    };
+    let body_inputs: TVec<TValue> = mapping.iter().map(|&i| inputs[i].clone()).collect();
+    let plan = SimplePlan::new(body.clone())?;
+    let mut state = SimpleState::new(&plan)?;
+    state.run_plan_with_eval(
+        body_inputs,
+        |ctx, st, node, ins| -> TractResult<TVec<TValue>> {
+            if let Some(inner) = node.op_as::<IfThenElse>() {
+                return eval_if(inner, &ins);
+            }
+            match eval_own(node, &ins) {
+                Some(r) => r,
+                None => tract_onnx::tract_core::plan::eval(ctx, st, node, ins),
+            }
+        },
+    )
 }
 
 /// Max/Min reductions in f64 that start from ∓infinity (tract starts from ∓f64::MAX, so a row of all −inf

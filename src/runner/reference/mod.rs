@@ -4,8 +4,10 @@
 //! at all is marked unavailable, with everything downstream of it, and the comparison goes on.
 
 mod convert;
+mod hook;
 pub mod kernels;
 mod rewrite;
+mod rnn;
 mod widen;
 
 use std::collections::{HashMap, HashSet};
@@ -15,9 +17,10 @@ use tract_onnx::model::ParseResult;
 use tract_onnx::pb::ModelProto;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
-use tract_onnx::tract_core::internal::{EvalContext, OpState, SimplePlan, SimpleState};
+use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
 use tract_onnx::tract_core::model::translator::Translate;
 use tract_onnx::tract_core::ops::konst::Const;
+use tract_onnx::tract_core::ops::logic::IfThenElse;
 
 use super::{RunOutput, Runner};
 use crate::error::{Error, Result};
@@ -77,62 +80,19 @@ fn ref_err(graph: &Graph, stage: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Rank for merging precisions of one ONNX node (its tract nodes may differ).
-fn rank(p: &RefPrecision) -> u8 {
-    match p {
-        RefPrecision::F64 => 0,
-        RefPrecision::F64Phantom => 1,
-        RefPrecision::Reduced { .. } => 2,
-        RefPrecision::Unavailable { .. } => 3,
-    }
-}
-
-fn mark(map: &mut HashMap<usize, RefPrecision>, idx: Option<usize>, p: RefPrecision) {
-    if let Some(i) = idx {
-        let cur = map.entry(i).or_insert(RefPrecision::F64);
-        if rank(&p) > rank(cur) {
-            *cur = p;
+/// Translates f32 and f16 to f64, including `If` bodies (tract's translator leaves those alone).
+fn to_f64(model: &TypedModel) -> TractResult<TypedModel> {
+    let mut m = model.clone();
+    for node in m.nodes.iter_mut() {
+        if let Some(ite) = node.op_as_mut::<IfThenElse>() {
+            ite.then_body = to_f64(&ite.then_body)?;
+            ite.else_body = to_f64(&ite.else_body)?;
         }
     }
-}
-
-fn first_line(e: &impl std::fmt::Display) -> String {
-    let s = format!("{e:#}");
-    let s = s.lines().next().unwrap_or("").to_string();
-    if s.len() > 160 {
-        format!(
-            "{}…",
-            &s[..s.char_indices().nth(160).map(|(i, _)| i).unwrap_or(s.len())]
-        )
-    } else {
-        s
-    }
-}
-
-fn zeros_for(node: &TypedNode) -> TractResult<TVec<TValue>> {
-    node.outputs
-        .iter()
-        .map(|o| {
-            let shape =
-                o.fact.shape.as_concrete().ok_or_else(|| {
-                    anyhow::anyhow!("output shape of {} is not concrete", node.name)
-                })?;
-            Ok(Tensor::zero_dt(o.fact.datum_type, shape)?.into_tvalue())
-        })
-        .collect()
-}
-
-fn cast_all(values: &TVec<TValue>, from: DatumType, to: DatumType) -> TractResult<TVec<TValue>> {
-    values
-        .iter()
-        .map(|v| {
-            if v.datum_type() == from {
-                Ok(v.cast_to_dt(to)?.into_owned().into_tvalue())
-            } else {
-                Ok(v.clone())
-            }
-        })
-        .collect()
+    let translate = |m: &TypedModel, from: DatumType| {
+        FloatPrecisionTranslator::new(from, f64::datum_type()).translate_model(m)
+    };
+    translate(&m, f32::datum_type()).and_then(|m| translate(&m, f16::datum_type()))
 }
 
 impl ReferenceRunner {
@@ -144,7 +104,7 @@ impl ReferenceRunner {
         graph: &Graph,
         inputs: &Inputs,
         wide: bool,
-    ) -> Result<(TypedModel, Vec<String>)> {
+    ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
         let mut proto = ModelProto::decode(graph.bytes.as_slice())
             .map_err(|e| ref_err(graph, "decoding", e))?;
         let g = proto
@@ -213,7 +173,7 @@ impl ReferenceRunner {
         let typed = model
             .into_typed()
             .map_err(|e| ref_err(graph, "typing", e))?;
-        Ok((typed, names))
+        Ok((typed, names, proto))
     }
 }
 
@@ -228,7 +188,7 @@ impl Runner for ReferenceRunner {
 
     fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         let mut notes = Vec::new();
-        let (typed, names) = match self.parse(graph, inputs, true) {
+        let (typed, names, proto) = match self.parse(graph, inputs, true) {
             Ok(p) => p,
             Err(wide_err) => match self.parse(graph, inputs, false) {
                 Ok(p) => {
@@ -255,19 +215,28 @@ impl Runner for ReferenceRunner {
                         k.val().datum_type()
                     )
                     .to_lowercase();
-                    mark(&mut precision, Some(p), RefPrecision::Reduced { reason });
+                    hook::mark(&mut precision, Some(p), RefPrecision::Reduced { reason });
                 }
             }
         }
-        let to64 = |m: &TypedModel, from: DatumType| {
-            FloatPrecisionTranslator::new(from, f64::datum_type()).translate_model(m)
-        };
-        let t64 = to64(&typed, f32::datum_type())
-            .and_then(|m| to64(&m, f16::datum_type()))
-            .map_err(|e| ref_err(graph, "translating to f64", e))?;
+        let t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
         let out_nodes: Vec<usize> = t64.outputs.iter().map(|o| o.node).collect();
         let plan = SimplePlan::new(t64).map_err(|e| ref_err(graph, "planning", e))?;
         let mut state = SimpleState::new(&plan).map_err(|e| ref_err(graph, "planning", e))?;
+        // tract node -> ONNX node: by phantom's name prefix, else by the ONNX value its first output carries
+        // (tract names some nodes after their op, e.g. every `If` is called "If").
+        let onnx_of: HashMap<usize, usize> = plan
+            .model()
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let by_label = || {
+                    let label = plan.model().outlet_label(OutletId::new(n.id, 0))?;
+                    producers.get(label).copied()
+                };
+                Some((n.id, onnx_index(&n.name).or_else(by_label)?))
+            })
+            .collect();
         let feeds: TVec<TValue> = plan
             .model()
             .inputs
@@ -283,94 +252,26 @@ impl Runner for ReferenceRunner {
                 convert::to_tract_f64(t)
             })
             .collect();
-        let mut tainted: HashMap<usize, String> = HashMap::new();
-        let hook = |ctx: &EvalContext,
-                    st: Option<&mut (dyn OpState + 'static)>,
-                    node: &TypedNode,
-                    ins: TVec<TValue>|
-         -> TractResult<TVec<TValue>> {
-            let idx = onnx_index(&node.name);
-            if let Some(src) = node
-                .inputs
-                .iter()
-                .find_map(|i| tainted.get(&i.node).cloned())
-            {
-                tainted.insert(node.id, src.clone());
-                mark(
-                    &mut precision,
-                    idx,
-                    RefPrecision::Unavailable {
-                        reason: format!("depends on {src}"),
-                    },
-                );
-                return zeros_for(node);
-            }
-            if let Some(r) = kernels::eval_own(node, &ins) {
-                mark(&mut precision, idx, RefPrecision::F64Phantom);
-                return r;
-            }
-            let op_name = node.op().name();
-            if let Some((_, why)) = kernels::F32_INSIDE
-                .iter()
-                .find(|(k, _)| op_name.contains(k))
-            {
-                mark(
-                    &mut precision,
-                    idx,
-                    RefPrecision::Reduced {
-                        reason: why.to_string(),
-                    },
-                );
-            }
-            let mut st = st;
-            let first =
-                tract_onnx::tract_core::plan::eval(ctx, st.as_deref_mut(), node, ins.clone());
-            let err = match first {
-                Ok(o) => return Ok(o),
-                Err(e) => first_line(&e),
-            };
-            let retry = cast_all(&ins, f64::datum_type(), f32::datum_type())
-                .and_then(|ins32| tract_onnx::tract_core::plan::eval(ctx, st, node, ins32));
-            match retry.and_then(|outs| {
-                outs.iter()
-                    .zip(&node.outputs)
-                    .map(|(v, o)| Ok(v.cast_to_dt(o.fact.datum_type)?.into_owned().into_tvalue()))
-                    .collect::<TractResult<TVec<TValue>>>()
-            }) {
-                Ok(o) => {
-                    let reason = format!(
-                        "no f64 kernel in tract ({}), evaluated in f32",
-                        humanize(&err, graph)
-                    );
-                    mark(&mut precision, idx, RefPrecision::Reduced { reason });
-                    Ok(o)
-                }
-                Err(_) => {
-                    let what = idx
-                        .and_then(|i| graph.nodes.get(i))
-                        .map(|n| format!("{} `{}`", n.op_type, n.name))
-                        .unwrap_or(node.name.clone());
-                    tainted.insert(node.id, what);
-                    mark(
-                        &mut precision,
-                        idx,
-                        RefPrecision::Unavailable {
-                            reason: humanize(&err, graph),
-                        },
-                    );
-                    zeros_for(node)
-                }
-            }
-        };
+        let mut labels: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
+        // Every ONNX name is a model output, in `names` order (several names may share one outlet).
+        for (outlet, name) in plan.model().outputs.iter().zip(&names) {
+            labels
+                .entry(outlet.node)
+                .or_default()
+                .push((outlet.slot, name.clone()));
+        }
+        let overrides = hook::Overrides::collect(graph, &proto);
+        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision)
+            .with_constants(plan.model());
         let outs = state
-            .run_plan_with_eval(feeds, hook)
+            .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
             .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
         let mut out = RunOutput {
             notes,
             ..Default::default()
         };
         for ((name, v), node) in names.iter().zip(outs.iter()).zip(&out_nodes) {
-            if let Some(src) = tainted.get(node) {
+            if let Some(src) = ev.tainted.get(node) {
                 out.missing
                     .insert(name.clone(), format!("not computable ({src})"));
                 continue;
@@ -387,7 +288,7 @@ impl Runner for ReferenceRunner {
                 }
             }
         }
-        for (i, p) in precision {
+        for (i, p) in ev.precision {
             if p != RefPrecision::F64 {
                 if let Some(n) = graph.nodes.get(i) {
                     out.precision.insert(n.name.clone(), p);

@@ -1,0 +1,386 @@
+//! The per-node evaluation hook of the reference run: phantom's own f64 kernels, `If` bodies with those kernels,
+//! ONNX-level f64 implementations of ops tract fuses into f32-only kernels (LSTM), the f32 fallback that marks a
+//! node "reduced-precision", and the taint that marks everything downstream of an unavailable node.
+
+use std::collections::HashMap;
+
+use tract_onnx::pb::{ModelProto, NodeProto, TensorProto};
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::internal::{EvalContext, OpState};
+use tract_onnx::tract_core::ops::logic::IfThenElse;
+
+use super::{humanize, kernels, rnn};
+use crate::model::proto::tensor_from_proto;
+use crate::model::Graph;
+use crate::report::model::RefPrecision;
+
+/// Rank for merging precisions of one ONNX node (its tract nodes may differ).
+pub fn rank(p: &RefPrecision) -> u8 {
+    match p {
+        RefPrecision::F64 => 0,
+        RefPrecision::F64Phantom => 1,
+        RefPrecision::Reduced { .. } => 2,
+        RefPrecision::Unavailable { .. } => 3,
+    }
+}
+
+pub fn mark(map: &mut HashMap<usize, RefPrecision>, idx: Option<usize>, p: RefPrecision) {
+    if let Some(i) = idx {
+        let cur = map.entry(i).or_insert(RefPrecision::F64);
+        if rank(&p) > rank(cur) {
+            *cur = p;
+        }
+    }
+}
+
+fn first_line(e: &impl std::fmt::Display) -> String {
+    let s = format!("{e:#}");
+    let s = s.lines().next().unwrap_or("").to_string();
+    if s.len() > 160 {
+        format!(
+            "{}…",
+            &s[..s.char_indices().nth(160).map(|(i, _)| i).unwrap_or(s.len())]
+        )
+    } else {
+        s
+    }
+}
+
+fn zeros_for(node: &TypedNode) -> TractResult<TVec<TValue>> {
+    node.outputs
+        .iter()
+        .map(|o| {
+            let shape =
+                o.fact.shape.as_concrete().ok_or_else(|| {
+                    anyhow::anyhow!("output shape of {} is not concrete", node.name)
+                })?;
+            Ok(Tensor::zero_dt(o.fact.datum_type, shape)?.into_tvalue())
+        })
+        .collect()
+}
+
+fn cast_all(values: &TVec<TValue>, from: DatumType, to: DatumType) -> TractResult<TVec<TValue>> {
+    values
+        .iter()
+        .map(|v| {
+            if v.datum_type() == from {
+                Ok(v.cast_to_dt(to)?.into_owned().into_tvalue())
+            } else {
+                Ok(v.clone())
+            }
+        })
+        .collect()
+}
+
+/// An ONNX node phantom evaluates itself, at the ONNX level, with its constant inputs decoded up front.
+struct Override {
+    proto: NodeProto,
+    consts: Vec<Option<ndarray::ArrayD<f64>>>,
+    result: Option<Result<Vec<TValue>, String>>,
+}
+
+/// ONNX nodes of the top-level graph that phantom evaluates itself (LSTM).
+pub struct Overrides(HashMap<usize, Override>);
+
+impl Overrides {
+    /// Finds the nodes to override in the (widened) model proto.
+    pub fn collect(graph: &Graph, proto: &ModelProto) -> Overrides {
+        let mut map = HashMap::new();
+        let Some(g) = proto.graph.as_ref() else {
+            return Overrides(map);
+        };
+        let mut consts: HashMap<&str, &TensorProto> =
+            g.initializer.iter().map(|t| (t.name.as_str(), t)).collect();
+        for n in g.node.iter().filter(|n| n.op_type == "Constant") {
+            if let (Some(o), Some(t)) = (
+                n.output.first(),
+                n.attribute
+                    .iter()
+                    .find(|a| a.name == "value")
+                    .and_then(|a| a.t.as_ref()),
+            ) {
+                consts.insert(o.as_str(), t);
+            }
+        }
+        for n in graph.nodes.iter().filter(|n| n.op_type == "LSTM") {
+            let Some(p) = g
+                .node
+                .iter()
+                .find(|p| p.output == n.outputs && p.op_type == "LSTM")
+            else {
+                continue;
+            };
+            let decoded = p
+                .input
+                .iter()
+                .map(|i| {
+                    consts
+                        .get(i.as_str())
+                        .and_then(|t| tensor_from_proto(t, graph.path.parent()).ok())
+                        .map(|t| t.to_f64_array())
+                })
+                .collect();
+            map.insert(
+                n.index,
+                Override {
+                    proto: p.clone(),
+                    consts: decoded,
+                    result: None,
+                },
+            );
+        }
+        Overrides(map)
+    }
+
+    fn compute(o: &Override, values: &HashMap<String, TValue>) -> Result<Vec<TValue>, String> {
+        let mut inputs = Vec::with_capacity(o.proto.input.len());
+        for (k, name) in o.proto.input.iter().enumerate() {
+            if name.is_empty() {
+                inputs.push(None);
+            } else if let Some(c) = &o.consts[k] {
+                inputs.push(Some(c.clone()));
+            } else {
+                let v = values
+                    .get(name)
+                    .ok_or_else(|| format!("input `{name}` was not captured"))?;
+                let v = v.cast_to::<f64>().map_err(|e| e.to_string())?;
+                inputs.push(Some(
+                    v.to_plain_array_view::<f64>()
+                        .map_err(|e| e.to_string())?
+                        .to_owned(),
+                ));
+            }
+        }
+        let outs = rnn::lstm(&o.proto, &inputs)?;
+        Ok(outs.into_iter().map(|a| a.into_tvalue()).collect())
+    }
+}
+
+/// State of one reference run, consulted for every tract node.
+pub struct Evaluator<'g> {
+    graph: &'g Graph,
+    /// tract node id -> ONNX node index.
+    onnx_of: HashMap<usize, usize>,
+    /// tract node id -> (output slot, ONNX value name) for every captured value.
+    labels: HashMap<usize, Vec<(usize, String)>>,
+    overrides: Overrides,
+    /// Values computed so far, by ONNX name (inputs of overridden nodes).
+    values: HashMap<String, TValue>,
+    /// How each ONNX node was computed, by index.
+    pub precision: HashMap<usize, RefPrecision>,
+    /// tract node id -> the ONNX node whose failure made it uncomputable.
+    pub tainted: HashMap<usize, String>,
+}
+
+impl<'g> Evaluator<'g> {
+    pub fn new(
+        graph: &'g Graph,
+        onnx_of: HashMap<usize, usize>,
+        labels: HashMap<usize, Vec<(usize, String)>>,
+        overrides: Overrides,
+        precision: HashMap<usize, RefPrecision>,
+    ) -> Evaluator<'g> {
+        Evaluator {
+            graph,
+            onnx_of,
+            labels,
+            overrides,
+            values: HashMap::new(),
+            precision,
+            tainted: HashMap::new(),
+        }
+    }
+
+    /// Seeds the captured values with the constants of `model` (they never pass through the hook).
+    pub fn with_constants(mut self, model: &TypedModel) -> Self {
+        for (node, names) in &self.labels {
+            if let Some(k) = model
+                .node(*node)
+                .op_as::<tract_onnx::tract_core::ops::konst::Const>()
+            {
+                for (_, name) in names {
+                    self.values
+                        .insert(name.clone(), k.val().clone().into_tvalue());
+                }
+            }
+        }
+        self
+    }
+
+    /// Evaluates one node (the `run_plan_with_eval` hook) and records its labelled outputs.
+    pub fn eval(
+        &mut self,
+        ctx: &EvalContext,
+        st: Option<&mut (dyn OpState + 'static)>,
+        node: &TypedNode,
+        ins: TVec<TValue>,
+    ) -> TractResult<TVec<TValue>> {
+        let out = self.eval_node(ctx, st, node, ins)?;
+        if node.inputs.is_empty() {
+            if let Some(v) = out.first() {
+                self.values.insert(node.name.clone(), v.clone());
+            }
+        }
+        for (slot, label) in self.labels.get(&node.id).into_iter().flatten() {
+            if let Some(v) = out.get(*slot) {
+                self.values.insert(label.clone(), v.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn overridden(&mut self, node: &TypedNode, idx: usize) -> Option<TractResult<TVec<TValue>>> {
+        let o = self.overrides.0.get_mut(&idx)?;
+        let outputs: Vec<(usize, usize)> = self
+            .labels
+            .get(&node.id)
+            .into_iter()
+            .flatten()
+            .filter_map(|(slot, l)| {
+                o.proto
+                    .output
+                    .iter()
+                    .position(|x| x == l)
+                    .map(|k| (*slot, k))
+            })
+            .collect();
+        if outputs.is_empty() {
+            return None;
+        }
+        let values = &self.values;
+        if o.result.is_none() {
+            o.result = Some(Overrides::compute(o, values));
+        }
+        let result = o.result.clone().expect("just computed");
+        let vals = match result {
+            Ok(v) => v,
+            Err(reason) => {
+                // Never hand on the zeros of a failed override as values: taint everything downstream.
+                let what = self
+                    .graph
+                    .nodes
+                    .get(idx)
+                    .map(|n| format!("{} `{}`", n.op_type, n.name))
+                    .unwrap_or_default();
+                self.tainted.insert(node.id, what);
+                mark(
+                    &mut self.precision,
+                    Some(idx),
+                    RefPrecision::Unavailable { reason },
+                );
+                return Some(zeros_for(node));
+            }
+        };
+        let mut out = match zeros_for(node) {
+            Ok(z) => z,
+            Err(e) => return Some(Err(e)),
+        };
+        for (slot, k) in outputs {
+            match vals[k].cast_to_dt(node.outputs[slot].fact.datum_type) {
+                Ok(v) => out[slot] = v.into_owned().into_tvalue(),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        mark(&mut self.precision, Some(idx), RefPrecision::F64Phantom);
+        Some(Ok(out))
+    }
+
+    fn eval_node(
+        &mut self,
+        ctx: &EvalContext,
+        st: Option<&mut (dyn OpState + 'static)>,
+        node: &TypedNode,
+        ins: TVec<TValue>,
+    ) -> TractResult<TVec<TValue>> {
+        let graph = self.graph;
+        let idx = self.onnx_of.get(&node.id).copied();
+        let (precision, tainted) = (&mut self.precision, &mut self.tainted);
+        if let Some(src) = node
+            .inputs
+            .iter()
+            .find_map(|i| tainted.get(&i.node).cloned())
+        {
+            tainted.insert(node.id, src.clone());
+            mark(
+                precision,
+                idx,
+                RefPrecision::Unavailable {
+                    reason: format!("depends on {src}"),
+                },
+            );
+            return zeros_for(node);
+        }
+        if let Some(i) = idx.filter(|i| self.overrides.0.contains_key(i)) {
+            if let Some(r) = self.overridden(node, i) {
+                return r;
+            }
+            // A node inside the overridden op's tract expansion: its result is replaced, so a failure is harmless.
+            return match tract_onnx::tract_core::plan::eval(ctx, st, node, ins) {
+                Ok(o) => Ok(o),
+                Err(_) => zeros_for(node),
+            };
+        }
+        let (precision, tainted) = (&mut self.precision, &mut self.tainted);
+        if let Some(ite) = node.op_as::<IfThenElse>() {
+            if let Ok(o) = kernels::eval_if(ite, &ins) {
+                mark(precision, idx, RefPrecision::F64Phantom);
+                return Ok(o);
+            }
+        }
+        if let Some(r) = kernels::eval_own(node, &ins) {
+            mark(precision, idx, RefPrecision::F64Phantom);
+            return r;
+        }
+        let op_name = node.op().name();
+        if let Some((_, why)) = kernels::F32_INSIDE
+            .iter()
+            .find(|(k, _)| op_name.contains(k))
+        {
+            mark(
+                precision,
+                idx,
+                RefPrecision::Reduced {
+                    reason: why.to_string(),
+                },
+            );
+        }
+        let mut st = st;
+        let first = tract_onnx::tract_core::plan::eval(ctx, st.as_deref_mut(), node, ins.clone());
+        let err = match first {
+            Ok(o) => return Ok(o),
+            Err(e) => first_line(&e),
+        };
+        let retry = cast_all(&ins, f64::datum_type(), f32::datum_type())
+            .and_then(|ins32| tract_onnx::tract_core::plan::eval(ctx, st, node, ins32));
+        match retry.and_then(|outs| {
+            outs.iter()
+                .zip(&node.outputs)
+                .map(|(v, o)| Ok(v.cast_to_dt(o.fact.datum_type)?.into_owned().into_tvalue()))
+                .collect::<TractResult<TVec<TValue>>>()
+        }) {
+            Ok(o) => {
+                let reason = format!(
+                    "no f64 kernel in tract ({}), evaluated in f32",
+                    humanize(&err, graph)
+                );
+                mark(precision, idx, RefPrecision::Reduced { reason });
+                Ok(o)
+            }
+            Err(_) => {
+                let what = idx
+                    .and_then(|i| graph.nodes.get(i))
+                    .map(|n| format!("{} `{}`", n.op_type, n.name))
+                    .unwrap_or(node.name.clone());
+                tainted.insert(node.id, what);
+                mark(
+                    precision,
+                    idx,
+                    RefPrecision::Unavailable {
+                        reason: humanize(&err, graph),
+                    },
+                );
+                zeros_for(node)
+            }
+        }
+    }
+}
