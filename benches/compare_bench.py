@@ -2,7 +2,8 @@
 f64 reference run, and Polygraphy's mark-all save-and-compare of ORT alone. Prints wall time and peak RSS of each
 (as separate processes) and the ratios phantom / Polygraphy.
 
-usage: python3 benches/compare_bench.py MODEL.onnx[:phantom args] ...   (build first: cargo build --release)
+usage: python3 benches/compare_bench.py "MODEL.onnx|phantom args|polygraphy args" ...   (build first: cargo build --release)
+e.g.   python3 benches/compare_bench.py "m.onnx|--shape x=1x3x48x320|--input-shapes x:[1,3,48,320]"
 Polygraphy: `pip install polygraphy onnx onnxruntime numpy` (skipped when missing).
 """
 import os
@@ -40,8 +41,8 @@ def main():
     print("| model | phantom s | phantom MiB | ORT plain s | ORT MiB | f64 ref s | ref MiB | Polygraphy s | Polygraphy MiB | time ratio | memory ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in sys.argv[1:]:
-        model, _, extra = spec.partition(":")
-        extra = shlex.split(extra)
+        model, extra, poly_extra = (spec.split("|") + ["", ""])[:3]
+        extra, poly_extra = shlex.split(extra), shlex.split(poly_extra)
         ph = measure([PHANTOM, "onnx", model, "--quiet", *extra])
         ort = measure([PHANTOM, "run", model, "--runner", "ort", *extra])
         ref = measure([PHANTOM, "run", model, "--runner", "reference", *extra])
@@ -49,7 +50,7 @@ def main():
         if poly:
             with tempfile.TemporaryDirectory() as d:
                 saved = os.path.join(d, "outputs.json")
-                base = [POLYGRAPHY, "run", model, "--onnxrt", "--onnx-outputs", "mark", "all"]
+                base = [POLYGRAPHY, "run", model, "--onnxrt", "--onnx-outputs", "mark", "all", *poly_extra]
                 s1 = measure(base + ["--save-outputs", saved])
                 s2 = measure(base + ["--load-outputs", saved])
             pt, pm = s1[0] + s2[0], max(s1[1], s2[1])
