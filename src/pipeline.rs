@@ -1,6 +1,6 @@
 //! The `phantom onnx` pipeline: import, inputs, reference run, target run, comparison, report.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use crate::compare::ToleranceSpec;
 use crate::error::Result;
 use crate::model::{self, inputs::InputSpec};
 use crate::report::model::{
-    Environment, ModelRef, ModelSummary, Report, RunnerInfo, Timings, ToleranceReport,
+    Environment, ModelRef, ModelSummary, Report, RunnerInfo, Timings, ToleranceReport, ValueReport,
     SCHEMA_VERSION,
 };
 use crate::runner::{ort::OrtRunner, ort_lib, reference::ReferenceRunner, Runner};
@@ -83,30 +83,62 @@ pub fn run_compare(s: &CompareSettings) -> Result<Report> {
     let lib = ort_lib::locate(s.ort_lib.as_deref(), s.no_install)?;
     let import_ms = ms(t);
 
-    let t = Instant::now();
-    let pb = stage(
-        s.progress,
-        &format!("reference: tract f64 on {} nodes", graph.nodes.len()),
-    );
-    let mut reference = ReferenceRunner;
-    let ref_out = reference.run(&graph, &inputs)?;
-    pb.finish_and_clear();
-    let reference_ms = ms(t);
-
+    // Target first: its values (in the target's own dtype) wait while the reference streams its f64 values,
+    // each compared and dropped as soon as it is computed, so only one side is ever held whole.
     let t = Instant::now();
     let pb = stage(s.progress, "target: onnxruntime (plain and instrumented)");
     let mut target = OrtRunner::new(&lib, s.ep, s.opt_level, target_graph.clone())?;
-    let tgt_out = target.run(&graph, &inputs)?;
+    let mut tgt_out = target.run(&graph, &inputs)?;
     pb.finish_and_clear();
     let target_ms = ms(t);
 
     let t = Instant::now();
-    let pb = stage(s.progress, "comparing");
-    let nodes = analysis::compare_runs(&graph, &ref_out, &tgt_out, &s.tolerance);
+    let pb = stage(
+        s.progress,
+        &format!(
+            "reference: tract f64 on {} nodes, comparing as values arrive",
+            graph.nodes.len()
+        ),
+    );
+    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    let mut reports: HashMap<String, ValueReport> = HashMap::new();
+    let mut compare_time = Duration::ZERO;
+    let mut reference = ReferenceRunner;
+    let ref_out = reference.run_streaming(&graph, &inputs, &mut |name, value| {
+        let c = Instant::now();
+        let tgt = tgt_out.values.remove(name);
+        let why_not = tgt_out
+            .missing
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or("not produced");
+        let report = analysis::compare_pair(
+            name,
+            value.as_ref().map_err(String::as_str),
+            tgt.as_ref().ok_or(why_not),
+            &s.tolerance,
+            outputs.contains(name),
+        );
+        reports.insert(name.to_string(), report);
+        compare_time += c.elapsed();
+    })?;
+    pb.finish_and_clear();
+    let reference_ms = ms(t) - compare_time.as_secs_f64() * 1e3;
+
+    let t = Instant::now();
+    let nodes = analysis::assemble(&graph, reports, &ref_out.precision, |n| {
+        format!(
+            "reference: {}",
+            ref_out
+                .missing
+                .get(n)
+                .map(String::as_str)
+                .unwrap_or("not produced")
+        )
+    });
     let verdict = analysis::verdict(&graph, &nodes);
     let coverage = analysis::coverage(&graph, &nodes);
-    pb.finish_and_clear();
-    let compare_ms = ms(t);
+    let compare_ms = ms(t) + compare_time.as_secs_f64() * 1e3;
 
     let mut notes = inputs.notes.clone();
     notes.extend(ref_out.notes.iter().cloned());

@@ -1,7 +1,7 @@
 //! Matches reference and target values by ONNX name, compares them node by node in topological order, and
 //! finds the first divergent node.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rayon::prelude::*;
 
@@ -11,6 +11,7 @@ use crate::report::model::{
     Coverage, NodeRef, NodeReport, RefPrecision, Status, ValueReport, ValueStatus, Verdict,
 };
 use crate::runner::RunOutput;
+use crate::tensor::Tensor;
 
 fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
     ValueReport {
@@ -28,34 +29,21 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
     }
 }
 
-fn compare_value(
+/// Compares one value given what each side produced (or why it did not).
+pub fn compare_pair(
     name: &str,
-    reference: &RunOutput,
-    target: &RunOutput,
+    reference: Result<&Tensor, &str>,
+    target: Result<&Tensor, &str>,
     tol: &ToleranceSpec,
     is_output: bool,
 ) -> ValueReport {
-    let r = match reference.values.get(name) {
-        Some(r) => r,
-        None => {
-            let why = reference
-                .missing
-                .get(name)
-                .cloned()
-                .unwrap_or_else(|| "not produced".into());
-            return unchecked(name, format!("reference: {why}"), is_output);
-        }
+    let r = match reference {
+        Ok(r) => r,
+        Err(why) => return unchecked(name, format!("reference: {why}"), is_output),
     };
-    let t = match target.values.get(name) {
-        Some(t) => t,
-        None => {
-            let why = target
-                .missing
-                .get(name)
-                .cloned()
-                .unwrap_or_else(|| "not produced".into());
-            return unchecked(name, format!("target: {why}"), is_output);
-        }
+    let t = match target {
+        Ok(t) => t,
+        Err(why) => return unchecked(name, format!("target: {why}"), is_output),
     };
     let tolerance = tol.for_dtype(t.dtype());
     let mut v = unchecked(name, String::new(), is_output);
@@ -86,34 +74,44 @@ fn compare_value(
     v
 }
 
-/// Compares every value computed by a top-level node, in topological order.
-pub fn compare_runs(
+fn lookup<'a>(run: &'a RunOutput, name: &str) -> Result<&'a Tensor, &'a str> {
+    run.values.get(name).ok_or_else(|| {
+        run.missing
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or("not produced")
+    })
+}
+
+/// Builds node reports in topological order from value reports made as values arrived; a value with no report
+/// is unchecked with `missing(name)` as the reason.
+pub fn assemble(
     graph: &Graph,
-    reference: &RunOutput,
-    target: &RunOutput,
-    tol: &ToleranceSpec,
+    mut reports: HashMap<String, ValueReport>,
+    precision: &HashMap<String, RefPrecision>,
+    missing: impl Fn(&str) -> String,
 ) -> Vec<NodeReport> {
     let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     graph
         .nodes
-        .par_iter()
+        .iter()
         .map(|n| {
-            let precision = reference
-                .precision
-                .get(&n.name)
-                .cloned()
-                .unwrap_or(RefPrecision::F64);
+            let precision = precision.get(&n.name).cloned().unwrap_or(RefPrecision::F64);
             let values: Vec<ValueReport> = n
                 .outputs
                 .iter()
                 .filter(|o| !o.is_empty())
                 .map(|o| {
                     let is_output = outputs.contains(o.as_str());
-                    match &precision {
-                        RefPrecision::Unavailable { reason } => {
+                    match (&precision, reports.remove(o)) {
+                        (RefPrecision::Unavailable { reason }, _) => {
                             unchecked(o, format!("reference: {reason}"), is_output)
                         }
-                        _ => compare_value(o, reference, target, tol, is_output),
+                        (_, Some(mut v)) => {
+                            v.is_output = is_output;
+                            v
+                        }
+                        (_, None) => unchecked(o, missing(o), is_output),
                     }
                 })
                 .collect();
@@ -135,6 +133,36 @@ pub fn compare_runs(
             }
         })
         .collect()
+}
+
+/// Compares every value computed by a top-level node, in topological order.
+pub fn compare_runs(
+    graph: &Graph,
+    reference: &RunOutput,
+    target: &RunOutput,
+    tol: &ToleranceSpec,
+) -> Vec<NodeReport> {
+    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    let names = graph.computed_values();
+    let reports: HashMap<String, ValueReport> = names
+        .par_iter()
+        .map(|&n| {
+            let v = compare_pair(
+                n,
+                lookup(reference, n),
+                lookup(target, n),
+                tol,
+                outputs.contains(n),
+            );
+            (n.to_string(), v)
+        })
+        .collect();
+    assemble(graph, reports, &reference.precision, |n| {
+        format!(
+            "reference: {}",
+            lookup(reference, n).err().unwrap_or("not produced")
+        )
+    })
 }
 
 fn severity(v: &ValueReport) -> (f64, f64) {

@@ -2,4 +2,4 @@
 
 pub mod divergence;
 
-pub use divergence::{compare_runs, coverage, verdict};
+pub use divergence::{assemble, compare_pair, compare_runs, coverage, verdict};

@@ -307,8 +307,9 @@ fn run_session(
     let outputs = session.run(feeds).map_err(|e| Error::Target {
         reason: format!("{}: {e}", graph.path.display()),
     })?;
+    // Owning iteration: each ORT buffer is freed right after its copy, so the peak is one tensor above the copies.
     Ok(outputs
-        .iter()
+        .into_iter()
         .map(|(name, v)| (name.to_string(), output_tensor(&v)))
         .collect())
 }

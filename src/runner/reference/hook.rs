@@ -156,8 +156,16 @@ impl Overrides {
     }
 }
 
+/// Receives each reference value by ONNX name as soon as it is computed, or why it could not be.
+pub type Sink<'s> = dyn FnMut(&str, Result<crate::tensor::Tensor, String>) + 's;
+
 /// State of one reference run, consulted for every tract node.
-pub struct Evaluator<'g> {
+pub struct Evaluator<'g, 's> {
+    sink: &'s mut Sink<'s>,
+    /// Names already handed to the sink.
+    pub emitted: std::collections::HashSet<String>,
+    /// Names whose values overridden nodes read (kept in `values`).
+    needed: std::collections::HashSet<String>,
     graph: &'g Graph,
     /// tract node id -> ONNX node index.
     onnx_of: HashMap<usize, usize>,
@@ -172,15 +180,24 @@ pub struct Evaluator<'g> {
     pub tainted: HashMap<usize, String>,
 }
 
-impl<'g> Evaluator<'g> {
+impl<'g, 's> Evaluator<'g, 's> {
     pub fn new(
         graph: &'g Graph,
         onnx_of: HashMap<usize, usize>,
         labels: HashMap<usize, Vec<(usize, String)>>,
         overrides: Overrides,
         precision: HashMap<usize, RefPrecision>,
-    ) -> Evaluator<'g> {
+        sink: &'s mut Sink<'s>,
+    ) -> Evaluator<'g, 's> {
+        let needed = overrides
+            .0
+            .values()
+            .flat_map(|o| o.proto.input.iter().cloned())
+            .collect();
         Evaluator {
+            sink,
+            emitted: Default::default(),
+            needed,
             graph,
             onnx_of,
             labels,
@@ -193,18 +210,42 @@ impl<'g> Evaluator<'g> {
 
     /// Seeds the captured values with the constants of `model` (they never pass through the hook).
     pub fn with_constants(mut self, model: &TypedModel) -> Self {
-        for (node, names) in &self.labels {
-            if let Some(k) = model
-                .node(*node)
-                .op_as::<tract_onnx::tract_core::ops::konst::Const>()
-            {
-                for (_, name) in names {
-                    self.values
-                        .insert(name.clone(), k.val().clone().into_tvalue());
-                }
-            }
+        let consts: Vec<(usize, TValue)> = self
+            .labels
+            .keys()
+            .filter_map(|&id| {
+                let k = model
+                    .node(id)
+                    .op_as::<tract_onnx::tract_core::ops::konst::Const>()?;
+                Some((id, k.val().clone().into_tvalue()))
+            })
+            .collect();
+        for (id, v) in consts {
+            self.emit(id, &tvec!(v));
         }
         self
+    }
+
+    /// Hands the labelled outputs of tract node `id` to the sink (and keeps those overrides need).
+    fn emit(&mut self, id: usize, out: &TVec<TValue>) {
+        let Some(names) = self.labels.get(&id) else {
+            return;
+        };
+        for (slot, name) in names {
+            if !self.emitted.insert(name.clone()) {
+                continue;
+            }
+            let Some(v) = out.get(*slot) else { continue };
+            if self.needed.contains(name) {
+                self.values.insert(name.clone(), v.clone());
+            }
+            let value = match self.tainted.get(&id) {
+                Some(src) => Err(format!("not computable ({src})")),
+                None => super::convert::from_tract(v)
+                    .ok_or_else(|| format!("element type {:?} is not compared", v.datum_type())),
+            };
+            (self.sink)(name, value);
+        }
     }
 
     /// Evaluates one node (the `run_plan_with_eval` hook) and records its labelled outputs.
@@ -216,16 +257,12 @@ impl<'g> Evaluator<'g> {
         ins: TVec<TValue>,
     ) -> TractResult<TVec<TValue>> {
         let out = self.eval_node(ctx, st, node, ins)?;
-        if node.inputs.is_empty() {
+        if node.inputs.is_empty() && self.needed.contains(&node.name) {
             if let Some(v) = out.first() {
                 self.values.insert(node.name.clone(), v.clone());
             }
         }
-        for (slot, label) in self.labels.get(&node.id).into_iter().flatten() {
-            if let Some(v) = out.get(*slot) {
-                self.values.insert(label.clone(), v.clone());
-            }
-        }
+        self.emit(node.id, &out);
         Ok(out)
     }
 

@@ -187,6 +187,32 @@ impl Runner for ReferenceRunner {
     }
 
     fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+        let mut values = HashMap::new();
+        let mut missing = HashMap::new();
+        let mut out = self.run_streaming(graph, inputs, &mut |name, v| match v {
+            Ok(t) => {
+                values.insert(name.to_string(), t);
+            }
+            Err(why) => {
+                missing.insert(name.to_string(), why);
+            }
+        })?;
+        out.values = values;
+        out.missing.extend(missing);
+        Ok(out)
+    }
+}
+
+impl ReferenceRunner {
+    /// Runs the reference and hands every value to `sink` as soon as it is computed (or could not be), so a
+    /// caller can compare and drop it: tract frees intermediates after their last use. The returned
+    /// [`RunOutput`] holds no values, only precision, notes, details and the values tract never produced.
+    pub fn run_streaming(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+        sink: &mut hook::Sink<'_>,
+    ) -> Result<RunOutput> {
         let mut notes = Vec::new();
         let (typed, names, proto) = match self.parse(graph, inputs, true) {
             Ok(p) => p,
@@ -219,8 +245,30 @@ impl Runner for ReferenceRunner {
                 }
             }
         }
-        let t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
-        let out_nodes: Vec<usize> = t64.outputs.iter().map(|o| o.node).collect();
+        let mut t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
+        // Every ONNX name was a model output, in `names` order (several names may share one outlet); remember
+        // where each lives, then keep only the graph outputs so tract frees intermediates after their last use.
+        let mut labels: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
+        for (outlet, name) in t64.outputs.iter().zip(&names) {
+            labels
+                .entry(outlet.node)
+                .or_default()
+                .push((outlet.slot, name.clone()));
+        }
+        let graph_outputs: Vec<OutletId> = graph
+            .outputs
+            .iter()
+            .filter_map(|o| {
+                names
+                    .iter()
+                    .position(|n| *n == o.name)
+                    .map(|i| t64.outputs[i])
+            })
+            .collect();
+        if !graph_outputs.is_empty() {
+            t64.select_output_outlets(&graph_outputs)
+                .map_err(|e| ref_err(graph, "selecting outputs of", e))?;
+        }
         let plan = SimplePlan::new(t64).map_err(|e| ref_err(graph, "planning", e))?;
         let mut state = SimpleState::new(&plan).map_err(|e| ref_err(graph, "planning", e))?;
         // tract node -> ONNX node: by phantom's name prefix, else by the ONNX value its first output carries
@@ -252,40 +300,22 @@ impl Runner for ReferenceRunner {
                 convert::to_tract_f64(t)
             })
             .collect();
-        let mut labels: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
-        // Every ONNX name is a model output, in `names` order (several names may share one outlet).
-        for (outlet, name) in plan.model().outputs.iter().zip(&names) {
-            labels
-                .entry(outlet.node)
-                .or_default()
-                .push((outlet.slot, name.clone()));
-        }
         let overrides = hook::Overrides::collect(graph, &proto);
-        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision)
+        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
             .with_constants(plan.model());
-        let outs = state
+        state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
             .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
         let mut out = RunOutput {
             notes,
             ..Default::default()
         };
-        for ((name, v), node) in names.iter().zip(outs.iter()).zip(&out_nodes) {
-            if let Some(src) = ev.tainted.get(node) {
-                out.missing
-                    .insert(name.clone(), format!("not computable ({src})"));
-                continue;
-            }
-            match convert::from_tract(v) {
-                Some(t) => {
-                    out.values.insert(name.clone(), t);
-                }
-                None => {
-                    out.missing.insert(
-                        name.clone(),
-                        format!("element type {:?} is not compared", v.datum_type()),
-                    );
-                }
+        for name in &names {
+            if !ev.emitted.contains(name.as_str()) {
+                out.missing.insert(
+                    name.clone(),
+                    "tract pruned it: no graph output depends on it".into(),
+                );
             }
         }
         for (i, p) in ev.precision {
