@@ -169,6 +169,19 @@ fn check_loaded(info: &ValueInfo, dtype: DType, t: &Tensor) -> Result<Tensor> {
             reason: format!("the file holds {} values, the model expects {dtype}: convert it (e.g. arr.astype(...))", t.dtype()),
         });
     }
+    if dtype.is_float() {
+        let bad = t.as_f64().iter().filter(|v| !v.is_finite()).count();
+        if bad > 0 {
+            return Err(Error::Input {
+                name: info.name.clone(),
+                reason: format!(
+                    "{bad} of its {} values are NaN or infinite; both runtimes would propagate them and every \
+                     comparison downstream would be meaningless: clean the input (np.nan_to_num) and run again",
+                    t.len()
+                ),
+            });
+        }
+    }
     if let Some(dims) = &info.dims {
         let fits = dims.len() == t.shape().len()
             && dims

@@ -161,3 +161,20 @@ fn bad_flags() {
     ]);
     assert_error(code, &err, "tpu");
 }
+
+#[test]
+fn nan_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.npy");
+    let mut a = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 3, 32, 32]));
+    a[[0, 1, 2, 3]] = f32::NAN;
+    phantom::model::npy::write_npy(&p, &phantom::tensor::Tensor::F32(a)).unwrap();
+    let arg = format!("image={}", p.display());
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--input",
+        &arg,
+    ]);
+    assert_error(code, &err, "NaN or infinite");
+}
