@@ -111,6 +111,24 @@ def encoder():
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="phantom-demo"), "encoder.onnx")
 
 
+def noisy():
+    """A model with an unseeded RandomNormal (a nondeterministic node) between deterministic ones."""
+    n = [
+        helper.make_node("Mul", ["x", "two"], ["scaled"], name="scale"),
+        helper.make_node("RandomNormal", [], ["noise"], name="noise", shape=[1, 64], scale=0.01),
+        helper.make_node("Add", ["scaled", "noise"], ["noisy"], name="add_noise"),
+        helper.make_node("Relu", ["noisy"], ["y"], name="relu"),
+    ]
+    g = helper.make_graph(
+        n, "noisy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [numpy_helper.from_array(np.array([2.0], np.float32), "two")],
+    )
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="phantom-demo"), "noisy.onnx")
+
+
 if __name__ == "__main__":
     convnet()
     encoder()
+    noisy()

@@ -1,5 +1,6 @@
 //! From two runs to per-node verdicts: which values pass, fail or stay unchecked, where drift begins.
 
+pub mod determinism;
 pub mod divergence;
 
 pub use divergence::{assemble, compare_pair, compare_runs, coverage, verdict};

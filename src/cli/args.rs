@@ -20,6 +20,12 @@ pub enum Command {
     Onnx(Box<OnnxArgs>),
     /// Run one side only (the f64 reference or ONNX Runtime) and summarize its outputs.
     Run(Box<RunArgs>),
+    /// Run the target (and the reference) several times and report every value that changes between runs.
+    Determinism(Box<DeterminismArgs>),
+    /// Record a golden run: per value a hash, statistics and a sample, with inputs, options and environment.
+    Record(Box<RecordArgs>),
+    /// Run again and compare value by value against a golden record (exit 1 on regression).
+    Check(Box<CheckArgs>),
     /// Show a model's inputs, outputs, opsets and op histogram.
     Info(InfoArgs),
     /// Show which ONNX Runtime phantom finds, its version and execution providers.
@@ -129,6 +135,82 @@ pub struct RunArgs {
     pub inputs: InputArgs,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DeterminismArgs {
+    pub model: PathBuf,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub ep: Ep,
+    /// Runs in fresh sessions, and as many repeated runs in one session.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
+    pub runs: u32,
+    /// Also run with ORT's deterministic compute on, and say whether it helped.
+    #[arg(long)]
+    pub ort_deterministic: bool,
+    #[arg(long, value_enum, default_value = "all")]
+    pub ort_opt_level: OptLevel,
+    /// Write the determinism report as JSON.
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// The target configuration a golden run is recorded or checked with.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub ep: Ep,
+    #[arg(long, value_enum, default_value = "all")]
+    pub ort_opt_level: OptLevel,
+    /// Run this model on the target instead; values matched by name.
+    #[arg(long, value_name = "OTHER.onnx")]
+    pub target_model: Option<PathBuf>,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    pub model: PathBuf,
+    /// Directory to write the golden record into (never overwritten without --force).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Replace an existing record.
+    #[arg(long)]
+    pub force: bool,
+    /// Also save the model outputs in full (.npy).
+    #[arg(long)]
+    pub full_outputs: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    pub model: PathBuf,
+    /// The golden record to check against (its inputs are reused).
+    #[arg(long, value_name = "DIR")]
+    pub golden: PathBuf,
+    /// Default drift budget: largest relative change of a value (sampled elements and statistics).
+    #[arg(long, default_value_t = 1e-5)]
+    pub budget: f64,
+    /// Budget for an op type, e.g. --budget-op Softmax=1e-4 (repeatable).
+    #[arg(long = "budget-op", value_name = "OP=BUDGET")]
+    pub budget_op: Vec<String>,
+    /// Budget for one node, e.g. --budget-node conv1=1e-3 (repeatable).
+    #[arg(long = "budget-node", value_name = "NODE=BUDGET")]
+    pub budget_node: Vec<String>,
+    /// Write the check report as JSON.
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 #[derive(Debug, Args)]

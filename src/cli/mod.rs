@@ -2,6 +2,8 @@
 //! an exit code (0 clean, 1 drift found, 2 error).
 
 pub mod args;
+mod determinism;
+mod golden;
 mod info;
 mod onnx;
 mod run;
@@ -32,6 +34,9 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         args::Command::Onnx(a) => onnx::run(*a),
         args::Command::Run(a) => run::run(*a),
+        args::Command::Determinism(a) => determinism::run(*a),
+        args::Command::Record(a) => golden::record(*a),
+        args::Command::Check(a) => golden::check(*a),
         args::Command::Info(a) => info::run(a),
         args::Command::Runtimes(a) => runtimes::run(a),
     };

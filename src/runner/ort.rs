@@ -94,6 +94,8 @@ pub struct OrtRunner {
     env: &'static (Environment, Located, String),
     /// Filled by [`Runner::run`].
     pub instrumentation: Option<Instrumentation>,
+    /// Ask ORT for deterministic compute (`SetDeterministicCompute`).
+    pub deterministic: bool,
 }
 
 impl OrtRunner {
@@ -109,6 +111,7 @@ impl OrtRunner {
             target_model,
             env: init(lib)?,
             instrumentation: None,
+            deterministic: false,
         })
     }
 
@@ -153,6 +156,12 @@ impl OrtRunner {
             let b = b
                 .with_log_level(LogLevel::Verbose)
                 .map_err(|e| fail(e.into()))?;
+            let b = match self.deterministic {
+                true => b
+                    .with_deterministic_compute(true)
+                    .map_err(|e| fail(e.into()))?,
+                false => b,
+            };
             let sink = placements.clone();
             let b = b
                 .with_logger(Arc::new(move |_l, _c, _i, _loc, msg: &str| {
@@ -274,7 +283,8 @@ fn output_tensor(v: &DynValue) -> std::result::Result<Tensor, String> {
     })
 }
 
-fn run_session(
+/// Runs `session` once on `inputs`; every output by name, converted to a host tensor or the reason it was not.
+pub fn run_session(
     session: &mut Session,
     inputs: &Inputs,
     graph: &Graph,
@@ -315,6 +325,22 @@ fn run_session(
 }
 
 impl OrtRunner {
+    /// A session on the target model with every computed value exposed as an output.
+    pub fn instrumented_session(&self, graph: &Graph) -> Result<Session> {
+        let graph = self.target_model.as_ref().unwrap_or(graph);
+        let declared: Vec<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+        let extra: Vec<&str> = graph
+            .computed_values()
+            .into_iter()
+            .filter(|v| !declared.contains(v))
+            .collect();
+        self.session(
+            graph,
+            &with_extra_outputs(&graph.bytes, &extra),
+            Arc::new(Mutex::new(Vec::new())),
+        )
+    }
+
     /// Runs the unmodified model once and returns its declared outputs only.
     pub fn run_plain(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         let graph = self.target_model.clone().unwrap_or_else(|| graph.clone());

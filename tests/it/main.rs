@@ -2,7 +2,9 @@
 
 mod common;
 mod compare;
+mod determinism;
 mod errors;
+mod golden;
 mod inputs;
 mod oracle;
 mod schema;

@@ -12,7 +12,8 @@ use tract_onnx::tract_core::ops::nn::{
     GeluApproximate, GeluExact, HardSwish, LeakyRelu, Reduce, Reducer, Sigmoid, Silu,
 };
 
-fn sigmoid(x: f64) -> f64 {
+/// The logistic function, stable at both extremes.
+pub(super) fn sigmoid(x: f64) -> f64 {
     if x >= 0.0 {
         1.0 / (1.0 + (-x).exp())
     } else {

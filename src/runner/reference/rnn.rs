@@ -5,14 +5,7 @@
 use ndarray::{s, Array2, Array3, Array4, ArrayD, Axis, Ix2, Ix3};
 use tract_onnx::pb::NodeProto;
 
-fn sigmoid(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
-}
+use super::kernels::sigmoid;
 
 fn attr_i(n: &NodeProto, name: &str) -> Option<i64> {
     n.attribute.iter().find(|a| a.name == name).map(|a| a.i)

@@ -1,0 +1,198 @@
+//! `phantom record` and `phantom check`: golden runs for CI.
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Context;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+
+use super::args::{CheckArgs, RecordArgs, TargetArgs};
+use super::Outcome;
+use crate::golden::check::{check as check_values, Budgets, CheckStatus};
+use crate::golden::{self, fingerprint, Golden, Provenance, GOLDEN_SCHEMA};
+use crate::model::{self, inputs::Inputs, Graph};
+use crate::report::terminal::num;
+use crate::runner::{ort::OrtRunner, ort_lib, RunOutput, Runner};
+use crate::tensor::Tensor;
+
+fn run_target(
+    graph: &Graph,
+    inputs: &Inputs,
+    t: &TargetArgs,
+) -> anyhow::Result<(RunOutput, Provenance)> {
+    let lib = ort_lib::locate(t.runtime.ort_lib.as_deref(), t.runtime.no_install)?;
+    let target_graph = t.target_model.as_deref().map(model::load).transpose()?;
+    let mut runner = OrtRunner::new(&lib, t.ep, t.ort_opt_level, target_graph.clone())?;
+    let out = runner.run(graph, inputs)?;
+    let env = crate::pipeline::environment();
+    let d = |k: &str| out.details.get(k).cloned().unwrap_or_default();
+    let prov = Provenance {
+        phantom_version: env!("CARGO_PKG_VERSION").into(),
+        runtime: runner.name(),
+        runtime_version: runner.version(),
+        build_info: d("build_info"),
+        ep: d("ep_requested"),
+        ep_used: d("ep_used"),
+        opt_level: d("opt_level"),
+        model_sha256: target_graph.as_ref().unwrap_or(graph).sha256.clone(),
+        os: format!("{} {}", env.os, env.arch),
+        cpu: env.cpu,
+    };
+    Ok((out, prov))
+}
+
+pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
+    if a.output.exists() && !a.force {
+        anyhow::bail!("{} already exists; phantom never overwrites a golden record: pass --force to replace it", a.output.display());
+    }
+    let graph = model::load(&a.model)?;
+    let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
+    let (out, provenance) = run_target(&graph, &inputs, &a.target)?;
+    let mut values = vec![];
+    for n in &graph.nodes {
+        for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+            if let Some(t) = out.values.get(o) {
+                values.push(fingerprint(n.index, &n.name, &n.op_type, o, t));
+            }
+        }
+    }
+    let full: Vec<(String, Tensor)> = if a.full_outputs {
+        graph
+            .outputs
+            .iter()
+            .filter_map(|o| Some((o.name.clone(), out.values.get(&o.name)?.clone())))
+            .collect()
+    } else {
+        vec![]
+    };
+    let mut options = BTreeMap::new();
+    options.insert("ep".into(), format!("{:?}", a.target.ep).to_lowercase());
+    options.insert(
+        "ort_opt_level".into(),
+        format!("{:?}", a.target.ort_opt_level).to_lowercase(),
+    );
+    options.insert("seed".into(), a.inputs.seed.to_string());
+    if let Some(t) = &a.target.target_model {
+        options.insert("target_model".into(), t.display().to_string());
+    }
+    let g = Golden {
+        schema: GOLDEN_SCHEMA.into(),
+        model: graph.path.display().to_string(),
+        provenance,
+        options,
+        inputs: inputs.tensors.iter().map(|(n, _)| n.clone()).collect(),
+        full_outputs: full.iter().map(|(n, _)| n.clone()).collect(),
+        values,
+    };
+    let size = golden::write(&a.output, &g, &inputs.tensors, &full, a.force)?;
+    println!(
+        "recorded {} values of {} into {} ({} bytes)",
+        g.values.len(),
+        g.model,
+        a.output.display(),
+        size
+    );
+    Ok(Outcome::Clean)
+}
+
+fn budget_map(list: &[String], flag: &str) -> anyhow::Result<HashMap<String, f64>> {
+    list.iter()
+        .map(|s| {
+            let (k, v) = s
+                .rsplit_once('=')
+                .with_context(|| format!("{flag} takes NAME=BUDGET, got `{s}`"))?;
+            Ok((
+                k.to_string(),
+                v.parse::<f64>()
+                    .with_context(|| format!("{flag} {s}: not a number"))?,
+            ))
+        })
+        .collect()
+}
+
+pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
+    let budgets = Budgets {
+        default: a.budget,
+        by_op: budget_map(&a.budget_op, "--budget-op")?,
+        by_node: budget_map(&a.budget_node, "--budget-node")?,
+    };
+    let g = golden::read(&a.golden)?;
+    let graph = model::load(&a.model)?;
+    let tensors = golden::read_inputs(&a.golden, &g)?;
+    let inputs = Inputs {
+        tensors,
+        ..Default::default()
+    };
+    let (out, now) = run_target(&graph, &inputs, &a.target)?;
+    let report = check_values(&g, &out.values, &now, &budgets);
+    if let Some(p) = &a.json {
+        crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    }
+    let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    println!(
+        "phantom check {} against {}: {} identical, {} within budget, {} regressed, {} missing",
+        graph.path.display(),
+        a.golden.display(),
+        report.identical,
+        report.within,
+        report.regressed,
+        report.missing
+    );
+    if let Some(f) = &report.first_regressed {
+        println!(
+            "first regressed: node #{} {} `{}` → `{}`: drift {} > budget {}{}",
+            f.node_index,
+            f.op_type,
+            f.node,
+            f.value,
+            num(f.drift),
+            num(f.budget),
+            f.detail
+                .as_ref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+        if github {
+            println!(
+                "::error title=phantom numeric regression::{} `{}` drifted {} (budget {})",
+                f.op_type,
+                f.node,
+                num(f.drift),
+                num(f.budget)
+            );
+        }
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec!["#", "op", "node", "value", "drift", "budget"]);
+        for v in report
+            .values
+            .iter()
+            .filter(|v| v.status == CheckStatus::Regressed)
+            .take(10)
+        {
+            t.add_row(vec![
+                v.node_index.to_string(),
+                v.op_type.clone(),
+                v.node.clone(),
+                v.value.clone(),
+                num(v.drift),
+                num(v.budget),
+            ]);
+        }
+        println!("{t}");
+    }
+    if report.environment_changes.is_empty() {
+        println!("environment: unchanged");
+    } else {
+        for c in &report.environment_changes {
+            println!(
+                "changed since the record: {}: {} → {}",
+                c.what, c.recorded, c.now
+            );
+        }
+    }
+    Ok(if report.regressed > 0 || report.missing > 0 {
+        Outcome::Diverged
+    } else {
+        Outcome::Clean
+    })
+}

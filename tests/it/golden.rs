@@ -1,0 +1,170 @@
+//! `phantom record` / `phantom check`: golden runs, drift budgets, regressions named at the right node.
+
+use crate::common::*;
+
+#[test]
+fn same_configuration_checks_clean_and_a_perturbed_node_is_named() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let golden = dir.path().join("golden");
+    let m = model("convnet.onnx");
+    let (code, out, err) = phantom(&[
+        "record",
+        m.to_str().unwrap(),
+        "-o",
+        golden.to_str().unwrap(),
+        "--full-outputs",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("recorded 13 values"), "{out}");
+    let size: u64 = walk(&golden);
+    assert!(size < 64 * 1024, "golden records stay small: {size} bytes");
+
+    let (code, out, err) = phantom(&[
+        "check",
+        m.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("0 regressed, 0 missing") && out.contains("environment: unchanged"),
+        "{out}"
+    );
+
+    let target = dir.path().join("perturbed.onnx");
+    perturbed_copy(&m, "conv2", 1.001, &target);
+    let json = dir.path().join("c.json");
+    let (code, out, err) = phantom(&[
+        "check",
+        m.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("first regressed: node #4 Conv `conv2`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("changed since the record: model_sha256"),
+        "{out}"
+    );
+    let r = read_json(&json);
+    assert_eq!(r["first_regressed"]["node"], "conv2");
+    // Everything before conv2 is bit-identical.
+    for v in r["values"].as_array().unwrap().iter().take(4) {
+        assert_eq!(v["status"], "identical", "{v}");
+    }
+    // A generous budget for that node alone lets the check pass the node but not its consumers.
+    let (code, out, _) = phantom(&[
+        "check",
+        m.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--budget-node",
+        "conv2=0.01",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        !out.contains("`conv2` →") && out.contains("first regressed: node #5"),
+        "{out}"
+    );
+}
+
+fn walk(p: &std::path::Path) -> u64 {
+    std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path())
+            } else {
+                e.metadata().unwrap().len()
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn existing_golden_is_not_overwritten_and_bad_records_are_errors() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let golden = dir.path().join("g");
+    let m = model("encoder.onnx");
+    assert_eq!(
+        phantom(&[
+            "record",
+            m.to_str().unwrap(),
+            "-o",
+            golden.to_str().unwrap()
+        ])
+        .0,
+        0
+    );
+    let before = std::fs::read(golden.join("golden.json")).unwrap();
+    let (code, _, err) = phantom(&[
+        "record",
+        m.to_str().unwrap(),
+        "-o",
+        golden.to_str().unwrap(),
+        "--seed",
+        "7",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(
+        std::fs::read(golden.join("golden.json")).unwrap(),
+        before,
+        "not overwritten"
+    );
+    let (code, _, _) = phantom(&[
+        "record",
+        m.to_str().unwrap(),
+        "-o",
+        golden.to_str().unwrap(),
+        "--seed",
+        "7",
+        "--force",
+    ]);
+    assert_eq!(code, 0);
+    assert_ne!(
+        std::fs::read(golden.join("golden.json")).unwrap(),
+        before,
+        "--force replaces it"
+    );
+
+    let json = golden.join("golden.json");
+    let full = std::fs::read(&json).unwrap();
+    std::fs::write(&json, &full[..full.len() / 2]).unwrap();
+    let (code, _, err) = phantom(&[
+        "check",
+        m.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("corrupt or truncated"), "{err}");
+    std::fs::write(&json, br#"{"schema": "someone-else/3"}"#).unwrap();
+    let (code, _, err) = phantom(&[
+        "check",
+        m.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = phantom(&[
+        "check",
+        m.to_str().unwrap(),
+        "--golden",
+        dir.path().join("nope").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no golden.json"), "{err}");
+}
