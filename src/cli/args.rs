@@ -75,6 +75,9 @@ pub struct OnnxArgs {
     /// Write the JSON report here.
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,
+    /// Write a JUnit XML file: a test case per model output and per failing node.
+    #[arg(long, value_name = "OUT.xml")]
+    pub junit: Option<PathBuf>,
     /// Absolute tolerance for float values (default depends on the target dtype: f32 1e-4, f16 1e-2).
     #[arg(long)]
     pub atol: Option<f64>,
@@ -209,6 +212,9 @@ pub struct CheckArgs {
     /// Write the check report as JSON.
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,
+    /// Write a JUnit XML file: a test case per recorded value.
+    #[arg(long, value_name = "OUT.xml")]
+    pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
 }

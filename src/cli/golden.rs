@@ -127,6 +127,37 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.json {
         crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
     }
+    if let Some(p) = &a.junit {
+        let cases: Vec<crate::report::junit::Case> = report
+            .values
+            .iter()
+            .map(|v| crate::report::junit::Case {
+                name: format!("#{} {} {} → {}", v.node_index, v.op_type, v.node, v.value),
+                class: "phantom.check".into(),
+                failure: match v.status {
+                    CheckStatus::Regressed => Some(format!(
+                        "drift {} > budget {}{}",
+                        num(v.drift),
+                        num(v.budget),
+                        v.detail
+                            .as_ref()
+                            .map(|d| format!(" ({d})"))
+                            .unwrap_or_default()
+                    )),
+                    CheckStatus::Missing => Some("recorded, but not produced now".into()),
+                    _ => None,
+                },
+            })
+            .collect();
+        crate::report::json::write_atomic(
+            p,
+            crate::report::junit::render(
+                &format!("phantom check {}", graph.path.display()),
+                &cases,
+            )
+            .as_bytes(),
+        )?;
+    }
     let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
     println!(
         "phantom check {} against {}: {} identical, {} within budget, {} regressed, {} missing",

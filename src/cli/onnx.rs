@@ -48,12 +48,24 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         json::write(&report, p)
             .with_context(|| format!("writing the JSON report to {}", p.display()))?;
     }
+    if let Some(p) = &a.junit {
+        json::write_atomic(p, crate::report::junit::from_report(&report).as_bytes())
+            .with_context(|| format!("writing the JUnit report to {}", p.display()))?;
+    }
     if a.quiet {
         println!("{}", terminal::verdict_line(&report));
     } else {
         print!("{}", terminal::render(&report, a.top));
         if let Some(p) = &a.json {
             println!("JSON report: {}", p.display());
+        }
+    }
+    if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
+        if let Some(f) = &report.verdict.first_divergence {
+            println!(
+                "::error title=phantom drift::first divergence at node #{} {} `{}` (value `{}`)",
+                f.node_index, f.op_type, f.node, f.value
+            );
         }
     }
     Ok(if report.verdict.status == Status::Clean {

@@ -1,6 +1,7 @@
 //! The report: one serde model ([`model`]), one renderer per file ([`terminal`], [`json`]).
 
 pub mod json;
+pub mod junit;
 pub mod model;
 pub mod terminal;
 

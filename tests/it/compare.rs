@@ -84,6 +84,24 @@ fn perturbed_target_model_is_named_as_first_divergence() {
         out.contains("first divergence: node #4 Conv `conv2`"),
         "{out}"
     );
+    let xml_path = dir.path().join("r.xml");
+    phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--junit",
+        xml_path.to_str().unwrap(),
+    ]);
+    let xml = std::fs::read_to_string(&xml_path).unwrap();
+    assert!(
+        xml.contains("<failure") && xml.contains("#4 Conv conv2 → c2"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("classname=\"phantom.output\""),
+        "a case per model output: {xml}"
+    );
     let r = read_json(&json);
     assert_eq!(r["verdict"]["first_divergence"]["node"], "conv2");
     assert_eq!(r["verdict"]["first_divergence"]["value"], "c2");

@@ -35,6 +35,7 @@ fn same_configuration_checks_clean_and_a_perturbed_node_is_named() {
     let target = dir.path().join("perturbed.onnx");
     perturbed_copy(&m, "conv2", 1.001, &target);
     let json = dir.path().join("c.json");
+    let junit = dir.path().join("c.xml");
     let (code, out, err) = phantom(&[
         "check",
         m.to_str().unwrap(),
@@ -44,8 +45,15 @@ fn same_configuration_checks_clean_and_a_perturbed_node_is_named() {
         target.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
     ]);
     assert_eq!(code, 1, "{out}{err}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("tests=\"13\"") && xml.contains("name=\"#4 Conv conv2 → c2\">"),
+        "{xml}"
+    );
     assert!(
         out.contains("first regressed: node #4 Conv `conv2`"),
         "{out}"
@@ -167,4 +175,62 @@ fn existing_golden_is_not_overwritten_and_bad_records_are_errors() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no golden.json"), "{err}");
+}
+
+#[test]
+fn another_opt_level_is_within_budget_and_budget_zero_names_the_first_changed_node() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let golden = dir.path().join("g");
+    let real = root().join("tests/data/real/ppocr_cls_v2.onnx");
+    let m = real.to_str().unwrap();
+    let shape = ["--shape", "x=1x3x48x192"];
+    let (code, _, err) = phantom(&[
+        "record",
+        m,
+        "-o",
+        golden.to_str().unwrap(),
+        "--ort-opt-level",
+        "disable",
+        shape[0],
+        shape[1],
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let g = golden.to_str().unwrap();
+    let (code, out, _) = phantom(&["check", m, "--golden", g, "--ort-opt-level", "all"]);
+    assert_eq!(
+        code, 0,
+        "fusion-level differences stay within the default budget\n{out}"
+    );
+    assert!(
+        out.contains("changed since the record: opt_level: disable → all"),
+        "{out}"
+    );
+    let json = dir.path().join("c.json");
+    let (code, out, _) = phantom(&[
+        "check",
+        m,
+        "--golden",
+        g,
+        "--ort-opt-level",
+        "all",
+        "--budget",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let r = read_json(&json);
+    let values = r["values"].as_array().unwrap();
+    let first_changed = values
+        .iter()
+        .position(|v| v["status"] != "identical")
+        .unwrap();
+    assert_eq!(
+        r["first_regressed"]["value"],
+        values[first_changed]["value"]
+    );
+    assert!(values[..first_changed]
+        .iter()
+        .all(|v| v["status"] == "identical"));
 }

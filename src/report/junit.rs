@@ -1,0 +1,97 @@
+//! JUnit XML: one `<testsuite>` of test cases, for CI systems that display test results.
+
+/// One test case: name, class name, and the failure message when it failed.
+pub struct Case {
+    pub name: String,
+    pub class: String,
+    pub failure: Option<String>,
+}
+
+fn escape(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '"' => "&quot;".to_string(),
+            '\'' => "&apos;".to_string(),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => " ".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// Renders a test suite.
+pub fn render(suite: &str, cases: &[Case]) -> String {
+    let failures = cases.iter().filter(|c| c.failure.is_some()).count();
+    let mut s = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\">\n",
+        escape(suite),
+        cases.len()
+    );
+    for c in cases {
+        s.push_str(&format!(
+            "    <testcase classname=\"{}\" name=\"{}\"",
+            escape(&c.class),
+            escape(&c.name)
+        ));
+        match &c.failure {
+            None => s.push_str("/>\n"),
+            Some(m) => s.push_str(&format!(
+                ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
+                escape(m.lines().next().unwrap_or("")),
+                escape(m)
+            )),
+        }
+    }
+    s.push_str("  </testsuite>\n</testsuites>\n");
+    s
+}
+
+/// The `phantom onnx` report as JUnit: a case per model output, and one per failing intermediate value.
+pub fn from_report(r: &super::Report) -> String {
+    use super::model::ValueStatus;
+    let mut cases = vec![];
+    for (n, v) in r.values() {
+        let failing = v.status == ValueStatus::Fail;
+        if !v.is_output && !failing {
+            continue;
+        }
+        let failure = failing.then(|| match &v.metrics {
+            Some(m) => format!(
+                "{} of {} elements out of tolerance; max abs {:e}, max rel {:e}, max ulp {}",
+                m.failed, m.elements, m.max_abs, m.max_rel, m.max_ulp
+            ),
+            None => v.reason.clone().unwrap_or_else(|| "failed".into()),
+        });
+        let kind = if v.is_output { "output" } else { "node" };
+        cases.push(Case {
+            name: format!("#{} {} {} → {}", n.index, n.op_type, n.name, v.name),
+            class: format!("phantom.{kind}"),
+            failure,
+        });
+    }
+    render(&format!("phantom onnx {}", r.model.path), &cases)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escapes_and_counts() {
+        let cases = vec![
+            super::Case {
+                name: "a<b>".into(),
+                class: "c".into(),
+                failure: None,
+            },
+            super::Case {
+                name: "x".into(),
+                class: "c".into(),
+                failure: Some("1 & 2".into()),
+            },
+        ];
+        let x = super::render("s\"", &cases);
+        assert!(x.contains("tests=\"2\" failures=\"1\""));
+        assert!(x.contains("a&lt;b&gt;") && x.contains("1 &amp; 2") && x.contains("s&quot;"));
+    }
+}
