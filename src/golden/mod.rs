@@ -158,7 +158,7 @@ pub fn write(
             std::fs::write(&p, bytes).map_err(io(&p))?;
         }
     }
-    let json = serde_json::to_vec_pretty(golden).expect("golden serializes");
+    let json = serde_json::to_vec(golden).expect("golden serializes");
     size += json.len() as u64;
     let p = tmp.join("golden.json");
     std::fs::write(&p, json).map_err(io(&p))?;
