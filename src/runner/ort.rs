@@ -219,6 +219,18 @@ pub fn with_extra_outputs(bytes: &[u8], names: &[&str]) -> Vec<u8> {
     out
 }
 
+/// The model bytes with every computed value that is not already a graph output appended as an output.
+fn instrumented_bytes(graph: &Graph) -> Vec<u8> {
+    let declared: std::collections::HashSet<&str> =
+        graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    let extra: Vec<&str> = graph
+        .computed_values()
+        .into_iter()
+        .filter(|v| !declared.contains(v))
+        .collect();
+    with_extra_outputs(&graph.bytes, &extra)
+}
+
 fn input_value<'a>(t: &'a Tensor) -> ort::Result<SessionInputValue<'a>> {
     Ok(match t {
         Tensor::F64(a) => TensorRef::from_array_view(a)?.into(),
@@ -328,15 +340,9 @@ impl OrtRunner {
     /// A session on the target model with every computed value exposed as an output.
     pub fn instrumented_session(&self, graph: &Graph) -> Result<Session> {
         let graph = self.target_model.as_ref().unwrap_or(graph);
-        let declared: Vec<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
-        let extra: Vec<&str> = graph
-            .computed_values()
-            .into_iter()
-            .filter(|v| !declared.contains(v))
-            .collect();
         self.session(
             graph,
-            &with_extra_outputs(&graph.bytes, &extra),
+            &instrumented_bytes(graph),
             Arc::new(Mutex::new(Vec::new())),
         )
     }
@@ -371,20 +377,13 @@ impl Runner for OrtRunner {
 
     fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         let graph = self.target_model.clone().unwrap_or_else(|| graph.clone());
-        let declared: Vec<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
-        let extra: Vec<&str> = graph
-            .computed_values()
-            .into_iter()
-            .filter(|v| !declared.contains(v))
-            .collect();
         let placements = Arc::new(Mutex::new(Vec::new()));
         let mut plain = self.session(&graph, &graph.bytes, placements.clone())?;
         let plain_out = run_session(&mut plain, inputs, &graph)?;
         drop(plain);
-        let instrumented_bytes = with_extra_outputs(&graph.bytes, &extra);
         let mut inst = self.session(
             &graph,
-            &instrumented_bytes,
+            &instrumented_bytes(&graph),
             Arc::new(Mutex::new(Vec::new())),
         )?;
         let inst_out = run_session(&mut inst, inputs, &graph)?;
