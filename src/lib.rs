@@ -18,6 +18,7 @@ pub mod error;
 pub mod golden;
 pub mod model;
 pub mod pipeline;
+pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod tensor;

@@ -74,7 +74,7 @@ pub fn environment() -> Environment {
 }
 
 /// Runs the whole comparison and builds the report.
-pub fn run_compare(s: &CompareSettings) -> Result<Report> {
+pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs)> {
     let t_all = Instant::now();
     let t = Instant::now();
     let graph = model::load(&s.model)?;
@@ -150,7 +150,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<Report> {
         .iter()
         .map(|d| (d.name().to_string(), s.tolerance.for_dtype(*d)))
         .collect();
-    Ok(Report {
+    let report = Report {
         schema: SCHEMA_VERSION.into(),
         phantom_version: env!("CARGO_PKG_VERSION").into(),
         command: s.command.clone(),
@@ -210,5 +210,6 @@ pub fn run_compare(s: &CompareSettings) -> Result<Report> {
             total_ms: ms(t_all),
         },
         notes,
-    })
+    };
+    Ok((report, inputs))
 }

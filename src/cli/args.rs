@@ -26,6 +26,8 @@ pub enum Command {
     Record(Box<RecordArgs>),
     /// Run again and compare value by value against a golden record (exit 1 on regression).
     Check(Box<CheckArgs>),
+    /// Run a saved run (`--save-run DIR`) again; say whether the verdict matches and what changed.
+    Replay(ReplayArgs),
     /// Show a model's inputs, outputs, opsets and op histogram.
     Info(InfoArgs),
     /// Show which ONNX Runtime phantom finds, its version and execution providers.
@@ -78,6 +80,18 @@ pub struct OnnxArgs {
     /// Write a JUnit XML file: a test case per model output and per failing node.
     #[arg(long, value_name = "OUT.xml")]
     pub junit: Option<PathBuf>,
+    /// Write a Markdown summary (for CI logs and pull requests).
+    #[arg(long, value_name = "OUT.md")]
+    pub summary_md: Option<PathBuf>,
+    /// Write the graph as GraphViz DOT, nodes coloured by drift.
+    #[arg(long, value_name = "OUT.dot")]
+    pub dot: Option<PathBuf>,
+    /// Save a replay directory: inputs (test_data_set layout), options, model sha256, environment, verdict.
+    #[arg(long, value_name = "DIR")]
+    pub save_run: Option<PathBuf>,
+    /// Replace an existing --save-run directory.
+    #[arg(long)]
+    pub force: bool,
     /// Absolute tolerance for float values (default depends on the target dtype: f32 1e-4, f16 1e-2).
     #[arg(long)]
     pub atol: Option<f64>,
@@ -217,6 +231,14 @@ pub struct CheckArgs {
     pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A directory written by `phantom onnx --save-run`.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
 }
 
 #[derive(Debug, Args)]

@@ -23,20 +23,8 @@ fn run_target(
     let target_graph = t.target_model.as_deref().map(model::load).transpose()?;
     let mut runner = OrtRunner::new(&lib, t.ep, t.ort_opt_level, target_graph.clone())?;
     let out = runner.run(graph, inputs)?;
-    let env = crate::pipeline::environment();
-    let d = |k: &str| out.details.get(k).cloned().unwrap_or_default();
-    let prov = Provenance {
-        phantom_version: env!("CARGO_PKG_VERSION").into(),
-        runtime: runner.name(),
-        runtime_version: runner.version(),
-        build_info: d("build_info"),
-        ep: d("ep_requested"),
-        ep_used: d("ep_used"),
-        opt_level: d("opt_level"),
-        model_sha256: target_graph.as_ref().unwrap_or(graph).sha256.clone(),
-        os: format!("{} {}", env.os, env.arch),
-        cpu: env.cpu,
-    };
+    let sha = &target_graph.as_ref().unwrap_or(graph).sha256;
+    let prov = Provenance::from_details(&runner.name(), &runner.version(), &out.details, sha);
     Ok((out, prov))
 }
 

@@ -6,6 +6,7 @@ mod determinism;
 mod golden;
 mod info;
 mod onnx;
+mod replay;
 mod run;
 mod runtimes;
 pub mod settings;
@@ -37,6 +38,7 @@ pub fn run() -> ExitCode {
         args::Command::Determinism(a) => determinism::run(*a),
         args::Command::Record(a) => golden::record(*a),
         args::Command::Check(a) => golden::check(*a),
+        args::Command::Replay(a) => replay::run(a),
         args::Command::Info(a) => info::run(a),
         args::Command::Runtimes(a) => runtimes::run(a),
     };

@@ -43,7 +43,31 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         command: std::env::args().collect(),
         progress: std::io::stderr().is_terminal() && !a.quiet,
     };
-    let report = run_compare(&settings)?;
+    if let Some(d) = &a.save_run {
+        if d.exists() && !a.force {
+            anyhow::bail!(
+                "--save-run {}: already exists; pass --force to replace it",
+                d.display()
+            );
+        }
+    }
+    let (report, inputs) = run_compare(&settings)?;
+    if let Some(d) = &a.save_run {
+        let mut options = std::collections::BTreeMap::new();
+        options.insert("ep".to_string(), format!("{:?}", a.ep).to_lowercase());
+        options.insert(
+            "ort_opt_level".to_string(),
+            format!("{:?}", a.ort_opt_level).to_lowercase(),
+        );
+        if let Some(v) = a.atol {
+            options.insert("atol".into(), v.to_string());
+        }
+        if let Some(v) = a.rtol {
+            options.insert("rtol".into(), v.to_string());
+        }
+        let run = crate::replay::SavedRun::from_report(&report, options, &inputs.tensors);
+        crate::replay::save(d, &run, &inputs.tensors, a.force)?;
+    }
     if let Some(p) = &a.json {
         json::write(&report, p)
             .with_context(|| format!("writing the JSON report to {}", p.display()))?;
@@ -51,6 +75,15 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.junit {
         json::write_atomic(p, crate::report::junit::from_report(&report).as_bytes())
             .with_context(|| format!("writing the JUnit report to {}", p.display()))?;
+    }
+    if let Some(p) = &a.summary_md {
+        json::write_atomic(p, crate::report::markdown::render(&report).as_bytes())
+            .with_context(|| format!("writing the Markdown summary to {}", p.display()))?;
+    }
+    if let Some(p) = &a.dot {
+        let graph = crate::model::load(&a.model)?;
+        json::write_atomic(p, crate::report::dot::render(&report, &graph).as_bytes())
+            .with_context(|| format!("writing the DOT graph to {}", p.display()))?;
     }
     if a.quiet {
         println!("{}", terminal::verdict_line(&report));

@@ -32,6 +32,31 @@ pub struct Provenance {
     pub cpu: String,
 }
 
+impl Provenance {
+    /// From a target runner's details (as `RunOutput::details` / `RunnerInfo::details` hold them).
+    pub fn from_details(
+        runtime: &str,
+        runtime_version: &str,
+        details: &std::collections::BTreeMap<String, String>,
+        model_sha256: &str,
+    ) -> Provenance {
+        let env = crate::pipeline::environment();
+        let d = |k: &str| details.get(k).cloned().unwrap_or_default();
+        Provenance {
+            phantom_version: env!("CARGO_PKG_VERSION").into(),
+            runtime: runtime.into(),
+            runtime_version: runtime_version.into(),
+            build_info: d("build_info"),
+            ep: d("ep_requested"),
+            ep_used: d("ep_used"),
+            opt_level: d("opt_level"),
+            model_sha256: model_sha256.into(),
+            os: format!("{} {}", env.os, env.arch),
+            cpu: env.cpu,
+        }
+    }
+}
+
 /// Fingerprint of one value.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ValueRecord {

@@ -1,7 +1,10 @@
-//! The report: one serde model ([`model`]), one renderer per file ([`terminal`], [`json`]).
+//! The report: one serde model ([`model`]), one renderer per file ([`terminal`], [`json`], [`junit`],
+//! [`markdown`], [`dot`]).
 
+pub mod dot;
 pub mod json;
 pub mod junit;
+pub mod markdown;
 pub mod model;
 pub mod terminal;
 

@@ -90,7 +90,9 @@ pub struct ToleranceReport {
     pub by_dtype: BTreeMap<String, Tolerance>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Every compared value is within tolerance.
@@ -100,7 +102,7 @@ pub enum Status {
 }
 
 /// A value named in a verdict.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct NodeRef {
     pub node_index: usize,
     pub node: String,

@@ -189,3 +189,39 @@ fn perturbed_node_of_a_real_model_is_named() {
     ]);
     assert_eq!(code, 0, "{out}");
 }
+
+#[test]
+fn markdown_and_dot_renderings() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("perturbed.onnx");
+    perturbed_copy(&model("convnet.onnx"), "conv2", 1.01, &target);
+    let (md, dot) = (dir.path().join("s.md"), dir.path().join("g.dot"));
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--summary-md",
+        md.to_str().unwrap(),
+        "--dot",
+        dot.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.contains("**drift**") && md.contains("First divergence: node #4 `conv2` (Conv)"),
+        "{md}"
+    );
+    assert!(md.contains("| 4 | Conv | `conv2` | `c2` |"), "{md}");
+    let dot = std::fs::read_to_string(dot).unwrap();
+    assert!(
+        dot.starts_with("digraph phantom {") && dot.contains("n3 -> n4;"),
+        "{dot}"
+    );
+    assert!(
+        dot.contains("n4 [label=\"#4 Conv\\nconv2") && dot.contains("#ef9a9a"),
+        "{dot}"
+    );
+    assert!(dot.contains("n0 [label=\"#0 Conv\\nconv1"), "{dot}");
+}

@@ -7,4 +7,5 @@ mod errors;
 mod golden;
 mod inputs;
 mod oracle;
+mod replay;
 mod schema;

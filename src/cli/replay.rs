@@ -1,0 +1,114 @@
+//! `phantom replay DIR`: runs a saved run again with its inputs and options; says whether the verdict matches and
+//! names what changed (environment, inputs, model). Exit 0 when the verdict is reproduced, 1 when it is not.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::args::{Ep, OptLevel, ReplayArgs};
+use super::Outcome;
+use crate::compare::ToleranceSpec;
+use crate::golden::{check::environment_changes, Provenance};
+use crate::model::inputs::{InputSource, InputSpec};
+use crate::pipeline::{run_compare, CompareSettings};
+
+fn parse<T: clap::ValueEnum>(v: Option<&String>, default: &str) -> anyhow::Result<T> {
+    let v = v.map(String::as_str).unwrap_or(default);
+    T::from_str(v, true).map_err(|e| anyhow::anyhow!("saved option `{v}`: {e}"))
+}
+
+pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
+    let saved = crate::replay::load(&a.dir)?;
+    let model = PathBuf::from(&saved.model);
+    anyhow::ensure!(
+        model.exists(),
+        "the saved run's model {} no longer exists",
+        model.display()
+    );
+    let num = |k: &str| {
+        saved
+            .options
+            .get(k)
+            .map(|v| v.parse::<f64>())
+            .transpose()
+            .with_context(|| format!("saved option {k}"))
+    };
+    let settings = CompareSettings {
+        model,
+        target_model: saved.target_model.as_ref().map(PathBuf::from),
+        ep: parse::<Ep>(saved.options.get("ep"), "cpu")?,
+        opt_level: parse::<OptLevel>(saved.options.get("ort_opt_level"), "all")?,
+        tolerance: ToleranceSpec {
+            atol: num("atol")?,
+            rtol: num("rtol")?,
+        },
+        inputs: InputSpec {
+            sources: vec![InputSource::TestDataSet(a.dir.join("test_data_set_0"))],
+            ..Default::default()
+        },
+        ort_lib: a.runtime.ort_lib.clone(),
+        no_install: a.runtime.no_install,
+        command: std::env::args().collect(),
+        progress: false,
+    };
+    let (report, inputs) = run_compare(&settings)?;
+    let now = Provenance::from_details(
+        &report.target.name,
+        &report.target.version,
+        &report.target.details,
+        &report.model.sha256,
+    );
+    println!("phantom replay {} ({})", a.dir.display(), saved.model);
+    let mut differences = 0;
+    for c in environment_changes(&saved.environment, &now) {
+        println!(
+            "environment changed: {}: {} → {}",
+            c.what, c.recorded, c.now
+        );
+        differences += 1;
+    }
+    let hashes: Vec<(String, String)> = inputs
+        .tensors
+        .iter()
+        .map(|(n, t)| {
+            (
+                n.clone(),
+                format!("{:016x}", crate::analysis::determinism::hash(t)),
+            )
+        })
+        .collect();
+    for ((name, was), (_, is)) in saved.inputs.iter().zip(&hashes) {
+        if was != is {
+            println!("input changed: `{name}` differs from the one the run was saved with");
+            differences += 1;
+        }
+    }
+    let same = report.verdict.status == saved.status
+        && report.verdict.first_divergence == saved.first_divergence;
+    let describe =
+        |s: &crate::report::model::Status, f: &Option<crate::report::model::NodeRef>| match f {
+            Some(f) => {
+                format!("{s:?} (first divergence #{} `{}`)", f.node_index, f.node).to_lowercase()
+            }
+            None => format!("{s:?}").to_lowercase(),
+        };
+    if same {
+        println!(
+            "verdict reproduced: {}{}",
+            describe(&saved.status, &saved.first_divergence),
+            if differences == 0 {
+                "; nothing changed"
+            } else {
+                ""
+            }
+        );
+        Ok(Outcome::Clean)
+    } else {
+        println!(
+            "verdict differs: saved {}, now {}",
+            describe(&saved.status, &saved.first_divergence),
+            describe(&report.verdict.status, &report.verdict.first_divergence)
+        );
+        Ok(Outcome::Diverged)
+    }
+}

@@ -1,0 +1,138 @@
+//! Replay directories (`phantom onnx --save-run DIR`, `phantom replay DIR`): the inputs in ONNX test_data_set
+//! layout, the options, the model's sha256, the environment and the verdict, so a run can be reproduced and any
+//! difference — verdict, environment, input — named.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::golden::Provenance;
+use crate::report::model::{NodeRef, Report, Status};
+use crate::tensor::Tensor;
+
+pub const RUN_SCHEMA: &str = "phantom-run/1";
+
+/// `run.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SavedRun {
+    pub schema: String,
+    /// Absolute path of the reference model.
+    pub model: String,
+    pub model_sha256: String,
+    pub target_model: Option<String>,
+    /// ep, ort_opt_level, atol, rtol as given.
+    pub options: BTreeMap<String, String>,
+    pub environment: Provenance,
+    /// Input name -> FNV-1a hash of its bytes, as saved.
+    pub inputs: Vec<(String, String)>,
+    pub status: Status,
+    pub first_divergence: Option<NodeRef>,
+    pub failing_values: usize,
+}
+
+impl SavedRun {
+    pub fn from_report(
+        r: &Report,
+        options: BTreeMap<String, String>,
+        inputs: &[(String, Tensor)],
+    ) -> SavedRun {
+        let abs = |p: &str| {
+            std::fs::canonicalize(p)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| p.to_string())
+        };
+        SavedRun {
+            schema: RUN_SCHEMA.into(),
+            model: abs(&r.model.path),
+            model_sha256: r.model.sha256.clone(),
+            target_model: r.target_model.as_ref().map(|t| abs(&t.path)),
+            options,
+            environment: Provenance::from_details(
+                &r.target.name,
+                &r.target.version,
+                &r.target.details,
+                &r.model.sha256,
+            ),
+            inputs: inputs
+                .iter()
+                .map(|(n, t)| {
+                    (
+                        n.clone(),
+                        format!("{:016x}", crate::analysis::determinism::hash(t)),
+                    )
+                })
+                .collect(),
+            status: r.verdict.status,
+            first_divergence: r.verdict.first_divergence.clone(),
+            failing_values: r.verdict.failing_values,
+        }
+    }
+}
+
+/// Writes the replay directory atomically; an existing one is replaced only with `force`.
+pub fn save(dir: &Path, run: &SavedRun, inputs: &[(String, Tensor)], force: bool) -> Result<()> {
+    if dir.exists() && !force {
+        return Err(Error::Usage(format!(
+            "{} already exists: pass --force to replace it",
+            dir.display()
+        )));
+    }
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = parent.join(format!(
+        ".{}.tmp{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("run"),
+        std::process::id()
+    ));
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| Error::Io {
+            path: p.clone(),
+            source,
+        }
+    };
+    let _ = std::fs::remove_dir_all(&tmp);
+    let set = tmp.join("test_data_set_0");
+    std::fs::create_dir_all(&set).map_err(io(&set))?;
+    for (k, (n, t)) in inputs.iter().enumerate() {
+        let p = set.join(format!("input_{k}.pb"));
+        std::fs::write(
+            &p,
+            prost::Message::encode_to_vec(&crate::model::proto::tensor_to_proto(n, t)),
+        )
+        .map_err(io(&p))?;
+    }
+    let p = tmp.join("run.json");
+    std::fs::write(&p, serde_json::to_vec_pretty(run).expect("serializes")).map_err(io(&p))?;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(io(dir))?;
+    }
+    std::fs::rename(&tmp, dir).map_err(io(dir))
+}
+
+/// Reads `run.json` of a replay directory.
+pub fn load(dir: &Path) -> Result<SavedRun> {
+    let p = dir.join("run.json");
+    let bad = |why: String| {
+        Error::Usage(format!(
+            "{} is not a phantom run directory: {why}",
+            dir.display()
+        ))
+    };
+    let bytes = std::fs::read(&p).map_err(|_| {
+        bad("it has no run.json (save one with `phantom onnx M --save-run DIR`)".into())
+    })?;
+    let run: SavedRun =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("run.json is corrupt ({e})")))?;
+    if run.schema != RUN_SCHEMA {
+        return Err(bad(format!(
+            "it is `{}`, phantom reads `{RUN_SCHEMA}`",
+            run.schema
+        )));
+    }
+    Ok(run)
+}

@@ -1,0 +1,103 @@
+//! Markdown summary of a `phantom onnx` report, for CI logs and pull-request comments.
+
+use std::fmt::Write as _;
+
+use super::model::{RefPrecision, Report, Status};
+use super::terminal::num;
+
+/// The summary: verdict, first divergence with its metrics, the worst values, coverage, provenance.
+pub fn render(r: &Report) -> String {
+    let mut s = String::new();
+    let verdict = match r.verdict.status {
+        Status::Clean => format!(
+            "✅ **clean**: all {} compared values within tolerance",
+            r.coverage.compared
+        ),
+        Status::Drift => format!(
+            "❌ **drift**: {} of {} compared values out of tolerance; final outputs {}",
+            r.verdict.failing_values,
+            r.coverage.compared,
+            if r.verdict.outputs_pass {
+                "pass"
+            } else {
+                "fail"
+            }
+        ),
+    };
+    let _ = writeln!(s, "### phantom: `{}`\n\n{verdict}\n", r.model.path);
+    if let Some(f) = &r.verdict.first_divergence {
+        let _ = writeln!(
+            s,
+            "First divergence: node #{} `{}` ({}) → value `{}`\n",
+            f.node_index, f.node, f.op_type, f.value
+        );
+    }
+    let failing: Vec<_> = r
+        .verdict
+        .worst
+        .iter()
+        .filter_map(|w| r.find_value(&w.value))
+        .collect();
+    if !failing.is_empty() {
+        let _ = writeln!(s, "| # | op | node | value | max abs | max rel | out of tol | max ulp |\n|---|---|---|---|---|---|---|---|");
+        for (n, v) in failing {
+            match &v.metrics {
+                Some(m) => {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | `{}` | `{}` | {} | {} | {:.2}% | {} |",
+                        n.index,
+                        n.op_type,
+                        n.name,
+                        v.name,
+                        num(m.max_abs),
+                        num(m.max_rel),
+                        100.0 * m.fail_fraction,
+                        m.max_ulp
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | `{}` | `{}` | {} | | | |",
+                        n.index,
+                        n.op_type,
+                        n.name,
+                        v.name,
+                        v.reason.clone().unwrap_or_default()
+                    );
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
+    let reduced = r
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.reference,
+                RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+            )
+        })
+        .count();
+    let _ = writeln!(
+        s,
+        "Coverage: {} of {} values compared, {} unchecked; {} node(s) with a reduced-precision or unavailable reference.\n",
+        r.coverage.compared, r.coverage.values, r.coverage.unchecked, reduced
+    );
+    let d = &r.target.details;
+    let _ = writeln!(
+        s,
+        "<sub>reference {} {} · target {} {} ({}, opt {}) · model sha256 `{}` · phantom {}</sub>",
+        r.reference.name,
+        r.reference.version,
+        r.target.name,
+        r.target.version,
+        d.get("ep_requested").map(String::as_str).unwrap_or("?"),
+        d.get("opt_level").map(String::as_str).unwrap_or("?"),
+        &r.model.sha256[..12.min(r.model.sha256.len())],
+        r.phantom_version
+    );
+    s
+}
