@@ -15,6 +15,7 @@ pub mod analysis;
 pub mod cli;
 pub mod compare;
 pub mod error;
+pub mod fsutil;
 pub mod golden;
 pub mod model;
 pub mod pipeline;

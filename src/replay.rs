@@ -73,45 +73,17 @@ impl SavedRun {
 
 /// Writes the replay directory atomically; an existing one is replaced only with `force`.
 pub fn save(dir: &Path, run: &SavedRun, inputs: &[(String, Tensor)], force: bool) -> Result<()> {
-    if dir.exists() && !force {
-        return Err(Error::Usage(format!(
-            "{} already exists: pass --force to replace it",
-            dir.display()
-        )));
-    }
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = parent.join(format!(
-        ".{}.tmp{}",
-        dir.file_name().and_then(|n| n.to_str()).unwrap_or("run"),
-        std::process::id()
-    ));
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| Error::Io {
-            path: p.clone(),
-            source,
+    crate::fsutil::write_dir_atomically(dir, force, "a saved run", |w| {
+        for (k, (n, t)) in inputs.iter().enumerate() {
+            let pb = prost::Message::encode_to_vec(&crate::model::proto::tensor_to_proto(n, t));
+            w.write(&format!("test_data_set_0/input_{k}.pb"), &pb)?;
         }
-    };
-    let _ = std::fs::remove_dir_all(&tmp);
-    let set = tmp.join("test_data_set_0");
-    std::fs::create_dir_all(&set).map_err(io(&set))?;
-    for (k, (n, t)) in inputs.iter().enumerate() {
-        let p = set.join(format!("input_{k}.pb"));
-        std::fs::write(
-            &p,
-            prost::Message::encode_to_vec(&crate::model::proto::tensor_to_proto(n, t)),
+        w.write(
+            "run.json",
+            &serde_json::to_vec_pretty(run).expect("serializes"),
         )
-        .map_err(io(&p))?;
-    }
-    let p = tmp.join("run.json");
-    std::fs::write(&p, serde_json::to_vec_pretty(run).expect("serializes")).map_err(io(&p))?;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(io(dir))?;
-    }
-    std::fs::rename(&tmp, dir).map_err(io(dir))
+    })
+    .map(|_| ())
 }
 
 /// Reads `run.json` of a replay directory.

@@ -146,52 +146,24 @@ pub fn write(
     outputs: &[(String, Tensor)],
     force: bool,
 ) -> Result<u64> {
-    if dir.exists() && !force {
-        return Err(Error::Usage(format!(
-            "{} already exists; phantom never overwrites a golden record: pass --force to replace it",
-            dir.display()
-        )));
-    }
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| Error::Io {
-            path: path.clone(),
-            source,
+    crate::fsutil::write_dir_atomically(dir, force, "a golden record", |w| {
+        for (k, (n, t)) in inputs.iter().enumerate() {
+            w.write(
+                &format!("inputs/input_{k}.pb"),
+                &prost::Message::encode_to_vec(&crate::model::proto::tensor_to_proto(n, t)),
+            )?;
         }
-    };
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("golden");
-    let tmp = parent.join(format!(".{name}.tmp{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(tmp.join("inputs")).map_err(io(&tmp))?;
-    let mut size = 0u64;
-    for (k, (n, t)) in inputs.iter().enumerate() {
-        let bytes = prost::Message::encode_to_vec(&crate::model::proto::tensor_to_proto(n, t));
-        let p = tmp.join("inputs").join(format!("input_{k}.pb"));
-        size += bytes.len() as u64;
-        std::fs::write(&p, bytes).map_err(io(&p))?;
-    }
-    if !outputs.is_empty() {
-        std::fs::create_dir_all(tmp.join("outputs")).map_err(io(&tmp))?;
         for (k, (_, t)) in outputs.iter().enumerate() {
-            let bytes = crate::model::npy::to_npy(t);
-            let p = tmp.join("outputs").join(format!("output_{k}.npy"));
-            size += bytes.len() as u64;
-            std::fs::write(&p, bytes).map_err(io(&p))?;
+            w.write(
+                &format!("outputs/output_{k}.npy"),
+                &crate::model::npy::to_npy(t),
+            )?;
         }
-    }
-    let json = serde_json::to_vec(golden).expect("golden serializes");
-    size += json.len() as u64;
-    let p = tmp.join("golden.json");
-    std::fs::write(&p, json).map_err(io(&p))?;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(io(dir))?;
-    }
-    std::fs::rename(&tmp, dir).map_err(io(dir))?;
-    Ok(size)
+        w.write(
+            "golden.json",
+            &serde_json::to_vec(golden).expect("golden serializes"),
+        )
+    })
 }
 
 /// Reads and validates a golden record.
