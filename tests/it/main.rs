@@ -9,3 +9,4 @@ mod inputs;
 mod oracle;
 mod replay;
 mod schema;
+mod snapshots;
