@@ -86,6 +86,9 @@ pub struct OnnxArgs {
     /// Write the graph as GraphViz DOT, nodes coloured by drift.
     #[arg(long, value_name = "OUT.dot")]
     pub dot: Option<PathBuf>,
+    /// Write a self-contained HTML report (open it anywhere, attach it to a bug).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Save a replay directory: inputs (test_data_set layout), options, model sha256, environment, verdict.
     #[arg(long, value_name = "DIR")]
     pub save_run: Option<PathBuf>,

@@ -80,6 +80,10 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         json::write_atomic(p, crate::report::markdown::render(&report).as_bytes())
             .with_context(|| format!("writing the Markdown summary to {}", p.display()))?;
     }
+    if let Some(p) = &a.html {
+        json::write_atomic(p, crate::report::html::render(&report).as_bytes())
+            .with_context(|| format!("writing the HTML report to {}", p.display()))?;
+    }
     if let Some(p) = &a.dot {
         let graph = crate::model::load(&a.model)?;
         json::write_atomic(p, crate::report::dot::render(&report, &graph).as_bytes())

@@ -1,7 +1,8 @@
 //! The report: one serde model ([`model`]), one renderer per file ([`terminal`], [`json`], [`junit`],
-//! [`markdown`], [`dot`]).
+//! [`markdown`], [`dot`], [`html`]).
 
 pub mod dot;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;

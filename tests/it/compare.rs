@@ -225,3 +225,117 @@ fn markdown_and_dot_renderings() {
     );
     assert!(dot.contains("n0 [label=\"#0 Conv\\nconv1"), "{dot}");
 }
+
+/// Headless Chromium, if installed (CI installs it and then requires it).
+fn chromium() -> Option<std::path::PathBuf> {
+    let found = [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists());
+    if found.is_none() && std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true but no Chromium: .ci/run installs Debian's chromium package");
+    }
+    found
+}
+
+#[test]
+fn html_report_is_self_contained_and_works_in_a_browser() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("perturbed.onnx");
+    perturbed_copy(&model("convnet.onnx"), "conv2", 1.01, &target);
+    let html = dir.path().join("report.html");
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for external in [
+        "src=\"http",
+        "href=\"http",
+        "src='http",
+        "@import",
+        "url(http",
+    ] {
+        assert!(!page.contains(external), "fetches {external}");
+    }
+    assert!(
+        page.contains("<svg id=\"chart\"")
+            && page.contains("first divergence: node #4 Conv <code>conv2</code>")
+    );
+    assert_eq!(page.matches("<tr class=").count(), 13, "a row per node");
+    let json = page
+        .split("<script type=\"application/json\" id=\"data\">")
+        .nth(1)
+        .unwrap()
+        .split("</script>")
+        .next()
+        .unwrap();
+    let nodes: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(nodes.as_array().unwrap().len(), 13);
+
+    let Some(chrome) = chromium() else { return };
+    let profile = tempfile::tempdir().unwrap();
+    let shot = dir.path().join("report.png");
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,1600",
+    ];
+    let url = format!("file://{}#phantom-selftest", html.display());
+    let out = std::process::Command::new(&chrome)
+        .args(common)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", &url])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let title = dom
+        .split("<title>")
+        .nth(1)
+        .and_then(|t| t.split("</title>").next())
+        .unwrap_or("");
+    let title = title.replace("&quot;", "\"");
+    let result: serde_json::Value = serde_json::from_str(title.trim_start_matches("SELFTEST "))
+        .unwrap_or_else(|_| panic!("self-test did not run: {title}"));
+    assert_eq!(result["rows"], 13, "{result}");
+    assert_eq!(result["sorted"], true, "the table sorts: {result}");
+    assert_eq!(
+        result["detail"], true,
+        "clicking a node shows its detail: {result}"
+    );
+    assert_eq!(
+        result["errors"],
+        serde_json::json!([]),
+        "console errors: {result}"
+    );
+    let out = std::process::Command::new(&chrome)
+        .args(common)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if let Some(keep) = std::env::var_os("PHANTOM_KEEP_SCREENSHOTS") {
+        std::fs::copy(&shot, std::path::Path::new(&keep).join("report.png")).unwrap();
+    }
+}
