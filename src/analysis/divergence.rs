@@ -127,6 +127,7 @@ pub fn assemble(
                 name: n.name.clone(),
                 op_type: n.op_type.clone(),
                 domain: n.domain.clone(),
+                inputs: n.inputs.clone(),
                 reference: precision,
                 status,
                 values,

@@ -27,6 +27,9 @@ pub struct Metrics {
     pub max_ulp: u64,
     /// RMS of the finite reference elements: the `scale` in the tolerance test.
     pub scale: f64,
+    /// Largest |t − r| / (atol + rtol·max(|r|, scale)) over finite elements: how much of its tolerance the worst
+    /// element uses (above 1 it fails).
+    pub tolerance_used: f64,
     /// Elements with |t − r| > atol + rtol·max(|r|, scale) (NaN/Inf mismatches included).
     pub failed: u64,
     pub fail_fraction: f64,
@@ -149,6 +152,7 @@ struct Acc {
     max_rel: f64,
     max_ulp: u64,
     first_nonfinite_at: usize,
+    tol_used: f64,
 }
 
 impl Acc {
@@ -169,6 +173,7 @@ impl Acc {
             max_rel: 0.0,
             max_ulp: 0,
             first_nonfinite_at: usize::MAX,
+            tol_used: 0.0,
         }
     }
     fn merge(mut self, o: Acc) -> Acc {
@@ -189,6 +194,7 @@ impl Acc {
         self.max_rel = self.max_rel.max(o.max_rel);
         self.max_ulp = self.max_ulp.max(o.max_ulp);
         self.first_nonfinite_at = self.first_nonfinite_at.min(o.first_nonfinite_at);
+        self.tol_used = self.tol_used.max(o.tol_used);
         self
     }
 }
@@ -285,6 +291,14 @@ fn run<T: ToF64 + Sync>(r: &[f64], t: &[T], dtype: DType, tol: Tolerance, scale:
                     a.max_abs_at = c * CHUNK + k;
                 }
                 a.max_rel = a.max_rel.max(d / rv.abs().max(floor));
+                let allowed = tol.atol + tol.rtol * rv.abs().max(scale);
+                a.tol_used = a.tol_used.max(if allowed > 0.0 {
+                    d / allowed
+                } else if d > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                });
                 if d > 0.0 {
                     a.max_ulp = a.max_ulp.max(ulp_distance(dtype, rv, tv));
                 }
@@ -336,6 +350,11 @@ pub fn compare(
     let metrics = Metrics {
         elements: acc.n,
         scale,
+        tolerance_used: if acc.tol_used.is_finite() {
+            acc.tol_used
+        } else {
+            f64::MAX
+        },
         max_abs: acc.max_abs,
         mean_abs: acc.sum_abs / finite,
         max_rel: acc.max_rel,

@@ -1,6 +1,6 @@
 //! Self-contained HTML report (handlebars template, inline CSS, JS and SVG; nothing fetched): summary, drift along
-//! the graph, a sortable and filterable node table, per-node detail on click, and the command that reproduces it.
-//! Heatmaps, histograms and the graph view are not rendered yet.
+//! the graph, a sortable and filterable node table, per-node detail on click, the command that reproduces it, and
+//! a layered graph view coloured by verdict. Heatmaps and error histograms are not rendered yet.
 
 use std::fmt::Write as _;
 
@@ -28,37 +28,49 @@ fn worst_rel(n: &super::model::NodeReport) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// Log-scale chart of each node's max relative error, with the f32 rtol drawn.
+fn tolerance_used(n: &super::model::NodeReport) -> Option<f64> {
+    n.values
+        .iter()
+        .filter_map(|v| v.metrics.as_ref())
+        .map(|m| m.tolerance_used)
+        .reduce(f64::max)
+}
+
+/// Constants are exact copies on both sides: left out of the chart and the graph view.
+fn drawn(n: &super::model::NodeReport) -> bool {
+    n.op_type != "Constant"
+}
+
+/// Log-scale chart of how much of its tolerance each node's worst element uses (1 = the threshold).
 fn chart(r: &Report) -> String {
     let (w, h, pad) = (1000.0, 220.0, 40.0);
     let n = r.nodes.len().max(1) as f64;
-    let (lo, hi) = (-12.0f64, 1.0f64);
+    let (lo, hi) = (-6.0f64, 3.0f64);
     let y = |rel: f64| {
         let l = rel.max(1e-12).log10().clamp(lo, hi);
         pad / 2.0 + (hi - l) / (hi - lo) * (h - pad)
     };
     let x = |i: usize| pad + i as f64 / n * (w - 2.0 * pad);
     let mut s = format!("<svg id=\"chart\" viewBox=\"0 0 {w} {h}\" width=\"100%\" xmlns=\"http://www.w3.org/2000/svg\">");
-    for e in (lo as i32..=hi as i32).step_by(3) {
+    for e in (lo as i32..=hi as i32).step_by(2) {
         let yy = y(10f64.powi(e));
         let _ = write!(s, "<line x1=\"{pad}\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"#eee\"/><text x=\"2\" y=\"{}\">1e{e}</text>", w - pad, yy + 4.0);
     }
-    if let Some(t) = r.tolerance.by_dtype.get("f32") {
-        let yy = y(t.rtol);
-        let _ = write!(s, "<line x1=\"{pad}\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"#c62828\" stroke-dasharray=\"6 4\"/>", w - pad);
-    }
+    let yy = y(1.0);
+    let _ = write!(s, "<line x1=\"{pad}\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"#c62828\" stroke-dasharray=\"6 4\"/>", w - pad);
     let pts: Vec<String> = r
         .nodes
         .iter()
-        .filter_map(|nd| worst_rel(nd).map(|v| format!("{:.1},{:.1}", x(nd.index), y(v))))
+        .filter(|nd| drawn(nd))
+        .filter_map(|nd| tolerance_used(nd).map(|v| format!("{:.1},{:.1}", x(nd.index), y(v))))
         .collect();
     let _ = write!(
         s,
         "<polyline fill=\"none\" stroke=\"#90a4ae\" points=\"{}\"/>",
         pts.join(" ")
     );
-    for nd in &r.nodes {
-        let rel = worst_rel(nd).unwrap_or(1e-12);
+    for nd in r.nodes.iter().filter(|nd| drawn(nd)) {
+        let used = tolerance_used(nd).unwrap_or(1e-6);
         let fill = match nd.status {
             ValueStatus::Fail => "#d32f2f",
             ValueStatus::Pass => "#43a047",
@@ -75,17 +87,94 @@ fn chart(r: &Report) -> String {
         };
         let _ = write!(
             s,
-            "<circle data-i=\"{}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{fill}\"{stroke}><title>#{} {} {} · max rel {}</title></circle>",
+            "<circle data-i=\"{}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{fill}\"{stroke}><title>#{} {} {} · uses {} of its tolerance</title></circle>",
             nd.index,
             x(nd.index),
-            y(rel),
+            y(used),
             nd.index,
             nd.op_type,
             html_escape(&nd.name),
-            num(rel)
+            num(used)
         );
     }
     s.push_str("</svg>");
+    s
+}
+
+/// A layered drawing of the graph: columns by depth, nodes filled by verdict, each clickable to its detail.
+fn graph_view(r: &Report) -> String {
+    let producer: std::collections::HashMap<&str, usize> = r
+        .nodes
+        .iter()
+        .flat_map(|n| n.values.iter().map(move |v| (v.name.as_str(), n.index)))
+        .collect();
+    let mut depth = vec![0usize; r.nodes.len()];
+    let mut preds: Vec<Vec<usize>> = vec![vec![]; r.nodes.len()];
+    for n in &r.nodes {
+        for i in n
+            .inputs
+            .iter()
+            .filter_map(|i| producer.get(i.as_str()))
+            .filter(|&&i| drawn(&r.nodes[i]))
+        {
+            preds[n.index].push(*i);
+            depth[n.index] = depth[n.index].max(depth[*i] + 1);
+        }
+    }
+    let mut row_in_col: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    let pos: Vec<(f64, f64)> = r
+        .nodes
+        .iter()
+        .map(|n| {
+            if !drawn(n) {
+                return (-100.0, -100.0);
+            }
+            let row = row_in_col.entry(depth[n.index]).or_insert(0);
+            *row += 1;
+            (
+                20.0 + depth[n.index] as f64 * 36.0,
+                16.0 + (*row - 1) as f64 * 22.0,
+            )
+        })
+        .collect();
+    let w = pos.iter().map(|p| p.0).fold(0.0, f64::max) + 40.0;
+    let h = pos.iter().map(|p| p.1).fold(0.0, f64::max) + 30.0;
+    let mut s = format!("<div style=\"overflow:auto;background:#fff;border:1px solid #ddd\"><svg id=\"graph\" width=\"{w}\" height=\"{h}\" xmlns=\"http://www.w3.org/2000/svg\">");
+    for (i, ps) in preds.iter().enumerate() {
+        for &p in ps {
+            let _ = write!(
+                s,
+                "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#cfd8dc\"/>",
+                pos[p].0, pos[p].1, pos[i].0, pos[i].1
+            );
+        }
+    }
+    for n in r.nodes.iter().filter(|n| drawn(n)) {
+        let fill = match n.status {
+            ValueStatus::Fail => "#d32f2f",
+            ValueStatus::Pass => "#43a047",
+            ValueStatus::Unchecked => "#9e9e9e",
+        };
+        let ring = matches!(
+            n.reference,
+            RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+        );
+        let stroke = if ring {
+            " stroke=\"#ef6c00\" stroke-width=\"2\""
+        } else {
+            ""
+        };
+        let (x, y) = pos[n.index];
+        let _ = write!(
+            s,
+            "<circle data-i=\"{}\" cx=\"{x}\" cy=\"{y}\" r=\"6\" fill=\"{fill}\"{stroke}><title>#{} {} {}</title></circle>",
+            n.index,
+            n.index,
+            n.op_type,
+            html_escape(&n.name)
+        );
+    }
+    s.push_str("</svg></div>");
     s
 }
 
@@ -144,6 +233,7 @@ pub fn render(r: &Report) -> String {
     data["rows"] = json!(rows);
     data["ops"] = json!(ops);
     data["chart"] = json!(chart(r));
+    data["graph"] = json!(graph_view(r));
     data["nodes_json"] = json!(nodes_json);
     data["command_line"] = json!(r
         .command

@@ -194,6 +194,8 @@ pub struct NodeReport {
     pub name: String,
     pub op_type: String,
     pub domain: String,
+    /// Input value names (empty for omitted optional inputs), for drawing the graph.
+    pub inputs: Vec<String>,
     pub reference: RefPrecision,
     /// Worst status among the node's outputs (fail > pass > unchecked).
     pub status: ValueStatus,

@@ -273,6 +273,12 @@ fn html_report_is_self_contained_and_works_in_a_browser() {
             && page.contains("first divergence: node #4 Conv <code>conv2</code>")
     );
     assert_eq!(page.matches("<tr class=").count(), 13, "a row per node");
+    assert!(page.contains("<svg id=\"graph\""), "graph view");
+    assert_eq!(
+        page.matches("<circle data-i=").count(),
+        26,
+        "13 nodes in the chart and 13 in the graph view"
+    );
     let json = page
         .split("<script type=\"application/json\" id=\"data\">")
         .nth(1)
