@@ -36,6 +36,27 @@ fn tolerance_used(n: &super::model::NodeReport) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// Fill by verdict, and an orange ring for a reduced-precision or unavailable reference.
+fn paint(n: &super::model::NodeReport) -> (&'static str, &'static str) {
+    let fill = match n.status {
+        ValueStatus::Fail => "#d32f2f",
+        ValueStatus::Pass => "#43a047",
+        ValueStatus::Unchecked => "#9e9e9e",
+    };
+    let ring = matches!(
+        n.reference,
+        RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+    );
+    (
+        fill,
+        if ring {
+            " stroke=\"#ef6c00\" stroke-width=\"2\""
+        } else {
+            ""
+        },
+    )
+}
+
 /// Constants are exact copies on both sides: left out of the chart and the graph view.
 fn drawn(n: &super::model::NodeReport) -> bool {
     n.op_type != "Constant"
@@ -71,20 +92,7 @@ fn chart(r: &Report) -> String {
     );
     for nd in r.nodes.iter().filter(|nd| drawn(nd)) {
         let used = tolerance_used(nd).unwrap_or(1e-6);
-        let fill = match nd.status {
-            ValueStatus::Fail => "#d32f2f",
-            ValueStatus::Pass => "#43a047",
-            ValueStatus::Unchecked => "#9e9e9e",
-        };
-        let ring = matches!(
-            nd.reference,
-            RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
-        );
-        let stroke = if ring {
-            " stroke=\"#ef6c00\" stroke-width=\"2\""
-        } else {
-            ""
-        };
+        let (fill, stroke) = paint(nd);
         let _ = write!(
             s,
             "<circle data-i=\"{}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{fill}\"{stroke}><title>#{} {} {} · uses {} of its tolerance</title></circle>",
@@ -150,20 +158,7 @@ fn graph_view(r: &Report) -> String {
         }
     }
     for n in r.nodes.iter().filter(|n| drawn(n)) {
-        let fill = match n.status {
-            ValueStatus::Fail => "#d32f2f",
-            ValueStatus::Pass => "#43a047",
-            ValueStatus::Unchecked => "#9e9e9e",
-        };
-        let ring = matches!(
-            n.reference,
-            RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
-        );
-        let stroke = if ring {
-            " stroke=\"#ef6c00\" stroke-width=\"2\""
-        } else {
-            ""
-        };
+        let (fill, stroke) = paint(n);
         let (x, y) = pos[n.index];
         let _ = write!(
             s,
