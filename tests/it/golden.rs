@@ -234,3 +234,27 @@ fn another_opt_level_is_within_budget_and_budget_zero_names_the_first_changed_no
         .iter()
         .all(|v| v["status"] == "identical"));
 }
+
+#[test]
+fn github_actions_annotations() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("perturbed.onnx");
+    perturbed_copy(&model("convnet.onnx"), "conv2", 1.01, &target);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_phantom"))
+        .args([
+            "onnx",
+            model("convnet.onnx").to_str().unwrap(),
+            "--target-model",
+            target.to_str().unwrap(),
+            "--quiet",
+        ])
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("::error title=phantom drift::first divergence at node #4 Conv `conv2`"),
+        "{text}"
+    );
+}
