@@ -33,7 +33,12 @@ pub struct CompareSettings {
     pub command: Vec<String>,
     /// Show spinners on stderr.
     pub progress: bool,
+    /// Draw |t − r| heatmaps (for the HTML report).
+    pub heatmaps: bool,
 }
+
+/// Heatmaps kept per report, first values in topological order first (a few kilobytes each).
+pub const MAX_HEATMAPS: usize = 400;
 
 fn stage(progress: bool, msg: &str) -> ProgressBar {
     if !progress {
@@ -103,6 +108,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let mut reports: HashMap<String, ValueReport> = HashMap::new();
     let mut compare_time = Duration::ZERO;
+    let mut heatmaps_left = MAX_HEATMAPS;
     let mut reference = ReferenceRunner;
     let ref_out = reference.run_streaming(&graph, &inputs, &mut |name, value| {
         let c = Instant::now();
@@ -118,7 +124,11 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             tgt.as_ref().ok_or(why_not),
             &s.tolerance,
             outputs.contains(name),
+            s.heatmaps && heatmaps_left > 0,
         );
+        if report.detail.as_ref().is_some_and(|d| d.heatmap.is_some()) {
+            heatmaps_left -= 1;
+        }
         reports.insert(name.to_string(), report);
         compare_time += c.elapsed();
     })?;

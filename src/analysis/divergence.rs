@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rayon::prelude::*;
 
-use crate::compare::{compare, ToleranceSpec};
+use crate::compare::{compare, detail, ToleranceSpec};
 use crate::model::Graph;
 use crate::report::model::{
     Coverage, NodeRef, NodeReport, RefPrecision, Status, ValueReport, ValueStatus, Verdict,
@@ -25,6 +25,7 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
         reference_stats: None,
         target_stats: None,
         worst: None,
+        detail: None,
         is_output,
     }
 }
@@ -36,6 +37,7 @@ pub fn compare_pair(
     target: Result<&Tensor, &str>,
     tol: &ToleranceSpec,
     is_output: bool,
+    heatmap: bool,
 ) -> ValueReport {
     let r = match reference {
         Ok(r) => r,
@@ -62,6 +64,15 @@ pub fn compare_pair(
     }
     let rf = r.as_f64();
     let (m, rs, ts, worst) = compare(&rf, t, tolerance);
+    let owned: Vec<f64>;
+    let flat = match rf.as_slice() {
+        Some(s) => s,
+        None => {
+            owned = rf.iter().copied().collect();
+            &owned
+        }
+    };
+    v.detail = Some(detail(flat, t, tolerance, m.scale, heatmap));
     v.status = if m.failed > 0 {
         ValueStatus::Fail
     } else {
@@ -154,6 +165,7 @@ pub fn compare_runs(
                 lookup(target, n),
                 tol,
                 outputs.contains(n),
+                false,
             );
             (n.to_string(), v)
         })

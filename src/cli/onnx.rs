@@ -42,6 +42,7 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         no_install: a.runtime.no_install,
         command: std::env::args().collect(),
         progress: std::io::stderr().is_terminal() && !a.quiet,
+        heatmaps: a.html.is_some(),
     };
     if let Some(d) = &a.save_run {
         if d.exists() && !a.force {

@@ -50,6 +50,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         no_install: a.runtime.no_install,
         command: std::env::args().collect(),
         progress: false,
+        heatmaps: false,
     };
     let (report, inputs) = run_compare(&settings)?;
     let now = Provenance::from_details(

@@ -1,7 +1,9 @@
 //! Comparing one value of the target against the f64 reference: metrics, statistics, tolerances.
 
+pub mod detail;
 pub mod metrics;
 pub mod tolerance;
 
+pub use detail::{detail, Detail};
 pub use metrics::{compare, Metrics, Stats, Worst};
 pub use tolerance::{Tolerance, ToleranceSpec};

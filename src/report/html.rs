@@ -1,6 +1,7 @@
 //! Self-contained HTML report (handlebars template, inline CSS, JS and SVG; nothing fetched): summary, drift along
 //! the graph, a sortable and filterable node table, per-node detail on click, the command that reproduces it, and
-//! a layered graph view coloured by verdict. Heatmaps and error histograms are not rendered yet.
+//! a layered graph view coloured by verdict, and per value an error histogram, the worst elements and a |t − r|
+//! heatmap with a channel selector and "jump to max difference".
 
 use std::fmt::Write as _;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::compare::{Metrics, Stats, Tolerance, Worst};
+use crate::compare::{Detail, Metrics, Stats, Tolerance, Worst};
 use crate::model::inputs::InputSummary;
 use crate::model::HiddenValue;
 use crate::tensor::DType;
@@ -184,6 +184,9 @@ pub struct ValueReport {
     pub reference_stats: Option<Stats>,
     pub target_stats: Option<Stats>,
     pub worst: Option<Worst>,
+    /// Error histogram and worst elements; the heatmap only when an HTML report was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Detail>,
     /// True for a final graph output.
     pub is_output: bool,
 }

@@ -324,6 +324,12 @@ fn html_report_is_self_contained_and_works_in_a_browser() {
         result["detail"], true,
         "clicking a node shows its detail: {result}"
     );
+    for part in ["histogram", "heatmap", "jumped"] {
+        assert_eq!(
+            result[part], true,
+            "the detail shows the {part} part: {result}"
+        );
+    }
     assert_eq!(
         result["errors"],
         serde_json::json!([]),
