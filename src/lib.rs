@@ -19,6 +19,7 @@ pub mod fsutil;
 pub mod golden;
 pub mod model;
 pub mod pipeline;
+pub mod precision;
 pub mod replay;
 pub mod report;
 pub mod runner;

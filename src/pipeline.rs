@@ -11,6 +11,8 @@ use crate::cli::args::{Ep, OptLevel};
 use crate::compare::ToleranceSpec;
 use crate::error::Result;
 use crate::model::{self, inputs::InputSpec};
+use crate::precision::{convert::ConvertOptions, LowPrecision};
+use crate::report::model::ConversionReport;
 use crate::report::model::{
     Environment, ModelRef, ModelSummary, Report, RunnerInfo, Timings, ToleranceReport, ValueReport,
     SCHEMA_VERSION,
@@ -35,6 +37,12 @@ pub struct CompareSettings {
     pub progress: bool,
     /// Draw |t − r| heatmaps (for the HTML report).
     pub heatmaps: bool,
+    /// Run phantom's fp16/bf16 conversion of the model on the target.
+    pub precision: Option<LowPrecision>,
+    /// Nodes the conversion keeps in float32.
+    pub keep_fp32: Vec<String>,
+    /// Where to write the converted model.
+    pub save_target_model: Option<PathBuf>,
 }
 
 /// Heatmaps kept per report, first values in topological order first (a few kilobytes each).
@@ -93,6 +101,34 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let t = Instant::now();
     let pb = stage(s.progress, "target: onnxruntime (plain and instrumented)");
     let mut target = OrtRunner::new(&lib, s.ep, s.opt_level, target_graph.clone())?;
+    let mut conversion = None;
+    if let Some(to) = s.precision {
+        let opts = ConvertOptions {
+            to,
+            keep_nodes: s.keep_fp32.iter().cloned().collect(),
+            keep_ops: Default::default(),
+        };
+        let unknown: Vec<&String> = s
+            .keep_fp32
+            .iter()
+            .filter(|k| !graph.nodes.iter().any(|n| &n.name == *k))
+            .collect();
+        if let Some(k) = unknown.first() {
+            return Err(crate::error::Error::Input {
+                name: format!("--keep-fp32 {k}"),
+                reason: format!(
+                    "{} has no node of that name (see `phantom info`)",
+                    graph.path.display()
+                ),
+            });
+        }
+        let low = crate::precision::target::build(&graph, opts, &target)?;
+        if let Some(p) = &s.save_target_model {
+            crate::report::json::write_atomic(p, &low.graph.bytes)?;
+        }
+        conversion = Some(ConversionReport::of(&low));
+        target.target_model = Some(low.graph);
+    }
     let mut tgt_out = target.run(&graph, &inputs)?;
     pb.finish_and_clear();
     let target_ms = ms(t);
@@ -187,6 +223,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             was_unsorted: graph.was_unsorted,
             hidden_values: graph.hidden.clone(),
         },
+        conversion,
         target_model: target_graph.map(|g| ModelRef {
             path: g.path.display().to_string(),
             sha256: g.sha256,

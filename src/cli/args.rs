@@ -43,6 +43,24 @@ pub enum Ep {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    Fp32,
+    Fp16,
+    Bf16,
+}
+
+impl PrecisionArg {
+    /// The reduced precision, if any.
+    pub fn low(self) -> Option<crate::precision::LowPrecision> {
+        match self {
+            PrecisionArg::Fp32 => None,
+            PrecisionArg::Fp16 => Some(crate::precision::LowPrecision::F16),
+            PrecisionArg::Bf16 => Some(crate::precision::LowPrecision::Bf16),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OptLevel {
     Disable,
     Basic,
@@ -74,6 +92,20 @@ pub struct OnnxArgs {
     /// ONNX Runtime graph optimization level.
     #[arg(long, value_enum, default_value = "all")]
     pub ort_opt_level: OptLevel,
+    /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (I/O types kept).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "fp32",
+        conflicts_with = "target_model"
+    )]
+    pub precision: PrecisionArg,
+    /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
+    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
+    pub keep_fp32: Vec<String>,
+    /// Write the fp16/bf16 model the target runs here.
+    #[arg(long, value_name = "OUT.onnx", requires = "precision")]
+    pub save_target_model: Option<PathBuf>,
     /// Write the JSON report here.
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,

@@ -36,6 +36,7 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         tolerance: ToleranceSpec {
             atol: a.atol,
             rtol: a.rtol,
+            computed_in: a.precision.low().map(|p| p.dtype()),
         },
         inputs: super::settings::input_spec(&a.inputs)?,
         ort_lib: a.runtime.ort_lib.clone(),
@@ -43,6 +44,9 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         command: std::env::args().collect(),
         progress: std::io::stderr().is_terminal() && !a.quiet,
         heatmaps: a.html.is_some(),
+        precision: a.precision.low(),
+        keep_fp32: a.keep_fp32.clone(),
+        save_target_model: a.save_target_model.clone(),
     };
     if let Some(d) = &a.save_run {
         if d.exists() && !a.force {
@@ -60,6 +64,13 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
             "ort_opt_level".to_string(),
             format!("{:?}", a.ort_opt_level).to_lowercase(),
         );
+        options.insert(
+            "precision".to_string(),
+            format!("{:?}", a.precision).to_lowercase(),
+        );
+        if !a.keep_fp32.is_empty() {
+            options.insert("keep_fp32".into(), a.keep_fp32.join(","));
+        }
         if let Some(v) = a.atol {
             options.insert("atol".into(), v.to_string());
         }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::args::{Ep, OptLevel, ReplayArgs};
+use super::args::{Ep, OptLevel, PrecisionArg, ReplayArgs};
 use super::Outcome;
 use crate::compare::ToleranceSpec;
 use crate::golden::{check::environment_changes, Provenance};
@@ -33,6 +33,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
             .transpose()
             .with_context(|| format!("saved option {k}"))
     };
+    let precision = parse::<PrecisionArg>(saved.options.get("precision"), "fp32")?.low();
     let settings = CompareSettings {
         model,
         target_model: saved.target_model.as_ref().map(PathBuf::from),
@@ -41,6 +42,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         tolerance: ToleranceSpec {
             atol: num("atol")?,
             rtol: num("rtol")?,
+            computed_in: precision.map(|p| p.dtype()),
         },
         inputs: InputSpec {
             sources: vec![InputSource::TestDataSet(a.dir.join("test_data_set_0"))],
@@ -51,6 +53,18 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         command: std::env::args().collect(),
         progress: false,
         heatmaps: false,
+        precision,
+        keep_fp32: saved
+            .options
+            .get("keep_fp32")
+            .map(|k| {
+                k.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        save_target_model: None,
     };
     let (report, inputs) = run_compare(&settings)?;
     let now = Provenance::from_details(

@@ -63,15 +63,21 @@ impl Tolerance {
 pub struct ToleranceSpec {
     pub atol: Option<f64>,
     pub rtol: Option<f64>,
+    /// The precision the target computes in when lower than the values' element type (a float16 model whose
+    /// outputs are cast back to float32): float values get this type's default tolerance.
+    pub computed_in: Option<DType>,
 }
 
 impl ToleranceSpec {
     /// Tolerance for a value of `dtype`; integer and boolean values always compare exactly.
     pub fn for_dtype(&self, dtype: DType) -> Tolerance {
-        let d = Tolerance::default_for(dtype);
         if !dtype.is_float() {
-            return d;
+            return Tolerance::default_for(dtype);
         }
+        let d = match self.computed_in {
+            Some(low) if low.size() < dtype.size() => Tolerance::default_for(low),
+            _ => Tolerance::default_for(dtype),
+        };
         Tolerance {
             atol: self.atol.unwrap_or(d.atol),
             rtol: self.rtol.unwrap_or(d.rtol),

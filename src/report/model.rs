@@ -24,6 +24,8 @@ pub struct Report {
     pub model: ModelSummary,
     /// A second model run on the target (`--target-model`), values matched by name.
     pub target_model: Option<ModelRef>,
+    /// What phantom's fp16/bf16 conversion did (`--precision`).
+    pub conversion: Option<ConversionReport>,
     pub environment: Environment,
     pub reference: RunnerInfo,
     pub target: RunnerInfo,
@@ -236,6 +238,37 @@ impl NodeRef {
             node: n.name.clone(),
             op_type: n.op_type.clone(),
             value: v.name.clone(),
+        }
+    }
+}
+
+/// What phantom's float32 → float16/bfloat16 conversion did.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct ConversionReport {
+    pub precision: crate::precision::LowPrecision,
+    /// Nodes left in float32, and why.
+    pub kept_fp32: Vec<crate::precision::convert::KeptNode>,
+    /// Op types kept in float32 because ONNX Runtime has no kernel for them at this precision.
+    pub kept_for_ort: Vec<String>,
+    /// Initializers and constants with values the target type cannot hold (stored as ±inf or 0, not clamped).
+    pub range_issues: Vec<crate::precision::convert::RangeIssue>,
+    pub converted_tensors: usize,
+    pub inserted_casts: usize,
+    /// sha256 of the converted model.
+    pub sha256: String,
+}
+
+impl ConversionReport {
+    pub fn of(low: &crate::precision::target::LowTarget) -> ConversionReport {
+        let c = &low.conversion;
+        ConversionReport {
+            precision: low.precision,
+            kept_fp32: c.kept.clone(),
+            kept_for_ort: low.kept_for_ort.clone(),
+            range_issues: c.range_issues.clone(),
+            converted_tensors: c.converted_tensors,
+            inserted_casts: c.inserted_casts,
+            sha256: low.graph.sha256.clone(),
         }
     }
 }

@@ -347,6 +347,12 @@ impl OrtRunner {
         )
     }
 
+    /// Whether ONNX Runtime accepts `graph` (creates a session and drops it).
+    pub fn check_loads(&self, graph: &Graph) -> Result<()> {
+        self.session(graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))
+            .map(drop)
+    }
+
     /// Runs the unmodified model once and returns its declared outputs only.
     pub fn run_plain(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         let graph = self.target_model.clone().unwrap_or_else(|| graph.clone());

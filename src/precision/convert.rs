@@ -1,0 +1,450 @@
+//! phantom's own float32 → float16/bfloat16 model conversion.
+//!
+//! Every float32 value keeps its name and is stored in the target type, except: the main graph's inputs and
+//! outputs keep their types (a `Cast` is put behind each input and in front of each output), nodes kept in float32
+//! (by name, by op type, or because the op has no low-precision form in ONNX) read float32 copies of their inputs
+//! and their outputs are cast back, and input slots the spec types as float32 (Resize scales) stay float32.
+//! `Cast` targets, `Constant`/`ConstantOfShape` values and dtype attributes follow the values, recursively through
+//! `If`/`Loop`/`Scan` bodies (whose inputs and outputs take the target type). Initializers beyond the target
+//! type's range are converted as the hardware would store them (to ±inf) and reported, never clamped; non-zero
+//! values that flush to zero are reported too. Values already in float16 (models with fp16 weights) stay as they
+//! are.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use half::{bf16, f16};
+use serde::Serialize;
+use tract_onnx::pb::{
+    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
+};
+
+use super::types::{declared, infer, set_declared, BFLOAT16, FLOAT, FLOAT16};
+use super::LowPrecision;
+use crate::error::Result;
+use crate::model::proto::{tensor_from_proto, tensor_to_proto};
+use crate::tensor::Tensor;
+
+/// Ops with no float16 form in the ONNX spec or whose float inputs must stay float32: kept whole in float32.
+pub const KEEP_OPS: &[&str] = &[
+    "Range",
+    "NonMaxSuppression",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "TfIdfVectorizer",
+];
+
+/// Input slots typed float32 by the spec whatever the data type: (op, slot).
+const FP32_SLOTS: &[(&str, usize)] = &[("Resize", 1), ("Resize", 2), ("Upsample", 1)];
+
+/// Ops whose inputs may be of any type: no cast is put in front of them.
+const ANY_INPUT: &[&str] = &["Cast", "Shape", "Size", "CastLike"];
+
+/// What to convert to and what to keep.
+#[derive(Clone, Debug, Default)]
+pub struct ConvertOptions {
+    pub to: LowPrecision,
+    /// Node names kept in float32.
+    pub keep_nodes: HashSet<String>,
+    /// Op types kept in float32 (beyond [`KEEP_OPS`]).
+    pub keep_ops: HashSet<String>,
+}
+
+/// An initializer or constant with values the target type cannot hold.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct RangeIssue {
+    pub tensor: String,
+    /// `overflow` (|x| beyond the type's max, stored as ±inf) or `flush` (non-zero, stored as 0).
+    pub kind: String,
+    pub count: u64,
+    pub elements: u64,
+    /// Largest |x| for overflow, smallest non-zero |x| for flush.
+    pub extreme: f64,
+}
+
+/// A node left in float32 and why.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct KeptNode {
+    pub node: String,
+    pub op_type: String,
+    pub why: String,
+}
+
+/// The converted model and what the conversion did.
+#[derive(Clone, Debug)]
+pub struct Conversion {
+    pub model: ModelProto,
+    pub kept: Vec<KeptNode>,
+    pub range_issues: Vec<RangeIssue>,
+    pub converted_tensors: usize,
+    pub inserted_casts: usize,
+}
+
+struct Ctx<'a> {
+    opts: &'a ConvertOptions,
+    code: i32,
+    base: Option<&'a Path>,
+    out: Conversion,
+    counter: usize,
+}
+
+impl LowPrecision {
+    pub fn onnx_code(self) -> i32 {
+        match self {
+            LowPrecision::F16 => FLOAT16,
+            LowPrecision::Bf16 => BFLOAT16,
+        }
+    }
+    fn suffix(self) -> &'static str {
+        match self {
+            LowPrecision::F16 => "fp16",
+            LowPrecision::Bf16 => "bf16",
+        }
+    }
+}
+
+/// Converts `model` (whose external data, if any, lies beside `base`) to the target precision.
+pub fn convert(
+    model: &ModelProto,
+    base: Option<&Path>,
+    opts: &ConvertOptions,
+) -> Result<Conversion> {
+    let mut m = model.clone();
+    let mut ctx = Ctx {
+        opts,
+        code: opts.to.onnx_code(),
+        base,
+        out: Conversion {
+            model: ModelProto::default(),
+            kept: vec![],
+            range_issues: vec![],
+            converted_tensors: 0,
+            inserted_casts: 0,
+        },
+        counter: 0,
+    };
+    if let Some(g) = m.graph.as_mut() {
+        convert_graph(g, &mut ctx, true, &HashMap::new(), &HashMap::new())?;
+    }
+    // Float16 Cast targets and value types need no newer opset; bfloat16 needs opset 13 for most ops.
+    ctx.out.model = m;
+    Ok(ctx.out)
+}
+
+fn cast_node(name: String, from: &str, to: &str, code: i32) -> NodeProto {
+    NodeProto {
+        name,
+        op_type: "Cast".into(),
+        input: vec![from.into()],
+        output: vec![to.into()],
+        attribute: vec![AttributeProto {
+            name: "to".into(),
+            r#type: AttributeType::Int as i32,
+            i: code as i64,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn kept_why(n: &NodeProto, opts: &ConvertOptions) -> Option<String> {
+    if opts.keep_nodes.contains(&n.name) {
+        Some("asked to keep it in float32".into())
+    } else if opts.keep_ops.contains(&n.op_type) {
+        Some(format!("{} kept in float32", n.op_type))
+    } else if KEEP_OPS.contains(&n.op_type.as_str()) {
+        Some(format!("{} has no reduced-precision form", n.op_type))
+    } else {
+        None
+    }
+}
+
+fn needs_fp32(n: &NodeProto, slot: usize, kept: bool) -> bool {
+    kept || FP32_SLOTS.contains(&(n.op_type.as_str(), slot))
+}
+
+fn convert_tensor(t: &mut TensorProto, ctx: &mut Ctx) -> Result<()> {
+    if t.data_type != FLOAT {
+        return Ok(());
+    }
+    let host = tensor_from_proto(t, ctx.base)?;
+    let Tensor::F32(a) = &host else {
+        return Ok(());
+    };
+    let (max, min_normal_sub) = match ctx.opts.to {
+        LowPrecision::F16 => (f16::MAX.to_f64(), f16::from_bits(1).to_f64() / 2.0),
+        LowPrecision::Bf16 => (bf16::MAX.to_f64(), bf16::from_bits(1).to_f64() / 2.0),
+    };
+    let (mut over, mut big, mut flush, mut small) = (0u64, 0f64, 0u64, f64::INFINITY);
+    for &v in a.iter() {
+        let x = (v as f64).abs();
+        if x.is_finite() && x > max {
+            over += 1;
+            big = big.max(x);
+        } else if x > 0.0 && x < min_normal_sub {
+            flush += 1;
+            small = small.min(x);
+        }
+    }
+    let elements = a.len() as u64;
+    if over > 0 {
+        ctx.out.range_issues.push(RangeIssue {
+            tensor: t.name.clone(),
+            kind: "overflow".into(),
+            count: over,
+            elements,
+            extreme: big,
+        });
+    }
+    if flush > 0 {
+        ctx.out.range_issues.push(RangeIssue {
+            tensor: t.name.clone(),
+            kind: "flush".into(),
+            count: flush,
+            elements,
+            extreme: small,
+        });
+    }
+    let low = host.cast(ctx.opts.to.dtype()).expect("float casts");
+    let name = t.name.clone();
+    *t = tensor_to_proto(&name, &low);
+    ctx.out.converted_tensors += 1;
+    Ok(())
+}
+
+/// Converts the dtype-bearing attributes of a converted node.
+fn convert_attributes(n: &mut NodeProto, ctx: &mut Ctx) -> Result<()> {
+    let op = n.op_type.clone();
+    // Attributes whose float32 default must be written out in the target type.
+    let missing = |n: &NodeProto, name: &str| !n.attribute.iter().any(|a| a.name == name);
+    if matches!(op.as_str(), "RandomNormal" | "RandomUniform") && missing(n, "dtype") {
+        n.attribute.push(AttributeProto {
+            name: "dtype".into(),
+            r#type: AttributeType::Int as i32,
+            i: FLOAT as i64,
+            ..Default::default()
+        });
+    }
+    if op == "ConstantOfShape" && missing(n, "value") {
+        n.attribute.push(AttributeProto {
+            name: "value".into(),
+            r#type: AttributeType::Tensor as i32,
+            t: Some(tensor_to_proto(
+                "",
+                &Tensor::F32(ndarray::ArrayD::zeros(vec![1])),
+            )),
+            ..Default::default()
+        });
+    }
+    for a in n.attribute.iter_mut() {
+        let dtype_attr = matches!(
+            (op.as_str(), a.name.as_str()),
+            ("Cast", "to")
+                | (
+                    "EyeLike"
+                        | "RandomNormal"
+                        | "RandomUniform"
+                        | "RandomNormalLike"
+                        | "RandomUniformLike"
+                        | "Bernoulli",
+                    "dtype"
+                )
+        );
+        if dtype_attr && a.i as i32 == FLOAT {
+            a.i = ctx.code as i64;
+        }
+        if matches!(op.as_str(), "Constant" | "ConstantOfShape") {
+            if let Some(t) = a.t.as_mut() {
+                convert_tensor(t, ctx)?;
+            }
+            if a.name == "value_float" || a.name == "value_floats" {
+                let scalar = a.name == "value_float";
+                let vals = if scalar { vec![a.f] } else { a.floats.clone() };
+                let shape = if scalar { vec![] } else { vec![vals.len()] };
+                let mut t = tensor_to_proto(
+                    "",
+                    &Tensor::F32(ndarray::ArrayD::from_shape_vec(shape, vals).expect("shape")),
+                );
+                convert_tensor(&mut t, ctx)?;
+                *a = AttributeProto {
+                    name: "value".into(),
+                    r#type: AttributeType::Tensor as i32,
+                    t: Some(t),
+                    ..Default::default()
+                };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Converts one graph. `main` keeps the graph's input/output types; bodies take the target type. `outer_types`
+/// and `outer_storage` are the original and converted types of values visible from enclosing graphs.
+fn convert_graph(
+    g: &mut GraphProto,
+    ctx: &mut Ctx,
+    main: bool,
+    outer_types: &HashMap<String, i32>,
+    outer_storage: &HashMap<String, i32>,
+) -> Result<()> {
+    let types = infer(g, outer_types);
+    let is_float = |v: &str| types.get(v) == Some(&FLOAT);
+    let init_names: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
+    let kept: Vec<Option<String>> = g.node.iter().map(|n| kept_why(n, ctx.opts)).collect();
+    for (n, why) in g.node.iter().zip(&kept) {
+        if let Some(why) = why {
+            ctx.out.kept.push(KeptNode {
+                node: n.name.clone(),
+                op_type: n.op_type.clone(),
+                why: why.clone(),
+            });
+        }
+    }
+
+    // Where each float32 value will live.
+    let mut storage: HashMap<String, i32> = outer_storage.clone();
+    for i in g.input.iter().filter(|i| is_float(&i.name)) {
+        let real_input = !init_names.contains(&i.name);
+        storage.insert(
+            i.name.clone(),
+            if main && real_input { FLOAT } else { ctx.code },
+        );
+    }
+    for t in g.initializer.iter().filter(|t| t.data_type == FLOAT) {
+        let all_fp32 = g.node.iter().zip(&kept).all(|(n, k)| {
+            n.input
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| **i == t.name)
+                .all(|(s, _)| needs_fp32(n, s, k.is_some()))
+        });
+        storage.insert(t.name.clone(), if all_fp32 { FLOAT } else { ctx.code });
+    }
+    for (n, k) in g.node.iter().zip(&kept) {
+        for o in n.output.iter().filter(|o| is_float(o)) {
+            storage.insert(o.clone(), if k.is_some() { FLOAT } else { ctx.code });
+        }
+    }
+
+    // Outputs whose stored type differs from what the graph declares: the producer writes a renamed value and a
+    // Cast produces the declared one.
+    let mut tail: Vec<NodeProto> = vec![];
+    let mut renamed: HashSet<String> = HashSet::new();
+    for o in g.output.iter_mut().filter(|o| is_float(&o.name)) {
+        let want = if main { FLOAT } else { ctx.code };
+        if !main {
+            set_declared(o, ctx.code);
+        }
+        let have = storage.get(&o.name).copied().unwrap_or(FLOAT);
+        if have == want {
+            continue;
+        }
+        let inner = format!("{}_phantom_{}", o.name, suffix_of(have, ctx));
+        let produced = g.node.iter_mut().any(|n| {
+            let hit = n.output.iter_mut().find(|x| **x == o.name);
+            hit.map(|x| *x = inner.clone()).is_some()
+        });
+        if !produced {
+            // An input or initializer passed straight through keeps its type.
+            continue;
+        }
+        for n in g.node.iter_mut() {
+            for i in n.input.iter_mut().filter(|i| **i == o.name) {
+                *i = inner.clone();
+            }
+        }
+        storage.insert(inner.clone(), have);
+        renamed.insert(inner.clone());
+        tail.push(cast_node(
+            format!("phantom_cast_{}", o.name),
+            &inner,
+            &o.name,
+            want,
+        ));
+    }
+
+    // Nodes: casts in front of inputs whose stored type is not what the node reads, attributes, bodies.
+    let mut casts: HashMap<(String, i32), String> = HashMap::new();
+    let mut nodes = Vec::with_capacity(g.node.len() + tail.len());
+    let mut types_here = outer_types.clone();
+    types_here.extend(types.iter().map(|(k, v)| (k.clone(), *v)));
+    for (mut n, k) in std::mem::take(&mut g.node).into_iter().zip(kept) {
+        let any = ANY_INPUT.contains(&n.op_type.as_str());
+        for s in 0..n.input.len() {
+            let v = n.input[s].clone();
+            let float = types.get(&v) == Some(&FLOAT) || renamed.contains(&v);
+            if v.is_empty() || !float || any {
+                continue;
+            }
+            let have = storage.get(&v).copied().unwrap_or(FLOAT);
+            let want = if needs_fp32(&n, s, k.is_some()) {
+                FLOAT
+            } else {
+                ctx.code
+            };
+            if have == want {
+                continue;
+            }
+            let name = casts
+                .entry((v.clone(), want))
+                .or_insert_with(|| {
+                    let to = format!("{v}_phantom_{}", suffix_of(want, ctx));
+                    ctx.counter += 1;
+                    nodes.push(cast_node(
+                        format!("phantom_cast{}_{to}", ctx.counter),
+                        &v,
+                        &to,
+                        want,
+                    ));
+                    ctx.out.inserted_casts += 1;
+                    to
+                })
+                .clone();
+            n.input[s] = name;
+        }
+        if k.is_none() {
+            convert_attributes(&mut n, ctx)?;
+            for a in n.attribute.iter_mut() {
+                if let Some(b) = a.g.as_mut() {
+                    convert_graph(b, ctx, false, &types_here, &storage)?;
+                }
+                for b in a.graphs.iter_mut() {
+                    convert_graph(b, ctx, false, &types_here, &storage)?;
+                }
+            }
+        }
+        nodes.push(n);
+    }
+    ctx.out.inserted_casts += tail.len();
+    nodes.extend(tail);
+    g.node = nodes;
+
+    // Declared types follow the storage.
+    for i in g.input.iter_mut() {
+        if let (Some(FLOAT), Some(&s)) = (declared(i), storage.get(&i.name)) {
+            set_declared(i, s);
+        }
+    }
+    g.value_info
+        .retain(|vi| storage.contains_key(&vi.name) || declared(vi) != Some(FLOAT));
+    for vi in g.value_info.iter_mut() {
+        if let (Some(FLOAT), Some(&s)) = (declared(vi), storage.get(&vi.name)) {
+            set_declared(vi, s);
+        }
+    }
+    for t in g.initializer.iter_mut() {
+        if storage.get(&t.name) == Some(&ctx.code) {
+            convert_tensor(t, ctx)?;
+        }
+    }
+    Ok(())
+}
+
+fn suffix_of(code: i32, ctx: &Ctx) -> &'static str {
+    if code == FLOAT {
+        "fp32"
+    } else {
+        ctx.opts.to.suffix()
+    }
+}

@@ -1,0 +1,27 @@
+//! Reduced-precision targets: phantom's float32 → float16/bfloat16 converter ([`convert`]) and the element types
+//! it needs ([`types`]).
+
+pub mod convert;
+pub mod target;
+pub mod types;
+
+use serde::Serialize;
+
+/// A reduced floating-point precision for the target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LowPrecision {
+    #[default]
+    F16,
+    Bf16,
+}
+
+impl LowPrecision {
+    /// The element type values are stored in.
+    pub fn dtype(self) -> crate::tensor::DType {
+        match self {
+            LowPrecision::F16 => crate::tensor::DType::F16,
+            LowPrecision::Bf16 => crate::tensor::DType::Bf16,
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Builds the reduced-precision target model for ONNX Runtime: converts, asks ORT whether it loads, and keeps in
+//! float32 the op types ORT says it has no kernel for (at most [`MAX_RETRIES`] times), so a model always loads
+//! when ORT can run its float32 form.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use prost::Message;
+use tract_onnx::pb::ModelProto;
+
+use super::convert::{convert, Conversion, ConvertOptions};
+use crate::error::{Error, Result};
+use crate::model::{self, Graph};
+use crate::runner::ort::OrtRunner;
+
+/// Op types phantom will keep in float32 on ORT's word before giving up.
+pub const MAX_RETRIES: usize = 24;
+
+/// A converted target model ready for ONNX Runtime.
+pub struct LowTarget {
+    pub precision: super::LowPrecision,
+    pub graph: Graph,
+    pub conversion: Conversion,
+    /// Op types kept in float32 because ORT has no kernel for them at this precision.
+    pub kept_for_ort: Vec<String>,
+}
+
+/// The op type in ORT's "Could not find an implementation for Op(13) node with name '...'" message.
+fn missing_kernel(msg: &str) -> Option<String> {
+    let at = msg.find("Could not find an implementation for ")? + 37;
+    let op: String = msg[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    (!op.is_empty()).then_some(op)
+}
+
+/// Converts `graph` as `opts` says and makes sure `ort` loads it.
+pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result<LowTarget> {
+    let proto = ModelProto::decode(graph.bytes.as_slice()).map_err(|e| Error::MalformedModel {
+        path: graph.path.clone(),
+        reason: format!("not an ONNX model: {e}"),
+    })?;
+    let suffix = match opts.to {
+        super::LowPrecision::F16 => "fp16",
+        super::LowPrecision::Bf16 => "bf16",
+    };
+    let path = PathBuf::from(format!(
+        "{}.{suffix}.onnx",
+        graph.path.with_extension("").display()
+    ));
+    let mut kept_for_ort: Vec<String> = vec![];
+    let mut seen: HashSet<String> = HashSet::new();
+    loop {
+        let conversion = convert(&proto, graph.path.parent(), &opts)?;
+        let bytes = conversion.model.encode_to_vec();
+        let low = model::import::from_bytes(&path, bytes)?;
+        match ort.check_loads(&low) {
+            Ok(()) => {
+                return Ok(LowTarget {
+                    precision: opts.to,
+                    graph: low,
+                    conversion,
+                    kept_for_ort,
+                })
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                match missing_kernel(&msg) {
+                    Some(op) if kept_for_ort.len() < MAX_RETRIES && seen.insert(op.clone()) => {
+                        opts.keep_ops.insert(op.clone());
+                        kept_for_ort.push(op);
+                    }
+                    _ => {
+                        return Err(Error::Target {
+                            reason: format!(
+                                "ONNX Runtime cannot load the {suffix} conversion of {}: {msg}\n  hint: keep the node \
+                                 it names in float32 with --keep-fp32 NODE, or save the model with \
+                                 --save-target-model and inspect it",
+                                graph.path.display()
+                            ),
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_the_op_without_a_kernel() {
+        let msg = "Could not find an implementation for ConvTranspose(11) node with name 'up1'";
+        assert_eq!(super::missing_kernel(msg).as_deref(), Some("ConvTranspose"));
+        assert_eq!(super::missing_kernel("other error"), None);
+    }
+}
