@@ -160,6 +160,59 @@ fn kept_why(n: &NodeProto, opts: &ConvertOptions) -> Option<String> {
     }
 }
 
+/// Nodes that compute in float on values cast from integers — size arithmetic such as `Cast(int→float) → Div →
+/// Ceil → Cast(→int)` — with nothing but small constants besides: float16 cannot hold integers above 2048
+/// exactly, so these stay float32.
+fn integer_arithmetic(g: &GraphProto, types: &HashMap<String, i32>) -> HashSet<usize> {
+    let small: HashSet<&str> = g
+        .initializer
+        .iter()
+        .filter(|t| t.dims.iter().product::<i64>() <= 16)
+        .map(|t| t.name.as_str())
+        .chain(
+            g.node
+                .iter()
+                .filter(|n| n.op_type == "Constant")
+                .flat_map(|n| n.output.iter().map(String::as_str)),
+        )
+        .collect();
+    let is_int = |v: &str| types.get(v).is_some_and(|&t| t != FLOAT && t != FLOAT16 && t != BFLOAT16 && t != 11);
+    let mut derived: HashSet<String> = HashSet::new();
+    let mut nodes: HashSet<usize> = HashSet::new();
+    loop {
+        let before = nodes.len();
+        for (i, n) in g.node.iter().enumerate() {
+            if nodes.contains(&i) || n.op_type == "Constant" {
+                continue;
+            }
+            let float_out = n.output.iter().any(|o| types.get(o) == Some(&FLOAT));
+            if !float_out {
+                continue;
+            }
+            let hit = if n.op_type == "Cast" {
+                n.input.first().is_some_and(|v| is_int(v))
+            } else {
+                let floats: Vec<&String> = n
+                    .input
+                    .iter()
+                    .filter(|v| !v.is_empty() && types.get(*v) == Some(&FLOAT))
+                    .collect();
+                floats.iter().any(|v| derived.contains(*v))
+                    && floats
+                        .iter()
+                        .all(|v| derived.contains(*v) || small.contains(v.as_str()))
+            };
+            if hit {
+                nodes.insert(i);
+                derived.extend(n.output.iter().cloned());
+            }
+        }
+        if nodes.len() == before {
+            return nodes;
+        }
+    }
+}
+
 fn needs_fp32(n: &NodeProto, slot: usize, kept: bool) -> bool {
     kept || FP32_SLOTS.contains(&(n.op_type.as_str(), slot))
 }
@@ -291,7 +344,19 @@ fn convert_graph(
     let types = infer(g, outer_types);
     let is_float = |v: &str| types.get(v) == Some(&FLOAT);
     let init_names: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
-    let kept: Vec<Option<String>> = g.node.iter().map(|n| kept_why(n, ctx.opts)).collect();
+    let arith = integer_arithmetic(g, &types);
+    let kept: Vec<Option<String>> = g
+        .node
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            kept_why(n, ctx.opts).or_else(|| {
+                arith.contains(&i).then(|| {
+                    "computes on values cast from integers (shape arithmetic): float16 would round sizes".into()
+                })
+            })
+        })
+        .collect();
     for (n, why) in g.node.iter().zip(&kept) {
         if let Some(why) = why {
             ctx.out.kept.push(KeptNode {
@@ -389,8 +454,13 @@ fn convert_graph(
             let name = casts
                 .entry((v.clone(), want))
                 .or_insert_with(|| {
-                    let to = format!("{v}_phantom_{}", suffix_of(want, ctx));
                     ctx.counter += 1;
+                    // Names must be unique across bodies too (both branches of an If may cast one outer value).
+                    let to = if main {
+                        format!("{v}_phantom_{}", suffix_of(want, ctx))
+                    } else {
+                        format!("{v}_phantom_{}_{}", suffix_of(want, ctx), ctx.counter)
+                    };
                     nodes.push(cast_node(
                         format!("phantom_cast{}_{to}", ctx.counter),
                         &v,
