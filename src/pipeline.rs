@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::analysis;
+use crate::analysis::{self, attribution, causes, culprit, isolate};
 use crate::cli::args::{Ep, OptLevel};
 use crate::compare::ToleranceSpec;
 use crate::error::Result;
@@ -18,7 +18,7 @@ use crate::report::model::{
     SCHEMA_VERSION,
 };
 use crate::runner::{ort::OrtRunner, ort_lib, reference::ReferenceRunner, Runner};
-use crate::tensor::DType;
+use crate::tensor::{DType, Tensor};
 
 /// Everything `phantom onnx` needs, resolved from the command line.
 #[derive(Clone, Debug)]
@@ -39,6 +39,8 @@ pub struct CompareSettings {
     pub heatmaps: bool,
     /// Run phantom's fp16/bf16 conversion of the model on the target.
     pub precision: Option<LowPrecision>,
+    /// Introduced-vs-inherited error and expected noise.
+    pub attribution: bool,
     /// Nodes the conversion keeps in float32.
     pub keep_fp32: Vec<String>,
     /// Where to write the converted model.
@@ -130,10 +132,32 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
         target.target_model = Some(low.graph);
     }
     let mut tgt_out = target.run(&graph, &inputs)?;
+    let mut tgt_notes: Vec<String> = vec![];
     pb.finish_and_clear();
     let target_ms = ms(t);
 
+    // Expected noise: the reference rerun with every value rounded to the element type the target stores it in.
     let t = Instant::now();
+    let target_graph_used = target.target_model.clone().unwrap_or_else(|| graph.clone());
+    let rounding = if s.attribution {
+        Some(isolate::rounding(&graph, &target_graph_used)?)
+    } else {
+        None
+    };
+    let mut emulated: HashMap<String, Tensor> = HashMap::new();
+    if let Some(round) = &rounding {
+        let pb = stage(s.progress, "expected noise: reference with target rounding");
+        let mut ideal = ReferenceRunner {
+            round: Some(round.clone()),
+        };
+        ideal.run_streaming(&graph, &inputs, &mut |name, value| {
+            if let (Ok(v), Some(&d)) = (value, round.get(name)) {
+                emulated.insert(name.to_string(), v.cast(d).unwrap_or(v));
+            }
+        })?;
+        pb.finish_and_clear();
+    }
+
     let pb = stage(
         s.progress,
         &format!(
@@ -145,7 +169,11 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let mut reports: HashMap<String, ValueReport> = HashMap::new();
     let mut compare_time = Duration::ZERO;
     let mut heatmaps_left = MAX_HEATMAPS;
-    let mut reference = ReferenceRunner;
+    let mut held: HashMap<String, Tensor> = HashMap::new();
+    if s.attribution {
+        held.extend(inputs.tensors.iter().cloned());
+    }
+    let mut reference = ReferenceRunner::default();
     let ref_out = reference.run_streaming(&graph, &inputs, &mut |name, value| {
         let c = Instant::now();
         let tgt = tgt_out.values.remove(name);
@@ -154,7 +182,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             .get(name)
             .map(String::as_str)
             .unwrap_or("not produced");
-        let report = analysis::compare_pair(
+        let mut report = analysis::compare_pair(
             name,
             value.as_ref().map_err(String::as_str),
             tgt.as_ref().ok_or(why_not),
@@ -165,10 +193,46 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
         if report.detail.as_ref().is_some_and(|d| d.heatmap.is_some()) {
             heatmaps_left -= 1;
         }
+        if let (Ok(r), Some(e), Some(tol), Some(m)) = (
+            &value,
+            emulated.remove(name),
+            report.tolerance,
+            report.metrics.as_ref(),
+        ) {
+            if let Some(n) = attribution::noise(r, &e, tol, m.scale) {
+                attribution::apply_noise(&mut report, n, &s.tolerance);
+            }
+        }
+        if let (true, Ok(r)) = (s.attribution, value) {
+            held.insert(name.to_string(), r);
+        }
         reports.insert(name.to_string(), report);
         compare_time += c.elapsed();
     })?;
     pb.finish_and_clear();
+    if let Some(round) = &rounding {
+        let pb = stage(
+            s.progress,
+            "introduced error: every node on the target with reference inputs",
+        );
+        let available: HashSet<String> = held.keys().cloned().collect();
+        let iso = isolate::build(&graph, &target_graph_used, &available)?;
+        let outs = isolate::run(&iso, &target, &held, round)?;
+        for (name, t_iso) in &outs {
+            let (Some(r), Some(v)) = (held.get(name), reports.get_mut(name)) else {
+                continue;
+            };
+            let alone = analysis::compare_pair(name, Ok(r), Ok(t_iso), &s.tolerance, false, false);
+            v.introduced = attribution::introduced(&alone, r, round.get(name).copied());
+        }
+        if !iso.excluded.is_empty() {
+            tgt_notes.push(format!(
+                "introduced error not measured for {} node(s) (control-flow bodies, or inputs the reference lacks)",
+                iso.excluded.len()
+            ));
+        }
+        pb.finish_and_clear();
+    }
     let reference_ms = ms(t) - compare_time.as_secs_f64() * 1e3;
 
     let t = Instant::now();
@@ -182,13 +246,48 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
                 .unwrap_or("not produced")
         )
     });
-    let verdict = analysis::verdict(&graph, &nodes);
+    let mut verdict = analysis::verdict(&graph, &nodes);
+    verdict.culprits = culprit::find(&graph, &nodes);
+    if !verdict.culprits.is_empty() {
+        let no_issues = vec![];
+        let range_issues = conversion
+            .as_ref()
+            .map(|c: &ConversionReport| &c.range_issues)
+            .unwrap_or(&no_issues);
+        let ev = causes::Evidence::new(
+            &graph,
+            s.attribution.then_some(&held),
+            rounding.as_ref(),
+            range_issues,
+            &nodes,
+            &verdict.culprits,
+        );
+        let found: Vec<_> = verdict
+            .culprits
+            .iter()
+            .map(|c| causes::explain(c, &ev))
+            .collect();
+        for (c, f) in verdict.culprits.iter_mut().zip(found) {
+            c.causes = f;
+        }
+        verdict.status = crate::report::model::Status::Drift;
+    }
+    drop(held);
     let coverage = analysis::coverage(&graph, &nodes);
     let compare_ms = ms(t) + compare_time.as_secs_f64() * 1e3;
 
     let mut notes = inputs.notes.clone();
+    if s.precision.is_some() && s.ep == Ep::Cpu {
+        notes.push(
+            "ONNX Runtime's CPU EP runs most fp16/bf16 nodes in fp32 behind casts it inserts (and drops fp32→fp16→fp32 \
+             cast pairs), so the graph run keeps fp32 precision between many nodes; a GPU computing in fp16 drifts more. \
+             Per-node (introduced) errors and the ideal run store every value in the low precision, as such a device would."
+                .into(),
+        );
+    }
     notes.extend(ref_out.notes.iter().cloned());
     notes.extend(tgt_out.notes.iter().cloned());
+    notes.extend(tgt_notes);
     if graph.was_unsorted {
         notes.push("the model's node list is not topologically sorted; phantom sorted it".into());
     }

@@ -26,6 +26,8 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
         target_stats: None,
         worst: None,
         detail: None,
+        noise: None,
+        introduced: None,
         is_output,
     }
 }
@@ -217,6 +219,7 @@ pub fn verdict(graph: &Graph, nodes: &[NodeReport]) -> Verdict {
             .map(|(n, v)| NodeRef::of(n, v))
             .collect(),
         outputs_pass,
+        culprits: vec![],
     }
 }
 

@@ -1,6 +1,10 @@
 //! From two runs to per-node verdicts: which values pass, fail or stay unchecked, where drift begins.
 
+pub mod attribution;
+pub mod causes;
+pub mod culprit;
 pub mod determinism;
 pub mod divergence;
+pub mod isolate;
 
 pub use divergence::{assemble, compare_pair, compare_runs, coverage, verdict};

@@ -43,6 +43,13 @@ pub enum Ep {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
     Fp32,
     Fp16,
@@ -103,6 +110,10 @@ pub struct OnnxArgs {
     /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
     #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
     pub keep_fp32: Vec<String>,
+    /// Introduced-vs-inherited error (every node rerun on the target with the reference's inputs) and expected
+    /// noise (the reference rerun with every value rounded to the target's precision). auto: on for fp16/bf16.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub attribution: Switch,
     /// Write the fp16/bf16 model the target runs here.
     #[arg(long, value_name = "OUT.onnx", requires = "precision")]
     pub save_target_model: Option<PathBuf>,

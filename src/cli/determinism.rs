@@ -109,7 +109,7 @@ pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
     let mut reference = Tracker::default();
     let mut reference_error = None;
     for _ in 0..2 {
-        match ReferenceRunner.run(&graph, &inputs) {
+        match ReferenceRunner::default().run(&graph, &inputs) {
             Ok(out) => reference.add_run(out.values),
             Err(e) => {
                 reference_error = Some(e.to_string());

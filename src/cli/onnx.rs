@@ -45,6 +45,11 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         progress: std::io::stderr().is_terminal() && !a.quiet,
         heatmaps: a.html.is_some(),
         precision: a.precision.low(),
+        attribution: match a.attribution {
+            super::args::Switch::On => true,
+            super::args::Switch::Off => false,
+            super::args::Switch::Auto => a.precision.low().is_some(),
+        },
         keep_fp32: a.keep_fp32.clone(),
         save_target_model: a.save_target_model.clone(),
     };
@@ -67,6 +72,10 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         options.insert(
             "precision".to_string(),
             format!("{:?}", a.precision).to_lowercase(),
+        );
+        options.insert(
+            "attribution".to_string(),
+            format!("{:?}", a.attribution).to_lowercase(),
         );
         if !a.keep_fp32.is_empty() {
             options.insert("keep_fp32".into(), a.keep_fp32.join(","));

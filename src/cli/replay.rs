@@ -54,6 +54,11 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         progress: false,
         heatmaps: false,
         precision,
+        attribution: match saved.options.get("attribution").map(String::as_str) {
+            Some("on") => true,
+            Some("off") => false,
+            _ => precision.is_some(),
+        },
         keep_fp32: saved
             .options
             .get("keep_fp32")

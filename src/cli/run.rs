@@ -13,7 +13,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
     let t = Instant::now();
     let out = match a.runner {
-        Side::Reference => ReferenceRunner.run(&graph, &inputs)?,
+        Side::Reference => ReferenceRunner::default().run(&graph, &inputs)?,
         Side::Ort => {
             let lib = ort_lib::locate(a.runtime.ort_lib.as_deref(), a.runtime.no_install)?;
             OrtRunner::new(&lib, a.ep, a.ort_opt_level, None)?.run_plain(&graph, &inputs)?

@@ -176,7 +176,11 @@ fn integer_arithmetic(g: &GraphProto, types: &HashMap<String, i32>) -> HashSet<u
                 .flat_map(|n| n.output.iter().map(String::as_str)),
         )
         .collect();
-    let is_int = |v: &str| types.get(v).is_some_and(|&t| t != FLOAT && t != FLOAT16 && t != BFLOAT16 && t != 11);
+    let is_int = |v: &str| {
+        types
+            .get(v)
+            .is_some_and(|&t| t != FLOAT && t != FLOAT16 && t != BFLOAT16 && t != 11)
+    };
     let mut derived: HashSet<String> = HashSet::new();
     let mut nodes: HashSet<usize> = HashSet::new();
     loop {

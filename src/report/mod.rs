@@ -1,6 +1,7 @@
 //! The report: one serde model ([`model`]), one renderer per file ([`terminal`], [`json`], [`junit`],
 //! [`markdown`], [`dot`], [`html`]).
 
+pub mod culprits;
 pub mod dot;
 pub mod html;
 pub mod json;

@@ -123,6 +123,48 @@ pub struct Verdict {
     pub worst: Vec<NodeRef>,
     /// Whether the final graph outputs are within tolerance.
     pub outputs_pass: bool,
+    /// Nodes to blame: in topological order, each node whose own (introduced) error is out of tolerance while its
+    /// inputs pass, with the likely causes and the path to the outputs it spoils.
+    #[serde(default)]
+    pub culprits: Vec<Culprit>,
+}
+
+/// A node that makes drift on its own.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Culprit {
+    pub node_index: usize,
+    pub node: String,
+    pub op_type: String,
+    pub value: String,
+    /// How the blame was established: `introduced` (the node alone, fed with reference inputs, is out of
+    /// tolerance) or `cumulative` (no isolated run; its output fails while its inputs pass).
+    pub basis: String,
+    /// Largest |t − r| the node makes on its own (or cumulatively, for the `cumulative` basis).
+    pub max_abs: f64,
+    /// That error over the error of correct rounding to the target type ("k× above expected noise").
+    pub noise_ratio: Option<f64>,
+    /// Likely causes, most confident first.
+    pub causes: Vec<Cause>,
+    /// Graph outputs out of tolerance that this node reaches.
+    pub spoils: Vec<String>,
+    /// Node names from the culprit to the first spoiled output.
+    pub path: Vec<String>,
+}
+
+/// A likely cause of a node's error, with the numbers behind it (from the f64 reference values).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Cause {
+    /// overflow, overflow_inside, initializer_range, nan_inf, underflow, epsilon, long_reduction, softmax_range,
+    /// cancellation, index_flip, quantization_saturation, quantization_range, fusion, precision.
+    pub kind: String,
+    /// One sentence with the numbers.
+    pub summary: String,
+    /// The numbers, by name.
+    pub evidence: BTreeMap<String, f64>,
+    /// high, medium or low.
+    pub confidence: String,
+    /// What to try.
+    pub fix: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
@@ -186,6 +228,13 @@ pub struct ValueReport {
     pub reference_stats: Option<Stats>,
     pub target_stats: Option<Stats>,
     pub worst: Option<Worst>,
+    /// Expected noise: how far an ideal target that stores every value in its own precision (the f64 reference
+    /// rerun with each value rounded to the target's element type) ends up from f64 here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Noise>,
+    /// The error this node makes on its own: the target's node fed with the reference's inputs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub introduced: Option<Introduced>,
     /// Error histogram and worst elements; the heatmap only when an HTML report was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<Detail>,
@@ -271,4 +320,34 @@ impl ConversionReport {
             sha256: low.graph.sha256.clone(),
         }
     }
+}
+
+/// Expected noise of one value and how the target's error compares with it.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Noise {
+    /// Largest |ideal − f64| over elements finite on both sides.
+    pub max_abs: f64,
+    pub rms: f64,
+    /// Largest share of its tolerance an element of the ideal run uses (above 1: the precision itself cannot
+    /// meet the tolerance here).
+    pub tolerance_used: f64,
+    /// Elements where the ideal run overflows to ±inf or makes NaN and f64 does not.
+    pub nonfinite: u64,
+    /// The target's max |t − r| over the noise's max_abs: "k× above expected noise" (null when the noise is 0).
+    pub ratio: Option<f64>,
+    /// Out of the dtype tolerance, but within the allowed multiple of a noise that itself meets the tolerance:
+    /// passed as expected rounding.
+    pub excused: bool,
+}
+
+/// Error a node introduces on its own.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Introduced {
+    pub status: ValueStatus,
+    pub metrics: Metrics,
+    /// Largest |round(r) − r| when r is rounded to the element type the target stores this value in: the error a
+    /// correctly rounded node makes.
+    pub expected: f64,
+    /// metrics.max_abs / expected (null when expected is 0).
+    pub ratio: Option<f64>,
 }

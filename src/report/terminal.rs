@@ -236,6 +236,7 @@ pub fn render(r: &Report, top: usize) -> String {
             }
         }
     }
+    s.push_str(&super::culprits::render(r));
     if !v.worst.is_empty() {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
@@ -358,9 +359,32 @@ pub fn verdict_line(r: &Report) -> String {
     match (&r.verdict.status, &r.verdict.first_divergence) {
         (Status::Clean, _) => format!("clean: {} values within tolerance", r.coverage.compared),
         (Status::Drift, Some(f)) => format!(
-            "drift: {} values out of tolerance; first at node #{} {} `{}` (value `{}`)",
-            r.verdict.failing_values, f.node_index, f.op_type, f.node, f.value
+            "drift: {} values out of tolerance; first at node #{} {} `{}` (value `{}`){}",
+            r.verdict.failing_values,
+            f.node_index,
+            f.op_type,
+            f.node,
+            f.value,
+            r.verdict
+                .culprits
+                .first()
+                .map(|c| format!(
+                    "; culprit `{}` ({})",
+                    c.node,
+                    c.causes.first().map(|x| x.kind.as_str()).unwrap_or("precision")
+                ))
+                .unwrap_or_default()
         ),
-        (Status::Drift, None) => "drift".into(),
+        (Status::Drift, None) => match r.verdict.culprits.first() {
+            Some(c) => format!(
+                "drift: 0 values out of tolerance in the graph run, but {} node(s) fail in the target precision; first: node #{} {} `{}` ({})",
+                r.verdict.culprits.len(),
+                c.node_index,
+                c.op_type,
+                c.node,
+                c.causes.first().map(|x| x.kind.as_str()).unwrap_or("precision")
+            ),
+            None => "drift".into(),
+        },
     }
 }

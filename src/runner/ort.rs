@@ -347,6 +347,11 @@ impl OrtRunner {
         )
     }
 
+    /// A session on `graph` as it is, with this runner's EP and options.
+    pub fn session_for(&self, graph: &Graph) -> Result<Session> {
+        self.session(graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))
+    }
+
     /// Whether ONNX Runtime accepts `graph` (creates a session and drops it).
     pub fn check_loads(&self, graph: &Graph) -> Result<()> {
         self.session(graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))

@@ -178,6 +178,8 @@ pub struct Evaluator<'g, 's> {
     pub precision: HashMap<usize, RefPrecision>,
     /// tract node id -> the ONNX node whose failure made it uncomputable.
     pub tainted: HashMap<usize, String>,
+    /// Element type each labelled value is rounded to (emulated low-precision run).
+    round: Option<&'g super::Rounding>,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -205,7 +207,34 @@ impl<'g, 's> Evaluator<'g, 's> {
             values: HashMap::new(),
             precision,
             tainted: HashMap::new(),
+            round: None,
         }
+    }
+
+    /// Rounds every labelled value to the element type `round` names for it, before it is used downstream.
+    pub fn with_rounding(mut self, round: Option<&'g super::Rounding>) -> Self {
+        self.round = round;
+        self
+    }
+
+    fn round_outputs(&self, id: usize, out: &mut TVec<TValue>) -> TractResult<()> {
+        let (Some(round), Some(names)) = (self.round, self.labels.get(&id)) else {
+            return Ok(());
+        };
+        for (slot, name) in names {
+            let (Some(&d), Some(v)) = (round.get(name), out.get_mut(*slot)) else {
+                continue;
+            };
+            if v.datum_type() != f64::datum_type() {
+                continue;
+            }
+            let mut t = v.clone().into_tensor();
+            t.to_plain_array_view_mut::<f64>()?
+                .iter_mut()
+                .for_each(|x| *x = kernels::round_one(*x, d));
+            *v = t.into_tvalue();
+        }
+        Ok(())
     }
 
     /// Seeds the captured values with the constants of `model` (they never pass through the hook).
@@ -256,7 +285,8 @@ impl<'g, 's> Evaluator<'g, 's> {
         node: &TypedNode,
         ins: TVec<TValue>,
     ) -> TractResult<TVec<TValue>> {
-        let out = self.eval_node(ctx, st, node, ins)?;
+        let mut out = self.eval_node(ctx, st, node, ins)?;
+        self.round_outputs(node.id, &mut out)?;
         if node.inputs.is_empty() && self.needed.contains(&node.name) {
             if let Some(v) = out.first() {
                 self.values.insert(node.name.clone(), v.clone());

@@ -34,9 +34,16 @@ pub const TRACT_VERSION: &str = "0.23.9";
 /// Prefix of the names phantom gives ONNX nodes inside tract (tract expansions append `.suffix`).
 const PREFIX: &str = "phantom";
 
+/// Element type to round each named value to after it is computed (the emulated low-precision run).
+pub type Rounding = HashMap<String, crate::tensor::DType>;
+
 /// tract in f64.
 #[derive(Default)]
-pub struct ReferenceRunner;
+pub struct ReferenceRunner {
+    /// Emulate a target that stores values in lower precision: every value named here (graph inputs, constants,
+    /// node outputs) is rounded to its element type and computation goes on in f64 from the rounded value.
+    pub round: Option<Rounding>,
+}
 
 fn onnx_index(tract_name: &str) -> Option<usize> {
     let rest = tract_name.strip_prefix(PREFIX)?;
@@ -115,7 +122,7 @@ impl ReferenceRunner {
             g.node[n.source_index].name = format!("{PREFIX}{}", n.index);
         }
         if wide {
-            widen::widen(&mut proto, graph.path.parent())
+            widen::widen(&mut proto, graph.path.parent(), self.round.as_ref())
                 .map_err(|e| ref_err(graph, "widening to f64", e))?;
             rewrite::rewrite(proto.graph.as_mut().expect("checked above"));
         }
@@ -297,11 +304,17 @@ impl ReferenceRunner {
                     .find(|(n, _)| n == name)
                     .expect("checked in parse")
                     .1;
-                convert::to_tract_f64(t)
+                match self.round.as_ref().and_then(|r| r.get(name)) {
+                    Some(&d) if t.dtype().is_float() => {
+                        convert::to_tract_f64(&t.cast(d).expect("float casts"))
+                    }
+                    _ => convert::to_tract_f64(t),
+                }
             })
             .collect();
         let overrides = hook::Overrides::collect(graph, &proto);
         let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
+            .with_rounding(self.round.as_ref())
             .with_constants(plan.model());
         state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))

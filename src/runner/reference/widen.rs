@@ -13,6 +13,7 @@ use tract_onnx::pb::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 };
 
+use super::Rounding;
 use crate::error::Result;
 use crate::model::proto::{tensor_from_proto, tensor_to_proto};
 use crate::tensor::DType;
@@ -26,17 +27,32 @@ fn narrow_float(code: i32) -> bool {
 }
 
 /// Widens every float32/float16 tensor and type in `model` to float64. Returns how many tensors were widened.
-pub fn widen(model: &mut ModelProto, base: Option<&Path>) -> Result<usize> {
+/// With `round`, top-level initializers and constants are first rounded to the element type it names for them
+/// (the emulated low-precision run).
+pub fn widen(
+    model: &mut ModelProto,
+    base: Option<&Path>,
+    round: Option<&Rounding>,
+) -> Result<usize> {
     let mut n = 0;
     if let Some(g) = model.graph.as_mut() {
-        widen_graph(g, base, &mut n)?;
+        widen_graph(g, base, &mut n, round)?;
     }
     Ok(n)
 }
 
-fn widen_tensor(t: &mut TensorProto, base: Option<&Path>, n: &mut usize) -> Result<()> {
+fn widen_tensor(
+    t: &mut TensorProto,
+    base: Option<&Path>,
+    n: &mut usize,
+    round_as: Option<DType>,
+) -> Result<()> {
     if narrow_float(t.data_type) {
         let host = tensor_from_proto(t, base)?;
+        let host = match round_as {
+            Some(d) => host.cast(d).expect("floats cast"),
+            None => host,
+        };
         let wide = host.cast(DType::F64).expect("floats cast to f64");
         *t = tensor_to_proto(&t.name, &wide);
         *n += 1;
@@ -79,20 +95,29 @@ fn scalar_double(name: &str, values: &[f32], scalar: bool) -> AttributeProto {
     }
 }
 
-fn widen_node(node: &mut NodeProto, base: Option<&Path>, n: &mut usize) -> Result<()> {
+fn widen_node(
+    node: &mut NodeProto,
+    base: Option<&Path>,
+    n: &mut usize,
+    round: Option<&Rounding>,
+) -> Result<()> {
     let op = node.op_type.clone();
+    let round_as = match (round, node.output.first()) {
+        (Some(r), Some(o)) => r.get(o).copied(),
+        _ => None,
+    };
     for a in node.attribute.iter_mut() {
         if let Some(t) = a.t.as_mut() {
-            widen_tensor(t, base, n)?;
+            widen_tensor(t, base, n, round_as)?;
         }
         for t in a.tensors.iter_mut() {
-            widen_tensor(t, base, n)?;
+            widen_tensor(t, base, n, round_as)?;
         }
         if let Some(g) = a.g.as_mut() {
-            widen_graph(g, base, n)?;
+            widen_graph(g, base, n, None)?;
         }
         for g in a.graphs.iter_mut() {
-            widen_graph(g, base, n)?;
+            widen_graph(g, base, n, None)?;
         }
         let dtype_attr = matches!(
             (op.as_str(), a.name.as_str()),
@@ -110,11 +135,17 @@ fn widen_node(node: &mut NodeProto, base: Option<&Path>, n: &mut usize) -> Resul
         if dtype_attr && narrow_float(a.i as i32) {
             a.i = DOUBLE as i64;
         }
+        let r = |v: f32| match round_as {
+            Some(DType::F16) => half::f16::from_f32(v).to_f32(),
+            Some(DType::Bf16) => half::bf16::from_f32(v).to_f32(),
+            _ => v,
+        };
         if op == "Constant" && a.name == "value_float" {
-            *a = scalar_double("value", &[a.f], true);
+            *a = scalar_double("value", &[r(a.f)], true);
             *n += 1;
         } else if op == "Constant" && a.name == "value_floats" {
-            *a = scalar_double("value", &a.floats.clone(), false);
+            let v: Vec<f32> = a.floats.iter().map(|&v| r(v)).collect();
+            *a = scalar_double("value", &v, false);
             *n += 1;
         }
     }
@@ -130,7 +161,12 @@ const KEEP_F32: &[(&str, usize)] = &[
     ("Upsample", 1),
 ];
 
-fn widen_graph(g: &mut GraphProto, base: Option<&Path>, n: &mut usize) -> Result<()> {
+fn widen_graph(
+    g: &mut GraphProto,
+    base: Option<&Path>,
+    n: &mut usize,
+    round: Option<&Rounding>,
+) -> Result<()> {
     widen_types(g);
     let keep: HashSet<String> = g
         .node
@@ -143,11 +179,12 @@ fn widen_graph(g: &mut GraphProto, base: Option<&Path>, n: &mut usize) -> Result
         })
         .collect();
     for t in g.initializer.iter_mut().filter(|t| !keep.contains(&t.name)) {
-        widen_tensor(t, base, n)?;
+        let round_as = round.and_then(|r| r.get(&t.name).copied());
+        widen_tensor(t, base, n, round_as)?;
     }
     for s in g.sparse_initializer.iter_mut() {
         if let Some(v) = s.values.as_mut() {
-            widen_tensor(v, base, n)?;
+            widen_tensor(v, base, n, None)?;
         }
     }
     for node in g
@@ -155,7 +192,7 @@ fn widen_graph(g: &mut GraphProto, base: Option<&Path>, n: &mut usize) -> Result
         .iter_mut()
         .filter(|node| !node.output.iter().any(|o| keep.contains(o)))
     {
-        widen_node(node, base, n)?;
+        widen_node(node, base, n, round)?;
     }
     Ok(())
 }

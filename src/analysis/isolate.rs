@@ -1,0 +1,234 @@
+//! Introduced vs inherited error: every node of the target model evaluated on its own, fed with the *reference's*
+//! values (rounded to the element type the target stores them in), so the error a node makes is separated from the
+//! error it receives. All nodes go into one ONNX model of disconnected nodes — each input renamed to a graph input
+//! of its own — so ONNX Runtime builds one session and runs every node once: the cost is one extra target run.
+//! Nodes with control-flow bodies, and nodes whose inputs the reference could not compute, are left out (said per
+//! node). Nodes run alone cannot be fused with their neighbours, so a node whose full-graph error is far above its
+//! isolated error points at fusion.
+
+use std::collections::{HashMap, HashSet};
+
+use prost::Message;
+use tract_onnx::pb::{type_proto, ModelProto, TypeProto, ValueInfoProto};
+
+use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
+use crate::model::{import, Graph};
+use crate::precision::types::{infer, BFLOAT16, FLOAT, FLOAT16};
+use crate::runner::ort::{run_session, OrtRunner};
+use crate::runner::reference::Rounding;
+use crate::tensor::{DType, Tensor};
+
+/// Prefix of the graph inputs of the isolated model.
+const FEED: &str = "phantom_iso::";
+
+/// The value of the original model a target-model name stands for (`x_phantom_fp16_3` → `x`).
+pub fn base_name(name: &str) -> &str {
+    match name.find("_phantom_") {
+        Some(i) => {
+            let tail = &name[i + 9..];
+            if ["fp16", "bf16", "fp32"].iter().any(|s| tail.starts_with(s)) {
+                &name[..i]
+            } else {
+                name
+            }
+        }
+        None => name,
+    }
+}
+
+fn float_dtype(code: i32) -> Option<DType> {
+    match code {
+        FLOAT => Some(DType::F32),
+        FLOAT16 => Some(DType::F16),
+        BFLOAT16 => Some(DType::Bf16),
+        _ => None,
+    }
+}
+
+fn known_dtype(code: i32) -> Option<DType> {
+    let d = DType::from_onnx(code);
+    (!matches!(d, DType::Other | DType::String)).then_some(d)
+}
+
+fn decode(g: &Graph) -> Result<ModelProto> {
+    ModelProto::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
+        path: g.path.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// The element type the target stores each float value of the original model in: its type in the target model,
+/// or the type of the `_phantom_` copy the target's nodes read (inputs cast on entry, outputs cast on exit).
+pub fn rounding(original: &Graph, target: &Graph) -> Result<Rounding> {
+    let proto = decode(target)?;
+    let g = proto.graph.unwrap_or_default();
+    let types = infer(&g, &HashMap::new());
+    let mut map = Rounding::new();
+    let names: HashSet<&str> = original
+        .computed_values()
+        .into_iter()
+        .chain(original.inputs.iter().map(|i| i.name.as_str()))
+        .chain(original.initializers.keys().map(String::as_str))
+        .collect();
+    for (name, &code) in &types {
+        let Some(d) = float_dtype(code) else { continue };
+        let base = base_name(name);
+        if !names.contains(base) {
+            continue;
+        }
+        // A low-precision copy wins over the float32 original (what the target's nodes actually read).
+        let lower = map
+            .get(base)
+            .is_none_or(|cur: &DType| d.size() < cur.size());
+        if lower {
+            map.insert(base.to_string(), d);
+        }
+    }
+    Ok(map)
+}
+
+/// The isolated model and how to feed it.
+pub struct Isolated {
+    pub graph: Graph,
+    /// (graph input, original value it carries, element type the node reads).
+    feeds: Vec<(String, String, DType)>,
+    /// Nodes left out, with the reason.
+    pub excluded: HashMap<String, String>,
+}
+
+/// Builds the isolated model of `target`'s nodes that correspond to nodes of `original` (same name), for the values
+/// the reference computed (`available`).
+pub fn build(original: &Graph, target: &Graph, available: &HashSet<String>) -> Result<Isolated> {
+    let mut proto = decode(target)?;
+    let g = proto.graph.as_mut().expect("decoded models have a graph");
+    let types = infer(g, &HashMap::new());
+    let inits: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
+    let wanted: HashSet<&str> = original.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut excluded = HashMap::new();
+    let mut feeds: Vec<(String, String, DType)> = vec![];
+    let mut feed_of: HashMap<String, String> = HashMap::new();
+    let mut nodes = vec![];
+    for mut n in std::mem::take(&mut g.node) {
+        if n.name.is_empty() || !wanted.contains(n.name.as_str()) {
+            continue;
+        }
+        if n.attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+        {
+            excluded.insert(n.name.clone(), "has a control-flow body".into());
+            continue;
+        }
+        let mut ok = true;
+        for i in n
+            .input
+            .iter()
+            .filter(|i| !i.is_empty() && !inits.contains(*i))
+        {
+            let base = base_name(i);
+            let dtype = types.get(i).and_then(|&c| known_dtype(c));
+            if !available.contains(base) || dtype.is_none() {
+                excluded.insert(
+                    n.name.clone(),
+                    format!("the reference has no value for its input `{base}`"),
+                );
+                ok = false;
+                break;
+            }
+        }
+        if !ok {
+            continue;
+        }
+        for i in n
+            .input
+            .iter_mut()
+            .filter(|i| !i.is_empty() && !inits.contains(*i))
+        {
+            let feed = feed_of.entry(i.clone()).or_insert_with(|| {
+                let f = format!("{FEED}{i}");
+                let d = types
+                    .get(i)
+                    .and_then(|&c| known_dtype(c))
+                    .expect("checked above");
+                feeds.push((f.clone(), base_name(i).to_string(), d));
+                f
+            });
+            *i = feed.clone();
+        }
+        nodes.push(n);
+    }
+    let vi = |name: &str, code: i32| ValueInfoProto {
+        name: name.to_string(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: code,
+                shape: None,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    g.output = nodes
+        .iter()
+        .flat_map(|n| n.output.iter())
+        .filter(|o| !o.is_empty())
+        .map(|o| ValueInfoProto {
+            name: o.clone(),
+            ..Default::default()
+        })
+        .collect();
+    g.input = feeds.iter().map(|(f, _, d)| vi(f, d.onnx_code())).collect();
+    g.value_info.clear();
+    g.node = nodes;
+    let path = target.path.with_extension("isolated.onnx");
+    let graph = import::from_bytes(&path, proto.encode_to_vec())?;
+    Ok(Isolated {
+        graph,
+        feeds,
+        excluded,
+    })
+}
+
+/// Runs every isolated node once on ONNX Runtime; returns the outputs by the original value names.
+pub fn run(
+    iso: &Isolated,
+    ort: &OrtRunner,
+    reference: &HashMap<String, Tensor>,
+    round: &Rounding,
+) -> Result<HashMap<String, Tensor>> {
+    let mut inputs = Inputs::default();
+    for (feed, base, read) in &iso.feeds {
+        let r = &reference[base];
+        let stored = match round.get(base) {
+            Some(&d) if r.dtype().is_float() => r.cast(d).expect("float casts"),
+            _ => r.clone(),
+        };
+        let t = if stored.dtype() == *read {
+            stored
+        } else {
+            stored.cast(*read).ok_or_else(|| Error::Target {
+                reason: format!("isolating nodes: cannot feed `{base}` as {read}"),
+            })?
+        };
+        inputs.tensors.push((feed.clone(), t));
+    }
+    let mut session = ort.session_for(&iso.graph)?;
+    let mut out = HashMap::new();
+    for (name, v) in run_session(&mut session, &inputs, &iso.graph)? {
+        if let Ok(t) = v {
+            out.insert(base_name(&name).to_string(), t);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base_names() {
+        assert_eq!(super::base_name("x_phantom_fp16"), "x");
+        assert_eq!(super::base_name("a/b_phantom_fp32_12"), "a/b");
+        assert_eq!(super::base_name("my_phantom_thing"), "my_phantom_thing");
+    }
+}

@@ -1,0 +1,56 @@
+//! Plain-text rendering of the culprits and their causes (terminal and Markdown share it).
+
+use std::fmt::Write as _;
+
+use super::model::{Culprit, Report};
+use super::terminal::num;
+
+fn basis(c: &Culprit) -> String {
+    match c.basis.as_str() {
+        "introduced" => format!(
+            "makes max |t − r| {} on its own (fed with reference inputs){}",
+            num(c.max_abs),
+            c.noise_ratio
+                .map(|r| format!(", {}× the error of correct rounding", num(r)))
+                .unwrap_or_default()
+        ),
+        "ideal" => format!(
+            "fails even computed exactly with values stored in the target's precision (max |ideal − f64| {})",
+            num(c.max_abs)
+        ),
+        _ => format!("fails in the graph on clean inputs (max |t − r| {})", num(c.max_abs)),
+    }
+}
+
+/// The culprits, one block each: node, basis, causes with confidence and fix, what it spoils.
+pub fn render(r: &Report) -> String {
+    let mut s = String::new();
+    for (k, c) in r.verdict.culprits.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "culprit {}: node #{} {} `{}` → `{}`: {}",
+            k + 1,
+            c.node_index,
+            c.op_type,
+            c.node,
+            c.value,
+            basis(c)
+        );
+        for cause in &c.causes {
+            let _ = writeln!(
+                s,
+                "  cause ({}, {}): {}\n    fix: {}",
+                cause.kind, cause.confidence, cause.summary, cause.fix
+            );
+        }
+        if !c.spoils.is_empty() {
+            let _ = writeln!(
+                s,
+                "  spoils {} via {}",
+                c.spoils.join(", "),
+                c.path.join(" → ")
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,123 @@
+"""Small float32 models built to fail in float16 in known ways (tests/it/precision.rs names the culprit and cause
+phantom must find in each). Regenerate: python3 tests/data/fp16/make_cases.py"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(0)
+
+
+def save(name, nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, name, inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="phantom-fp16-cases")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(HERE, name + ".onnx"))
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def decomposed_layernorm(x, eps, prefix):
+    """LayerNorm over the last axis, as exporters write it (opset < 17)."""
+    return [
+        helper.make_node("ReduceMean", [x], [prefix + "mean"], axes=[-1], name=prefix + "mean"),
+        helper.make_node("Sub", [x, prefix + "mean"], [prefix + "d"], name=prefix + "sub"),
+        helper.make_node("Pow", [prefix + "d", "two"], [prefix + "sq"], name=prefix + "pow"),
+        helper.make_node("ReduceMean", [prefix + "sq"], [prefix + "var"], axes=[-1], name=prefix + "var"),
+        helper.make_node("Add", [prefix + "var", eps], [prefix + "ve"], name=prefix + "add_eps"),
+        helper.make_node("Sqrt", [prefix + "ve"], [prefix + "std"], name=prefix + "sqrt"),
+        helper.make_node("Div", [prefix + "d", prefix + "std"], [prefix + "y"], name=prefix + "div"),
+    ]
+
+
+# 1. LayerNorm whose variance overflows: inputs scaled to ~±1000 square to ~1e6 > 65504 in Pow.
+save(
+    "ln_variance_overflow",
+    [helper.make_node("Mul", ["x", "gain"], ["xs"], name="scale_up")]
+    + decomposed_layernorm("xs", "eps", "ln/")
+    + [helper.make_node("Mul", ["ln/y", "gamma"], ["y"], name="ln/gamma")],
+    [vi("x", [1, 8, 64])],
+    [vi("y", [1, 8, 64])],
+    {"gain": np.array(400.0, np.float32), "two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32),
+     "gamma": np.ones(64, np.float32)},
+)
+
+# 2. BatchNormalization whose running variance (1e5) is beyond fp16's 65504; a large gamma keeps the output big.
+c = 8
+var = np.abs(f32(c)) + 0.5
+var[3] = 1e5
+gamma = np.ones(c, np.float32)
+gamma[3] = 300.0
+save(
+    "bn_var_overflow",
+    [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["y"], name="bn"),
+    ],
+    [vi("x", [1, 3, 8, 8])],
+    [vi("y", [1, c, 8, 8])],
+    {"w": (f32(c, 3, 3, 3) * 0.3), "gamma": gamma, "beta": np.zeros(c, np.float32),
+     "mean": np.zeros(c, np.float32), "var": var},
+)
+
+# 3. A long MatMul reduction: 16384 positive terms of ~0.8·8 sum to ~1e5 > 65504.
+k = 16384
+save(
+    "long_matmul",
+    [
+        helper.make_node("Abs", ["x"], ["ax"], name="abs"),
+        helper.make_node("MatMul", ["ax", "w"], ["y"], name="long_matmul"),
+    ],
+    [vi("x", [1, k])],
+    [vi("y", [1, 4])],
+    {"w": np.full((k, 4), 8.0, np.float32)},
+)
+
+# 4. An epsilon too small for fp16 (1e-12 stores as 0): rows that are constant have variance 0, so 0/0 = NaN.
+mask = np.ones((1, 4, 16), np.float32)
+mask[0, 1, :] = 0.0
+save(
+    "small_epsilon",
+    [helper.make_node("Mul", ["x", "mask"], ["xm"], name="mask_rows")]
+    + decomposed_layernorm("xm", "eps", "ln/")
+    + [helper.make_node("Identity", ["ln/y"], ["y"], name="out")],
+    [vi("x", [1, 4, 16])],
+    [vi("y", [1, 4, 16])],
+    {"mask": mask, "two": np.array(2.0, np.float32), "eps": np.array(1e-12, np.float32)},
+)
+
+# 5. Softmax over large logits (~2e4 ± 3): fp16 stores them 16 apart, so exp of the differences is far off.
+save(
+    "softmax_large_logits",
+    [
+        helper.make_node("MatMul", ["x", "w"], ["mm"], name="scores"),
+        helper.make_node("Add", ["mm", "offset"], ["logits"], name="logits"),
+        helper.make_node("Softmax", ["logits"], ["y"], axis=-1, name="softmax"),
+    ],
+    [vi("x", [1, 64])],
+    [vi("y", [1, 32])],
+    {"w": (f32(64, 32) * 0.3), "offset": np.array(20000.0, np.float32)},
+)
+
+# 6. A node that makes NaN: (x − (x + 1e-4)) / (x − (x + 1e-4)); fp16 loses the 1e-4, so the division is 0/0.
+save(
+    "nan_division",
+    [
+        helper.make_node("Add", ["x", "delta"], ["xd"], name="add_delta"),
+        helper.make_node("Sub", ["x", "xd"], ["diff"], name="diff"),
+        helper.make_node("Div", ["diff", "diff"], ["y"], name="ratio"),
+    ],
+    [vi("x", [1, 64])],
+    [vi("y", [1, 64])],
+    {"delta": np.array(1e-4, np.float32)},
+)
+print("wrote 6 models to", HERE)
