@@ -119,6 +119,7 @@ fn cause(kind: &str, summary: String, ev: &[(&str, f64)], confidence: &str, fix:
         summary,
         evidence: ev
             .iter()
+            .filter(|(_, v)| v.is_finite())
             .map(|(k, v)| (k.to_string(), *v))
             .collect::<BTreeMap<_, _>>(),
         confidence: confidence.into(),
@@ -267,7 +268,14 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
     let op = node.op_type.as_str();
     let d = ev.dtype(&c.value);
     let l = limits(d);
-    let keep = format!("keep `{}` in fp32 (--keep-fp32 '{}')", node.name, node.name);
+    let keep = if d.size() < 4 {
+        format!("keep `{}` in fp32 (--keep-fp32 '{}')", node.name, node.name)
+    } else {
+        format!(
+            "check `{}`'s kernel on this execution provider (and compare with --ort-opt-level disable)",
+            node.name
+        )
+    };
     let mut out: Vec<Cause> = vec![];
     let report = ev.report(i);
     let vr = report.and_then(|r| r.values.iter().find(|v| v.name == c.value));
@@ -720,16 +728,23 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
     }
 
     if out.is_empty() {
-        let ratio = c.noise_ratio.map(num).unwrap_or_else(|| "∞".into());
+        let summary = match (c.basis.as_str(), c.noise_ratio) {
+            ("cumulative", None) => "fails in the graph on clean inputs; the evidence phantom has (no per-node run) names \
+                 no specific cause: rerun with --attribution on to measure the node alone"
+                .to_string(),
+            (_, Some(r)) => format!(
+                "the node's own {} computation is {}× the error of correctly rounding its f64 output",
+                l.name,
+                num(r)
+            ),
+            _ => format!("the node's own {} computation is out of tolerance", l.name),
+        };
         out.push(cause(
             "precision",
-            format!(
-                "the node's own {} computation is {ratio}× the error of correctly rounding its f64 output",
-                l.name
-            ),
-            &[("noise_ratio", c.noise_ratio.unwrap_or(f64::INFINITY))],
+            summary,
+            &[("noise_ratio", c.noise_ratio.unwrap_or(f64::NAN))],
             "low",
-            format!("{keep}"),
+            keep.to_string(),
         ));
     }
     let rank = |c: &Cause| match c.confidence.as_str() {

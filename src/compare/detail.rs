@@ -44,8 +44,8 @@ pub struct Element {
     pub index: Vec<usize>,
     pub reference: f64,
     pub target: f64,
-    /// |t − r| ÷ allowed error (infinite for a NaN/Inf mismatch, written as null).
-    pub tolerance_used: f64,
+    /// |t − r| ÷ allowed error; null for a NaN/Inf mismatch.
+    pub tolerance_used: Option<f64>,
 }
 
 /// Downsampled |t − r| of a value viewed as `[channels, H, W]`.
@@ -295,7 +295,7 @@ pub fn detail(
                 index: unravel(at, &shape),
                 reference: reference[at],
                 target: t[at].to_f64(),
-                tolerance_used: u,
+                tolerance_used: u.is_finite().then_some(u),
             })
             .collect::<Vec<_>>();
         let heatmap = (with_heatmap && !t.is_empty() && part.top.first().is_some_and(|x| x.0 > 0.0))

@@ -25,15 +25,33 @@ pub struct LowTarget {
     pub kept_for_ort: Vec<String>,
 }
 
-/// The op type in ORT's "Could not find an implementation for Op(13) node with name '...'" message.
+/// The op type in ORT's "Could not find an implementation for Op(13) node with name '...'" or "Type Error: Type
+/// 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in node (c) is invalid" message.
 fn missing_kernel(msg: &str) -> Option<String> {
-    let at = msg.find("Could not find an implementation for ")? + 37;
+    let at = msg
+        .find("Could not find an implementation for ")
+        .map(|i| i + 37)
+        .or_else(|| msg.find("of operator (").map(|i| i + 13))?;
     let op: String = msg[at..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect();
     (!op.is_empty()).then_some(op)
 }
+
+/// Ops ORT may expand into their ONNX function bodies when it has no kernel for the type; an error naming an op
+/// of the body (often with an empty node name) is fixed by keeping these whole.
+const FUNCTION_OPS: &[&str] = &[
+    "Softmax",
+    "LogSoftmax",
+    "LayerNormalization",
+    "GroupNormalization",
+    "Gelu",
+    "MeanVarianceNormalization",
+    "HardSwish",
+    "Mish",
+    "Celu",
+];
 
 /// Converts `graph` as `opts` says and makes sure `ort` loads it.
 pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result<LowTarget> {
@@ -66,10 +84,24 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
             }
             Err(e) => {
                 let msg = e.to_string();
+                let in_model = |op: &str| graph.nodes.iter().any(|n| n.op_type == op);
+                let expanded: Vec<String> = FUNCTION_OPS
+                    .iter()
+                    .filter(|op| in_model(op) && !opts.keep_ops.contains(**op))
+                    .map(|s| s.to_string())
+                    .collect();
                 match missing_kernel(&msg) {
-                    Some(op) if kept_for_ort.len() < MAX_RETRIES && seen.insert(op.clone()) => {
+                    Some(op)
+                        if kept_for_ort.len() < MAX_RETRIES && in_model(&op) && seen.insert(op.clone()) =>
+                    {
                         opts.keep_ops.insert(op.clone());
                         kept_for_ort.push(op);
+                    }
+                    Some(_) if kept_for_ort.len() < MAX_RETRIES && !expanded.is_empty() => {
+                        for op in expanded {
+                            opts.keep_ops.insert(op.clone());
+                            kept_for_ort.push(op);
+                        }
                     }
                     _ => {
                         return Err(Error::Target {

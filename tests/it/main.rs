@@ -7,6 +7,7 @@ mod errors;
 mod golden;
 mod inputs;
 mod oracle;
+mod precision;
 mod replay;
 mod schema;
 mod snapshots;

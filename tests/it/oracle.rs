@@ -64,7 +64,7 @@ fn run_case(dir: &Path) -> Result<(bool, bool, Option<RefPrecision>), String> {
             phantom::model::npy::read_npy(&path).unwrap(),
         ));
     }
-    let out = ReferenceRunner
+    let out = ReferenceRunner::default()
         .run(&graph, &inputs)
         .map_err(|e| e.to_string())?;
     let worst = out.precision.values().max_by_key(|p| match p {

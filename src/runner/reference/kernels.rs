@@ -170,18 +170,6 @@ pub const F32_INSIDE: &[(&str, &str)] = &[
     ("MelWeightMatrix", "tract computes MelWeightMatrix in f32"),
 ];
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sigmoid_is_stable_at_extremes() {
-        assert_eq!(sigmoid(-800.0), 0.0);
-        assert_eq!(sigmoid(800.0), 1.0);
-        assert!((sigmoid(0.3) - 0.574_442_516_811_659_9).abs() < 1e-15);
-    }
-}
-
 /// Rounds an f64 value to `d` (float16, bfloat16 or float32) and back, as a target storing it in `d` would.
 #[inline]
 pub fn round_one(x: f64, d: crate::tensor::DType) -> f64 {
@@ -191,5 +179,17 @@ pub fn round_one(x: f64, d: crate::tensor::DType) -> f64 {
         DType::Bf16 => half::bf16::from_f64(x).to_f64(),
         DType::F32 => x as f32 as f64,
         _ => x,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigmoid_is_stable_at_extremes() {
+        assert_eq!(sigmoid(-800.0), 0.0);
+        assert_eq!(sigmoid(800.0), 1.0);
+        assert!((sigmoid(0.3) - 0.574_442_516_811_659_9).abs() < 1e-15);
     }
 }

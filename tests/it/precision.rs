@@ -1,0 +1,234 @@
+//! `--precision fp16|bf16`: phantom's conversion, introduced error, expected noise, culprits and causes, on
+//! models built to fail in float16 in known ways (tests/data/fp16/make_cases.py) and on the demo models.
+
+use prost::Message;
+use tract_onnx::pb;
+
+use crate::common::{ensure_runtime, model, phantom, read_json, root};
+
+fn case(name: &str) -> String {
+    root()
+        .join("tests/data/fp16")
+        .join(format!("{name}.onnx"))
+        .display()
+        .to_string()
+}
+
+/// Runs `phantom onnx CASE --precision fp16` and returns the JSON report.
+fn fp16_report(name: &str, extra: &[&str]) -> serde_json::Value {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = case(name);
+    let mut args = vec![
+        "onnx",
+        m.as_str(),
+        "--precision",
+        "fp16",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, out, err) = phantom(&args);
+    assert_eq!(code, 1, "{name}: expected drift\n{out}\n{err}");
+    read_json(&json)
+}
+
+fn assert_culprit(name: &str, extra: &[&str], node: &str, kind: &str) -> serde_json::Value {
+    let r = fp16_report(name, extra);
+    let c = &r["verdict"]["culprits"][0];
+    assert_eq!(c["node"], node, "{name}: culprit\n{:#}", r["verdict"]);
+    let kinds: Vec<&str> = c["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&kind),
+        "{name}: causes {kinds:?} lack {kind}\n{:#}",
+        r["verdict"]
+    );
+    r
+}
+
+fn cause<'a>(r: &'a serde_json::Value, kind: &str) -> &'a serde_json::Value {
+    r["verdict"]["culprits"][0]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == kind)
+        .unwrap()
+}
+
+#[test]
+fn layernorm_variance_overflow_is_blamed_on_the_square() {
+    let r = assert_culprit("ln_variance_overflow", &[], "ln/pow", "overflow");
+    let c = cause(&r, "overflow");
+    assert!(c["evidence"]["reference_max_abs"].as_f64().unwrap() > 65504.0);
+    assert!(c["summary"].as_str().unwrap().contains("variance"), "{c}");
+    assert_eq!(c["confidence"], "high");
+}
+
+#[test]
+fn batchnorm_running_variance_beyond_fp16_is_named() {
+    let r = assert_culprit("bn_var_overflow", &[], "bn", "initializer_range");
+    let c = cause(&r, "initializer_range");
+    assert_eq!(c["evidence"]["extreme"], 1e5);
+    let issues = &r["conversion"]["range_issues"][0];
+    assert_eq!(issues["tensor"], "var");
+    assert_eq!(issues["kind"], "overflow");
+}
+
+#[test]
+fn long_matmul_reduction_overflows() {
+    let r = assert_culprit(
+        "long_matmul",
+        &["--val-range", "1,2"],
+        "long_matmul",
+        "overflow",
+    );
+    assert_eq!(
+        cause(&r, "overflow")["evidence"]["reduction_length"],
+        16384.0
+    );
+}
+
+#[test]
+fn epsilon_too_small_for_fp16_makes_nan() {
+    let r = assert_culprit("small_epsilon", &[], "ln/div", "epsilon");
+    let c = cause(&r, "epsilon");
+    assert_eq!(c["evidence"]["stored"], 0.0, "{c}");
+    assert!(c["summary"].as_str().unwrap().contains("ln/add_eps"));
+    let kinds: Vec<&str> = r["verdict"]["culprits"][0]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"nan_inf"), "{kinds:?}");
+}
+
+#[test]
+fn softmax_over_large_logits() {
+    let r = assert_culprit("softmax_large_logits", &[], "softmax", "softmax_range");
+    let c = &r["verdict"]["culprits"][0];
+    assert_eq!(c["basis"], "introduced");
+    assert!(c["noise_ratio"].as_f64().unwrap() > 100.0, "{c}");
+    assert_eq!(cause(&r, "softmax_range")["evidence"]["spacing"], 16.0);
+}
+
+#[test]
+fn first_node_making_nan_is_named_with_the_cancellation_behind_it() {
+    let r = assert_culprit("nan_division", &["--val-range", "1,2"], "ratio", "nan_inf");
+    assert!(cause(&r, "cancellation")["summary"]
+        .as_str()
+        .unwrap()
+        .contains("`diff`"));
+}
+
+#[test]
+fn keeping_the_culprits_in_fp32_fixes_the_model() {
+    ensure_runtime();
+    let m = case("small_epsilon");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        &m,
+        "--precision",
+        "fp16",
+        "--keep-fp32",
+        "ln/add_eps,ln/sqrt,ln/div",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = phantom(&["onnx", &m, "--precision", "fp16", "--keep-fp32", "nope"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--keep-fp32 nope"), "{err}");
+}
+
+#[test]
+fn conversion_keeps_io_types_and_reports_introduced_error_per_node() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("convnet.fp16.onnx");
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--precision",
+        "fp16",
+        "--save-target-model",
+        saved.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let m = pb::ModelProto::decode(std::fs::read(&saved).unwrap().as_slice()).unwrap();
+    let g = m.graph.unwrap();
+    let elem = |vi: &pb::ValueInfoProto| {
+        let pb::type_proto::Value::TensorType(t) =
+            vi.r#type.as_ref().unwrap().value.as_ref().unwrap();
+        t.elem_type
+    };
+    assert!(g.input.iter().all(|i| elem(i) == 1), "inputs stay float32");
+    assert!(
+        g.output.iter().all(|o| elem(o) == 1),
+        "outputs stay float32"
+    );
+    assert!(
+        g.initializer.iter().all(|t| t.data_type == 10),
+        "weights in fp16"
+    );
+    assert!(g.node.iter().any(|n| n.op_type == "Cast"));
+
+    let r = read_json(&json);
+    assert_eq!(r["conversion"]["precision"], "f16");
+    assert!(r["target"]["details"]["model"]
+        .as_str()
+        .unwrap()
+        .ends_with("convnet.fp16.onnx"));
+    let mut measured = 0;
+    for n in r["nodes"].as_array().unwrap() {
+        for v in n["values"].as_array().unwrap() {
+            let intro = &v["introduced"];
+            let noise = &v["noise"];
+            assert!(
+                noise["max_abs"].as_f64().is_some(),
+                "noise on {}",
+                v["name"]
+            );
+            if intro.is_null() {
+                continue;
+            }
+            measured += 1;
+            let own = intro["metrics"]["max_abs"].as_f64().unwrap();
+            let expected = intro["expected"].as_f64().unwrap();
+            // A node on its own makes an error of the order of fp16 rounding, never more than a few percent.
+            assert!(own < 0.05 && expected > 0.0, "{}: {intro}", v["name"]);
+            assert!(own >= expected * 0.5, "{}: {intro}", v["name"]);
+        }
+    }
+    assert_eq!(measured, 13, "every node measured alone");
+}
+
+#[test]
+fn bf16_keeps_ops_onnx_runtime_cannot_run_in_bf16() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        model("encoder.onnx").to_str().unwrap(),
+        "--precision",
+        "bf16",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["conversion"]["precision"], "bf16");
+    assert!(!r["conversion"]["kept_for_ort"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
