@@ -124,7 +124,13 @@ fn cause(kind: &str, summary: String, ev: &[(&str, f64)], confidence: &str, fix:
             .collect::<BTreeMap<_, _>>(),
         confidence: confidence.into(),
         fix,
+        nodes: vec![],
     }
+}
+
+fn involving(mut c: Cause, node: &str) -> Cause {
+    c.nodes.push(node.to_string());
+    c
 }
 
 fn num(x: f64) -> String {
@@ -243,7 +249,7 @@ fn cancellation(ev: &Evidence, value: &str, l: Limits) -> Option<Cause> {
                 .max(l.tiny)
     };
     (f * l.u > 1e-2).then(|| {
-        cause(
+        let c = cause(
             "cancellation",
             format!(
                 "`{}` cancels: its operands are up to {}× larger than its result, so {}'s rounding of them (u = {}) becomes up to {} relative{}",
@@ -257,7 +263,8 @@ fn cancellation(ev: &Evidence, value: &str, l: Limits) -> Option<Cause> {
             &[("cancellation_factor", f), ("unit_roundoff", l.u)],
             "medium",
             format!("compute `{}` and what reads it in fp32 (--keep-fp32), or reformulate the difference", node.name),
-        )
+        );
+        involving(c, &node.name)
     })
 }
 
@@ -495,7 +502,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                     .unwrap_or(f64::INFINITY);
                 let stored = round_one(eps, ev.dtype(inp));
                 if eps > 0.0 && (stored == 0.0 || eps < l.min_normal) {
-                    out.push(cause(
+                    out.push(involving(cause(
                         "epsilon",
                         format!(
                             "`{}` adds epsilon {} which {} stores as {}; the value it guards goes down to {} in f64",
@@ -504,7 +511,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                         &[("epsilon", eps), ("stored", stored), ("guarded_min", var_min), ("min_normal", l.min_normal)],
                         "high",
                         format!("raise the epsilon of `{}` to ≥ {}, or keep the normalization in fp32", nd.name, num(l.min_normal)),
-                    ));
+                    ), &nd.name));
                 }
             }
         }

@@ -18,6 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Compare every intermediate value of MODEL between the f64 reference and a target runtime.
     Onnx(Box<OnnxArgs>),
+    /// Find nodes to keep in fp32 so an fp16/bf16 model meets the tolerance; write the mixed-precision model.
+    Precision(Box<PrecisionArgs>),
     /// Run one side only (the f64 reference or ONNX Runtime) and summarize its outputs.
     Run(Box<RunArgs>),
     /// Run the target (and the reference) several times and report every value that changes between runs.
@@ -154,6 +156,43 @@ pub struct OnnxArgs {
     /// Print only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PrecisionArgs {
+    /// The float32 ONNX model.
+    pub model: PathBuf,
+    /// Execution provider to meet the tolerance on.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub ep: Ep,
+    /// The reduced precision to convert to.
+    #[arg(long, value_enum, default_value = "fp16")]
+    pub precision: PrecisionArg,
+    /// Write the mixed-precision model here.
+    #[arg(long, short, value_name = "OUT.onnx")]
+    pub out: PathBuf,
+    /// Start from these nodes kept in fp32.
+    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
+    pub keep_fp32: Vec<String>,
+    /// Rounds of compare → keep culprits in fp32 → compare again.
+    #[arg(long, default_value_t = 12)]
+    pub max_rounds: usize,
+    /// ONNX Runtime graph optimization level.
+    #[arg(long, value_enum, default_value = "all")]
+    pub ort_opt_level: OptLevel,
+    /// Absolute tolerance (default: the precision's).
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance (default: the precision's).
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
 }
 
 /// How inputs are made.

@@ -6,6 +6,7 @@ mod determinism;
 mod golden;
 mod info;
 mod onnx;
+mod precision;
 mod replay;
 mod run;
 mod runtimes;
@@ -34,6 +35,7 @@ pub fn run() -> ExitCode {
     };
     let result = match cli.command {
         args::Command::Onnx(a) => onnx::run(*a),
+        args::Command::Precision(a) => precision::run(*a),
         args::Command::Run(a) => run::run(*a),
         args::Command::Determinism(a) => determinism::run(*a),
         args::Command::Record(a) => golden::record(*a),

@@ -29,11 +29,67 @@ fn worst_rel(n: &super::model::NodeReport) -> Option<f64> {
         .reduce(f64::max)
 }
 
+fn introduced_used(n: &super::model::NodeReport) -> Option<f64> {
+    n.values
+        .iter()
+        .filter_map(|v| v.introduced.as_ref())
+        .map(|i| i.metrics.tolerance_used)
+        .reduce(f64::max)
+}
+
+/// The culprits and their causes, each node clickable to its detail.
+fn culprits(r: &Report) -> String {
+    let mut s = String::new();
+    for c in &r.verdict.culprits {
+        let _ = write!(
+            s,
+            "<div class=\"culprit\"><b>culprit</b> <a href=\"#\" data-i=\"{}\">#{} {} <code>{}</code></a> ({} basis, max |t − r| {}{})<ul>",
+            c.node_index,
+            c.node_index,
+            c.op_type,
+            html_escape(&c.node),
+            c.basis,
+            num(c.max_abs),
+            c.noise_ratio
+                .map(|x| format!(", {}× correct rounding", num(x)))
+                .unwrap_or_default()
+        );
+        for k in &c.causes {
+            let _ = write!(
+                s,
+                "<li><span class=\"cause {}\">{}</span> {} <i>({} confidence)</i><br>fix: {}</li>",
+                k.confidence,
+                k.kind,
+                html_escape(&k.summary),
+                k.confidence,
+                html_escape(&k.fix)
+            );
+        }
+        if !c.spoils.is_empty() {
+            let _ = write!(
+                s,
+                "<li>spoils <code>{}</code> via {}</li>",
+                html_escape(&c.spoils.join(", ")),
+                html_escape(&c.path.join(" → "))
+            );
+        }
+        s.push_str("</ul></div>");
+    }
+    s
+}
+
+/// The largest share of its tolerance any output of `n` uses; a NaN/Inf mismatch counts as infinite.
 fn tolerance_used(n: &super::model::NodeReport) -> Option<f64> {
     n.values
         .iter()
         .filter_map(|v| v.metrics.as_ref())
-        .map(|m| m.tolerance_used)
+        .map(|m| {
+            if m.nonfinite_mismatch > 0 {
+                f64::INFINITY
+            } else {
+                m.tolerance_used
+            }
+        })
         .reduce(f64::max)
 }
 
@@ -91,6 +147,20 @@ fn chart(r: &Report) -> String {
         "<polyline fill=\"none\" stroke=\"#90a4ae\" points=\"{}\"/>",
         pts.join(" ")
     );
+    // Introduced error (the node alone, fed with reference inputs), where it was measured.
+    let intro: Vec<String> = r
+        .nodes
+        .iter()
+        .filter(|nd| drawn(nd))
+        .filter_map(|nd| introduced_used(nd).map(|v| format!("{:.1},{:.1}", x(nd.index), y(v))))
+        .collect();
+    if !intro.is_empty() {
+        let _ = write!(
+            s,
+            "<polyline id=\"introduced\" fill=\"none\" stroke=\"#ef6c00\" stroke-dasharray=\"3 3\" points=\"{}\"/>",
+            intro.join(" ")
+        );
+    }
     for nd in r.nodes.iter().filter(|nd| drawn(nd)) {
         let used = tolerance_used(nd).unwrap_or(1e-6);
         let (fill, stroke) = paint(nd);
@@ -230,6 +300,7 @@ pub fn render(r: &Report) -> String {
     data["ops"] = json!(ops);
     data["chart"] = json!(chart(r));
     data["graph"] = json!(graph_view(r));
+    data["culprits"] = json!(culprits(r));
     data["nodes_json"] = json!(nodes_json);
     data["command_line"] = json!(r
         .command

@@ -32,6 +32,21 @@ pub fn render(r: &Report) -> String {
             f.node_index, f.node, f.op_type, f.value
         );
     }
+    for c in &r.verdict.culprits {
+        let _ = writeln!(
+            s,
+            "**Culprit**: node #{} `{}` ({}, {} basis)\n",
+            c.node_index, c.node, c.op_type, c.basis
+        );
+        for k in &c.causes {
+            let _ = writeln!(
+                s,
+                "- **{}** ({}): {} — *fix*: {}",
+                k.kind, k.confidence, k.summary, k.fix
+            );
+        }
+        s.push('\n');
+    }
     let failing: Vec<_> = r
         .verdict
         .worst

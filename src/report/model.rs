@@ -165,6 +165,9 @@ pub struct Cause {
     pub confidence: String,
     /// What to try.
     pub fix: String,
+    /// Other nodes the cause involves (the `Add` holding a too-small epsilon, the `Sub` that cancels).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]

@@ -232,3 +232,56 @@ fn bf16_keeps_ops_onnx_runtime_cannot_run_in_bf16() {
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn precision_advisor_writes_a_mixed_model_that_meets_the_tolerance() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["small_epsilon", "ln_variance_overflow"] {
+        let out = dir.path().join(format!("{name}.mixed.onnx"));
+        let m = case(name);
+        let (code, stdout, err) = phantom(&[
+            "precision",
+            &m,
+            "--precision",
+            "fp16",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{name}: {stdout}{err}");
+        assert!(stdout.contains("meets the tolerance"), "{stdout}");
+        let kept = stdout
+            .lines()
+            .find(|l| l.contains("kept in fp32:") && !l.starts_with("  "))
+            .unwrap()
+            .to_string();
+        // The mixed model loads in ONNX Runtime and, run as the target, meets fp16 tolerances against f64.
+        let (code, o, e) = phantom(&[
+            "onnx",
+            &m,
+            "--target-model",
+            out.to_str().unwrap(),
+            "--atol",
+            "0.01",
+            "--rtol",
+            "0.01",
+            "-q",
+        ]);
+        assert_eq!(code, 0, "{name}: mixed model ({kept}) drifts: {o}{e}");
+        let mm = pb::ModelProto::decode(std::fs::read(&out).unwrap().as_slice()).unwrap();
+        let g = mm.graph.unwrap();
+        assert!(
+            g.initializer.iter().any(|t| t.data_type == 10) || name == "small_epsilon",
+            "{name}: still has fp16 weights"
+        );
+    }
+    // OUT is never overwritten without --force.
+    let out = dir.path().join("small_epsilon.mixed.onnx");
+    let (code, _, err) = phantom(&[
+        "precision",
+        &case("small_epsilon"),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+}
