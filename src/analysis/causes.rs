@@ -305,6 +305,14 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                 format!("below {}'s smallest subnormal and stored as 0", l.name),
             )
         };
+        let share = ri.count as f64 / ri.elements.max(1) as f64;
+        let confidence = if ri.kind == "overflow" {
+            "high"
+        } else if share > 0.01 {
+            "medium"
+        } else {
+            "low"
+        };
         out.push(cause(
             kind,
             format!(
@@ -315,7 +323,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                 num(ri.extreme)
             ),
             &[("count", ri.count as f64), ("extreme", ri.extreme), ("type_max", l.max)],
-            "high",
+            confidence,
             format!("{keep}, or rescale/fold `{}` (e.g. fold BatchNormalization into the previous Conv)", ri.tensor),
         ));
     }
@@ -457,8 +465,15 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
 
     // Epsilon: an attribute, or a small constant added upstream (decomposed normalizations).
     if let Some(eps) = ev.attr_f(i, "epsilon") {
-        if eps > 0.0 && eps < l.min_normal {
-            let stored = round_one(eps, d);
+        // Only when the epsilon matters: it flushes, or it guards a variance of its own order (BatchNorm's
+        // running variance tells; other normalizations compute theirs).
+        let var_min = (op == "BatchNormalization")
+            .then(|| node.inputs.get(4).and_then(|v| ev.value(v)))
+            .flatten()
+            .map(|v| v.iter().fold(f64::INFINITY, |m, x| m.min(x.abs())));
+        let stored = round_one(eps, d);
+        let matters = stored == 0.0 || var_min.is_none_or(|v| v < 10.0 * eps);
+        if eps > 0.0 && eps < l.min_normal && matters {
             out.push(cause(
                 "epsilon",
                 format!(
@@ -485,6 +500,13 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
             continue;
         }
         let nd = &ev.graph.nodes[n];
+        if n != i {
+            if let Some(cc) = nd.outputs.first().and_then(|o| cancellation(ev, o, l)) {
+                if !out.iter().any(|c| c.kind == "cancellation") {
+                    out.push(cc);
+                }
+            }
+        }
         if nd.op_type == "Add" {
             for (k, inp) in nd.inputs.iter().enumerate() {
                 let Some(c) = ev.value(inp).filter(|a| a.len() == 1) else {
@@ -501,7 +523,8 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                     })
                     .unwrap_or(f64::INFINITY);
                 let stored = round_one(eps, ev.dtype(inp));
-                if eps > 0.0 && (stored == 0.0 || eps < l.min_normal) {
+                // It matters when it flushes, or when the value it guards gets down to its order.
+                if eps > 0.0 && (stored == 0.0 || (eps < l.min_normal && var_min < 10.0 * eps)) {
                     out.push(involving(cause(
                         "epsilon",
                         format!(
@@ -744,7 +767,22 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                 l.name,
                 num(r)
             ),
-            _ => format!("the node's own {} computation is out of tolerance", l.name),
+            _ => {
+                let m = r_out.as_ref().map(max_abs).unwrap_or(0.0);
+                let used = vr
+                    .and_then(|v| v.noise.as_ref())
+                    .map(|n| n.tolerance_used)
+                    .unwrap_or(f64::NAN);
+                format!(
+                    "stored in {} (values up to {}, resolved to {} there), this value moves by up to {} even with exact \
+                     arithmetic: {}× its tolerance; the precision itself is too coarse here",
+                    l.name,
+                    num(m),
+                    num(spacing(m, l)),
+                    num(c.max_abs),
+                    num(used)
+                )
+            }
         };
         out.push(cause(
             "precision",
