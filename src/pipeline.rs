@@ -47,8 +47,8 @@ pub struct CompareSettings {
     pub save_target_model: Option<PathBuf>,
 }
 
-/// Heatmaps kept per report, first values in topological order first (a few kilobytes each).
-pub const MAX_HEATMAPS: usize = 400;
+/// Heatmaps kept per report: those of the values using most of their tolerance (a few kilobytes each).
+pub const MAX_HEATMAPS: usize = 200;
 
 fn stage(progress: bool, msg: &str) -> ProgressBar {
     if !progress {
@@ -168,7 +168,6 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let mut reports: HashMap<String, ValueReport> = HashMap::new();
     let mut compare_time = Duration::ZERO;
-    let mut heatmaps_left = MAX_HEATMAPS;
     let mut held: HashMap<String, Tensor> = HashMap::new();
     if s.attribution {
         held.extend(inputs.tensors.iter().cloned());
@@ -188,11 +187,8 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             tgt.as_ref().ok_or(why_not),
             &s.tolerance,
             outputs.contains(name),
-            s.heatmaps && heatmaps_left > 0,
+            s.heatmaps,
         );
-        if report.detail.as_ref().is_some_and(|d| d.heatmap.is_some()) {
-            heatmaps_left -= 1;
-        }
         if let (Ok(r), Some(e), Some(tol), Some(m)) = (
             &value,
             emulated.remove(name),
@@ -246,6 +242,8 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
                 .unwrap_or("not produced")
         )
     });
+    let mut nodes = nodes;
+    prune_heatmaps(&mut nodes);
     let mut verdict = analysis::verdict(&graph, &nodes);
     verdict.culprits = culprit::find(&graph, &nodes);
     if !verdict.culprits.is_empty() {
@@ -358,4 +356,28 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
         notes,
     };
     Ok((report, inputs))
+}
+
+/// Keeps the heatmaps of the [`MAX_HEATMAPS`] values that use most of their tolerance (NaN/Inf mismatches first).
+fn prune_heatmaps(nodes: &mut [crate::report::model::NodeReport]) {
+    let mut scored: Vec<(f64, usize, usize)> = vec![];
+    for (i, n) in nodes.iter().enumerate() {
+        for (k, v) in n.values.iter().enumerate() {
+            if v.detail.as_ref().is_some_and(|d| d.heatmap.is_some()) {
+                let m = v.metrics.as_ref();
+                let score = match m {
+                    Some(m) if m.nonfinite_mismatch > 0 => f64::INFINITY,
+                    Some(m) => m.tolerance_used,
+                    None => 0.0,
+                };
+                scored.push((score, i, k));
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for &(_, i, k) in scored.iter().skip(MAX_HEATMAPS) {
+        if let Some(d) = nodes[i].values[k].detail.as_mut() {
+            d.heatmap = None;
+        }
+    }
 }

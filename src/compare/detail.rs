@@ -21,7 +21,7 @@ pub const TOP_K: usize = 8;
 /// Heatmap cells per side at most.
 pub const GRID: usize = 32;
 /// Heatmap channels kept at most.
-pub const MAX_CHANNELS: usize = 8;
+pub const MAX_CHANNELS: usize = 4;
 
 /// Histogram of |t − r| ÷ (atol + rtol·max(|r|, scale)) over the elements: 1 is the tolerance.
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]

@@ -122,13 +122,20 @@ fn drawn(n: &super::model::NodeReport) -> bool {
 /// Log-scale chart of how much of its tolerance each node's worst element uses (1 = the threshold).
 fn chart(r: &Report) -> String {
     let (w, h, pad) = (1000.0, 220.0, 40.0);
-    let n = r.nodes.len().max(1) as f64;
     let (lo, hi) = (-6.0f64, 3.0f64);
     let y = |rel: f64| {
         let l = rel.max(1e-12).log10().clamp(lo, hi);
         pad / 2.0 + (hi - l) / (hi - lo) * (h - pad)
     };
-    let x = |i: usize| pad + i as f64 / n * (w - 2.0 * pad);
+    // Positions by rank among the drawn nodes, so leading constants take no room.
+    let mut rank = std::collections::HashMap::new();
+    let mut k = 0usize;
+    for nd in &r.nodes {
+        rank.insert(nd.index, k);
+        k += drawn(nd) as usize;
+    }
+    let n = k.max(1) as f64;
+    let x = |i: usize| pad + rank.get(&i).copied().unwrap_or(0) as f64 / n * (w - 2.0 * pad);
     let mut s = format!("<svg id=\"chart\" viewBox=\"0 0 {w} {h}\" width=\"100%\" xmlns=\"http://www.w3.org/2000/svg\">");
     for e in (lo as i32..=hi as i32).step_by(2) {
         let yy = y(10f64.powi(e));
@@ -301,6 +308,9 @@ pub fn render(r: &Report) -> String {
     data["chart"] = json!(chart(r));
     data["graph"] = json!(graph_view(r));
     data["culprits"] = json!(culprits(r));
+    data["culprits_json"] = json!(serde_json::to_string(&r.verdict.culprits)
+        .expect("culprits serialize")
+        .replace("</", "<\\/"));
     data["nodes_json"] = json!(nodes_json);
     data["command_line"] = json!(r
         .command
