@@ -12,6 +12,7 @@
 //! ```
 
 pub mod analysis;
+pub mod bisect;
 pub mod cli;
 pub mod compare;
 pub mod error;

@@ -102,35 +102,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     // each compared and dropped as soon as it is computed, so only one side is ever held whole.
     let t = Instant::now();
     let pb = stage(s.progress, "target: onnxruntime (plain and instrumented)");
-    let mut target = OrtRunner::new(&lib, s.ep, s.opt_level, target_graph.clone())?;
-    let mut conversion = None;
-    if let Some(to) = s.precision {
-        let opts = ConvertOptions {
-            to,
-            keep_nodes: s.keep_fp32.iter().cloned().collect(),
-            keep_ops: Default::default(),
-        };
-        let unknown: Vec<&String> = s
-            .keep_fp32
-            .iter()
-            .filter(|k| !graph.nodes.iter().any(|n| &n.name == *k))
-            .collect();
-        if let Some(k) = unknown.first() {
-            return Err(crate::error::Error::Input {
-                name: format!("--keep-fp32 {k}"),
-                reason: format!(
-                    "{} has no node of that name (see `phantom info`)",
-                    graph.path.display()
-                ),
-            });
-        }
-        let low = crate::precision::target::build(&graph, opts, &target)?;
-        if let Some(p) = &s.save_target_model {
-            crate::report::json::write_atomic(p, &low.graph.bytes)?;
-        }
-        conversion = Some(ConversionReport::of(&low));
-        target.target_model = Some(low.graph);
-    }
+    let (mut target, conversion) = make_target(s, &graph, &lib, target_graph.clone())?;
     let mut tgt_out = target.run(&graph, &inputs)?;
     let mut tgt_notes: Vec<String> = vec![];
     pb.finish_and_clear();
@@ -380,4 +352,42 @@ fn prune_heatmaps(nodes: &mut [crate::report::model::NodeReport]) {
             d.heatmap = None;
         }
     }
+}
+
+/// The ONNX Runtime target of `s`: the model itself, `--target-model`, or phantom's fp16/bf16 conversion.
+pub fn make_target(
+    s: &CompareSettings,
+    graph: &model::Graph,
+    lib: &ort_lib::Located,
+    target_graph: Option<model::Graph>,
+) -> Result<(OrtRunner, Option<ConversionReport>)> {
+    let mut target = OrtRunner::new(lib, s.ep, s.opt_level, target_graph)?;
+    let Some(to) = s.precision else {
+        return Ok((target, None));
+    };
+    let opts = ConvertOptions {
+        to,
+        keep_nodes: s.keep_fp32.iter().cloned().collect(),
+        keep_ops: Default::default(),
+    };
+    if let Some(k) = s
+        .keep_fp32
+        .iter()
+        .find(|k| !graph.nodes.iter().any(|n| &n.name == *k))
+    {
+        return Err(crate::error::Error::Input {
+            name: format!("--keep-fp32 {k}"),
+            reason: format!(
+                "{} has no node of that name (see `phantom info`)",
+                graph.path.display()
+            ),
+        });
+    }
+    let low = crate::precision::target::build(graph, opts, &target)?;
+    if let Some(p) = &s.save_target_model {
+        crate::report::json::write_atomic(p, &low.graph.bytes)?;
+    }
+    let conversion = ConversionReport::of(&low);
+    target.target_model = Some(low.graph);
+    Ok((target, Some(conversion)))
 }

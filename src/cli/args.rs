@@ -116,6 +116,10 @@ pub struct OnnxArgs {
     /// noise (the reference rerun with every value rounded to the target's precision). auto: on for fp16/bf16.
     #[arg(long, value_enum, default_value = "auto")]
     pub attribution: Switch,
+    /// Find the first divergent value with O(log N) target runs, each exposing one value, memory bounded by one
+    /// value (reference values wait on disk). Prints the probes; --json writes them.
+    #[arg(long)]
+    pub bisect: bool,
     /// Write the fp16/bf16 model the target runs here.
     #[arg(long, value_name = "OUT.onnx", requires = "precision")]
     pub save_target_model: Option<PathBuf>,

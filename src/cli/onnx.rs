@@ -61,6 +61,9 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
+    if a.bisect {
+        return bisect(&settings, a.json.as_deref());
+    }
     let (report, inputs) = run_compare(&settings)?;
     if let Some(d) = &a.save_run {
         let mut options = std::collections::BTreeMap::new();
@@ -131,4 +134,42 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Diverged
     })
+}
+
+fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow::Result<Outcome> {
+    let r = crate::bisect::bisect(settings)?;
+    println!(
+        "phantom --bisect {}: {} target run(s) over {} value(s) on the path to the first failing output",
+        r.model, r.target_runs, r.candidates
+    );
+    for p in &r.probes {
+        println!(
+            "  probe #{} {} `{}` → `{}`: {:?}{}",
+            p.node_index,
+            p.op_type,
+            p.node,
+            p.value,
+            p.status,
+            p.tolerance_used
+                .map(|u| format!(" ({} of its tolerance)", terminal::num(u)))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(p) = json {
+        let bytes = serde_json::to_vec_pretty(&r).context("serializing the bisect report")?;
+        json::write_atomic(p, &bytes)?;
+    }
+    match &r.first_divergence {
+        Some(f) => {
+            println!(
+                "first divergence: node #{} {} `{}` (value `{}`)",
+                f.node_index, f.op_type, f.node, f.value
+            );
+            Ok(Outcome::Diverged)
+        }
+        None => {
+            println!("clean: the outputs are within tolerance");
+            Ok(Outcome::Clean)
+        }
+    }
 }

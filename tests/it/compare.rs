@@ -351,3 +351,34 @@ fn html_report_is_self_contained_and_works_in_a_browser() {
         std::fs::copy(&shot, std::path::Path::new(&keep).join("report.png")).unwrap();
     }
 }
+
+#[test]
+fn bisect_finds_the_same_first_divergence_in_log_n_runs() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    for (node, index) in [("conv2", 4), ("dwconv3", 7), ("fc", 11)] {
+        let target = dir.path().join(format!("{node}.onnx"));
+        perturbed_copy(&model("convnet.onnx"), node, 1.01, &target);
+        let json = dir.path().join("b.json");
+        let (code, out, err) = phantom(&[
+            "onnx",
+            model("convnet.onnx").to_str().unwrap(),
+            "--target-model",
+            target.to_str().unwrap(),
+            "--bisect",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{out}{err}");
+        let r = read_json(&json);
+        assert_eq!(r["first_divergence"]["node"], node, "{r:#}");
+        assert_eq!(r["first_divergence"]["node_index"], index);
+        // One run for the outputs, then a binary search over the 13 values on the path.
+        let runs = r["target_runs"].as_u64().unwrap();
+        assert!(runs <= 1 + 4, "{runs} runs");
+    }
+    // A clean model needs one run.
+    let (code, out, _) = phantom(&["onnx", model("convnet.onnx").to_str().unwrap(), "--bisect"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 target run(s)"), "{out}");
+}
