@@ -13,6 +13,7 @@
 
 pub mod analysis;
 pub mod bisect;
+pub mod bounded;
 pub mod cli;
 pub mod compare;
 pub mod error;

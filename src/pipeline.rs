@@ -41,6 +41,8 @@ pub struct CompareSettings {
     pub precision: Option<LowPrecision>,
     /// Introduced-vs-inherited error and expected noise.
     pub attribution: bool,
+    /// Bound peak memory to about this many bytes (`--max-memory`): the target exposes values chunk by chunk.
+    pub max_memory: Option<usize>,
     /// Nodes the conversion keeps in float32.
     pub keep_fp32: Vec<String>,
     /// Where to write the converted model.
@@ -103,7 +105,18 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let t = Instant::now();
     let pb = stage(s.progress, "target: onnxruntime (plain and instrumented)");
     let (mut target, conversion) = make_target(s, &graph, &lib, target_graph.clone())?;
-    let mut tgt_out = target.run(&graph, &inputs)?;
+    let bounded = s.max_memory;
+    let attribution = s.attribution && bounded.is_none();
+    let mut tgt_out = match bounded {
+        None => target.run(&graph, &inputs)?,
+        Some(_) => {
+            let used = target.target_model.as_ref().unwrap_or(&graph);
+            crate::runner::RunOutput {
+                details: target.details(used, "not logged in bounded mode"),
+                ..Default::default()
+            }
+        }
+    };
     let mut tgt_notes: Vec<String> = vec![];
     pb.finish_and_clear();
     let target_ms = ms(t);
@@ -111,7 +124,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     // Expected noise: the reference rerun with every value rounded to the element type the target stores it in.
     let t = Instant::now();
     let target_graph_used = target.target_model.clone().unwrap_or_else(|| graph.clone());
-    let rounding = if s.attribution {
+    let rounding = if attribution {
         Some(isolate::rounding(&graph, &target_graph_used)?)
     } else {
         None
@@ -141,12 +154,27 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let mut reports: HashMap<String, ValueReport> = HashMap::new();
     let mut compare_time = Duration::ZERO;
     let mut held: HashMap<String, Tensor> = HashMap::new();
-    if s.attribution {
+    if attribution {
         held.extend(inputs.tensors.iter().cloned());
     }
     let mut reference = ReferenceRunner::default();
+    let mut chunker = bounded.map(|b| {
+        crate::bounded::Chunker::new(
+            &target,
+            &target_graph_used,
+            &inputs,
+            &s.tolerance,
+            b,
+            s.heatmaps,
+        )
+    });
     let ref_out = reference.run_streaming(&graph, &inputs, &mut |name, value| {
         let c = Instant::now();
+        if let Some(ch) = chunker.as_mut() {
+            ch.push(name, value);
+            compare_time += c.elapsed();
+            return;
+        }
         let tgt = tgt_out.values.remove(name);
         let why_not = tgt_out
             .missing
@@ -171,13 +199,26 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
                 attribution::apply_noise(&mut report, n, &s.tolerance);
             }
         }
-        if let (true, Ok(r)) = (s.attribution, value) {
+        if let (true, Ok(r)) = (attribution, value) {
             held.insert(name.to_string(), r);
         }
         reports.insert(name.to_string(), report);
         compare_time += c.elapsed();
     })?;
     pb.finish_and_clear();
+    if let Some(mut ch) = chunker {
+        ch.flush();
+        if let Some(e) = ch.error.take() {
+            return Err(e);
+        }
+        tgt_notes.push(format!(
+            "bounded memory ({}): the target ran {} time(s), each exposing one chunk of values; introduced error \
+             and expected noise are not measured in this mode",
+            crate::bounded::fmt_size(bounded.unwrap_or(0)),
+            ch.runs
+        ));
+        reports = ch.reports;
+    }
     if let Some(round) = &rounding {
         let pb = stage(
             s.progress,
@@ -226,7 +267,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             .unwrap_or(&no_issues);
         let ev = causes::Evidence::new(
             &graph,
-            s.attribution.then_some(&held),
+            attribution.then_some(&held),
             rounding.as_ref(),
             range_issues,
             &nodes,

@@ -116,6 +116,10 @@ pub struct OnnxArgs {
     /// noise (the reference rerun with every value rounded to the target's precision). auto: on for fp16/bf16.
     #[arg(long, value_enum, default_value = "auto")]
     pub attribution: Switch,
+    /// Hold peak memory near this budget (e.g. 2GiB): the target exposes values chunk by chunk as the reference
+    /// streams, instead of all at once. Turns off --attribution.
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Option<String>,
     /// Find the first divergent value with O(log N) target runs, each exposing one value, memory bounded by one
     /// value (reference values wait on disk). Prints the probes; --json writes them.
     #[arg(long)]

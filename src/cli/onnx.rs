@@ -45,6 +45,14 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         progress: std::io::stderr().is_terminal() && !a.quiet,
         heatmaps: a.html.is_some(),
         precision: a.precision.low(),
+        max_memory: a
+            .max_memory
+            .as_deref()
+            .map(|m| {
+                crate::bounded::parse_size(m)
+                    .with_context(|| format!("--max-memory {m}: not a size (try 2GiB or 512MiB)"))
+            })
+            .transpose()?,
         attribution: match a.attribution {
             super::args::Switch::On => true,
             super::args::Switch::Off => false,

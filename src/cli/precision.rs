@@ -84,6 +84,7 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
             progress: false,
             heatmaps: false,
             precision: Some(low),
+            max_memory: None,
             attribution: true,
             keep_fp32: keep.clone(),
             save_target_model: Some(scratch.clone()),

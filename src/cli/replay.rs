@@ -54,6 +54,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         progress: false,
         heatmaps: false,
         precision,
+        max_memory: None,
         attribution: match saved.options.get("attribution").map(String::as_str) {
             Some("on") => true,
             Some("off") => false,

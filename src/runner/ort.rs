@@ -439,6 +439,15 @@ impl Runner for OrtRunner {
             outputs_from_plain_run: true,
         });
         let placed = placements.lock().expect("placement log").join("; ");
+        out.details = self.details(&graph, &placed);
+        Ok(out)
+    }
+}
+
+impl OrtRunner {
+    /// Facts for the report: versions, library, EP requested and used, opt level, model.
+    pub fn details(&self, graph: &Graph, placed: &str) -> BTreeMap<String, String> {
+        let placed = placed.to_string();
         let mut d = BTreeMap::new();
         d.insert("version".into(), self.env.2.clone());
         d.insert("library".into(), self.env.1.path.display().to_string());
@@ -458,7 +467,6 @@ impl Runner for OrtRunner {
             format!("{:?}", self.opt_level).to_lowercase(),
         );
         d.insert("model".into(), graph.path.display().to_string());
-        out.details = d;
-        Ok(out)
+        d
     }
 }

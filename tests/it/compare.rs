@@ -382,3 +382,63 @@ fn bisect_finds_the_same_first_divergence_in_log_n_runs() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 target run(s)"), "{out}");
 }
+
+#[test]
+fn bounded_memory_gives_the_same_verdict_in_chunks() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("p.onnx");
+    perturbed_copy(&model("convnet.onnx"), "dwconv3", 1.01, &target);
+    let run = |extra: &[&str]| {
+        let json = dir.path().join("r.json");
+        let mut args = vec![
+            "onnx",
+            model("convnet.onnx").to_str().unwrap().to_string().leak() as &str,
+            "--target-model",
+            target.to_str().unwrap().to_string().leak(),
+            "--json",
+            json.to_str().unwrap().to_string().leak(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = phantom(&args);
+        assert_eq!(code, 1, "{out}{err}");
+        read_json(&json)
+    };
+    let full = run(&[]);
+    let bounded = run(&["--max-memory", "64KiB"]);
+    assert_eq!(
+        full["verdict"]["first_divergence"],
+        bounded["verdict"]["first_divergence"]
+    );
+    assert_eq!(
+        full["verdict"]["failing_values"],
+        bounded["verdict"]["failing_values"]
+    );
+    let note = bounded["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|n| n.as_str().filter(|n| n.starts_with("bounded memory")))
+        .unwrap()
+        .to_string();
+    let runs: usize = note
+        .split("ran ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(runs > 2, "a 64 KiB budget takes several chunks: {note}");
+    // Same verdict per value; metrics equal up to what exposing different values lets ORT fuse (~1e-7).
+    for (a, b) in full["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(bounded["nodes"].as_array().unwrap())
+    {
+        let (va, vb) = (&a["values"][0], &b["values"][0]);
+        assert_eq!(va["status"], vb["status"], "{}", a["name"]);
+        let d =
+            va["metrics"]["max_abs"].as_f64().unwrap() - vb["metrics"]["max_abs"].as_f64().unwrap();
+        assert!(d.abs() < 1e-5, "{}: {d}", a["name"]);
+    }
+}

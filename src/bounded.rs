@@ -1,0 +1,174 @@
+//! Bounded memory (`--max-memory`): instead of exposing every value of the target in one run, the reference
+//! streams its f64 values and phantom collects them until a chunk of the budget is full, then runs the target once
+//! exposing exactly that chunk, compares, and drops both sides. Peak memory is about one chunk of reference values,
+//! the same chunk from the target, and what tract and ONNX Runtime hold live — not the whole model's activations.
+//! The target reruns its prefix for every chunk, so time grows with the number of chunks.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::analysis;
+use crate::compare::ToleranceSpec;
+use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
+use crate::model::{import, Graph};
+use crate::report::model::ValueReport;
+use crate::runner::ort::{run_session, with_extra_outputs, OrtRunner};
+use crate::tensor::Tensor;
+
+/// Share of the budget one chunk of reference values may take (the target's copy, tract's and ONNX Runtime's live
+/// tensors take the rest).
+pub const CHUNK_SHARE: usize = 4;
+
+/// Parses `2GiB`, `512MiB`, `1.5G`, `800M`, `4096` (bytes).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.trim().parse().ok()?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    (n > 0.0).then(|| (n * mult) as usize)
+}
+
+/// `2.0 GiB`, `512 MiB`, `64 KiB`.
+pub fn fmt_size(b: usize) -> String {
+    let b = b as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.1} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1 << 20) as f64 {
+        format!("{:.0} MiB", b / (1 << 20) as f64)
+    } else {
+        format!("{:.0} KiB", b / 1024.0)
+    }
+}
+
+/// Collects reference values and compares them chunk by chunk against target runs that expose only that chunk.
+pub struct Chunker<'a> {
+    ort: &'a OrtRunner,
+    target: &'a Graph,
+    inputs: &'a Inputs,
+    tol: &'a ToleranceSpec,
+    outputs: HashSet<String>,
+    exposable: HashSet<String>,
+    heatmaps: bool,
+    limit: usize,
+    pending: Vec<(String, std::result::Result<Tensor, String>)>,
+    bytes: usize,
+    /// Value reports made so far.
+    pub reports: HashMap<String, ValueReport>,
+    /// Target runs made.
+    pub runs: usize,
+    /// The first error a target run met (reported after the reference run).
+    pub error: Option<Error>,
+}
+
+impl<'a> Chunker<'a> {
+    pub fn new(
+        ort: &'a OrtRunner,
+        target: &'a Graph,
+        inputs: &'a Inputs,
+        tol: &'a ToleranceSpec,
+        budget: usize,
+        heatmaps: bool,
+    ) -> Chunker<'a> {
+        Chunker {
+            ort,
+            target,
+            inputs,
+            tol,
+            outputs: target.outputs.iter().map(|o| o.name.clone()).collect(),
+            exposable: target
+                .computed_values()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            heatmaps,
+            limit: (budget / CHUNK_SHARE).max(1),
+            pending: vec![],
+            bytes: 0,
+            reports: HashMap::new(),
+            runs: 0,
+            error: None,
+        }
+    }
+
+    /// Takes one reference value; runs the target when the chunk is full.
+    pub fn push(&mut self, name: &str, value: std::result::Result<Tensor, String>) {
+        self.bytes += value.as_ref().map(|t| t.nbytes()).unwrap_or(0);
+        self.pending.push((name.to_string(), value));
+        if self.bytes >= self.limit {
+            self.flush();
+        }
+    }
+
+    /// Compares what is pending against one target run exposing it.
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.bytes = 0;
+        let names: Vec<&str> = pending
+            .iter()
+            .filter(|(n, v)| v.is_ok() && self.exposable.contains(n))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let mut got: HashMap<String, Tensor> = HashMap::new();
+        if !names.is_empty() && self.error.is_none() {
+            match self.run(&names) {
+                Ok(g) => got = g,
+                Err(e) => self.error = Some(e),
+            }
+        }
+        for (name, r) in pending {
+            let t = got.remove(&name);
+            let report = analysis::compare_pair(
+                &name,
+                r.as_ref().map_err(String::as_str),
+                t.as_ref().ok_or("not produced"),
+                self.tol,
+                self.outputs.contains(&name),
+                self.heatmaps,
+            );
+            self.reports.insert(name, report);
+        }
+    }
+
+    fn run(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
+        let declared: HashSet<&str> = self.outputs.iter().map(String::as_str).collect();
+        let extra: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| !declared.contains(n))
+            .collect();
+        let g = import::from_bytes(
+            &self.target.path,
+            with_extra_outputs(&self.target.bytes, &extra),
+        )?;
+        let mut session = self.ort.session_for(&g)?;
+        self.runs += 1;
+        let wanted: HashSet<&str> = names.iter().copied().collect();
+        Ok(run_session(&mut session, self.inputs, &g)?
+            .into_iter()
+            .filter(|(n, _)| wanted.contains(n.as_str()))
+            .filter_map(|(n, v)| v.ok().map(|t| (n, t)))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes() {
+        assert_eq!(super::parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(super::parse_size("512M"), Some(512 << 20));
+        assert_eq!(super::parse_size("1.5g"), Some(3 << 29));
+        assert_eq!(super::parse_size("4096"), Some(4096));
+        assert_eq!(super::parse_size("lots"), None);
+    }
+}
