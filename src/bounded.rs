@@ -32,7 +32,7 @@ pub fn parse_size(s: &str) -> Option<usize> {
         "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
         _ => return None,
     };
-    (n > 0.0).then(|| (n * mult) as usize)
+    (n > 0.0).then_some((n * mult) as usize)
 }
 
 /// `2.0 GiB`, `512 MiB`, `64 KiB`.
@@ -65,6 +65,7 @@ pub struct Chunker<'a> {
     pub runs: usize,
     /// The first error a target run met (reported after the reference run).
     pub error: Option<Error>,
+    slice: Option<crate::compare::slice::SliceSpec>,
 }
 
 impl<'a> Chunker<'a> {
@@ -94,7 +95,14 @@ impl<'a> Chunker<'a> {
             reports: HashMap::new(),
             runs: 0,
             error: None,
+            slice: None,
         }
+    }
+
+    /// Compares only this slice of each tensor.
+    pub fn with_slice(mut self, slice: Option<crate::compare::slice::SliceSpec>) -> Self {
+        self.slice = slice;
+        self
     }
 
     /// Takes one reference value; runs the target when the chunk is full.
@@ -126,7 +134,13 @@ impl<'a> Chunker<'a> {
             }
         }
         for (name, r) in pending {
-            let t = got.remove(&name);
+            let (r, t) = match &self.slice {
+                Some(sp) => (
+                    r.map(|t| sp.apply(&t)),
+                    got.remove(&name).map(|t| sp.apply(&t)),
+                ),
+                None => (r, got.remove(&name)),
+            };
             let report = analysis::compare_pair(
                 &name,
                 r.as_ref().map_err(String::as_str),

@@ -41,6 +41,8 @@ pub struct CompareSettings {
     pub precision: Option<LowPrecision>,
     /// Introduced-vs-inherited error and expected noise.
     pub attribution: bool,
+    /// Compare only this slice of each tensor (`--slice`).
+    pub slice: Option<crate::compare::slice::SliceSpec>,
     /// Bound peak memory to about this many bytes (`--max-memory`): the target exposes values chunk by chunk.
     pub max_memory: Option<usize>,
     /// Nodes the conversion keeps in float32.
@@ -167,6 +169,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             b,
             s.heatmaps,
         )
+        .with_slice(s.slice.clone())
     });
     let ref_out = reference.run_streaming(&graph, &inputs, &mut |name, value| {
         let c = Instant::now();
@@ -175,23 +178,32 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             compare_time += c.elapsed();
             return;
         }
-        let tgt = tgt_out.values.remove(name);
+        let cut = |t: Tensor| match &s.slice {
+            Some(sp) => sp.apply(&t),
+            None => t,
+        };
+        let tgt = tgt_out.values.remove(name).map(cut);
         let why_not = tgt_out
             .missing
             .get(name)
             .map(String::as_str)
             .unwrap_or("not produced");
+        let sliced: Option<std::result::Result<Tensor, String>> = s
+            .slice
+            .as_ref()
+            .map(|sp| value.as_ref().map(|t| sp.apply(t)).map_err(Clone::clone));
+        let r_cmp = sliced.as_ref().unwrap_or(&value);
         let mut report = analysis::compare_pair(
             name,
-            value.as_ref().map_err(String::as_str),
+            r_cmp.as_ref().map_err(String::as_str),
             tgt.as_ref().ok_or(why_not),
             &s.tolerance,
             outputs.contains(name),
             s.heatmaps,
         );
         if let (Ok(r), Some(e), Some(tol), Some(m)) = (
-            &value,
-            emulated.remove(name),
+            r_cmp,
+            emulated.remove(name).map(cut),
             report.tolerance,
             report.metrics.as_ref(),
         ) {
@@ -231,8 +243,13 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             let (Some(r), Some(v)) = (held.get(name), reports.get_mut(name)) else {
                 continue;
             };
-            let alone = analysis::compare_pair(name, Ok(r), Ok(t_iso), &s.tolerance, false, false);
-            v.introduced = attribution::introduced(&alone, r, round.get(name).copied());
+            let (r, t_iso) = match &s.slice {
+                Some(sp) => (sp.apply(r), sp.apply(t_iso)),
+                None => (r.clone(), t_iso.clone()),
+            };
+            let alone =
+                analysis::compare_pair(name, Ok(&r), Ok(&t_iso), &s.tolerance, false, false);
+            v.introduced = attribution::introduced(&alone, &r, round.get(name).copied());
         }
         if !iso.excluded.is_empty() {
             tgt_notes.push(format!(

@@ -116,6 +116,9 @@ pub struct OnnxArgs {
     /// noise (the reference rerun with every value rounded to the target's precision). auto: on for fp16/bf16.
     #[arg(long, value_enum, default_value = "auto")]
     pub attribution: Switch,
+    /// Compare only a slice of each tensor: `:,:64,:64` (NumPy-style, leading axes) or `::4` (every 4th element).
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
+    pub slice: Option<String>,
     /// Hold peak memory near this budget (e.g. 2GiB): the target exposes values chunk by chunk as the reference
     /// streams, instead of all at once. Turns off --attribution.
     #[arg(long, value_name = "SIZE")]

@@ -45,6 +45,14 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         progress: std::io::stderr().is_terminal() && !a.quiet,
         heatmaps: a.html.is_some(),
         precision: a.precision.low(),
+        slice: a
+            .slice
+            .as_deref()
+            .map(|sp| {
+                crate::compare::slice::SliceSpec::parse(sp)
+                    .map_err(|e| anyhow::anyhow!("--slice {sp}: {e}"))
+            })
+            .transpose()?,
         max_memory: a
             .max_memory
             .as_deref()

@@ -85,6 +85,7 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
             heatmaps: false,
             precision: Some(low),
             max_memory: None,
+            slice: None,
             attribution: true,
             keep_fp32: keep.clone(),
             save_target_model: Some(scratch.clone()),

@@ -55,6 +55,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         heatmaps: false,
         precision,
         max_memory: None,
+        slice: None,
         attribution: match saved.options.get("attribution").map(String::as_str) {
             Some("on") => true,
             Some("off") => false,

@@ -2,6 +2,7 @@
 
 pub mod detail;
 pub mod metrics;
+pub mod slice;
 pub mod tolerance;
 
 pub use detail::{detail, Detail};

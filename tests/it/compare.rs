@@ -442,3 +442,31 @@ fn bounded_memory_gives_the_same_verdict_in_chunks() {
         assert!(d.abs() < 1e-5, "{}: {d}", a["name"]);
     }
 }
+
+#[test]
+fn slice_compares_part_of_each_tensor() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--slice",
+        ":,:2,:4,:4",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    let conv1 = &r["nodes"][0]["values"][0];
+    assert_eq!(conv1["shape"], serde_json::json!([1, 2, 4, 4]));
+    assert_eq!(conv1["metrics"]["elements"], 32);
+    let (code, _, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--slice",
+        "::0",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--slice ::0"), "{err}");
+}
