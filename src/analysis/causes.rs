@@ -591,6 +591,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
 
     // Index flips.
     if matches!(op, "ArgMax" | "ArgMin" | "TopK") {
+        let li = limits(ev.dtype(&node.inputs[0]));
         if let Some(x) = node.inputs.first().and_then(|n| ev.value(n)) {
             let axis = ev
                 .attr_i(i, "axis")
@@ -614,7 +615,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                         if v.len() < 2 {
                             f64::INFINITY
                         } else {
-                            (v[0] - v[1]).abs() / spacing(v[0].abs(), l)
+                            (v[0] - v[1]).abs() / spacing(v[0].abs(), li)
                         }
                     })
                     .fold(f64::INFINITY, f64::min);
@@ -623,7 +624,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                         "index_flip",
                         format!(
                             "the top two candidates differ by only {} {} spacing(s) in f64: rounding decides which wins",
-                            num(margin), l.name
+                            num(margin), li.name
                         ),
                         &[("margin_in_spacings", margin)],
                         "high",

@@ -211,7 +211,15 @@ fn sort_nodes(
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in g.node.iter().enumerate() {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
-            producer.insert(o.as_str(), i);
+            if let Some(first) = producer.insert(o.as_str(), i) {
+                return Err(Error::MalformedModel {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "value `{o}` is produced by two nodes (`{}` and `{}`): ONNX graphs assign each value once",
+                        g.node[first].name, n.name
+                    ),
+                });
+            }
         }
     }
     let deps: Vec<Vec<String>> = g

@@ -409,7 +409,16 @@ fn convert_graph(
         if have == want {
             continue;
         }
-        let inner = format!("{}_phantom_{}", o.name, suffix_of(have, ctx));
+        let mut inner = format!("{}_phantom_{}", o.name, suffix_of(have, ctx));
+        // A model converted before already holds that name.
+        while g
+            .node
+            .iter()
+            .any(|n| n.output.contains(&inner) || n.input.contains(&inner))
+        {
+            ctx.counter += 1;
+            inner = format!("{}_phantom_{}_{}", o.name, suffix_of(have, ctx), ctx.counter);
+        }
         let produced = g.node.iter_mut().any(|n| {
             let hit = n.output.iter_mut().find(|x| **x == o.name);
             hit.map(|x| *x = inner.clone()).is_some()
@@ -425,8 +434,13 @@ fn convert_graph(
         }
         storage.insert(inner.clone(), have);
         renamed.insert(inner.clone());
+        let mut cast_name = format!("phantom_cast_{}", o.name);
+        if g.node.iter().any(|n| n.name == cast_name) {
+            ctx.counter += 1;
+            cast_name = format!("phantom_cast{}_{}", ctx.counter, o.name);
+        }
         tail.push(cast_node(
-            format!("phantom_cast_{}", o.name),
+            cast_name,
             &inner,
             &o.name,
             want,
@@ -434,6 +448,12 @@ fn convert_graph(
     }
 
     // Nodes: casts in front of inputs whose stored type is not what the node reads, attributes, bodies.
+    let existing: HashSet<String> = g
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().chain(n.input.iter()).cloned())
+        .chain(g.initializer.iter().map(|t| t.name.clone()))
+        .collect();
     let mut casts: HashMap<(String, i32), String> = HashMap::new();
     let mut nodes = Vec::with_capacity(g.node.len() + tail.len());
     let mut types_here = outer_types.clone();
@@ -460,8 +480,9 @@ fn convert_graph(
                 .or_insert_with(|| {
                     ctx.counter += 1;
                     // Names must be unique across bodies too (both branches of an If may cast one outer value).
-                    let to = if main {
-                        format!("{v}_phantom_{}", suffix_of(want, ctx))
+                    let plain = format!("{v}_phantom_{}", suffix_of(want, ctx));
+                    let to = if main && !existing.contains(&plain) {
+                        plain
                     } else {
                         format!("{v}_phantom_{}_{}", suffix_of(want, ctx), ctx.counter)
                     };

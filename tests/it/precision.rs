@@ -285,3 +285,49 @@ fn precision_advisor_writes_a_mixed_model_that_meets_the_tolerance() {
     ]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn argmax_between_near_ties_flips() {
+    let r = assert_culprit("argmax_tie", &[], "argmax", "index_flip");
+    let margin = cause(&r, "index_flip")["evidence"]["margin_in_spacings"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        margin < 0.1,
+        "1e-4 apart at 10 is 0.0128 fp16 spacings: {margin}"
+    );
+}
+
+#[test]
+fn quantization_saturation_is_counted() {
+    let r = assert_culprit(
+        "quant_saturation",
+        &[],
+        "quantize",
+        "quantization_saturation",
+    );
+    let sat = cause(&r, "quantization_saturation")["evidence"]["saturated"]
+        .as_f64()
+        .unwrap();
+    assert!((20.0..=120.0).contains(&sat), "{sat} of 256 saturate");
+}
+
+#[test]
+fn a_model_already_in_fp16_converts_consistently() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let fp16 = dir.path().join("convnet.fp16.onnx");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--precision",
+        "fp16",
+        "--save-target-model",
+        fp16.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    // The saved model holds fp16 weights and Casts; converting it again must load and stay clean.
+    let (code, out, err) = phantom(&["onnx", fp16.to_str().unwrap(), "--precision", "fp16", "-q"]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -120,4 +120,31 @@ save(
     [vi("y", [1, 64])],
     {"delta": np.array(1e-4, np.float32)},
 )
-print("wrote 6 models to", HERE)
+# 7. An ArgMax between two logits 1e-4 apart at ~10: fp16 (spacing 0.0078 there) makes them equal and the index flips.
+bias = np.array([[10.0, 10.0001, 3.0, 2.0]], np.float32)
+save(
+    "argmax_tie",
+    [
+        helper.make_node("MatMul", ["x", "w"], ["mm"], name="project"),
+        helper.make_node("Add", ["mm", "bias"], ["logits"], name="logits"),
+        helper.make_node("ArgMax", ["logits"], ["y"], axis=1, keepdims=0, name="argmax"),
+    ],
+    [vi("x", [1, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.INT64, [1])],
+    {"w": np.zeros((8, 4), np.float32), "bias": bias},
+)
+
+# 8. QuantizeLinear at scale 0.1 on x·10: a fifth of the values saturate, and fp16 (spacing 0.0078 near 10) flips the
+#    rounding of others.
+save(
+    "quant_saturation",
+    [
+        helper.make_node("Mul", ["x", "ten"], ["xs"], name="scale_up"),
+        helper.make_node("QuantizeLinear", ["xs", "qs", "zp"], ["q"], name="quantize"),
+        helper.make_node("DequantizeLinear", ["q", "qs", "zp"], ["y"], name="dequantize"),
+    ],
+    [vi("x", [1, 256])],
+    [vi("y", [1, 256])],
+    {"ten": np.array(10.0, np.float32), "qs": np.array(0.1, np.float32), "zp": np.array(128, np.uint8)},
+)
+print("wrote 8 models to", HERE)
