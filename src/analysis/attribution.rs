@@ -86,3 +86,84 @@ pub fn introduced(iso: &ValueReport, r: &Tensor, stored: Option<DType>) -> Optio
         expected,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::{Metrics, Tolerance};
+    use crate::tensor::DType;
+
+    fn failing(max_abs: f64) -> ValueReport {
+        ValueReport {
+            name: "v".into(),
+            status: ValueStatus::Fail,
+            reason: None,
+            shape: vec![4],
+            target_dtype: Some(DType::F16),
+            tolerance: Some(Tolerance {
+                atol: 1e-2,
+                rtol: 1e-2,
+            }),
+            metrics: Some(Metrics {
+                max_abs,
+                ..Default::default()
+            }),
+            reference_stats: None,
+            target_stats: None,
+            worst: None,
+            detail: None,
+            noise: None,
+            introduced: None,
+            is_output: false,
+        }
+    }
+
+    fn noise(max_abs: f64, used: f64) -> Noise {
+        Noise {
+            max_abs,
+            rms: max_abs,
+            tolerance_used: used,
+            nonfinite: 0,
+            ratio: None,
+            excused: false,
+        }
+    }
+
+    #[test]
+    fn noise_excuses_only_errors_near_an_acceptable_noise() {
+        let defaults = ToleranceSpec::default();
+        // 5× a noise that meets the tolerance: expected rounding.
+        let mut v = failing(0.05);
+        apply_noise(&mut v, noise(0.01, 0.9), &defaults);
+        assert_eq!(v.status, ValueStatus::Pass);
+        assert!(v.noise.as_ref().unwrap().excused);
+        assert_eq!(v.noise.as_ref().unwrap().ratio, Some(5.0));
+        // 20× the noise: drift.
+        let mut v = failing(0.2);
+        apply_noise(&mut v, noise(0.01, 0.9), &defaults);
+        assert_eq!(v.status, ValueStatus::Fail);
+        // The noise itself fails the tolerance: the precision is too coarse, not excused.
+        let mut v = failing(0.05);
+        apply_noise(&mut v, noise(0.04, 1.5), &defaults);
+        assert_eq!(v.status, ValueStatus::Fail);
+        // Explicit tolerances are never relaxed.
+        let mut v = failing(0.05);
+        let explicit = ToleranceSpec {
+            atol: Some(1e-2),
+            ..Default::default()
+        };
+        apply_noise(&mut v, noise(0.01, 0.9), &explicit);
+        assert_eq!(v.status, ValueStatus::Fail);
+    }
+
+    #[test]
+    fn introduced_error_is_measured_against_correct_rounding() {
+        let r = Tensor::F64(ndarray::ArrayD::from_shape_vec(vec![2], vec![1.0, 1000.3]).unwrap());
+        let mut iso = failing(0.5);
+        iso.status = ValueStatus::Pass;
+        let i = introduced(&iso, &r, Some(DType::F16)).unwrap();
+        // 1000.3 rounds to 1000.5 in fp16 (spacing 0.5 there): 0.2 is the error of correct rounding.
+        assert!((i.expected - 0.2).abs() < 1e-9, "{}", i.expected);
+        assert!((i.ratio.unwrap() - 2.5).abs() < 1e-9);
+    }
+}

@@ -417,7 +417,12 @@ fn convert_graph(
             .any(|n| n.output.contains(&inner) || n.input.contains(&inner))
         {
             ctx.counter += 1;
-            inner = format!("{}_phantom_{}_{}", o.name, suffix_of(have, ctx), ctx.counter);
+            inner = format!(
+                "{}_phantom_{}_{}",
+                o.name,
+                suffix_of(have, ctx),
+                ctx.counter
+            );
         }
         let produced = g.node.iter_mut().any(|n| {
             let hit = n.output.iter_mut().find(|x| **x == o.name);
@@ -439,12 +444,7 @@ fn convert_graph(
             ctx.counter += 1;
             cast_name = format!("phantom_cast{}_{}", ctx.counter, o.name);
         }
-        tail.push(cast_node(
-            cast_name,
-            &inner,
-            &o.name,
-            want,
-        ));
+        tail.push(cast_node(cast_name, &inner, &o.name, want));
     }
 
     // Nodes: casts in front of inputs whose stored type is not what the node reads, attributes, bodies.

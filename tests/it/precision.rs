@@ -75,6 +75,13 @@ fn batchnorm_running_variance_beyond_fp16_is_named() {
     let r = assert_culprit("bn_var_overflow", &[], "bn", "initializer_range");
     let c = cause(&r, "initializer_range");
     assert_eq!(c["evidence"]["extreme"], 1e5);
+    let c = &r["verdict"]["culprits"][0];
+    assert_eq!(
+        c["spoils"],
+        serde_json::json!(["y"]),
+        "the output it spoils"
+    );
+    assert_eq!(c["path"], serde_json::json!(["bn"]));
     let issues = &r["conversion"]["range_issues"][0];
     assert_eq!(issues["tensor"], "var");
     assert_eq!(issues["kind"], "overflow");
