@@ -34,6 +34,8 @@ pub enum Command {
     Info(InfoArgs),
     /// Show which ONNX Runtime phantom finds, its version and execution providers.
     Runtimes(RuntimeArgs),
+    /// List the wgpu adapters (Vulkan, Metal, DX12; lavapipe in software) with their f16 support and limits.
+    Devices(DevicesArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -167,6 +169,16 @@ pub struct OnnxArgs {
     /// Print only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Only adapters whose name contains this (case-insensitive); no match is an error.
+    #[arg(long, value_name = "NAME")]
+    pub adapter: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

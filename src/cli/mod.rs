@@ -3,6 +3,7 @@
 
 pub mod args;
 mod determinism;
+mod devices;
 mod golden;
 mod info;
 mod onnx;
@@ -43,6 +44,7 @@ pub fn run() -> ExitCode {
         args::Command::Replay(a) => replay::run(a),
         args::Command::Info(a) => info::run(a),
         args::Command::Runtimes(a) => runtimes::run(a),
+        args::Command::Devices(a) => devices::run(a),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@
 pub mod ort;
 pub mod ort_lib;
 pub mod reference;
+pub mod wgpu;
 
 use std::collections::{BTreeMap, HashMap};
 

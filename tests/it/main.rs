@@ -3,6 +3,7 @@
 mod common;
 mod compare;
 mod determinism;
+mod devices;
 mod errors;
 mod golden;
 mod inputs;
