@@ -22,6 +22,8 @@ pub enum Error {
     RuntimeMissing { reason: String },
     #[error("ONNX Runtime failed: {reason}")]
     Target { reason: String },
+    #[error("the wgpu target failed: {reason}")]
+    Wgpu { reason: String },
     #[error("{0}")]
     Usage(String),
 }

@@ -17,7 +17,9 @@ use crate::report::model::{
     Environment, ModelRef, ModelSummary, Report, RunnerInfo, Timings, ToleranceReport, ValueReport,
     SCHEMA_VERSION,
 };
-use crate::runner::{ort::OrtRunner, ort_lib, reference::ReferenceRunner, Runner};
+use crate::runner::{
+    ort::OrtRunner, ort_lib, reference::ReferenceRunner, wgpu::WgpuRunner, Runner,
+};
 use crate::tensor::{DType, Tensor};
 
 /// Everything `phantom onnx` needs, resolved from the command line.
@@ -49,6 +51,8 @@ pub struct CompareSettings {
     pub keep_fp32: Vec<String>,
     /// Where to write the converted model.
     pub save_target_model: Option<PathBuf>,
+    /// The wgpu target's options (`--ep wgpu`).
+    pub wgpu: crate::runner::wgpu::WgpuOptions,
 }
 
 /// Heatmaps kept per report: those of the values using most of their tolerance (a few kilobytes each).
@@ -107,11 +111,25 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let t = Instant::now();
     let pb = stage(s.progress, "target: onnxruntime (plain and instrumented)");
     let (mut target, conversion) = make_target(s, &graph, &lib, target_graph.clone())?;
+    let mut wg = match s.ep {
+        Ep::Wgpu => {
+            if s.max_memory.is_some() || target_graph.is_some() {
+                return Err(crate::error::Error::Usage(
+                    "--ep wgpu runs MODEL itself and holds its values on the device: --max-memory and \
+                     --target-model are for ONNX Runtime targets"
+                        .into(),
+                ));
+            }
+            Some(WgpuRunner::new(&s.wgpu, &lib)?)
+        }
+        _ => None,
+    };
     let bounded = s.max_memory;
     let attribution = s.attribution && bounded.is_none();
-    let mut tgt_out = match bounded {
-        None => target.run(&graph, &inputs)?,
-        Some(_) => {
+    let mut tgt_out = match (wg.as_mut(), bounded) {
+        (Some(w), _) => w.run(&graph, &inputs)?,
+        (None, None) => target.run(&graph, &inputs)?,
+        (None, Some(_)) => {
             let used = target.target_model.as_ref().unwrap_or(&graph);
             crate::runner::RunOutput {
                 details: target.details(used, "not logged in bounded mode"),
@@ -126,10 +144,10 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     // Expected noise: the reference rerun with every value rounded to the element type the target stores it in.
     let t = Instant::now();
     let target_graph_used = target.target_model.clone().unwrap_or_else(|| graph.clone());
-    let rounding = if attribution {
-        Some(isolate::rounding(&graph, &target_graph_used)?)
-    } else {
-        None
+    let rounding = match (attribution, &wg) {
+        (false, _) => None,
+        (true, Some(w)) => Some(w.rounding(&graph)?),
+        (true, None) => Some(isolate::rounding(&graph, &target_graph_used)?),
     };
     let mut emulated: HashMap<String, Tensor> = HashMap::new();
     if let Some(round) = &rounding {
@@ -236,9 +254,21 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             s.progress,
             "introduced error: every node on the target with reference inputs",
         );
-        let available: HashSet<String> = held.keys().cloned().collect();
-        let iso = isolate::build(&graph, &target_graph_used, &available)?;
-        let outs = isolate::run(&iso, &target, &held, round)?;
+        let outs = match wg.as_mut() {
+            Some(w) => w.run_isolated(&graph, &inputs, &held)?,
+            None => {
+                let available: HashSet<String> = held.keys().cloned().collect();
+                let iso = isolate::build(&graph, &target_graph_used, &available)?;
+                if !iso.excluded.is_empty() {
+                    tgt_notes.push(format!(
+                        "introduced error not measured for {} node(s) (control-flow bodies, or inputs the reference \
+                         lacks)",
+                        iso.excluded.len()
+                    ));
+                }
+                isolate::run(&iso, &target, &held, round)?
+            }
+        };
         for (name, t_iso) in &outs {
             let (Some(r), Some(v)) = (held.get(name), reports.get_mut(name)) else {
                 continue;
@@ -250,12 +280,6 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             let alone =
                 analysis::compare_pair(name, Ok(&r), Ok(&t_iso), &s.tolerance, false, false);
             v.introduced = attribution::introduced(&alone, &r, round.get(name).copied());
-        }
-        if !iso.excluded.is_empty() {
-            tgt_notes.push(format!(
-                "introduced error not measured for {} node(s) (control-flow bodies, or inputs the reference lacks)",
-                iso.excluded.len()
-            ));
         }
         pb.finish_and_clear();
     }
@@ -273,6 +297,9 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
         )
     });
     let mut nodes = nodes;
+    for n in nodes.iter_mut() {
+        n.target_note = tgt_out.placement.remove(&n.name);
+    }
     prune_heatmaps(&mut nodes);
     let mut verdict = analysis::verdict(&graph, &nodes);
     verdict.culprits = culprit::find(&graph, &nodes);
@@ -305,7 +332,7 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     let compare_ms = ms(t) + compare_time.as_secs_f64() * 1e3;
 
     let mut notes = inputs.notes.clone();
-    if s.precision.is_some() && s.ep == Ep::Cpu {
+    if s.precision.is_some() && s.ep == Ep::Cpu && wg.is_none() {
         notes.push(
             "ONNX Runtime's CPU EP runs most fp16/bf16 nodes in fp32 behind casts it inserts (and drops fp32→fp16→fp32 \
              cast pairs), so the graph run keeps fp32 precision between many nodes; a GPU computing in fp16 drifts more. \
@@ -362,8 +389,14 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
             details: ref_out.details.clone(),
         },
         target: RunnerInfo {
-            name: target.name(),
-            version: target.version(),
+            name: wg
+                .as_ref()
+                .map(|w| w.name())
+                .unwrap_or_else(|| target.name()),
+            version: wg
+                .as_ref()
+                .map(|w| w.version())
+                .unwrap_or_else(|| target.version()),
             details: tgt_out.details.clone(),
         },
         tolerance: ToleranceReport {
@@ -420,7 +453,8 @@ pub fn make_target(
     target_graph: Option<model::Graph>,
 ) -> Result<(OrtRunner, Option<ConversionReport>)> {
     let mut target = OrtRunner::new(lib, s.ep, s.opt_level, target_graph)?;
-    let Some(to) = s.precision else {
+    // The wgpu target computes in f16 itself; ONNX Runtime (CPU) only runs the nodes it has no shader for.
+    let Some(to) = s.precision.filter(|_| s.ep != Ep::Wgpu) else {
         return Ok((target, None));
     };
     let opts = ConvertOptions {

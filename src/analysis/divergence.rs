@@ -144,6 +144,7 @@ pub fn assemble(
                 reference: precision,
                 status,
                 values,
+                target_note: None,
             }
         })
         .collect()

@@ -51,7 +51,7 @@ fn known_dtype(code: i32) -> Option<DType> {
     (!matches!(d, DType::Other | DType::String)).then_some(d)
 }
 
-fn decode(g: &Graph) -> Result<ModelProto> {
+pub fn decode(g: &Graph) -> Result<ModelProto> {
     ModelProto::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
         path: g.path.clone(),
         reason: e.to_string(),

@@ -44,6 +44,21 @@ pub enum Ep {
     Cuda,
     Rocm,
     Migraphx,
+    /// phantom's own WGSL compute shaders through wgpu (Vulkan, Metal, DX12; lavapipe in software).
+    Wgpu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccumulateArg {
+    F32,
+    F16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum F16ModeArg {
+    Auto,
+    Native,
+    Emulated,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -100,6 +115,15 @@ pub struct OnnxArgs {
     /// Run this model on the target instead (an optimized, converted or quantized version); values matched by name.
     #[arg(long, value_name = "OTHER.onnx")]
     pub target_model: Option<PathBuf>,
+    /// --ep wgpu: what sums (MatMul, Conv, reductions, normalizations) accumulate in.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub accumulate: AccumulateArg,
+    /// --ep wgpu: the adapter whose name contains this (see `phantom devices`); default: the best there is.
+    #[arg(long, value_name = "NAME")]
+    pub adapter: Option<String>,
+    /// --ep wgpu --precision fp16: native f16 (`enable f16;`, needs SHADER_F16) or emulated by rounding f32.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub f16_mode: F16ModeArg,
     /// ONNX Runtime graph optimization level.
     #[arg(long, value_enum, default_value = "all")]
     pub ort_opt_level: OptLevel,

@@ -68,6 +68,16 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         },
         keep_fp32: a.keep_fp32.clone(),
         save_target_model: a.save_target_model.clone(),
+        wgpu: crate::runner::wgpu::WgpuOptions {
+            adapter: a.adapter.clone(),
+            f16: a.precision == super::args::PrecisionArg::Fp16,
+            accumulate_f16: a.accumulate == super::args::AccumulateArg::F16,
+            f16_mode: match a.f16_mode {
+                super::args::F16ModeArg::Auto => crate::runner::wgpu::F16Mode::Auto,
+                super::args::F16ModeArg::Native => crate::runner::wgpu::F16Mode::Native,
+                super::args::F16ModeArg::Emulated => crate::runner::wgpu::F16Mode::Emulated,
+            },
+        },
     };
     if let Some(d) = &a.save_run {
         if d.exists() && !a.force {
@@ -78,6 +88,11 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         }
     }
     if a.bisect {
+        if a.ep == super::args::Ep::Wgpu {
+            anyhow::bail!(
+                "--bisect probes ONNX Runtime targets; the wgpu target already exposes every value"
+            );
+        }
         return bisect(&settings, a.json.as_deref());
     }
     let (report, inputs) = run_compare(&settings)?;

@@ -68,6 +68,7 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
     let mut met = false;
     for round in 1..=a.max_rounds {
         let settings = CompareSettings {
+            wgpu: Default::default(),
             model: a.model.clone(),
             target_model: None,
             ep: a.ep,

@@ -35,6 +35,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
     };
     let precision = parse::<PrecisionArg>(saved.options.get("precision"), "fp32")?.low();
     let settings = CompareSettings {
+        wgpu: Default::default(),
         model,
         target_model: saved.target_model.as_ref().map(PathBuf::from),
         ep: parse::<Ep>(saved.options.get("ep"), "cpu")?,

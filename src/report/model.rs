@@ -257,6 +257,10 @@ pub struct NodeReport {
     /// Worst status among the node's outputs (fail > pass > unchecked).
     pub status: ValueStatus,
     pub values: Vec<ValueReport>,
+    /// Where the target computed this node when not on its device, and why (wgpu target: "not checked on GPU:
+    /// no shader for …", or "host: shape arithmetic").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_note: Option<String>,
 }
 
 /// Wall-clock milliseconds per stage.

@@ -163,14 +163,31 @@ pub fn render(r: &Report, top: usize) -> String {
         r.reference.name, r.reference.version
     );
     let d = &r.target.details;
-    let _ = writeln!(
-        s,
-        "target        {} {} · {} · opt {}",
-        r.target.name,
-        r.target.version,
-        d.get("ep_requested").map(String::as_str).unwrap_or("?"),
-        d.get("opt_level").map(String::as_str).unwrap_or("?")
-    );
+    let get = |k: &str| d.get(k).map(String::as_str).unwrap_or("?");
+    match d.get("compute") {
+        Some(compute) => {
+            let _ = writeln!(
+                s,
+                "target        {} · {} · {} · accumulate {} · {} nodes on device, {} on host",
+                r.target.version,
+                get("backend"),
+                compute,
+                get("accumulate"),
+                get("nodes_on_device"),
+                get("nodes_on_host")
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "target        {} {} · {} · opt {}",
+                r.target.name,
+                r.target.version,
+                get("ep_requested"),
+                get("opt_level")
+            );
+        }
+    }
     for i in &r.inputs {
         let shape = i
             .shape

@@ -3,6 +3,7 @@
 //! - [`reference`]: tract at the typed level, translated to f64, with phantom's own f64 kernels where tract has
 //!   none; the yardstick.
 //! - [`ort`]: ONNX Runtime through the `ort` crate on a chosen execution provider; a target.
+//! - [`wgpu`]: phantom's own WGSL shaders on a Vulkan/Metal/DX12 adapter; a target.
 
 pub mod ort;
 pub mod ort_lib;
@@ -30,6 +31,8 @@ pub struct RunOutput {
     pub details: BTreeMap<String, String>,
     /// Things the user should know.
     pub notes: Vec<String>,
+    /// Node name → where it ran instead of the target device, and why (wgpu target only).
+    pub placement: HashMap<String, String>,
 }
 
 /// One way of evaluating a model.

@@ -117,7 +117,7 @@ impl OrtRunner {
 
     fn ep_name(&self) -> &'static str {
         match self.ep {
-            Ep::Cpu => ep::CPU::NAME,
+            Ep::Cpu | Ep::Wgpu => ep::CPU::NAME,
             Ep::Cuda => ep::CUDA::NAME,
             Ep::Rocm => ep::ROCm::NAME,
             Ep::Migraphx => ep::MIGraphX::NAME,
@@ -182,7 +182,7 @@ impl OrtRunner {
                 None => b,
             };
             b = match self.ep {
-                Ep::Cpu => b,
+                Ep::Cpu | Ep::Wgpu => b,
                 Ep::Cuda => b
                     .with_execution_providers([ep::CUDA::default().build().error_on_failure()])
                     .map_err(|e| ep_fail(e.into()))?,

@@ -12,3 +12,4 @@ mod precision;
 mod replay;
 mod schema;
 mod snapshots;
+mod wgpu;

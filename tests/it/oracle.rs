@@ -33,7 +33,7 @@ struct Tally {
     failed: Vec<String>,
 }
 
-fn files(dir: &Path, prefix: &str) -> Vec<(String, std::path::PathBuf)> {
+pub fn files(dir: &Path, prefix: &str) -> Vec<(String, std::path::PathBuf)> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -29,7 +29,7 @@ pub struct AdapterSummary {
     pub max_compute_workgroups_per_dimension: u32,
 }
 
-fn summarize(a: &::wgpu::Adapter) -> AdapterSummary {
+pub fn summarize(a: &::wgpu::Adapter) -> AdapterSummary {
     let info = a.get_info();
     let features = a.features();
     let limits = a.limits();
@@ -124,4 +124,38 @@ pub fn matching(name: &str) -> Result<Vec<AdapterSummary>> {
         });
     }
     Ok(hits)
+}
+
+/// The adapter to run on: the first whose name contains `name`, or the best there is (discrete, integrated,
+/// virtual, then CPU).
+pub fn pick(name: Option<&str>) -> Result<::wgpu::Adapter> {
+    let inst = instance();
+    let all = pollster::block_on(inst.enumerate_adapters(::wgpu::Backends::all()));
+    let rank = |a: &::wgpu::Adapter| match a.get_info().device_type {
+        ::wgpu::DeviceType::DiscreteGpu => 0,
+        ::wgpu::DeviceType::IntegratedGpu => 1,
+        ::wgpu::DeviceType::VirtualGpu => 2,
+        ::wgpu::DeviceType::Cpu => 3,
+        ::wgpu::DeviceType::Other => 4,
+    };
+    let want = name.map(str::to_lowercase);
+    let mut hits: Vec<::wgpu::Adapter> = all
+        .into_iter()
+        .filter(|a| {
+            want.as_ref()
+                .is_none_or(|w| a.get_info().name.to_lowercase().contains(w))
+        })
+        .collect();
+    hits.sort_by_key(rank);
+    match hits.into_iter().next() {
+        Some(a) => Ok(a),
+        None => {
+            // Same wording as `phantom devices --adapter`.
+            matching(name.unwrap_or(""))?;
+            Err(Error::Input {
+                name: "--adapter".into(),
+                reason: "no wgpu adapter".into(),
+            })
+        }
+    }
 }

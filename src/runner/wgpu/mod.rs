@@ -1,3 +1,210 @@
-//! The wgpu side: adapters (this module) — the WGSL executor that runs ONNX graphs on them is not built yet.
+//! The wgpu target: phantom's own WGSL compute shaders (`shaders/`) run the ONNX graph node by node on a Vulkan,
+//! Metal or DX12 adapter (Mesa's lavapipe in software), in f32 or f16 (native `enable f16;` when the adapter offers
+//! `SHADER_F16`, otherwise emulated by rounding after every operation), with sums accumulated in f32 or f16.
+//!
+//! - [`device`]: adapters, `phantom devices`, `--adapter`;
+//! - [`shaders`]: the embedded sources and their mode header; [`gpu`]: device, pipeline cache, buffer pool;
+//! - [`exec`]: the graph walk; [`ops`]: one file per op family; [`host`]: nodes without a shader, on the CPU.
 
+pub mod ctx;
 pub mod device;
+pub mod exec;
+pub mod gpu;
+pub mod host;
+pub mod ops;
+pub mod shaders;
+
+use std::collections::HashMap;
+
+use prost::Message;
+
+use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
+use crate::model::Graph;
+use crate::runner::{ort::OrtRunner, ort_lib::Located, RunOutput, Runner};
+pub use shaders::{Accum, Mode};
+
+/// How f16 is computed when `--precision fp16` is asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum F16Mode {
+    /// Native when the adapter offers `SHADER_F16`, else emulated.
+    #[default]
+    Auto,
+    Native,
+    Emulated,
+}
+
+/// The wgpu target's options (`--adapter`, `--precision`, `--accumulate`, `--f16-mode`).
+#[derive(Clone, Debug, Default)]
+pub struct WgpuOptions {
+    pub adapter: Option<String>,
+    pub f16: bool,
+    pub accumulate_f16: bool,
+    pub f16_mode: F16Mode,
+}
+
+pub struct WgpuRunner {
+    pub gpu: gpu::Gpu,
+    host: host::Host,
+    /// Node name → where and why it ran on the host; filled by [`Runner::run`].
+    pub placement: HashMap<String, String>,
+}
+
+impl WgpuRunner {
+    /// Opens the adapter and device; `lib` gives the ONNX Runtime that runs nodes without a shader.
+    pub fn new(opts: &WgpuOptions, lib: &Located) -> Result<WgpuRunner> {
+        let adapter = device::pick(opts.adapter.as_deref())?;
+        let f16_native = adapter.features().contains(wgpu::Features::SHADER_F16);
+        let mode = match (opts.f16, opts.f16_mode) {
+            (false, _) => Mode::F32,
+            (true, F16Mode::Emulated) => Mode::F16Emulated,
+            (true, F16Mode::Native) if !f16_native => {
+                return Err(Error::Usage(format!(
+                    "--f16-mode native: the adapter {} does not offer SHADER_F16; use --f16-mode emulated",
+                    adapter.get_info().name
+                )))
+            }
+            (true, F16Mode::Native) => Mode::F16Native,
+            (true, F16Mode::Auto) if f16_native => Mode::F16Native,
+            (true, F16Mode::Auto) => Mode::F16Emulated,
+        };
+        let acc = match opts.accumulate_f16 {
+            true => Accum::Storage,
+            false => Accum::F32,
+        };
+        let gpu = gpu::Gpu::open(&adapter, mode, acc)?;
+        let ort = OrtRunner::new(
+            lib,
+            crate::cli::args::Ep::Cpu,
+            crate::cli::args::OptLevel::All,
+            None,
+        )?;
+        Ok(WgpuRunner {
+            gpu,
+            host: host::Host {
+                ort,
+                ir_version: 8,
+                opsets: vec![],
+                types: HashMap::new(),
+                dir: std::env::temp_dir(),
+            },
+            placement: HashMap::new(),
+        })
+    }
+}
+
+impl WgpuRunner {
+    fn decode(&mut self, graph: &Graph) -> Result<tract_onnx::pb::ModelProto> {
+        let proto = tract_onnx::pb::ModelProto::decode(graph.bytes.as_slice()).map_err(|e| {
+            Error::MalformedModel {
+                path: graph.path.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        self.host.ir_version = proto.ir_version;
+        self.host.opsets = proto.opset_import.clone();
+        if let Some(g) = &proto.graph {
+            self.host.types = crate::precision::types::infer(g, &HashMap::new());
+        }
+        Ok(proto)
+    }
+
+    /// Every node run once on its own, fed with `reference` values stored as the device stores them; the outputs
+    /// by name (the introduced error of each node).
+    pub fn run_isolated(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+        reference: &HashMap<String, crate::tensor::Tensor>,
+    ) -> Result<HashMap<String, crate::tensor::Tensor>> {
+        let proto = self.decode(graph)?;
+        let mut out = RunOutput::default();
+        exec::execute(
+            &self.gpu,
+            &self.host,
+            graph,
+            &proto,
+            inputs,
+            &mut out,
+            Some(reference),
+        )?;
+        Ok(out.values)
+    }
+
+    /// The element type each float value is stored in on the device (f16 in f16 mode), for the expected noise.
+    pub fn rounding(&self, graph: &Graph) -> Result<crate::runner::reference::Rounding> {
+        let mut r = crate::analysis::isolate::rounding(graph, graph)?;
+        if self.gpu.mode.is_f16() {
+            for d in r.values_mut() {
+                *d = crate::tensor::DType::F16;
+            }
+        }
+        Ok(r)
+    }
+}
+
+impl Runner for WgpuRunner {
+    fn name(&self) -> String {
+        "wgpu".into()
+    }
+
+    fn version(&self) -> String {
+        format!("wgpu 30.0.1 on {}", self.gpu.adapter.name)
+    }
+
+    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+        let proto = self.decode(graph)?;
+        let mut out = RunOutput::default();
+        let placed = exec::execute(&self.gpu, &self.host, graph, &proto, inputs, &mut out, None)?;
+        let a = &self.gpu.adapter;
+        let d = &mut out.details;
+        d.insert("adapter".into(), a.name.clone());
+        d.insert("backend".into(), a.backend.clone());
+        d.insert("device_type".into(), a.device_type.clone());
+        d.insert(
+            "driver".into(),
+            format!("{} {}", a.driver, a.driver_info).trim().into(),
+        );
+        d.insert("compute".into(), self.gpu.mode.describe().into());
+        d.insert(
+            "accumulate".into(),
+            match (self.gpu.acc, self.gpu.mode) {
+                (Accum::Storage, Mode::F16Native | Mode::F16Emulated) => "f16",
+                _ => "f32",
+            }
+            .into(),
+        );
+        d.insert("shader_f16".into(), a.shader_f16.to_string());
+        d.insert("nodes_on_device".into(), placed.device_nodes.to_string());
+        d.insert("nodes_on_host".into(), placed.host.len().to_string());
+        d.insert(
+            "dispatches".into(),
+            self.gpu.dispatches.borrow().to_string(),
+        );
+        let mut unchecked: HashMap<&str, usize> = HashMap::new();
+        for (node, why) in &placed.host {
+            if exec::not_checked(why) {
+                let op = graph
+                    .nodes
+                    .iter()
+                    .find(|n| &n.name == node)
+                    .map(|n| n.op_type.as_str())
+                    .unwrap_or("?");
+                *unchecked.entry(op).or_default() += 1;
+            }
+        }
+        if !unchecked.is_empty() {
+            let mut ops: Vec<String> = unchecked.iter().map(|(o, n)| format!("{o} ×{n}")).collect();
+            ops.sort();
+            out.notes.push(format!(
+                "wgpu: {} node(s) not checked on GPU (no shader for the op or its form; they ran on the CPU through \
+                 ONNX Runtime in f32): {}",
+                unchecked.values().sum::<usize>(),
+                ops.join(", ")
+            ));
+        }
+        self.placement = placed.host.clone();
+        out.placement = placed.host;
+        Ok(out)
+    }
+}

@@ -1,0 +1,171 @@
+//! wgpu target throughput: the matmul and conv shaders (GFLOP/s, kernel only: inputs stay on the device, one wait
+//! per batch of dispatches) in f32, f16 with f32 accumulation and f16 with f16 accumulation; then end-to-end model
+//! time (`WgpuRunner::run`: every node dispatched and every value read back, as `phantom onnx --ep wgpu` does).
+//!
+//! `cargo bench --bench wgpu_throughput [-- MODEL.onnx ...]` (release). Prints one line per measurement.
+
+use std::time::Instant;
+
+use phantom::runner::wgpu::gpu::{Buf, Gpu};
+use phantom::runner::wgpu::{device, Accum, Mode};
+
+fn random(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn upload(gpu: &Gpu, v: &[f32]) -> Buf {
+    let bytes: Vec<u8> = match gpu.mode {
+        Mode::F16Native => v
+            .iter()
+            .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
+            .collect(),
+        _ => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    gpu.upload(&bytes)
+}
+
+/// Seconds per dispatch of `shader`, averaged over `reps` after one warm-up.
+#[allow(clippy::too_many_arguments)]
+fn time(
+    gpu: &Gpu,
+    shader: &str,
+    entry: &'static str,
+    p: &[u32],
+    ins: &[Option<&Buf>],
+    out: &Buf,
+    g: [u32; 3],
+    reps: usize,
+) -> f64 {
+    let run = |k: usize| {
+        let mut enc = gpu.encoder("bench");
+        for _ in 0..k {
+            gpu.dispatch(&mut enc, shader, entry, p, ins, out, g, "bench")
+                .unwrap();
+        }
+        gpu.submit(enc);
+        gpu.read(&[(out, 4)]).unwrap();
+    };
+    run(1);
+    let t = Instant::now();
+    run(reps);
+    t.elapsed().as_secs_f64() / reps as f64
+}
+
+fn matmul(gpu: &Gpu, n: usize) -> f64 {
+    let a = upload(gpu, &random(n * n, 1));
+    let b = upload(gpu, &random(n * n, 2));
+    let y = gpu.alloc((n * n) as u64 * gpu.mode.elem_bytes());
+    let mut p = vec![0u32; 31];
+    p[0] = n as u32;
+    p[1] = n as u32;
+    p[2] = n as u32;
+    p[4] = n as u32;
+    p[5] = 1;
+    p[6] = n as u32;
+    p[7] = 1;
+    p[27] = 1f32.to_bits();
+    let g = [n.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
+    let reps = if n >= 1024 { 2 } else { 5 };
+    let s = time(
+        gpu,
+        "linalg/matmul",
+        "main",
+        &p,
+        &[Some(&a), Some(&b), None],
+        &y,
+        g,
+        reps,
+    );
+    2.0 * (n as f64).powi(3) / s / 1e9
+}
+
+fn conv(gpu: &Gpu, c: usize, hw: usize) -> f64 {
+    let x = upload(gpu, &random(c * hw * hw, 3));
+    let w = upload(gpu, &random(c * c * 9, 4));
+    let y = gpu.alloc((c * hw * hw) as u64 * gpu.mode.elem_bytes());
+    let n = c * hw * hw;
+    let p: Vec<u32> = vec![
+        n as u32, c as u32, hw as u32, hw as u32, c as u32, hw as u32, hw as u32, 3, 3, 1, 1, 1, 1,
+        1, 1, 1, 0,
+    ];
+    let s = time(
+        gpu,
+        "conv/conv",
+        "conv",
+        &p,
+        &[Some(&x), Some(&w), None],
+        &y,
+        Gpu::groups_1d(n),
+        3,
+    );
+    2.0 * (n * c * 9) as f64 / s / 1e9
+}
+
+fn main() {
+    let adapter =
+        device::pick(std::env::var("PHANTOM_ADAPTER").ok().as_deref()).expect("a wgpu adapter");
+    let info = adapter.get_info();
+    println!(
+        "adapter: {} ({:?}, {})",
+        info.name, info.backend, info.driver_info
+    );
+    let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+    let mut modes = vec![(Mode::F32, Accum::F32, "f32")];
+    let h = if f16 {
+        Mode::F16Native
+    } else {
+        Mode::F16Emulated
+    };
+    modes.push((h, Accum::F32, "f16 storage, f32 accumulate"));
+    modes.push((h, Accum::Storage, "f16 storage, f16 accumulate"));
+    for (mode, acc, label) in modes {
+        let gpu = Gpu::open(&adapter, mode, acc).expect("device");
+        for n in [256, 512, 1024] {
+            println!("matmul {n}x{n}x{n} {label}: {:.2} GFLOP/s", matmul(&gpu, n));
+        }
+        println!(
+            "conv 3x3 64ch 56x56 {label}: {:.2} GFLOP/s",
+            conv(&gpu, 64, 56)
+        );
+    }
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a.ends_with(".onnx"))
+        .collect();
+    let models = if args.is_empty() {
+        vec!["models/convnet.onnx".to_string()]
+    } else {
+        args
+    };
+    let lib = phantom::runner::ort_lib::locate(None, false).expect("ONNX Runtime");
+    for m in models {
+        let graph = phantom::model::load(std::path::Path::new(&m)).expect("model");
+        let inputs = phantom::model::inputs::prepare(&graph, &Default::default()).expect("inputs");
+        for f16 in [false, true] {
+            let opts = phantom::runner::wgpu::WgpuOptions {
+                f16,
+                ..Default::default()
+            };
+            let mut r = phantom::runner::wgpu::WgpuRunner::new(&opts, &lib).expect("runner");
+            use phantom::runner::Runner;
+            r.run(&graph, &inputs).expect("warm-up");
+            let t = Instant::now();
+            let out = r.run(&graph, &inputs).expect("run");
+            println!(
+                "model {m} ({} nodes) {}: {:.1} ms end to end, {} values read back",
+                graph.nodes.len(),
+                if f16 { "f16" } else { "f32" },
+                t.elapsed().as_secs_f64() * 1e3,
+                out.values.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The executor: walks the graph in topological order, runs each node's shader on the device (or, without one, on
+//! the host), reads every value back for the comparison, and frees device buffers after their last reader (they
+//! go back to the pool for the next node).
+
+use std::collections::HashMap;
+
+use tract_onnx::pb::{ModelProto, NodeProto};
+
+use super::ctx::{download, Ctx, Out, Store};
+use super::gpu::Gpu;
+use super::host::Host;
+use super::ops;
+use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
+use crate::model::Graph;
+use crate::runner::RunOutput;
+use crate::tensor::Tensor;
+
+/// Where each node ran, for the report.
+#[derive(Default)]
+pub struct Placement {
+    /// Node name → why it ran on the host (absent: on the device).
+    pub host: HashMap<String, String>,
+    pub device_nodes: usize,
+}
+
+/// Whether a host placement means the node's numbers were not checked on the GPU (float compute without a
+/// shader), as opposed to integer shape arithmetic or constants.
+pub fn not_checked(reason: &str) -> bool {
+    reason.starts_with("not checked on GPU")
+}
+
+fn initializers(proto: &ModelProto, dir: &std::path::Path, store: &mut Store) -> Result<()> {
+    let g = proto.graph.as_ref().expect("decoded models have a graph");
+    for t in &g.initializer {
+        let v = crate::model::proto::tensor_from_proto(t, Some(dir))?;
+        store.host.insert(t.name.clone(), v);
+    }
+    Ok(())
+}
+
+/// Runs `graph` (decoded as `proto`) on the device, every value read back into `out.values`. With `feed`, every
+/// node reads the values given there instead of those computed before it (stored as the device stores them): each
+/// node's own, introduced error.
+pub fn execute(
+    gpu: &Gpu,
+    host: &Host,
+    graph: &Graph,
+    proto: &ModelProto,
+    inputs: &Inputs,
+    out: &mut RunOutput,
+    feed: Option<&HashMap<String, Tensor>>,
+) -> Result<Placement> {
+    let dir = graph
+        .path
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default();
+    let mut store = Store::default();
+    initializers(proto, &dir, &mut store)?;
+    for (name, t) in &inputs.tensors {
+        store.host.insert(name.clone(), t.clone());
+    }
+    let protos = &proto.graph.as_ref().expect("graph").node;
+    let consumers = graph.consumers();
+    let mut remaining: HashMap<&str, usize> =
+        consumers.iter().map(|(k, v)| (*k, v.len())).collect();
+    let opset = graph.default_opset().unwrap_or(13);
+    let mut placement = Placement::default();
+    for node in &graph.nodes {
+        let p = &protos[node.source_index];
+        if let Some(feed) = feed {
+            for i in p.input.iter().filter(|i| !i.is_empty()) {
+                if let Some(r) = feed.get(i) {
+                    let own = store.host.get(i).map(Tensor::dtype);
+                    let want = match (gpu.mode.is_f16(), own) {
+                        (true, _) => crate::tensor::DType::F16,
+                        (false, Some(d)) => d,
+                        (false, None) => crate::tensor::DType::F32,
+                    };
+                    let t = match r.dtype().is_float() && r.dtype() != want {
+                        true => r.cast(want).unwrap_or_else(|| r.clone()),
+                        false => r.clone(),
+                    };
+                    store.host.insert(i.clone(), t);
+                    store.dev.remove(i);
+                    store.aux.remove(i);
+                }
+            }
+        }
+        let placed = device_op(gpu, p, opset, &mut store)?;
+        let mut said = String::new();
+        let on_device = match placed {
+            Out::Dev(vals) => {
+                let bufs: Vec<_> = vals
+                    .iter()
+                    .map(|v| (&*v.buf, (v.len() as u64) * gpu.mode.elem_bytes()))
+                    .collect();
+                let bytes = gpu.read(&bufs)?;
+                gpu.check(&format!("node {} ({})", p.name, p.op_type))?;
+                for ((name, v), b) in p.output.iter().zip(&vals).zip(bytes) {
+                    if name.is_empty() {
+                        continue;
+                    }
+                    let t = download(gpu, v, &b);
+                    store.host.insert(name.clone(), t.clone());
+                    out.values.insert(name.clone(), t);
+                    store.dev.insert(name.clone(), v.clone());
+                }
+                placement.device_nodes += 1;
+                true
+            }
+            Out::Host(why) => {
+                said = why;
+                false
+            }
+        };
+        if !on_device {
+            let why = host_reason(p, &store, &said);
+            match host.run(p, &store.host) {
+                Ok(outs) => {
+                    for (name, v) in outs {
+                        match v {
+                            Ok(t) => {
+                                let t = stored_like_device(gpu, t);
+                                store.host.insert(name.clone(), t.clone());
+                                out.values.insert(name, t);
+                            }
+                            Err(e) => {
+                                out.missing.insert(name, e);
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    for o in p.output.iter().filter(|o| !o.is_empty()) {
+                        out.missing.insert(
+                            o.clone(),
+                            format!("wgpu target: host run of {} failed: {e}", p.name),
+                        );
+                    }
+                }
+            }
+            placement.host.insert(node.name.clone(), why);
+        }
+        for i in p.input.iter().filter(|i| !i.is_empty()) {
+            if let Some(r) = remaining.get_mut(i.as_str()) {
+                *r = r.saturating_sub(1);
+                if *r == 0 {
+                    store.dev.remove(i);
+                    store.aux.remove(i);
+                }
+            }
+        }
+    }
+    if !store.out_of_range.is_empty() {
+        out.notes.push(format!(
+            "wgpu f16: {} initializer(s) hold values beyond ±65504 and became infinite on the device: {}",
+            store.out_of_range.len(),
+            store.out_of_range.join(", ")
+        ));
+    }
+    Ok(placement)
+}
+
+/// In f16 mode a float value computed on the host is stored in f16 like every device value.
+fn stored_like_device(gpu: &Gpu, t: Tensor) -> Tensor {
+    match (gpu.mode.is_f16(), t.dtype().is_float()) {
+        (true, true) => t.cast(crate::tensor::DType::F16).unwrap_or(t),
+        _ => t,
+    }
+}
+
+fn host_reason(p: &NodeProto, store: &Store, said: &str) -> String {
+    let float_in = p
+        .input
+        .iter()
+        .filter(|i| !i.is_empty())
+        .filter_map(|i| store.host.get(i))
+        .any(|t| t.dtype().is_float());
+    if p.op_type == "Constant" {
+        return "host: constant".into();
+    }
+    if !float_in && !matches!(p.op_type.as_str(), "RandomNormal" | "RandomUniform") {
+        return "host: shape arithmetic (integer values)".into();
+    }
+    let why = match ops::find(&p.op_type) {
+        None => format!("no shader for {}", p.op_type),
+        Some(_) if !said.is_empty() => said.to_string(),
+        Some(_) => format!("{} in this form has no shader path", p.op_type),
+    };
+    format!("not checked on GPU: {why}; ran on the CPU (ONNX Runtime, f32)")
+}
+
+/// Runs `p` on the device when there is a shader for it, else says why it goes to the host.
+fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<Out> {
+    let none = || Ok(Out::Host(String::new()));
+    let Some(f) = ops::find(&p.op_type) else {
+        return none();
+    };
+    if !p.domain.is_empty() && p.domain != "ai.onnx" {
+        return none();
+    }
+    let mut ctx = Ctx {
+        gpu,
+        node: p,
+        opset,
+        enc: gpu.encoder(&p.name),
+        store,
+        too_big: false,
+    };
+    // Integer values (shape arithmetic) stay on the host.
+    let data = if p.op_type == "Where" { 1 } else { 0 };
+    if !ctx.is_float(data) {
+        return none();
+    }
+    let r = f(&mut ctx);
+    let Ctx { enc, too_big, .. } = ctx;
+    if too_big && r.is_ok() {
+        return Ok(Out::Host(format!(
+            "a value beyond the adapter's {} MiB storage binding limit (chunking is not implemented for {})",
+            gpu.max_binding() >> 20,
+            p.op_type
+        )));
+    }
+    match r {
+        Ok(Out::Dev(vals)) => {
+            gpu.submit(enc);
+            Ok(Out::Dev(vals))
+        }
+        Ok(host) => Ok(host),
+        Err(Error::Wgpu { reason }) => Err(Error::Wgpu {
+            reason: format!("node {} ({}): {reason}", p.name, p.op_type),
+        }),
+        Err(e) => Err(e),
+    }
+}

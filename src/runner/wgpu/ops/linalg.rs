@@ -1,0 +1,506 @@
+//! Matrix products (`MatMul`, `Gemm`: `linalg/matmul.wgsl`), convolutions and pools over one or two spatial axes
+//! (`conv/`), and `Resize` of the two innermost axes (`layout/resize.wgsl`).
+
+use super::{bcast_strides, broadcast, done, host, OpFn, Params};
+use crate::error::Result;
+use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
+
+pub const OPS: &[&str] = &[
+    "MatMul",
+    "Gemm",
+    "Conv",
+    "ConvTranspose",
+    "MaxPool",
+    "AveragePool",
+];
+
+pub fn find(op: &str) -> Option<OpFn> {
+    Some(match op {
+        "MatMul" => matmul,
+        "Gemm" => gemm,
+        "Conv" | "ConvTranspose" => conv,
+        "MaxPool" | "AveragePool" => pool,
+        _ => return None,
+    })
+}
+
+/// One matrix product: A is read at (m, k) = a_rs·m + a_cs·k, B at (k, n) = b_rs·k + b_cs·n.
+struct Mm<'v> {
+    a: &'v DevVal,
+    b: &'v DevVal,
+    c: Option<(&'v DevVal, i64, i64)>,
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: Vec<usize>,
+    a_batch: Vec<i64>,
+    b_batch: Vec<i64>,
+    a_rc: (i64, i64),
+    b_rc: (i64, i64),
+    alpha: f32,
+    beta: f32,
+}
+
+fn run_mm(ctx: &mut Ctx, mm: Mm, out_shape: Vec<usize>) -> Result<Out> {
+    let nb: usize = mm.batch.iter().product();
+    if mm.batch.len() > 6 || nb > 65535 || mm.m.div_ceil(64) > 65535 || mm.n.div_ceil(64) > 65535 {
+        return host("MatMul beyond the tiled shader's batch or size limits");
+    }
+    let out = ctx.output(out_shape, ctx.out_dtype());
+    let mut p = Params::new();
+    p.set(0, mm.m as u32)
+        .set(1, mm.n as u32)
+        .set(2, mm.k as u32)
+        .set(3, mm.batch.len() as u32)
+        .set_i(4, mm.a_rc.0)
+        .set_i(5, mm.a_rc.1)
+        .set_i(6, mm.b_rc.0)
+        .set_i(7, mm.b_rc.1)
+        .dims(8, &mm.batch)
+        .strides(14, &mm.a_batch)
+        .strides(20, &mm.b_batch)
+        .set(26, mm.c.is_some() as u32)
+        .set_f(27, mm.alpha)
+        .set_f(28, mm.beta);
+    if let Some((_, rs, cs)) = mm.c {
+        p.set_i(29, rs).set_i(30, cs);
+    }
+    if !out.is_empty() {
+        let groups = [
+            mm.n.div_ceil(64) as u32,
+            mm.m.div_ceil(64) as u32,
+            nb.max(1) as u32,
+        ];
+        let c = mm.c.map(|c| &*c.0.buf);
+        ctx.run_groups(
+            "linalg/matmul",
+            "main",
+            &p.0,
+            &[Some(&mm.a.buf), Some(&mm.b.buf), c],
+            &out,
+            groups,
+        )?;
+    }
+    done(ctx, out)
+}
+
+fn matmul(ctx: &mut Ctx) -> Result<Out> {
+    let a = ctx.dev(0)?;
+    let b = ctx.dev(1)?;
+    if a.shape.is_empty() || b.shape.is_empty() {
+        return host("MatMul of scalars");
+    }
+    let sa = if a.shape.len() == 1 {
+        vec![1, a.shape[0]]
+    } else {
+        a.shape.clone()
+    };
+    let sb = if b.shape.len() == 1 {
+        vec![b.shape[0], 1]
+    } else {
+        b.shape.clone()
+    };
+    let (m, k) = (sa[sa.len() - 2], sa[sa.len() - 1]);
+    let (k2, n) = (sb[sb.len() - 2], sb[sb.len() - 1]);
+    if k != k2 {
+        return host("MatMul: inner dimensions differ");
+    }
+    let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
+    let Some(batch) = broadcast(&[ba, bb]) else {
+        return host("MatMul: batch dims that do not broadcast");
+    };
+    let mut out_shape = batch.clone();
+    if a.shape.len() > 1 {
+        out_shape.push(m);
+    }
+    if b.shape.len() > 1 {
+        out_shape.push(n);
+    }
+    let scale = |s: Vec<i64>, by: usize| s.iter().map(|v| v * by as i64).collect::<Vec<_>>();
+    let mm = Mm {
+        a: &a,
+        b: &b,
+        c: None,
+        m,
+        n,
+        k,
+        a_batch: scale(bcast_strides(ba, &batch), m * k),
+        b_batch: scale(bcast_strides(bb, &batch), k * n),
+        batch,
+        a_rc: (k as i64, 1),
+        b_rc: (n as i64, 1),
+        alpha: 1.0,
+        beta: 0.0,
+    };
+    run_mm(ctx, mm, out_shape)
+}
+
+fn gemm(ctx: &mut Ctx) -> Result<Out> {
+    let a = ctx.dev(0)?;
+    let b = ctx.dev(1)?;
+    if a.shape.len() != 2 || b.shape.len() != 2 {
+        return host("Gemm needs 2-D operands");
+    }
+    let ta = ctx.attr_i("transA", 0) != 0;
+    let tb = ctx.attr_i("transB", 0) != 0;
+    let (m, k) = match ta {
+        true => (a.shape[1], a.shape[0]),
+        false => (a.shape[0], a.shape[1]),
+    };
+    let n = if tb { b.shape[0] } else { b.shape[1] };
+    let c = match ctx.has(2) {
+        true => Some(ctx.dev(2)?),
+        false => None,
+    };
+    let c_strides = match &c {
+        None => None,
+        Some(c) => {
+            let s = &c.shape;
+            let (rows, cols) = match s.len() {
+                0 => (1, 1),
+                1 => (1, s[0]),
+                2 => (s[0], s[1]),
+                _ => return host("Gemm: C of rank > 2"),
+            };
+            if (rows != 1 && rows != m) || (cols != 1 && cols != n) {
+                return host("Gemm: C does not broadcast to M x N");
+            }
+            Some((
+                if rows > 1 { cols as i64 } else { 0 },
+                if cols > 1 { 1 } else { 0 },
+            ))
+        }
+    };
+    let mm = Mm {
+        a: &a,
+        b: &b,
+        c: c.as_ref().zip(c_strides).map(|(c, (r, q))| (c, r, q)),
+        m,
+        n,
+        k,
+        batch: vec![],
+        a_batch: vec![],
+        b_batch: vec![],
+        a_rc: if ta { (1, m as i64) } else { (k as i64, 1) },
+        b_rc: if tb { (1, k as i64) } else { (n as i64, 1) },
+        alpha: ctx.attr_f("alpha", 1.0),
+        beta: ctx.attr_f("beta", 1.0),
+    };
+    run_mm(ctx, mm, vec![m, n])
+}
+
+/// Spatial geometry of a conv or pool over one or two axes, as 2-D (a 1-D op runs with H = 1).
+struct Geo {
+    h: usize,
+    w: usize,
+    k: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    begin: [usize; 2],
+    end: [usize; 2],
+    out: [usize; 2],
+}
+
+/// With `transpose`, the output extent is that of a transposed convolution: s·(in − 1) + output_padding + extent − pads.
+fn geometry(
+    ctx: &Ctx,
+    spatial: &[usize],
+    kernel: &[usize],
+    ceil: bool,
+    transpose: bool,
+) -> Option<Geo> {
+    let r = spatial.len();
+    if r == 0 || r > 2 || kernel.len() != r {
+        return None;
+    }
+    let get = |name: &str, def: usize| -> Vec<usize> {
+        ctx.attr_ints(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.iter().map(|&x| x.max(0) as usize).collect())
+            .unwrap_or_else(|| vec![def; r])
+    };
+    let s = get("strides", 1);
+    let d = get("dilations", 1);
+    let pads = ctx
+        .attr_ints("pads")
+        .map(|v| v.iter().map(|&x| x.max(0) as usize).collect::<Vec<_>>())
+        .unwrap_or_else(|| vec![0; 2 * r]);
+    if s.len() != r || d.len() != r || pads.len() != 2 * r {
+        return None;
+    }
+    let auto = ctx.attr_s("auto_pad", "NOTSET");
+    let mut begin = vec![0; r];
+    let mut end = vec![0; r];
+    let mut out = vec![0; r];
+    for i in 0..r {
+        let ext = (kernel[i] - 1) * d[i] + 1;
+        match auto.as_str() {
+            "SAME_UPPER" | "SAME_LOWER" => {
+                out[i] = spatial[i].div_ceil(s[i]);
+                let total = ((out[i] - 1) * s[i] + ext).saturating_sub(spatial[i]);
+                let small = total / 2;
+                (begin[i], end[i]) = match auto == "SAME_UPPER" {
+                    true => (small, total - small),
+                    false => (total - small, small),
+                };
+            }
+            "VALID" => {
+                out[i] = (spatial[i] + 1).checked_sub(ext)?.div_ceil(s[i]);
+            }
+            _ if transpose => {
+                begin[i] = pads[i];
+                end[i] = pads[i + r];
+                let extra = ctx
+                    .attr_ints("output_padding")
+                    .and_then(|v| v.get(i).copied())
+                    .unwrap_or(0)
+                    .max(0) as usize;
+                out[i] = (s[i] * (spatial[i].max(1) - 1) + extra + ext)
+                    .checked_sub(begin[i] + end[i])?;
+            }
+            _ => {
+                begin[i] = pads[i];
+                end[i] = pads[i + r];
+                let span = (spatial[i] + begin[i] + end[i]).checked_sub(ext)?;
+                out[i] = match ceil {
+                    true => {
+                        let mut o = span.div_ceil(s[i]) + 1;
+                        if (o - 1) * s[i] >= spatial[i] + begin[i] {
+                            o -= 1;
+                        }
+                        o
+                    }
+                    false => span / s[i] + 1,
+                };
+            }
+        }
+    }
+    let two = |v: &[usize], def: usize| -> [usize; 2] {
+        match v.len() {
+            1 => [def, v[0]],
+            _ => [v[0], v[1]],
+        }
+    };
+    Some(Geo {
+        h: two(spatial, 1)[0],
+        w: two(spatial, 1)[1],
+        k: two(kernel, 1),
+        s: two(&s, 1),
+        d: two(&d, 1),
+        begin: two(&begin, 0),
+        end: two(&end, 0),
+        out: two(&out, 1),
+    })
+}
+
+fn conv(ctx: &mut Ctx) -> Result<Out> {
+    let transpose = ctx.node.op_type == "ConvTranspose";
+    let x = ctx.dev(0)?;
+    let w = ctx.dev(1)?;
+    let bias = match ctx.has(2) {
+        true => Some(ctx.dev(2)?),
+        false => None,
+    };
+    let (xs, ws) = (&x.shape, &w.shape);
+    if xs.len() < 3 || xs.len() > 4 || ws.len() != xs.len() {
+        return host(format!(
+            "{} over {} spatial axes",
+            ctx.node.op_type,
+            xs.len().saturating_sub(2)
+        ));
+    }
+    let g = ctx.attr_i("group", 1).max(1) as usize;
+    let kernel = &ws[2..];
+    let cout = if transpose { ws[1] * g } else { ws[0] };
+    if transpose
+        && (ctx.attr_ints("output_shape").is_some() || ctx.attr_s("auto_pad", "NOTSET") != "NOTSET")
+    {
+        return host("ConvTranspose with output_shape or auto_pad");
+    }
+    let geo = geometry(ctx, &xs[2..], kernel, false, transpose);
+    let Some(geo) = geo else {
+        return host(format!("{}: unusual geometry", ctx.node.op_type));
+    };
+    let cin = xs[1];
+    let mut shape = vec![xs[0], cout];
+    shape.extend(if xs.len() == 3 {
+        vec![geo.out[1]]
+    } else {
+        geo.out.to_vec()
+    });
+    let out = ctx.output(shape, ctx.out_dtype());
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .dims(
+            1,
+            &[
+                cin, geo.h, geo.w, cout, geo.out[0], geo.out[1], geo.k[0], geo.k[1],
+            ],
+        )
+        .dims(
+            9,
+            &[
+                geo.s[0],
+                geo.s[1],
+                geo.begin[0],
+                geo.begin[1],
+                geo.d[0],
+                geo.d[1],
+                g,
+            ],
+        )
+        .set(16, bias.is_some() as u32);
+    let entry = if transpose { "conv_transpose" } else { "conv" };
+    if n > 0 {
+        let b = bias.as_ref().map(|b| &*b.buf);
+        ctx.run(
+            "conv/conv",
+            entry,
+            &p.0,
+            &[Some(&x.buf), Some(&w.buf), b],
+            &out,
+            n,
+        )?;
+    }
+    done(ctx, out)
+}
+
+fn pool(ctx: &mut Ctx) -> Result<Out> {
+    if ctx.node.output.iter().skip(1).any(|o| !o.is_empty()) {
+        return host("MaxPool's indices output");
+    }
+    let x = ctx.dev(0)?;
+    let xs = x.shape.clone();
+    let Some(kernel) = ctx.attr_ints("kernel_shape") else {
+        return host("pool without kernel_shape");
+    };
+    let kernel: Vec<usize> = kernel.iter().map(|&k| k.max(1) as usize).collect();
+    if xs.len() < 3 || xs.len() > 4 || kernel.len() != xs.len() - 2 {
+        return host("pool over more than two spatial axes");
+    }
+    let ceil = ctx.attr_i("ceil_mode", 0) != 0;
+    let Some(geo) = geometry(ctx, &xs[2..], &kernel, ceil, false) else {
+        return host("pool: unusual geometry");
+    };
+    let mut shape = xs[..2].to_vec();
+    shape.extend(if xs.len() == 3 {
+        vec![geo.out[1]]
+    } else {
+        geo.out.to_vec()
+    });
+    let out = ctx.output(shape, ctx.out_dtype());
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .dims(
+            1,
+            &[geo.h, geo.w, geo.out[0], geo.out[1], geo.k[0], geo.k[1]],
+        )
+        .dims(
+            7,
+            &[
+                geo.s[0],
+                geo.s[1],
+                geo.begin[0],
+                geo.begin[1],
+                geo.d[0],
+                geo.d[1],
+            ],
+        )
+        .set(13, ctx.attr_i("count_include_pad", 0) as u32)
+        .dims(14, &[geo.end[0], geo.end[1]]);
+    let entry = if ctx.node.op_type == "MaxPool" {
+        "maxpool"
+    } else {
+        "avgpool"
+    };
+    if n > 0 {
+        ctx.run("conv/pool", entry, &p.0, &[Some(&x.buf)], &out, n)?;
+    }
+    done(ctx, out)
+}
+
+pub fn resize(ctx: &mut Ctx) -> Result<Out> {
+    let x = ctx.dev(0)?;
+    let xs = x.shape.clone();
+    if xs.len() != 4 {
+        return host("Resize of a tensor that is not 4-D");
+    }
+    let mode = match ctx.attr_s("mode", "nearest").as_str() {
+        "nearest" => 0,
+        "linear" | "bilinear" => 1,
+        m => return host(format!("Resize mode {m}")),
+    };
+    let coord = match ctx
+        .attr_s("coordinate_transformation_mode", "half_pixel")
+        .as_str()
+    {
+        "half_pixel" => 0,
+        "asymmetric" => 1,
+        "align_corners" => 2,
+        "pytorch_half_pixel" => 3,
+        m => return host(format!("Resize coordinate mode {m}")),
+    };
+    let coord = if ctx.opset < 11 { 1 } else { coord };
+    let near = match ctx.attr_s("nearest_mode", "round_prefer_floor").as_str() {
+        "round_prefer_ceil" => 1,
+        "floor" => 2,
+        "ceil" => 3,
+        _ => 0,
+    };
+    let near = if ctx.opset < 11 { 2 } else { near };
+    if ctx.attr_i("antialias", 0) != 0
+        || ctx.attr_ints("axes").is_some()
+        || ctx.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch"
+    {
+        return host("Resize with antialias, axes or a kept aspect ratio");
+    }
+    let (scales_at, sizes_at) = if ctx.opset < 11 { (1, 99) } else { (2, 3) };
+    let scales = ctx
+        .has(scales_at)
+        .then(|| ctx.floats(scales_at))
+        .flatten()
+        .filter(|v| !v.is_empty());
+    let sizes = ctx
+        .has(sizes_at)
+        .then(|| ctx.ints(sizes_at))
+        .flatten()
+        .filter(|v| !v.is_empty());
+    let (out, sc): (Vec<usize>, Vec<f64>) = match (scales, sizes) {
+        (Some(s), _) if s.len() == 4 => (
+            xs.iter()
+                .zip(&s)
+                .map(|(&d, &f)| (d as f64 * f).floor() as usize)
+                .collect(),
+            s,
+        ),
+        (_, Some(z)) if z.len() == 4 => {
+            let out: Vec<usize> = z.iter().map(|&d| d.max(0) as usize).collect();
+            let sc = xs
+                .iter()
+                .zip(&out)
+                .map(|(&i, &o)| o as f64 / i.max(1) as f64)
+                .collect();
+            (out, sc)
+        }
+        _ => return host("Resize without usable scales or sizes"),
+    };
+    if out[0] != xs[0] || out[1] != xs[1] {
+        return host("Resize of the batch or channel axis");
+    }
+    let y = ctx.output(out.clone(), ctx.out_dtype());
+    let n = y.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .dims(1, &[xs[2], xs[3], out[2], out[3]])
+        .set(5, mode)
+        .set(6, coord)
+        .set(7, near)
+        .set_f(8, sc[2] as f32)
+        .set_f(9, sc[3] as f32);
+    if n > 0 {
+        ctx.run("layout/resize", "main", &p.0, &[Some(&x.buf)], &y, n)?;
+    }
+    done(ctx, y)
+}

@@ -1,0 +1,235 @@
+//! Reductions (`reduce/reduce.wgsl`: any axes, through strides), Softmax/LogSoftmax (`reduce/softmax.wgsl`),
+//! LayerNormalization and InstanceNormalization (`reduce/norm.wgsl`), and the global pools as reductions.
+
+use super::{axis, contiguous, done, host, OpFn, Params};
+use crate::error::Result;
+use crate::runner::wgpu::ctx::{Ctx, Out};
+
+pub const OPS: &[&str] = &[
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceSumSquare",
+    "ReduceL2",
+    "ReduceL1",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceProd",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Softmax",
+    "LogSoftmax",
+    "LayerNormalization",
+    "InstanceNormalization",
+];
+
+pub fn find(op: &str) -> Option<OpFn> {
+    Some(match op {
+        "Softmax" | "LogSoftmax" => softmax,
+        "LayerNormalization" => layernorm,
+        "InstanceNormalization" => instancenorm,
+        _ if reduce_code(op).is_some() => reduce,
+        _ => return None,
+    })
+}
+
+fn reduce_code(op: &str) -> Option<u32> {
+    Some(match op {
+        "ReduceSum" => 0,
+        "ReduceMean" | "GlobalAveragePool" => 1,
+        "ReduceMax" | "GlobalMaxPool" => 2,
+        "ReduceMin" => 3,
+        "ReduceSumSquare" => 4,
+        "ReduceL2" => 5,
+        "ReduceL1" => 6,
+        "ReduceLogSum" => 7,
+        "ReduceLogSumExp" => 8,
+        "ReduceProd" => 9,
+        _ => return None,
+    })
+}
+
+fn reduce(ctx: &mut Ctx) -> Result<Out> {
+    let op = ctx.node.op_type.clone();
+    let code = reduce_code(&op).expect("found");
+    let x = ctx.dev(0)?;
+    let rank = x.shape.len();
+    let global = op.starts_with("Global");
+    // Axes moved from an attribute to an input at opset 13 (ReduceSum) or 18 (the others).
+    let from_input = ctx.opset >= if op == "ReduceSum" { 13 } else { 18 };
+    let axes: Option<Vec<i64>> = match (global, from_input) {
+        (true, _) => Some((2..rank as i64).collect()),
+        (false, true) if ctx.has(1) => ctx.ints(1),
+        (false, true) => Some(vec![]),
+        (false, false) => Some(ctx.attr_ints("axes").unwrap_or_default()),
+    };
+    let Some(axes) = axes else {
+        return host(format!("{op}: axes not known on the host"));
+    };
+    let keep = global || ctx.attr_i("keepdims", 1) != 0;
+    let mut red: Vec<usize> = match axes.iter().map(|&a| axis(a, rank)).collect() {
+        Some(v) => v,
+        None => return host(format!("{op}: axis out of range")),
+    };
+    if red.is_empty() {
+        if ctx.attr_i("noop_with_empty_axes", 0) != 0 {
+            return Ok(Out::Dev(vec![x]));
+        }
+        red = (0..rank).collect();
+    }
+    red.sort();
+    red.dedup();
+    let kept: Vec<usize> = (0..rank).filter(|d| !red.contains(d)).collect();
+    if kept.len() > 6 || red.len() > 6 {
+        return host(format!("{op} over more than six axes"));
+    }
+    let own = contiguous(&x.shape);
+    let kshape: Vec<usize> = kept.iter().map(|&d| x.shape[d]).collect();
+    let rshape: Vec<usize> = red.iter().map(|&d| x.shape[d]).collect();
+    let r: usize = rshape.iter().product();
+    if r == 0 {
+        return host(format!("{op} over an empty axis"));
+    }
+    let shape: Vec<usize> = match keep {
+        true => (0..rank)
+            .map(|d| if red.contains(&d) { 1 } else { x.shape[d] })
+            .collect(),
+        false => kshape.clone(),
+    };
+    let out = ctx.output(shape, ctx.out_dtype());
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, r as u32)
+        .set(2, kept.len() as u32)
+        .set(3, red.len() as u32)
+        .set(4, code)
+        .dims(5, &kshape)
+        .strides(11, &kept.iter().map(|&d| own[d]).collect::<Vec<_>>())
+        .dims(17, &rshape)
+        .strides(23, &red.iter().map(|&d| own[d]).collect::<Vec<_>>());
+    if n > 0 {
+        ctx.run("reduce/reduce", "main", &p.0, &[Some(&x.buf)], &out, n)?;
+    }
+    done(ctx, out)
+}
+
+fn softmax(ctx: &mut Ctx) -> Result<Out> {
+    let x = ctx.dev(0)?;
+    let rank = x.shape.len();
+    let default = if ctx.opset >= 13 { -1 } else { 1 };
+    let Some(a) = axis(ctx.attr_i("axis", default), rank) else {
+        return host("Softmax axis out of range");
+    };
+    // Before opset 13 the input is coerced to 2-D at `axis`; from 13 on, one axis.
+    let (outer, r, inner): (usize, usize, usize) = match ctx.opset >= 13 {
+        true => (
+            x.shape[..a].iter().product(),
+            x.shape[a],
+            x.shape[a + 1..].iter().product(),
+        ),
+        false => (
+            x.shape[..a].iter().product(),
+            x.shape[a..].iter().product(),
+            1,
+        ),
+    };
+    let out = ctx.output(x.shape.clone(), ctx.out_dtype());
+    let n = outer * inner;
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, r as u32)
+        .set(2, inner.max(1) as u32)
+        .set(3, (ctx.node.op_type == "LogSoftmax") as u32);
+    if n > 0 && r > 0 {
+        ctx.run("reduce/softmax", "main", &p.0, &[Some(&x.buf)], &out, n)?;
+    }
+    done(ctx, out)
+}
+
+fn layernorm(ctx: &mut Ctx) -> Result<Out> {
+    let x = ctx.dev(0)?;
+    let rank = x.shape.len();
+    let Some(a) = axis(ctx.attr_i("axis", -1), rank) else {
+        return host("LayerNormalization axis out of range");
+    };
+    let r: usize = x.shape[a..].iter().product();
+    let rows: usize = x.shape[..a].iter().product();
+    let s = ctx.dev(1)?;
+    let b = match ctx.has(2) {
+        true => Some(ctx.dev(2)?),
+        false => None,
+    };
+    if s.len() != r || b.as_ref().is_some_and(|b| b.len() != r) {
+        return host("LayerNormalization with broadcast scale or bias");
+    }
+    let out = ctx.output(x.shape.clone(), ctx.out_dtype());
+    let mut p = Params::new();
+    p.set(0, rows as u32)
+        .set(1, r as u32)
+        .set_f(2, ctx.attr_f("epsilon", 1e-5))
+        .set(3, b.is_some() as u32);
+    if rows > 0 && r > 0 {
+        let bb = b.as_ref().map(|b| &*b.buf);
+        ctx.run(
+            "reduce/norm",
+            "layernorm",
+            &p.0,
+            &[Some(&x.buf), Some(&s.buf), bb],
+            &out,
+            rows,
+        )?;
+    }
+    let mut outs = vec![super::finish(ctx, out)?];
+    // The optional Mean and InvStdDev outputs: shape X.shape[..axis] followed by ones.
+    let stats_shape: Vec<usize> = (0..rank)
+        .map(|d| if d < a { x.shape[d] } else { 1 })
+        .collect();
+    for (k, name) in ctx.node.output.clone().iter().enumerate().skip(1) {
+        let v = ctx.output(stats_shape.clone(), ctx.out_dtype());
+        if !name.is_empty() && rows > 0 && r > 0 {
+            p.set(4, k as u32 - 1);
+            let bb = b.as_ref().map(|b| &*b.buf);
+            ctx.run(
+                "reduce/norm",
+                "layernorm_stats",
+                &p.0,
+                &[Some(&x.buf), Some(&s.buf), bb],
+                &v,
+                rows,
+            )?;
+        }
+        outs.push(super::finish(ctx, v)?);
+    }
+    Ok(Out::Dev(outs))
+}
+
+fn instancenorm(ctx: &mut Ctx) -> Result<Out> {
+    let x = ctx.dev(0)?;
+    if x.shape.len() < 3 {
+        return host("InstanceNormalization of a tensor below rank 3");
+    }
+    let c = x.shape[1];
+    let rows = x.shape[0] * c;
+    let r: usize = x.shape[2..].iter().product();
+    let s = ctx.dev(1)?;
+    let b = ctx.dev(2)?;
+    let out = ctx.output(x.shape.clone(), ctx.out_dtype());
+    let mut p = Params::new();
+    p.set(0, rows as u32)
+        .set(1, r as u32)
+        .set_f(2, ctx.attr_f("epsilon", 1e-5))
+        .set(3, c as u32);
+    if rows > 0 && r > 0 {
+        ctx.run(
+            "reduce/norm",
+            "instancenorm",
+            &p.0,
+            &[Some(&x.buf), Some(&s.buf), Some(&b.buf)],
+            &out,
+            rows,
+        )?;
+    }
+    done(ctx, out)
+}
