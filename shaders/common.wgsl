@@ -16,6 +16,11 @@ fn pf(i: u32) -> f32 { return bitcast<f32>(pu(i)); }
 // Flat invocation index of a 1-D dispatch folded into x and y (each at most 65535 workgroups).
 fn flat(id: vec3<u32>, nwg: vec3<u32>) -> u32 { return id.x + id.y * nwg.x * WG; }
 
+// Row index of a one-workgroup-per-row dispatch (rows folded into x and y). Long loops are split over the 256
+// invocations of a workgroup and combined in a tree: besides speed, this keeps every loop far below the trip count
+// at which software rasterizers (lavapipe) stop a loop (about 65,535 iterations of a loop nest).
+fn row_of(wg: vec3<u32>, nwg: vec3<u32>) -> u32 { return wg.x + wg.y * nwg.x; }
+
 // Rounds an f32 to the nearest f16 value (ties to even), kept in f32: overflow to infinity from 65520 on,
 // subnormals on the 2^-24 grid. Bit-identical to true f16 arithmetic for +, -, x, / and sqrt of f16 operands.
 fn r16(x: f32) -> f32 {

@@ -384,3 +384,24 @@ fn an_op_without_a_shader_runs_on_the_host_and_says_so() {
     assert_eq!(nodes[1]["status"], "pass");
     assert_eq!(r["target"]["details"]["nodes_on_device"], "1");
 }
+
+/// Reductions longer than a loop may run on lavapipe (about 65,535 iterations): a 300,000-element ReduceSum and
+/// Softmax and a 640×640 GlobalAveragePool are split over a workgroup and stay exact to f32 accuracy.
+#[test]
+fn long_reductions_are_complete() {
+    if !have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let m = root().join("tests/data/wgpu/long_reductions.onnx");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "wgpu",
+        "--val-range",
+        "1,2",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("CLEAN  all 3 compared values"), "{out}");
+}

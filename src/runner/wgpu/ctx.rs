@@ -190,6 +190,19 @@ impl<'a> Ctx<'a> {
         self.run_groups(shader, entry, params, inputs, out, Gpu::groups_1d(n))
     }
 
+    /// Records a dispatch of one 256-wide workgroup per row.
+    pub fn run_rows(
+        &mut self,
+        shader: &str,
+        entry: &'static str,
+        params: &[u32],
+        inputs: &[Option<&Buf>],
+        out: &DevVal,
+        rows: usize,
+    ) -> Result<()> {
+        self.run_groups(shader, entry, params, inputs, out, Gpu::groups_rows(rows))
+    }
+
     pub fn run_groups(
         &mut self,
         shader: &str,

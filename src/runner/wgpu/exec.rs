@@ -178,8 +178,10 @@ fn host_reason(p: &NodeProto, store: &Store, said: &str) -> String {
         .filter(|i| !i.is_empty())
         .filter_map(|i| store.host.get(i))
         .any(|t| t.dtype().is_float());
-    if p.op_type == "Constant" {
-        return "host: constant".into();
+    match p.op_type.as_str() {
+        "Constant" => return "host: constant".into(),
+        "Shape" | "Size" => return "host: shape arithmetic (the shape of a value)".into(),
+        _ => {}
     }
     if !float_in && !matches!(p.op_type.as_str(), "RandomNormal" | "RandomUniform") {
         return "host: shape arithmetic (integer values)".into();

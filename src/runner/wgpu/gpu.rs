@@ -299,6 +299,16 @@ impl Gpu {
         }
     }
 
+    /// Workgroups for `rows` one-workgroup-per-row dispatches (see `row_of` in `common.wgsl`).
+    pub fn groups_rows(rows: usize) -> [u32; 3] {
+        let g = (rows as u64).max(1);
+        if g <= 65535 {
+            [g as u32, 1, 1]
+        } else {
+            [65535, g.div_ceil(65535) as u32, 1]
+        }
+    }
+
     pub fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
         self.device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })

@@ -110,7 +110,7 @@ fn reduce(ctx: &mut Ctx) -> Result<Out> {
         .dims(17, &rshape)
         .strides(23, &red.iter().map(|&d| own[d]).collect::<Vec<_>>());
     if n > 0 {
-        ctx.run("reduce/reduce", "main", &p.0, &[Some(&x.buf)], &out, n)?;
+        ctx.run_rows("reduce/reduce", "main", &p.0, &[Some(&x.buf)], &out, n)?;
     }
     done(ctx, out)
 }
@@ -143,7 +143,7 @@ fn softmax(ctx: &mut Ctx) -> Result<Out> {
         .set(2, inner.max(1) as u32)
         .set(3, (ctx.node.op_type == "LogSoftmax") as u32);
     if n > 0 && r > 0 {
-        ctx.run("reduce/softmax", "main", &p.0, &[Some(&x.buf)], &out, n)?;
+        ctx.run_rows("reduce/softmax", "main", &p.0, &[Some(&x.buf)], &out, n)?;
     }
     done(ctx, out)
 }
@@ -172,7 +172,7 @@ fn layernorm(ctx: &mut Ctx) -> Result<Out> {
         .set(3, b.is_some() as u32);
     if rows > 0 && r > 0 {
         let bb = b.as_ref().map(|b| &*b.buf);
-        ctx.run(
+        ctx.run_rows(
             "reduce/norm",
             "layernorm",
             &p.0,
@@ -191,7 +191,7 @@ fn layernorm(ctx: &mut Ctx) -> Result<Out> {
         if !name.is_empty() && rows > 0 && r > 0 {
             p.set(4, k as u32 - 1);
             let bb = b.as_ref().map(|b| &*b.buf);
-            ctx.run(
+            ctx.run_rows(
                 "reduce/norm",
                 "layernorm_stats",
                 &p.0,
@@ -222,7 +222,7 @@ fn instancenorm(ctx: &mut Ctx) -> Result<Out> {
         .set_f(2, ctx.attr_f("epsilon", 1e-5))
         .set(3, c as u32);
     if rows > 0 && r > 0 {
-        ctx.run(
+        ctx.run_rows(
             "reduce/norm",
             "instancenorm",
             &p.0,
