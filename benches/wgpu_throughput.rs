@@ -87,26 +87,22 @@ fn matmul(gpu: &Gpu, n: usize) -> f64 {
     2.0 * (n as f64).powi(3) / s / 1e9
 }
 
-fn conv(gpu: &Gpu, c: usize, hw: usize) -> f64 {
+/// GFLOP/s of the direct and the implicit-GEMM convolution shaders.
+fn conv(gpu: &Gpu, c: usize, hw: usize) -> (f64, f64) {
     let x = upload(gpu, &random(c * hw * hw, 3));
     let w = upload(gpu, &random(c * c * 9, 4));
     let y = gpu.alloc((c * hw * hw) as u64 * gpu.mode.elem_bytes());
     let n = c * hw * hw;
     let p: Vec<u32> = vec![
         n as u32, c as u32, hw as u32, hw as u32, c as u32, hw as u32, hw as u32, 3, 3, 1, 1, 1, 1,
-        1, 1, 1, 0,
+        1, 1, 1, 0, 1,
     ];
-    let s = time(
-        gpu,
-        "conv/conv",
-        "conv",
-        &p,
-        &[Some(&x), Some(&w), None],
-        &y,
-        Gpu::groups_1d(n),
-        3,
-    );
-    2.0 * (n * c * 9) as f64 / s / 1e9
+    let flops = 2.0 * (n * c * 9) as f64;
+    let ins = [Some(&x), Some(&w), None];
+    let direct = time(gpu, "conv/conv", "conv", &p, &ins, &y, Gpu::groups_1d(n), 3);
+    let g = [(hw * hw).div_ceil(64) as u32, c.div_ceil(64) as u32, 1];
+    let gemm = time(gpu, "conv/conv", "conv_gemm", &p, &ins, &y, g, 3);
+    (flops / direct / 1e9, flops / gemm / 1e9)
 }
 
 fn main() {
@@ -131,9 +127,9 @@ fn main() {
         for n in [256, 512, 1024] {
             println!("matmul {n}x{n}x{n} {label}: {:.2} GFLOP/s", matmul(&gpu, n));
         }
+        let (direct, gemm) = conv(&gpu, 64, 56);
         println!(
-            "conv 3x3 64ch 56x56 {label}: {:.2} GFLOP/s",
-            conv(&gpu, 64, 56)
+            "conv 3x3 64ch 56x56 {label}: direct {direct:.2} GFLOP/s, implicit GEMM {gemm:.2} GFLOP/s"
         );
     }
     let args: Vec<String> = std::env::args()

@@ -405,3 +405,30 @@ fn long_reductions_are_complete() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("CLEAN  all 3 compared values"), "{out}");
 }
+
+/// Convolutions with at least 16 output channels per group run as an implicit GEMM (tiled, patches gathered on
+/// the fly): grouped, strided, dilated, asymmetric pads, batch 2, and a 1×5 kernel, all within f32 tolerance.
+#[test]
+fn implicit_gemm_convolution_matches_the_reference() {
+    if !have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let m = root().join("tests/data/wgpu/conv_gemm.onnx");
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "wgpu",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r = read_json(&json);
+    assert_eq!(r["target"]["details"]["nodes_on_device"], "2");
+    for n in r["nodes"].as_array().unwrap() {
+        assert_eq!(n["status"], "pass", "{}", n["name"]);
+    }
+}

@@ -6,9 +6,10 @@ use std::collections::HashMap;
 
 use tract_onnx::pb::{ModelProto, NodeProto};
 
-use super::ctx::{download, Ctx, Out, Store};
+use super::ctx::{download, Ctx, DevVal, Out, Store};
 use super::gpu::Gpu;
 use super::host::Host;
+use super::hostops;
 use super::ops;
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
@@ -16,12 +17,59 @@ use crate::model::Graph;
 use crate::runner::RunOutput;
 use crate::tensor::Tensor;
 
+/// Device values not read back yet: read in one submission and one wait when a host node needs one of them, when
+/// they add up to [`READ_BATCH_BYTES`], and at the end (a wait per node costs milliseconds on some drivers).
+#[derive(Default)]
+struct Pending {
+    items: Vec<(String, DevVal)>,
+    bytes: u64,
+    nodes: Vec<String>,
+}
+
+const READ_BATCH_BYTES: u64 = 256 << 20;
+
+impl Pending {
+    fn holds(&self, name: &str) -> bool {
+        !name.is_empty() && self.items.iter().any(|(n, _)| n == name)
+    }
+
+    fn flush(&mut self, gpu: &Gpu, store: &mut Store, out: &mut RunOutput) -> Result<()> {
+        if self.items.is_empty() {
+            return Ok(());
+        }
+        let bufs: Vec<_> = self
+            .items
+            .iter()
+            .map(|(_, v)| (&*v.buf, v.len() as u64 * gpu.mode.elem_bytes()))
+            .collect();
+        let bytes = gpu.read(&bufs)?;
+        let nodes = std::mem::take(&mut self.nodes);
+        let what = match nodes.len() {
+            1 => format!("node {}", nodes[0]),
+            n => format!("one of {n} nodes {} … {}", nodes[0], nodes[n - 1]),
+        };
+        gpu.check(&what)?;
+        for ((name, v), b) in std::mem::take(&mut self.items).into_iter().zip(bytes) {
+            let t = download(gpu, &v, &b);
+            store.host.insert(name.clone(), t.clone());
+            out.values.insert(name, t);
+        }
+        self.bytes = 0;
+        Ok(())
+    }
+}
+
 /// Where each node ran, for the report.
 #[derive(Default)]
 pub struct Placement {
     /// Node name → why it ran on the host (absent: on the device).
     pub host: HashMap<String, String>,
     pub device_nodes: usize,
+    /// Milliseconds spent recording and submitting dispatches, waiting for them and reading values back, and
+    /// running nodes on the host.
+    pub dispatch_ms: f64,
+    pub wait_read_ms: f64,
+    pub host_ms: f64,
 }
 
 /// Whether a host placement means the node's numbers were not checked on the GPU (float compute without a
@@ -67,6 +115,7 @@ pub fn execute(
         consumers.iter().map(|(k, v)| (*k, v.len())).collect();
     let opset = graph.default_opset().unwrap_or(13);
     let mut placement = Placement::default();
+    let mut pending = Pending::default();
     for node in &graph.nodes {
         let p = &protos[node.source_index];
         if let Some(feed) = feed {
@@ -88,26 +137,35 @@ pub fn execute(
                 }
             }
         }
+        // Ops that read small float parameters (bounds, pad value, scales) from host copies.
+        let reads_params = matches!(
+            p.op_type.as_str(),
+            "Clip" | "Pad" | "Resize" | "BatchNormalization"
+        );
+        if reads_params && p.input.iter().skip(1).any(|i| pending.holds(i)) {
+            pending.flush(gpu, &mut store, out)?;
+        }
+        let t = std::time::Instant::now();
         let placed = device_op(gpu, p, opset, &mut store)?;
+        placement.dispatch_ms += t.elapsed().as_secs_f64() * 1e3;
+        let t = std::time::Instant::now();
         let mut said = String::new();
         let on_device = match placed {
             Out::Dev(vals) => {
-                let bufs: Vec<_> = vals
-                    .iter()
-                    .map(|v| (&*v.buf, (v.len() as u64) * gpu.mode.elem_bytes()))
-                    .collect();
-                let bytes = gpu.read(&bufs)?;
-                gpu.check(&format!("node {} ({})", p.name, p.op_type))?;
-                for ((name, v), b) in p.output.iter().zip(&vals).zip(bytes) {
+                for (name, v) in p.output.iter().zip(&vals) {
                     if name.is_empty() {
                         continue;
                     }
-                    let t = download(gpu, v, &b);
-                    store.host.insert(name.clone(), t.clone());
-                    out.values.insert(name.clone(), t);
+                    pending.bytes += v.len() as u64 * gpu.mode.elem_bytes();
+                    pending.items.push((name.clone(), v.clone()));
                     store.dev.insert(name.clone(), v.clone());
                 }
+                pending.nodes.push(format!("{} ({})", p.name, p.op_type));
                 placement.device_nodes += 1;
+                if pending.bytes > READ_BATCH_BYTES {
+                    pending.flush(gpu, &mut store, out)?;
+                }
+                placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
                 true
             }
             Out::Host(why) => {
@@ -116,8 +174,26 @@ pub fn execute(
             }
         };
         if !on_device {
+            if p.input.iter().any(|i| pending.holds(i)) {
+                pending.flush(gpu, &mut store, out)?;
+            }
+            placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
+            let t = std::time::Instant::now();
             let why = host_reason(p, &store, &said);
-            match host.run(p, &store.host) {
+            let ins: Vec<Option<&Tensor>> = p.input.iter().map(|i| store.host.get(i)).collect();
+            let native = hostops::eval(p, &ins, opset).map(|v| {
+                p.output
+                    .iter()
+                    .cloned()
+                    .zip(v.into_iter().map(Ok))
+                    .collect::<Vec<_>>()
+            });
+            let ran = match native {
+                Some(v) => Ok(v),
+                None => host.run(p, &store.host),
+            };
+            placement.host_ms += t.elapsed().as_secs_f64() * 1e3;
+            match ran {
                 Ok(outs) => {
                     for (name, v) in outs {
                         match v {
@@ -153,6 +229,9 @@ pub fn execute(
             }
         }
     }
+    let t = std::time::Instant::now();
+    pending.flush(gpu, &mut store, out)?;
+    placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
     if !store.out_of_range.is_empty() {
         out.notes.push(format!(
             "wgpu f16: {} initializer(s) hold values beyond ±65504 and became infinite on the device: {}",

@@ -11,6 +11,7 @@ pub mod device;
 pub mod exec;
 pub mod gpu;
 pub mod host;
+pub mod hostops;
 pub mod ops;
 pub mod shaders;
 
@@ -180,6 +181,13 @@ impl Runner for WgpuRunner {
         d.insert(
             "dispatches".into(),
             self.gpu.dispatches.borrow().to_string(),
+        );
+        d.insert(
+            "time_ms".into(),
+            format!(
+                "dispatch {:.0}, wait and read back {:.0}, host nodes {:.0}",
+                placed.dispatch_ms, placed.wait_read_ms, placed.host_ms
+            ),
         );
         let mut unchecked: HashMap<&str, usize> = HashMap::new();
         for (node, why) in &placed.host {

@@ -74,7 +74,7 @@ pub const ALL: &[Shader] = &[
     shader!("layout/gather", 2, ["main"]),
     shader!("layout/resize", 1, ["main"]),
     shader!("linalg/matmul", 3, ["main"]),
-    shader!("conv/conv", 3, ["conv", "conv_transpose"]),
+    shader!("conv/conv", 3, ["conv", "conv_transpose", "conv_gemm"]),
     shader!("conv/pool", 1, ["maxpool", "avgpool"]),
     shader!("reduce/reduce", 1, ["main"]),
     shader!("reduce/softmax", 1, ["main"]),

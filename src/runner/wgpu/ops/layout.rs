@@ -3,7 +3,9 @@
 
 use super::{axis, bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
-use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
+use tract_onnx::pb::NodeProto;
+
+use crate::runner::wgpu::ctx::{attr, Ctx, DevVal, Out};
 
 pub const OPS: &[&str] = &[
     "Reshape",
@@ -35,19 +37,28 @@ pub fn find(op: &str) -> Option<OpFn> {
     })
 }
 
-fn new_shape(ctx: &Ctx, shape: &[usize]) -> Option<Vec<usize>> {
+/// The output shape of a Reshape, Flatten, Squeeze or Unsqueeze node `n` on an input of `shape`; `in1` is its second
+/// input (the target shape, or the axes from opset 13 on) when given.
+pub fn reshaped(
+    n: &NodeProto,
+    opset: i64,
+    shape: &[usize],
+    in1: Option<Vec<i64>>,
+) -> Option<Vec<usize>> {
     let rank = shape.len();
-    let axes_in = |ctx: &Ctx| -> Option<Vec<i64>> {
-        match ctx.opset >= 13 {
-            true if ctx.has(1) => ctx.ints(1),
+    let attr_i = |name: &str, d: i64| attr(n, name).map(|a| a.i).unwrap_or(d);
+    let given = n.input.get(1).is_some_and(|i| !i.is_empty());
+    let axes_in = || -> Option<Vec<i64>> {
+        match opset >= 13 {
+            true if given => in1.clone(),
             true => Some(vec![]),
-            false => Some(ctx.attr_ints("axes").unwrap_or_default()),
+            false => Some(attr(n, "axes").map(|a| a.ints.clone()).unwrap_or_default()),
         }
     };
-    match ctx.node.op_type.as_str() {
+    match n.op_type.as_str() {
         "Reshape" => {
-            let spec = ctx.ints(1)?;
-            let allow_zero = ctx.attr_i("allowzero", 0) == 1;
+            let spec = in1.clone()?;
+            let allow_zero = attr_i("allowzero", 0) == 1;
             let total: usize = shape.iter().product();
             let mut out: Vec<i64> = spec
                 .iter()
@@ -65,7 +76,7 @@ fn new_shape(ctx: &Ctx, shape: &[usize]) -> Option<Vec<usize>> {
             (out.iter().product::<usize>() == total).then_some(out)
         }
         "Flatten" => {
-            let a = ctx.attr_i("axis", 1);
+            let a = attr_i("axis", 1);
             let a = if a < 0 { a + rank as i64 } else { a } as usize;
             let a = a.min(rank);
             Some(vec![
@@ -74,7 +85,7 @@ fn new_shape(ctx: &Ctx, shape: &[usize]) -> Option<Vec<usize>> {
             ])
         }
         "Squeeze" => {
-            let axes = axes_in(ctx)?;
+            let axes = axes_in()?;
             let axes: Vec<usize> = axes.iter().map(|&a| axis(a, rank)).collect::<Option<_>>()?;
             Some(
                 shape
@@ -86,7 +97,7 @@ fn new_shape(ctx: &Ctx, shape: &[usize]) -> Option<Vec<usize>> {
             )
         }
         _ => {
-            let axes = axes_in(ctx)?;
+            let axes = axes_in()?;
             let out_rank = rank + axes.len();
             let axes: Vec<usize> = axes
                 .iter()
@@ -107,7 +118,8 @@ fn new_shape(ctx: &Ctx, shape: &[usize]) -> Option<Vec<usize>> {
 
 fn reshape(ctx: &mut Ctx) -> Result<Out> {
     let x = ctx.dev(0)?;
-    let Some(shape) = new_shape(ctx, &x.shape) else {
+    let in1 = if ctx.has(1) { ctx.ints(1) } else { None };
+    let Some(shape) = reshaped(ctx.node, ctx.opset, &x.shape, in1) else {
         return host(format!(
             "{}: target shape not known on the host",
             ctx.node.op_type

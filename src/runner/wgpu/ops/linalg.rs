@@ -351,17 +351,17 @@ fn conv(ctx: &mut Ctx) -> Result<Out> {
             ],
         )
         .set(16, bias.is_some() as u32);
-    let entry = if transpose { "conv_transpose" } else { "conv" };
-    if n > 0 {
-        let b = bias.as_ref().map(|b| &*b.buf);
-        ctx.run(
-            "conv/conv",
-            entry,
-            &p.0,
-            &[Some(&x.buf), Some(&w.buf), b],
-            &out,
-            n,
-        )?;
+    p.set(17, xs[0] as u32);
+    let og = cout / g;
+    let cols = xs[0] * geo.out[0] * geo.out[1];
+    let b = bias.as_ref().map(|b| &*b.buf);
+    let ins = [Some(&*x.buf), Some(&*w.buf), b];
+    if n > 0 && !transpose && og >= 16 && cols.div_ceil(64) <= 65535 && g <= 65535 {
+        let groups = [cols.div_ceil(64) as u32, og.div_ceil(64) as u32, g as u32];
+        ctx.run_groups("conv/conv", "conv_gemm", &p.0, &ins, &out, groups)?;
+    } else if n > 0 {
+        let entry = if transpose { "conv_transpose" } else { "conv" };
+        ctx.run("conv/conv", entry, &p.0, &ins, &out, n)?;
     }
     done(ctx, out)
 }

@@ -11,6 +11,8 @@ use super::ctx::{Ctx, DevVal, Out};
 use crate::error::Result;
 use crate::tensor::DType;
 
+pub use layout::reshaped;
+
 pub type OpFn = fn(&mut Ctx) -> Result<Out>;
 
 /// The most dims a strided shader walks.
