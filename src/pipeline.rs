@@ -305,10 +305,11 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
     verdict.culprits = culprit::find(&graph, &nodes);
     if !verdict.culprits.is_empty() {
         let no_issues = vec![];
-        let range_issues = conversion
-            .as_ref()
-            .map(|c: &ConversionReport| &c.range_issues)
-            .unwrap_or(&no_issues);
+        let range_issues = match (&conversion, &wg) {
+            (Some(c), _) => &c.range_issues,
+            (None, Some(w)) => &w.range_issues,
+            (None, None) => &no_issues,
+        };
         let ev = causes::Evidence::new(
             &graph,
             attribution.then_some(&held),

@@ -221,21 +221,22 @@ fn needs_fp32(n: &NodeProto, slot: usize, kept: bool) -> bool {
     kept || FP32_SLOTS.contains(&(n.op_type.as_str(), slot))
 }
 
-fn convert_tensor(t: &mut TensorProto, ctx: &mut Ctx) -> Result<()> {
-    if t.data_type != FLOAT {
-        return Ok(());
-    }
-    let host = tensor_from_proto(t, ctx.base)?;
-    let Tensor::F32(a) = &host else {
-        return Ok(());
-    };
-    let (max, min_normal_sub) = match ctx.opts.to {
+/// Values of tensor `name` that `to` cannot hold: beyond its max (overflow to infinity) or below half its smallest
+/// subnormal (flush to zero).
+pub fn range_issues(
+    name: &str,
+    values: impl Iterator<Item = f64>,
+    to: LowPrecision,
+) -> Vec<RangeIssue> {
+    let (max, min_normal_sub) = match to {
         LowPrecision::F16 => (f16::MAX.to_f64(), f16::from_bits(1).to_f64() / 2.0),
         LowPrecision::Bf16 => (bf16::MAX.to_f64(), bf16::from_bits(1).to_f64() / 2.0),
     };
     let (mut over, mut big, mut flush, mut small) = (0u64, 0f64, 0u64, f64::INFINITY);
-    for &v in a.iter() {
-        let x = (v as f64).abs();
+    let mut elements = 0u64;
+    for v in values {
+        elements += 1;
+        let x = v.abs();
         if x.is_finite() && x > max {
             over += 1;
             big = big.max(x);
@@ -244,10 +245,10 @@ fn convert_tensor(t: &mut TensorProto, ctx: &mut Ctx) -> Result<()> {
             small = small.min(x);
         }
     }
-    let elements = a.len() as u64;
+    let mut out = vec![];
     if over > 0 {
-        ctx.out.range_issues.push(RangeIssue {
-            tensor: t.name.clone(),
+        out.push(RangeIssue {
+            tensor: name.to_string(),
             kind: "overflow".into(),
             count: over,
             elements,
@@ -255,14 +256,30 @@ fn convert_tensor(t: &mut TensorProto, ctx: &mut Ctx) -> Result<()> {
         });
     }
     if flush > 0 {
-        ctx.out.range_issues.push(RangeIssue {
-            tensor: t.name.clone(),
+        out.push(RangeIssue {
+            tensor: name.to_string(),
             kind: "flush".into(),
             count: flush,
             elements,
             extreme: small,
         });
     }
+    out
+}
+
+fn convert_tensor(t: &mut TensorProto, ctx: &mut Ctx) -> Result<()> {
+    if t.data_type != FLOAT {
+        return Ok(());
+    }
+    let host = tensor_from_proto(t, ctx.base)?;
+    let Tensor::F32(a) = &host else {
+        return Ok(());
+    };
+    ctx.out.range_issues.extend(range_issues(
+        &t.name,
+        a.iter().map(|&v| v as f64),
+        ctx.opts.to,
+    ));
     let low = host.cast(ctx.opts.to.dtype()).expect("float casts");
     let name = t.name.clone();
     *t = tensor_to_proto(&name, &low);

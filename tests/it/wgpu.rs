@@ -432,3 +432,38 @@ fn implicit_gemm_convolution_matches_the_reference() {
         assert_eq!(n["status"], "pass", "{}", n["name"]);
     }
 }
+
+/// The culprit machinery works on the wgpu target too: in f16, a BatchNormalization whose running variance is
+/// beyond 65504 is named with the initializer that overflows, and a LayerNorm variance that overflows inside is
+/// named at the squaring node.
+#[test]
+fn f16_culprits_and_causes_on_wgpu() {
+    if !have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    for (case, node, kind) in [
+        ("bn_var_overflow", "bn", "initializer_range"),
+        ("ln_variance_overflow", "ln/pow", "overflow"),
+    ] {
+        let m = root().join(format!("tests/data/fp16/{case}.onnx"));
+        let json = tmp.path().join(format!("{case}.json"));
+        let (code, out, err) = phantom(&[
+            "onnx",
+            m.to_str().unwrap(),
+            "--ep",
+            "wgpu",
+            "--precision",
+            "fp16",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{case}: {out}\n{err}");
+        let r = read_json(&json);
+        let c = &r["verdict"]["culprits"][0];
+        assert_eq!(c["node"], node, "{case}: {c}");
+        assert_eq!(c["basis"], "introduced", "{case}: {c}");
+        assert_eq!(c["causes"][0]["kind"], kind, "{case}: {c}");
+    }
+}

@@ -47,8 +47,8 @@ pub struct Store {
     pub dev: HashMap<String, DevVal>,
     /// Integer and boolean values uploaded for index/condition bindings.
     pub aux: HashMap<String, Rc<Buf>>,
-    /// Initializers that do not fit f16 (fp16 mode), by name.
-    pub out_of_range: Vec<String>,
+    /// Host values uploaded in f16 that f16 cannot hold (overflow to infinity, flush to zero).
+    pub out_of_range: Vec<crate::precision::convert::RangeIssue>,
 }
 
 pub struct Ctx<'a> {
@@ -262,7 +262,7 @@ pub fn upload_float(
     gpu: &Gpu,
     t: &Tensor,
     name: &str,
-    out_of_range: &mut Vec<String>,
+    out_of_range: &mut Vec<crate::precision::convert::RangeIssue>,
 ) -> Result<DevVal> {
     if !t.dtype().is_float() {
         return Err(unsupported(format!(
@@ -282,8 +282,12 @@ pub fn upload_float(
             .collect(),
         Mode::F32 => a.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
     };
-    if gpu.mode.is_f16() && a.iter().any(|v| v.is_finite() && v.abs() > 65504.0) {
-        out_of_range.push(name.to_string());
+    if gpu.mode.is_f16() {
+        out_of_range.extend(crate::precision::convert::range_issues(
+            name,
+            a.iter().copied(),
+            crate::precision::LowPrecision::F16,
+        ));
     }
     let dtype = match gpu.mode.is_f16() {
         true => DType::F16,

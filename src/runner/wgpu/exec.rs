@@ -70,6 +70,8 @@ pub struct Placement {
     pub dispatch_ms: f64,
     pub wait_read_ms: f64,
     pub host_ms: f64,
+    /// Values f16 cannot hold, found as they were uploaded.
+    pub range_issues: Vec<crate::precision::convert::RangeIssue>,
 }
 
 /// Whether a host placement means the node's numbers were not checked on the GPU (float compute without a
@@ -198,6 +200,15 @@ pub fn execute(
                     for (name, v) in outs {
                         match v {
                             Ok(t) => {
+                                if gpu.mode.is_f16() && t.dtype().is_float() {
+                                    store.out_of_range.extend(
+                                        crate::precision::convert::range_issues(
+                                            &name,
+                                            t.to_f64_array().iter().copied(),
+                                            crate::precision::LowPrecision::F16,
+                                        ),
+                                    );
+                                }
                                 let t = stored_like_device(gpu, t);
                                 store.host.insert(name.clone(), t.clone());
                                 out.values.insert(name, t);
@@ -232,13 +243,21 @@ pub fn execute(
     let t = std::time::Instant::now();
     pending.flush(gpu, &mut store, out)?;
     placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
-    if !store.out_of_range.is_empty() {
+    let over: Vec<&str> = store
+        .out_of_range
+        .iter()
+        .filter(|r| r.kind == "overflow")
+        .map(|r| r.tensor.as_str())
+        .collect();
+    if !over.is_empty() {
         out.notes.push(format!(
-            "wgpu f16: {} initializer(s) hold values beyond ±65504 and became infinite on the device: {}",
-            store.out_of_range.len(),
-            store.out_of_range.join(", ")
+            "wgpu f16: {} value(s) uploaded from the host hold values beyond ±65504 and became infinite on the \
+             device: {}",
+            over.len(),
+            over.join(", ")
         ));
     }
+    placement.range_issues = std::mem::take(&mut store.out_of_range);
     Ok(placement)
 }
 

@@ -49,6 +49,8 @@ pub struct WgpuRunner {
     host: host::Host,
     /// Node name → where and why it ran on the host; filled by [`Runner::run`].
     pub placement: HashMap<String, String>,
+    /// Values f16 could not hold when uploaded (the evidence for `initializer_range` causes).
+    pub range_issues: Vec<crate::precision::convert::RangeIssue>,
 }
 
 impl WgpuRunner {
@@ -90,6 +92,7 @@ impl WgpuRunner {
                 dir: std::env::temp_dir(),
             },
             placement: HashMap::new(),
+            range_issues: vec![],
         })
     }
 }
@@ -212,6 +215,7 @@ impl Runner for WgpuRunner {
             ));
         }
         self.placement = placed.host.clone();
+        self.range_issues = placed.range_issues;
         out.placement = placed.host;
         Ok(out)
     }

@@ -301,6 +301,17 @@ fn batchnorm(ctx: &mut Ctx) -> Result<Out> {
             false => x as f32,
         }
     };
+    if f16 {
+        for (k, vals) in v.iter().enumerate() {
+            let name = ctx.node.input[k + 1].clone();
+            let found = crate::precision::convert::range_issues(
+                &name,
+                vals.iter().copied(),
+                crate::precision::LowPrecision::F16,
+            );
+            ctx.store.out_of_range.extend(found);
+        }
+    }
     let c = v[0].len();
     if shape.len() < 2 || shape[1] != c || v.iter().any(|p| p.len() != c) {
         return host("BatchNormalization with unusual parameter shapes");
