@@ -328,6 +328,32 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
         }
         verdict.status = crate::report::model::Status::Drift;
     }
+    // A fusion cause is settled by rerunning the target with graph optimizations off.
+    let fused = verdict
+        .culprits
+        .iter()
+        .any(|c| c.causes.iter().any(|k| k.kind == "fusion"));
+    if fused && attribution && wg.is_none() && s.opt_level != OptLevel::Disable {
+        let pb = stage(
+            s.progress,
+            "fusion check: the target with --ort-opt-level disable",
+        );
+        let mut unfused =
+            OrtRunner::new(&lib, s.ep, OptLevel::Disable, target.target_model.clone())?;
+        let out = unfused.run(&graph, &inputs)?;
+        for c in verdict.culprits.iter_mut() {
+            if let (Some(r), Some(t)) = (held.get(&c.value), out.values.get(&c.value)) {
+                let rep =
+                    analysis::compare_pair(&c.value, Ok(r), Ok(t), &s.tolerance, false, false);
+                analysis::fusion::settle(c, &rep);
+            }
+        }
+        tgt_notes.push(
+            "a fusion cause was checked by rerunning the target with --ort-opt-level disable"
+                .into(),
+        );
+        pb.finish_and_clear();
+    }
     drop(held);
     let coverage = analysis::coverage(&graph, &nodes);
     let compare_ms = ms(t) + compare_time.as_secs_f64() * 1e3;

@@ -1,5 +1,7 @@
 // Binary element-wise ops with NumPy broadcasting (stride 0 on broadcast dims), picked by an op code.
-// params: 0 n, 1 rank, 2 op, 4..12 output shape, 12..20 strides of a, 20..28 strides of b
+// params: 0 n, 1 rank, 2 op, 3 first output element of this chunk, 4..12 output shape, 12..20 strides of a,
+//         20..28 strides of b, 28 and 29 the first element of a and of b bound (tensors beyond the binding limit
+//         run in chunks)
 
 @group(0) @binding(1) var<storage, read> a: array<T>;
 @group(0) @binding(2) var<storage, read> b: array<T>;
@@ -37,5 +39,6 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n
     let i = flat(id, nwg);
     if (i >= pu(0u)) { return; }
     let r = pu(1u);
-    y[i] = bin(a[strided(i, r, 4u, 12u)], b[strided(i, r, 4u, 20u)], pu(2u));
+    let g = i + pu(3u);
+    y[i] = bin(a[strided(g, r, 4u, 12u) - pi(28u)], b[strided(g, r, 4u, 20u) - pi(29u)], pu(2u));
 }

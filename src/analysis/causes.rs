@@ -133,7 +133,7 @@ fn involving(mut c: Cause, node: &str) -> Cause {
     c
 }
 
-fn num(x: f64) -> String {
+pub(crate) fn num(x: f64) -> String {
     crate::report::terminal::num(x)
 }
 

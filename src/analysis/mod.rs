@@ -5,6 +5,7 @@ pub mod causes;
 pub mod culprit;
 pub mod determinism;
 pub mod divergence;
+pub mod fusion;
 pub mod isolate;
 
 pub use divergence::{assemble, compare_pair, compare_runs, coverage, verdict};

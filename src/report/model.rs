@@ -155,7 +155,8 @@ pub struct Culprit {
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Cause {
     /// overflow, overflow_inside, initializer_range, nan_inf, underflow, epsilon, long_reduction, softmax_range,
-    /// cancellation, index_flip, quantization_saturation, quantization_range, fusion, precision.
+    /// cancellation, index_flip, quantization_saturation, quantization_range, fusion (settled by a rerun with
+    /// optimizations off: confirmed, or turned into amplification), precision.
     pub kind: String,
     /// One sentence with the numbers.
     pub summary: String,

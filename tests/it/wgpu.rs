@@ -467,3 +467,50 @@ fn f16_culprits_and_causes_on_wgpu() {
         assert_eq!(c["causes"][0]["kind"], kind, "{case}: {c}");
     }
 }
+
+/// Element-wise ops on tensors beyond the storage-binding limit run in chunks (the limit lowered to 64 KiB with
+/// PHANTOM_WGPU_MAX_BINDING, so 256 KiB tensors take 4 chunks); an op without chunking (Transpose) runs on the host
+/// and says why.
+#[test]
+fn elementwise_ops_beyond_the_binding_limit_run_in_chunks() {
+    if !have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let m = root().join("tests/data/wgpu/chunked.onnx");
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("r.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_phantom"))
+        .args([
+            "onnx",
+            m.to_str().unwrap(),
+            "--ep",
+            "wgpu",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .env("PHANTOM_WGPU_MAX_BINDING", "65536")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = read_json(&json);
+    let d = &r["target"]["details"];
+    assert_eq!(d["nodes_on_device"], "4", "{d}");
+    assert!(
+        d["dispatches"].as_str().unwrap().parse::<usize>().unwrap() >= 16,
+        "{d}"
+    );
+    let nodes = r["nodes"].as_array().unwrap();
+    assert!(nodes[..4]
+        .iter()
+        .all(|n| n["status"] == "pass" && n.get("target_note").is_none()));
+    let note = nodes[4]["target_note"].as_str().unwrap();
+    assert!(note.contains("binding limit"), "{note}");
+}

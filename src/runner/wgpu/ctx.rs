@@ -8,7 +8,7 @@ use std::rc::Rc;
 use half::f16;
 use tract_onnx::pb::NodeProto;
 
-use super::gpu::{Buf, Gpu};
+use super::gpu::{Bind, Buf, Gpu};
 use super::shaders::Mode;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
@@ -167,9 +167,6 @@ impl<'a> Ctx<'a> {
     /// A fresh output value.
     pub fn output(&mut self, shape: Vec<usize>, dtype: DType) -> DevVal {
         let n: usize = shape.iter().product();
-        if n as u64 * self.gpu.mode.elem_bytes() > self.gpu.max_binding() {
-            self.too_big = true;
-        }
         DevVal {
             buf: Rc::new(self.gpu.alloc(n as u64 * self.gpu.mode.elem_bytes())),
             shape,
@@ -212,11 +209,11 @@ impl<'a> Ctx<'a> {
         out: &DevVal,
         groups: [u32; 3],
     ) -> Result<()> {
+        let limit = self.gpu.max_binding();
+        let bytes = |b: &Buf| b.bytes.min(b.raw.size());
         if self.too_big
-            || inputs
-                .iter()
-                .flatten()
-                .any(|b| b.raw.size() > self.gpu.max_binding())
+            || bytes(&out.buf) > limit
+            || inputs.iter().flatten().any(|b| bytes(b) > limit)
         {
             self.too_big = true;
             return Ok(());
@@ -232,6 +229,65 @@ impl<'a> Ctx<'a> {
             groups,
             &label,
         )
+    }
+
+    /// A 1-D dispatch over `n` output elements split into chunks that each bind at most the adapter's limit:
+    /// `chunked[k]` inputs (same length as the output) are bound over the chunk's range, the others whole (they must
+    /// fit); `params(start, len)` gives each chunk's parameter block.
+    pub fn run_chunked(
+        &mut self,
+        shader: &str,
+        params: impl Fn(usize, usize) -> Vec<u32>,
+        inputs: &[(&Buf, bool)],
+        out: &DevVal,
+        n: usize,
+    ) -> Result<()> {
+        let eb = self.gpu.mode.elem_bytes();
+        let limit = self.gpu.max_binding();
+        if self.too_big || inputs.iter().any(|(b, chunk)| !chunk && b.bytes > limit) {
+            self.too_big = true;
+            return Ok(());
+        }
+        // Chunks start at multiples of 1,024 elements: aligned for every storage offset alignment in use.
+        let per = ((limit / eb) as usize / 1024 * 1024).max(1024);
+        let mut start = 0;
+        while start < n.max(1) {
+            let len = per.min(n - start);
+            let ins: Vec<Option<Bind>> = inputs
+                .iter()
+                .map(|(b, chunk)| {
+                    Some(match chunk {
+                        true => Bind {
+                            buf: b,
+                            offset: start as u64 * eb,
+                            size: Some((len as u64 * eb).div_ceil(4) * 4),
+                        },
+                        false => Bind::from(*b),
+                    })
+                })
+                .collect();
+            let o = Bind {
+                buf: &out.buf,
+                offset: start as u64 * eb,
+                size: Some((len as u64 * eb).div_ceil(4) * 4),
+            };
+            let label = self.node.name.clone();
+            self.gpu.dispatch_bound(
+                &mut self.enc,
+                shader,
+                "main",
+                &params(start, len),
+                &ins,
+                o,
+                Gpu::groups_1d(len),
+                &label,
+            )?;
+            if n == 0 {
+                break;
+            }
+            start += len;
+        }
+        Ok(())
     }
 
     pub fn attr_i(&self, name: &str, default: i64) -> i64 {

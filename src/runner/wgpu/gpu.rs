@@ -36,6 +36,39 @@ impl Drop for Buf {
     }
 }
 
+/// A storage binding: a whole buffer, or a byte range of it (chunks of tensors beyond the binding limit).
+#[derive(Clone, Copy)]
+pub struct Bind<'a> {
+    pub buf: &'a Buf,
+    pub offset: u64,
+    pub size: Option<u64>,
+}
+
+impl<'a> From<&'a Buf> for Bind<'a> {
+    fn from(buf: &'a Buf) -> Bind<'a> {
+        Bind {
+            buf,
+            offset: 0,
+            size: None,
+        }
+    }
+}
+
+impl Bind<'_> {
+    fn resource(&self) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: &self.buf.raw,
+            offset: self.offset,
+            size: self.size.and_then(wgpu::BufferSize::new),
+        })
+    }
+
+    /// Bytes this binding spans.
+    pub fn span(&self) -> u64 {
+        self.size.unwrap_or(self.buf.raw.size() - self.offset)
+    }
+}
+
 struct Pipe {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
@@ -51,6 +84,7 @@ pub struct Gpu {
     pool: Pool,
     dummy: wgpu::Buffer,
     errors: Arc<Mutex<Vec<String>>>,
+    max_binding: u64,
     /// Dispatches and pipelines created, for the report.
     pub dispatches: RefCell<usize>,
 }
@@ -72,6 +106,7 @@ impl Gpu {
     /// Opens the device on `adapter` for `mode` (requests `SHADER_F16` for native f16) with the adapter's limits.
     pub fn open(adapter: &wgpu::Adapter, mode: Mode, acc: Accum) -> Result<Gpu> {
         let summary = super::device::summarize(adapter);
+        let binding_limit = summary.max_storage_buffer_binding_size;
         let mut features = wgpu::Features::empty();
         if mode == Mode::F16Native {
             features |= wgpu::Features::SHADER_F16;
@@ -108,6 +143,13 @@ impl Gpu {
             pool: Rc::default(),
             dummy,
             errors,
+            // PHANTOM_WGPU_MAX_BINDING lowers the binding limit (tests exercise chunking with small tensors).
+            max_binding: std::env::var("PHANTOM_WGPU_MAX_BINDING")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(|v| v.max(4096))
+                .unwrap_or(u64::MAX)
+                .min(binding_limit),
             dispatches: RefCell::new(0),
         })
     }
@@ -123,8 +165,9 @@ impl Gpu {
         }
     }
 
+    /// The most bytes one storage binding may span.
     pub fn max_binding(&self) -> u64 {
-        self.adapter.max_storage_buffer_binding_size
+        self.max_binding
     }
 
     /// A storage buffer of at least `bytes` (rounded up to a power of two so buffers are reused across sizes).
@@ -234,6 +277,23 @@ impl Gpu {
         groups: [u32; 3],
         label: &str,
     ) -> Result<()> {
+        let ins: Vec<Option<Bind>> = inputs.iter().map(|b| b.map(Bind::from)).collect();
+        self.dispatch_bound(enc, shader, entry, params, &ins, out.into(), groups, label)
+    }
+
+    /// [`Gpu::dispatch`] with byte ranges of buffers bound.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatch_bound(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        shader: &str,
+        entry: &'static str,
+        params: &[u32],
+        inputs: &[Option<Bind>],
+        out: Bind,
+        groups: [u32; 3],
+        label: &str,
+    ) -> Result<()> {
         let sh = shaders::find(shader).ok_or_else(|| Error::Wgpu {
             reason: format!("wgpu: no shader {shader}"),
         })?;
@@ -266,12 +326,15 @@ impl Gpu {
         for (i, b) in inputs.iter().enumerate() {
             bind.push(wgpu::BindGroupEntry {
                 binding: 1 + i as u32,
-                resource: b.map(|b| &b.raw).unwrap_or(&self.dummy).as_entire_binding(),
+                resource: match b {
+                    Some(b) => b.resource(),
+                    None => self.dummy.as_entire_binding(),
+                },
             });
         }
         bind.push(wgpu::BindGroupEntry {
             binding: 1 + inputs.len() as u32,
-            resource: out.raw.as_entire_binding(),
+            resource: out.resource(),
         });
         let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),

@@ -110,15 +110,24 @@ fn identity(ctx: &mut Ctx) -> Result<Out> {
 }
 
 /// Runs unary op `code` with `alpha`/`beta` on input 0.
+/// Tensors beyond the binding limit run in chunks of the same range of input and output.
 pub fn apply_unary(ctx: &mut Ctx, x: &DevVal, code: u32, alpha: f32, beta: f32) -> Result<DevVal> {
     let out = ctx.output(x.shape.clone(), ctx.out_dtype());
-    let n = x.len();
-    let mut p = Params::new();
-    p.set(0, n as u32)
-        .set(1, code)
-        .set_f(2, alpha)
-        .set_f(3, beta);
-    ctx.run("elementwise/unary", "main", &p.0, &[Some(&x.buf)], &out, n)?;
+    let params = |_: usize, len: usize| {
+        let mut p = Params::new();
+        p.set(0, len as u32)
+            .set(1, code)
+            .set_f(2, alpha)
+            .set_f(3, beta);
+        p.0
+    };
+    ctx.run_chunked(
+        "elementwise/unary",
+        params,
+        &[(&x.buf, true)],
+        &out,
+        x.len(),
+    )?;
     Ok(out)
 }
 
@@ -190,21 +199,23 @@ pub fn apply_binary(ctx: &mut Ctx, a: &DevVal, b: &DevVal, code: u32) -> Result<
     }
     let out = ctx.output(shape.clone(), ctx.out_dtype());
     let n = out.len();
-    let mut p = Params::new();
-    p.set(0, n as u32)
-        .set(1, shape.len() as u32)
-        .set(2, code)
-        .dims(4, &shape)
-        .strides(12, &bcast_strides(&a.shape, &shape))
-        .strides(20, &bcast_strides(&b.shape, &shape));
-    ctx.run(
-        "elementwise/binary",
-        "main",
-        &p.0,
-        &[Some(&a.buf), Some(&b.buf)],
-        &out,
-        n,
-    )?;
+    // Beyond the binding limit, operands of the output's shape are chunked with it (the others bound whole).
+    let (ca, cb) = (a.shape == shape, b.shape == shape);
+    let params = |start: usize, len: usize| {
+        let mut p = Params::new();
+        p.set(0, len as u32)
+            .set(1, shape.len() as u32)
+            .set(2, code)
+            .set(3, start as u32)
+            .dims(4, &shape)
+            .strides(12, &bcast_strides(&a.shape, &shape))
+            .strides(20, &bcast_strides(&b.shape, &shape))
+            .set(28, if ca { start as u32 } else { 0 })
+            .set(29, if cb { start as u32 } else { 0 });
+        p.0
+    };
+    let ins = [(&*a.buf, ca), (&*b.buf, cb)];
+    ctx.run_chunked("elementwise/binary", params, &ins, &out, n)?;
     Ok(Some(out))
 }
 
