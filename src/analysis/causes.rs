@@ -17,8 +17,8 @@ use crate::tensor::{DType, Tensor};
 
 /// Facts of one element type.
 #[derive(Clone, Copy)]
-struct Limits {
-    name: &'static str,
+pub(crate) struct Limits {
+    pub(crate) name: &'static str,
     max: f64,
     /// Smallest positive subnormal.
     tiny: f64,
@@ -27,7 +27,7 @@ struct Limits {
     u: f64,
 }
 
-fn limits(d: DType) -> Limits {
+pub(crate) fn limits(d: DType) -> Limits {
     match d {
         DType::F16 => Limits {
             name: "fp16",
@@ -113,7 +113,13 @@ impl<'a> Evidence<'a> {
     }
 }
 
-fn cause(kind: &str, summary: String, ev: &[(&str, f64)], confidence: &str, fix: String) -> Cause {
+pub(crate) fn cause(
+    kind: &str,
+    summary: String,
+    ev: &[(&str, f64)],
+    confidence: &str,
+    fix: String,
+) -> Cause {
     Cause {
         kind: kind.into(),
         summary,
@@ -138,14 +144,14 @@ pub(crate) fn num(x: f64) -> String {
 }
 
 impl Evidence<'_> {
-    fn value(&self, name: &str) -> Option<ArrayD<f64>> {
+    pub(crate) fn value(&self, name: &str) -> Option<ArrayD<f64>> {
         self.values
             .and_then(|v| v.get(name))
             .or_else(|| self.initializers.get(name))
             .map(|t| t.to_f64_array())
     }
 
-    fn dtype(&self, name: &str) -> DType {
+    pub(crate) fn dtype(&self, name: &str) -> DType {
         self.round
             .and_then(|r| r.get(name).copied())
             .unwrap_or(DType::F32)
@@ -160,7 +166,7 @@ impl Evidence<'_> {
             .map(|a| a.f as f64)
     }
 
-    fn attr_i(&self, node: usize, name: &str) -> Option<i64> {
+    pub(crate) fn attr_i(&self, node: usize, name: &str) -> Option<i64> {
         self.protos
             .get(node)?
             .attribute
@@ -169,7 +175,7 @@ impl Evidence<'_> {
             .map(|a| a.i)
     }
 
-    fn producer(&self, value: &str) -> Option<usize> {
+    pub(crate) fn producer(&self, value: &str) -> Option<usize> {
         self.graph
             .nodes
             .iter()
@@ -189,7 +195,7 @@ fn max_abs(a: &ArrayD<f64>) -> f64 {
 }
 
 /// Spacing of the type's representable numbers at magnitude `x`.
-fn spacing(x: f64, l: Limits) -> f64 {
+pub(crate) fn spacing(x: f64, l: Limits) -> f64 {
     if x < l.min_normal {
         return l.tiny;
     }
@@ -590,6 +596,9 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
     }
 
     // Index flips.
+    if let Some(f) = super::index_flip::rounding_to_integers(ev, i) {
+        out.push(f);
+    }
     if matches!(op, "ArgMax" | "ArgMin" | "TopK") {
         let li = limits(ev.dtype(&node.inputs[0]));
         if let Some(x) = node.inputs.first().and_then(|n| ev.value(n)) {

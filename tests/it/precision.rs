@@ -338,3 +338,32 @@ fn a_model_already_in_fp16_converts_consistently() {
     let (code, out, err) = phantom(&["onnx", fp16.to_str().unwrap(), "--precision", "fp16", "-q"]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+#[test]
+fn float_index_arithmetic_flips_gather_rows() {
+    let r = assert_culprit(
+        "index_floor_gather",
+        &["--val-range", "1000,2000"],
+        "to_index",
+        "index_flip",
+    );
+    let c = cause(&r, "index_flip");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("`floor` rounds `scaled`"),
+        "{c}"
+    );
+    assert!(
+        c["evidence"]["near_boundary"].as_f64().unwrap() >= 1.0,
+        "{c}"
+    );
+    let nodes: Vec<&str> = c["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["floor", "lookup"]);
+}

@@ -147,4 +147,19 @@ save(
     [vi("y", [1, 256])],
     {"ten": np.array(10.0, np.float32), "qs": np.array(0.1, np.float32), "zp": np.array(128, np.uint8)},
 )
-print("wrote 8 models to", HERE)
+# 9. Index arithmetic in float: idx = Cast(Floor(x * 0.1)) picks rows of a table. x in [1000, 2000) is stored with a
+#    spacing of 1 in fp16, so x * 0.1 moves by up to 0.05 and Floor lands on the neighbouring integer for values near
+#    a boundary: the Gather then reads the wrong rows.
+save(
+    "index_floor_gather",
+    [
+        helper.make_node("Mul", ["x", "tenth"], ["scaled"], name="scale"),
+        helper.make_node("Floor", ["scaled"], ["fl"], name="floor"),
+        helper.make_node("Cast", ["fl"], ["idx"], to=TensorProto.INT64, name="to_index"),
+        helper.make_node("Gather", ["table", "idx"], ["y"], axis=0, name="lookup"),
+    ],
+    [vi("x", [1, 64])],
+    [vi("y", [1, 64, 4])],
+    {"tenth": np.array(0.1, np.float32), "table": f32(256, 4)},
+)
+print("wrote 9 models to", HERE)
