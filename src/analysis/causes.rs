@@ -478,7 +478,8 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
             .flatten()
             .map(|v| v.iter().fold(f64::INFINITY, |m, x| m.min(x.abs())));
         let stored = round_one(eps, d);
-        let matters = stored == 0.0 || var_min.is_none_or(|v| v < 10.0 * eps);
+        let coarse = (stored - eps).abs() > 0.01 * eps;
+        let matters = stored == 0.0 || (coarse && var_min.is_none_or(|v| v < 10.0 * eps));
         if eps > 0.0 && eps < l.min_normal && matters {
             out.push(cause(
                 "epsilon",
@@ -529,8 +530,12 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
                     })
                     .unwrap_or(f64::INFINITY);
                 let stored = round_one(eps, ev.dtype(inp));
-                // It matters when it flushes, or when the value it guards gets down to its order.
-                if eps > 0.0 && (stored == 0.0 || (eps < l.min_normal && var_min < 10.0 * eps)) {
+                // It matters when it flushes, or when the value it guards gets down to its order and the stored
+                // subnormal is off by more than 1 % (a subnormal near min_normal is stored almost exactly).
+                let coarse = (stored - eps).abs() > 0.01 * eps;
+                if eps > 0.0
+                    && (stored == 0.0 || (eps < l.min_normal && var_min < 10.0 * eps && coarse))
+                {
                     out.push(involving(cause(
                         "epsilon",
                         format!(
