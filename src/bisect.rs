@@ -167,6 +167,11 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
     let mut failed: Option<Error> = None;
     ReferenceRunner::default().run_streaming(&graph, &inputs, &mut |name, v| {
         if let (Ok(t), None) = (v, &failed) {
+            // With --slice only the slice is parked and compared.
+            let t = match &s.slice {
+                Some(sp) => sp.apply(&t),
+                None => t,
+            };
             if let Err(e) = parked.put(name, &t) {
                 failed = Some(e);
             }
@@ -181,10 +186,14 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
     let probe = |name: &str, t: Option<&Tensor>| -> Option<Probe> {
         let r = parked.get(name)?;
         let n = &graph.nodes[*node_of.get(name)?];
+        let cut = t.map(|t| match &s.slice {
+            Some(sp) => sp.apply(t),
+            None => t.clone(),
+        });
         let v = analysis::compare_pair(
             name,
             Ok(&r),
-            t.ok_or("not produced"),
+            cut.as_ref().ok_or("not produced"),
             &s.tolerance,
             outputs.contains(name),
             false,

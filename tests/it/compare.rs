@@ -381,6 +381,19 @@ fn bisect_finds_the_same_first_divergence_in_log_n_runs() {
     let (code, out, _) = phantom(&["onnx", model("convnet.onnx").to_str().unwrap(), "--bisect"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 target run(s)"), "{out}");
+    // --slice applies to every probe: an empty slice of the drifting model sees no drift.
+    let target = dir.path().join("conv2.onnx");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        model("convnet.onnx").to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--bisect",
+        "--slice",
+        ":0",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("1 target run(s)"), "{out}");
 }
 
 #[test]

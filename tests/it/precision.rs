@@ -367,3 +367,99 @@ fn float_index_arithmetic_flips_gather_rows() {
         .collect();
     assert_eq!(nodes, ["floor", "lookup"]);
 }
+
+/// Declared element type of a graph input or output, from the saved model.
+fn declared(vi: &pb::ValueInfoProto) -> i32 {
+    match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(pb::type_proto::Value::TensorType(t)) => t.elem_type,
+        _ => 0,
+    }
+}
+
+/// IR-3 models list initializers as graph inputs too, and Loop bodies read float initializers of the outer graph:
+/// the conversion keeps both consistent (fp16 initializers declared fp16 wherever they are declared, the body's
+/// float values in fp16), and the converted model loads and runs in ONNX Runtime.
+#[test]
+fn ir3_initializers_and_loop_bodies_convert_consistently() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["ir3_initializers", "loop_body"] {
+        let saved = dir.path().join(format!("{name}.fp16.onnx"));
+        let m = case(name);
+        let (code, out, err) = phantom(&[
+            "onnx",
+            m.as_str(),
+            "--precision",
+            "fp16",
+            "--save-target-model",
+            saved.to_str().unwrap(),
+        ]);
+        if name == "loop_body" {
+            // tract cannot type Loop, so there is no f64 reference; the converted model is still written, and it
+            // loads and runs in ONNX Runtime with outputs close to the float32 model's.
+            assert_eq!(code, 2, "{name}\n{out}\n{err}");
+            assert!(err.contains("Loop"), "{err}");
+            let run = |p: &str| {
+                let (code, out, err) = phantom(&["run", p, "--runner", "ort"]);
+                assert_eq!(code, 0, "{p}\n{out}\n{err}");
+                let line = out
+                    .lines()
+                    .find(|l| l.starts_with("y "))
+                    .unwrap()
+                    .to_string();
+                let nums: Vec<f64> = line
+                    .split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                (line, nums)
+            };
+            let (l32, n32) = run(&m);
+            let (l16, n16) = run(saved.to_str().unwrap());
+            assert!(l16.contains(" f32 "), "outputs keep float32: {l16}");
+            for (a, b) in n32.iter().zip(&n16) {
+                assert!((a - b).abs() < 1e-2, "{l32} vs {l16}");
+            }
+        } else {
+            assert_eq!(code, 0, "{name}\n{out}\n{err}");
+        }
+        let model = pb::ModelProto::decode(std::fs::read(&saved).unwrap().as_slice()).unwrap();
+        let g = model.graph.unwrap();
+        // Top-level initializers become fp16; those a Loop body reads from the outer scope stay float32 and the
+        // body casts them (checked below).
+        let want = if name == "loop_body" { 1 } else { 10 };
+        for init in g
+            .initializer
+            .iter()
+            .filter(|t| t.name == "w" || t.name == "b")
+        {
+            assert_eq!(init.data_type, want, "{name}: initializer {}", init.name);
+        }
+        for i in g.input.iter().filter(|i| i.name == "w" || i.name == "b") {
+            assert_eq!(
+                declared(i),
+                10,
+                "{name}: graph input {} still declared float32",
+                i.name
+            );
+        }
+        // Graph inputs and outputs keep their types.
+        assert_eq!(declared(g.input.iter().find(|i| i.name == "x").unwrap()), 1);
+        assert_eq!(declared(&g.output[0]), 1);
+        if name == "loop_body" {
+            let lp = g.node.iter().find(|n| n.op_type == "Loop").unwrap();
+            let body = lp.attribute.iter().find_map(|a| a.g.as_ref()).unwrap();
+            assert_eq!(declared(&body.input[2]), 10, "loop-carried h in fp16");
+            assert_eq!(declared(&body.output[1]), 10, "loop-carried h out in fp16");
+            let mm = body.node.iter().find(|n| n.op_type == "MatMul").unwrap();
+            let cast = body
+                .node
+                .iter()
+                .find(|n| n.output.contains(&mm.input[1]))
+                .unwrap();
+            assert_eq!(
+                (cast.op_type.as_str(), cast.input[0].as_str()),
+                ("Cast", "w")
+            );
+        }
+    }
+}

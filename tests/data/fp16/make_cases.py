@@ -162,4 +162,27 @@ save(
     [vi("y", [1, 64, 4])],
     {"tenth": np.array(0.1, np.float32), "table": f32(256, 4)},
 )
-print("wrote 9 models to", HERE)
+# 10. and 11. are conversion fixtures, not drift cases: an IR-3 model (initializers also listed as graph inputs) and a
+#     Loop whose body reads float initializers from the outer scope. Both must convert consistently and load.
+r3 = np.random.default_rng(3)
+w = r3.standard_normal((8, 8)).astype(np.float32)
+b = r3.standard_normal((8,)).astype(np.float32)
+g = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm"), helper.make_node("Add", ["mm", "b"], ["y"], name="add")],
+    "ir3", [vi("x", [1, 8]), vi("w", [8, 8]), vi("b", [8])], [vi("y", [1, 8])],
+    [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)], producer_name="phantom-fp16-cases")
+m.ir_version = 3
+onnx.save(m, os.path.join(HERE, "ir3_initializers.onnx"))
+body = helper.make_graph(
+    [helper.make_node("MatMul", ["h_in", "w"], ["hw"], name="body_mm"),
+     helper.make_node("Add", ["hw", "b"], ["hb"], name="body_add"),
+     helper.make_node("Tanh", ["hb"], ["h_out"], name="body_tanh"),
+     helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
+    [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+     vi("h_in", [1, 8])],
+    [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), vi("h_out", [1, 8])])
+save("loop_body", [helper.make_node("Loop", ["trip", "cond", "x"], ["y"], body=body, name="loop")],
+     [vi("x", [1, 8])], [vi("y", [1, 8])],
+     {"trip": np.array(3, np.int64), "cond": np.array(True), "w": w * 0.3, "b": b})
+print("wrote 11 models to", HERE)
