@@ -20,9 +20,36 @@ fn check_tolerance(name: &str, v: Option<f64>) -> anyhow::Result<()> {
     }
 }
 
+/// Options that belong to one kind of target are refused on the other, rather than silently ignored.
+fn check_target_options(a: &OnnxArgs) -> anyhow::Result<()> {
+    use super::args::{AccumulateArg, F16ModeArg, PrecisionArg};
+    let wgpu = a.ep == super::args::Ep::Wgpu;
+    if wgpu {
+        if a.precision == PrecisionArg::Bf16 {
+            anyhow::bail!("--ep wgpu computes in fp32 or fp16; bf16 is for ONNX Runtime targets");
+        }
+        if !a.keep_fp32.is_empty() || a.save_target_model.is_some() {
+            anyhow::bail!(
+                "--keep-fp32 and --save-target-model belong to phantom's fp16/bf16 model conversion for ONNX Runtime; \
+                 --ep wgpu computes in f16 itself"
+            );
+        }
+        if a.accumulate == AccumulateArg::F16 && a.precision != PrecisionArg::Fp16 {
+            anyhow::bail!("--accumulate f16 needs --precision fp16 (in fp32 every sum is f32)");
+        }
+    } else if a.accumulate != AccumulateArg::F32
+        || a.adapter.is_some()
+        || a.f16_mode != F16ModeArg::Auto
+    {
+        anyhow::bail!("--accumulate, --adapter and --f16-mode are options of --ep wgpu");
+    }
+    Ok(())
+}
+
 pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     check_tolerance("atol", a.atol)?;
     check_tolerance("rtol", a.rtol)?;
+    check_target_options(&a)?;
     if let Some(p) = &a.json {
         if p.is_dir() {
             anyhow::bail!("--json {}: is a directory; give a file name", p.display());
@@ -113,6 +140,19 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         );
         if !a.keep_fp32.is_empty() {
             options.insert("keep_fp32".into(), a.keep_fp32.join(","));
+        }
+        if a.ep == super::args::Ep::Wgpu {
+            options.insert(
+                "accumulate".into(),
+                format!("{:?}", a.accumulate).to_lowercase(),
+            );
+            options.insert(
+                "f16_mode".into(),
+                format!("{:?}", a.f16_mode).to_lowercase(),
+            );
+            if let Some(ad) = &a.adapter {
+                options.insert("adapter".into(), ad.clone());
+            }
         }
         if let Some(v) = a.atol {
             options.insert("atol".into(), v.to_string());

@@ -34,8 +34,21 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
             .with_context(|| format!("saved option {k}"))
     };
     let precision = parse::<PrecisionArg>(saved.options.get("precision"), "fp32")?.low();
+    let wgpu = crate::runner::wgpu::WgpuOptions {
+        adapter: saved.options.get("adapter").cloned(),
+        f16: precision == Some(crate::precision::LowPrecision::F16),
+        accumulate_f16: parse::<super::args::AccumulateArg>(
+            saved.options.get("accumulate"),
+            "f32",
+        )? == super::args::AccumulateArg::F16,
+        f16_mode: match parse::<super::args::F16ModeArg>(saved.options.get("f16_mode"), "auto")? {
+            super::args::F16ModeArg::Auto => crate::runner::wgpu::F16Mode::Auto,
+            super::args::F16ModeArg::Native => crate::runner::wgpu::F16Mode::Native,
+            super::args::F16ModeArg::Emulated => crate::runner::wgpu::F16Mode::Emulated,
+        },
+    };
     let settings = CompareSettings {
-        wgpu: Default::default(),
+        wgpu,
         model,
         target_model: saved.target_model.as_ref().map(PathBuf::from),
         ep: parse::<Ep>(saved.options.get("ep"), "cpu")?,

@@ -42,13 +42,23 @@ impl Provenance {
     ) -> Provenance {
         let env = crate::pipeline::environment();
         let d = |k: &str| details.get(k).cloned().unwrap_or_default();
+        // The wgpu target: the driver stands for the build, the compute mode for the EP, the adapter for the EP used.
+        let wgpu = details.contains_key("adapter");
         Provenance {
             phantom_version: env!("CARGO_PKG_VERSION").into(),
             runtime: runtime.into(),
             runtime_version: runtime_version.into(),
-            build_info: d("build_info"),
-            ep: d("ep_requested"),
-            ep_used: d("ep_used"),
+            build_info: if wgpu { d("driver") } else { d("build_info") },
+            ep: if wgpu {
+                format!("wgpu {} · accumulate {}", d("compute"), d("accumulate"))
+            } else {
+                d("ep_requested")
+            },
+            ep_used: if wgpu {
+                format!("{} ({})", d("adapter"), d("backend"))
+            } else {
+                d("ep_used")
+            },
             opt_level: d("opt_level"),
             model_sha256: model_sha256.into(),
             os: format!("{} {}", env.os, env.arch),

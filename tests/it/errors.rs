@@ -178,3 +178,38 @@ fn nan_input() {
     ]);
     assert_error(code, &err, "NaN or infinite");
 }
+
+/// Options of one kind of target are refused on the other (exit 2), never silently ignored.
+#[test]
+fn target_options_that_do_not_apply_are_refused() {
+    let m = model("convnet.onnx");
+    let m = m.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["--ep", "wgpu", "--precision", "bf16"],
+            "bf16 is for ONNX Runtime",
+        ),
+        (
+            vec![
+                "--ep",
+                "wgpu",
+                "--precision",
+                "fp16",
+                "--keep-fp32",
+                "conv1",
+            ],
+            "--keep-fp32",
+        ),
+        (
+            vec!["--ep", "wgpu", "--accumulate", "f16"],
+            "--accumulate f16 needs --precision fp16",
+        ),
+        (vec!["--accumulate", "f16"], "options of --ep wgpu"),
+        (vec!["--adapter", "llvmpipe"], "options of --ep wgpu"),
+    ] {
+        let mut all = vec!["onnx", m];
+        all.extend(args);
+        let (code, _, err) = phantom(&all);
+        assert_error(code, &err, needle);
+    }
+}

@@ -64,3 +64,40 @@ fn replay_reproduces_and_names_changes() {
     let (_, out, _) = phantom(&["replay", run.to_str().unwrap()]);
     assert!(out.contains("input changed: `image`"), "{out}");
 }
+
+/// A wgpu run replays with its precision, accumulation and f16 mode (the environment names the adapter and the
+/// compute mode, so a replay in another mode would be reported as changed).
+#[test]
+fn wgpu_runs_replay_in_their_own_mode() {
+    if !crate::wgpu::have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let m = model("convnet.onnx");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "wgpu",
+        "--precision",
+        "fp16",
+        "--accumulate",
+        "f16",
+        "--save-run",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let saved = std::fs::read_to_string(run.join("run.json")).unwrap();
+    assert!(
+        saved.contains("accumulate f16") && saved.contains("\"accumulate\": \"f16\""),
+        "{saved}"
+    );
+    let (code, out, err) = phantom(&["replay", run.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("verdict reproduced") && out.contains("nothing changed"),
+        "{out}"
+    );
+}
