@@ -22,6 +22,7 @@ use crate::tensor::Tensor;
 #[derive(Default)]
 struct Pending {
     items: Vec<(String, DevVal)>,
+    names: std::collections::HashSet<String>,
     bytes: u64,
     nodes: Vec<String>,
 }
@@ -30,7 +31,7 @@ const READ_BATCH_BYTES: u64 = 256 << 20;
 
 impl Pending {
     fn holds(&self, name: &str) -> bool {
-        !name.is_empty() && self.items.iter().any(|(n, _)| n == name)
+        self.names.contains(name)
     }
 
     fn flush(&mut self, gpu: &Gpu, store: &mut Store, out: &mut RunOutput) -> Result<()> {
@@ -49,6 +50,7 @@ impl Pending {
             n => format!("one of {n} nodes {} … {}", nodes[0], nodes[n - 1]),
         };
         gpu.check(&what)?;
+        self.names.clear();
         for ((name, v), b) in std::mem::take(&mut self.items).into_iter().zip(bytes) {
             let t = download(gpu, &v, &b);
             store.host.insert(name.clone(), t.clone());
@@ -160,6 +162,7 @@ pub fn execute(
                     }
                     pending.bytes += v.len() as u64 * gpu.mode.elem_bytes();
                     pending.items.push((name.clone(), v.clone()));
+                    pending.names.insert(name.clone());
                     store.dev.insert(name.clone(), v.clone());
                 }
                 pending.nodes.push(format!("{} ({})", p.name, p.op_type));

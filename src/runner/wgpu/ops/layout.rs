@@ -32,7 +32,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         "Split" => split,
         "Gather" => gather,
         "Pad" => pad,
-        "Resize" => super::linalg::resize,
+        "Resize" => super::resize::resize,
         _ => return None,
     })
 }

@@ -6,6 +6,7 @@ mod elementwise;
 mod layout;
 mod linalg;
 mod reduce;
+mod resize;
 
 use super::ctx::{Ctx, DevVal, Out};
 use crate::error::Result;
