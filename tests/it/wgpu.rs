@@ -469,8 +469,7 @@ fn f16_culprits_and_causes_on_wgpu() {
 }
 
 /// Element-wise ops on tensors beyond the storage-binding limit run in chunks (the limit lowered to 64 KiB with
-/// PHANTOM_WGPU_MAX_BINDING, so 256 KiB tensors take 4 chunks); an op without chunking (Transpose) runs on the host
-/// and says why.
+/// PHANTOM_WGPU_MAX_BINDING, so 256 KiB tensors take 4 chunks), and the Transpose after them in slabs.
 #[test]
 fn elementwise_ops_beyond_the_binding_limit_run_in_chunks() {
     if !have_adapter() {
@@ -479,38 +478,115 @@ fn elementwise_ops_beyond_the_binding_limit_run_in_chunks() {
     ensure_runtime();
     let m = root().join("tests/data/wgpu/chunked.onnx");
     let tmp = tempfile::tempdir().unwrap();
-    let json = tmp.path().join("r.json");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_phantom"))
-        .args([
-            "onnx",
-            m.to_str().unwrap(),
-            "--ep",
-            "wgpu",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .env("PHANTOM_WGPU_MAX_BINDING", "65536")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = read_json(&json);
+    let r = run_limited(&m, &tmp.path().join("r.json"), &[], Some("65536"));
     let d = &r["target"]["details"];
-    assert_eq!(d["nodes_on_device"], "4", "{d}");
+    assert_eq!(d["nodes_on_device"], "5", "{d}");
     assert!(
         d["dispatches"].as_str().unwrap().parse::<usize>().unwrap() >= 16,
         "{d}"
     );
     let nodes = r["nodes"].as_array().unwrap();
-    assert!(nodes[..4]
+    assert!(nodes
         .iter()
         .all(|n| n["status"] == "pass" && n.get("target_note").is_none()));
-    let note = nodes[4]["target_note"].as_str().unwrap();
-    assert!(note.contains("binding limit"), "{note}");
+}
+
+/// `phantom onnx MODEL --ep wgpu` with `extra` arguments and the binding limit lowered to `limit`: its JSON report.
+fn run_limited(
+    m: &std::path::Path,
+    json: &std::path::Path,
+    extra: &[&str],
+    limit: Option<&str>,
+) -> serde_json::Value {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_phantom"));
+    cmd.args(["onnx", m.to_str().unwrap(), "--ep", "wgpu", "--json"])
+        .arg(json)
+        .args(extra)
+        .env("NO_COLOR", "1");
+    if let Some(l) = limit {
+        cmd.env("PHANTOM_WGPU_MAX_BINDING", l);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    read_json(json)
+}
+
+/// Every op family cut into slabs when its values exceed the binding limit (`tests/data/wgpu/make_models.py`: convs
+/// with halos, strides, SAME padding and 1-D; pools; normalizations; batched, row- and column-cut matrix products;
+/// row-wise ops; layout ops; Where with a sliced condition): each node stays on the device and its values are
+/// bit-identical to the unlimited run, in f32 and in native and emulated f16. Slice has no plan and says so.
+#[test]
+fn nodes_beyond_the_binding_limit_run_in_slabs_bit_identically() {
+    if !have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let m = root().join("tests/data/wgpu/split_ops.onnx");
+    let tmp = tempfile::tempdir().unwrap();
+    let modes: [(&[&str], &str); 3] = [
+        (&[], "65536"),
+        (&["--precision", "fp16", "--f16-mode", "native"], "32768"),
+        (&["--precision", "fp16", "--f16-mode", "emulated"], "65536"),
+    ];
+    for (extra, limit) in modes {
+        let full = run_limited(&m, &tmp.path().join("full.json"), extra, None);
+        let cut = run_limited(&m, &tmp.path().join("cut.json"), extra, Some(limit));
+        let details = &cut["target"]["details"];
+        assert_eq!(
+            full["target"]["details"]["nodes_on_device"], "26",
+            "{extra:?}"
+        );
+        assert_eq!(details["nodes_on_device"], "25", "{extra:?}: {details}");
+        let dispatches = |r: &serde_json::Value| {
+            r["target"]["details"]["dispatches"]
+                .as_str()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        };
+        assert!(
+            dispatches(&cut) > 2 * dispatches(&full),
+            "{extra:?}: {details}"
+        );
+        let (a, b) = (
+            full["nodes"].as_array().unwrap(),
+            cut["nodes"].as_array().unwrap(),
+        );
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            let name = y["name"].as_str().unwrap();
+            if name == "slice" {
+                let note = y["target_note"].as_str().unwrap();
+                assert!(
+                    note.contains("64 KiB storage binding limit") || note.contains("32 KiB"),
+                    "{note}"
+                );
+                assert!(note.contains("no way to cut Slice"), "{note}");
+                continue;
+            }
+            assert!(
+                y.get("target_note").is_none(),
+                "{extra:?} {name}: {}",
+                y["target_note"]
+            );
+            for (vx, vy) in x["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(y["values"].as_array().unwrap())
+            {
+                for k in ["max_abs", "mean_abs", "rmse"] {
+                    assert_eq!(vx["metrics"][k], vy["metrics"][k], "{extra:?} {name} {k}");
+                }
+                assert_eq!(vx["target_stats"], vy["target_stats"], "{extra:?} {name}");
+                assert_eq!(vy["status"], "pass", "{extra:?} {name}");
+            }
+        }
+    }
 }

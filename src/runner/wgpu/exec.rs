@@ -317,15 +317,22 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
     if !ctx.is_float(data) {
         return none();
     }
-    let r = f(&mut ctx);
-    let Ctx { enc, too_big, .. } = ctx;
-    if too_big && r.is_ok() {
-        return Ok(Out::Host(format!(
-            "a value beyond the adapter's {} MiB storage binding limit (chunking is not implemented for {})",
-            gpu.max_binding() >> 20,
-            p.op_type
-        )));
+    let mut r = f(&mut ctx);
+    if ctx.too_big && r.is_ok() {
+        // A value beyond the binding limit: cut the node into slabs (dispatches recorded so far are wasted work).
+        ctx.too_big = false;
+        let plans = ops::split::plans(&ctx);
+        r = match super::split::run(&mut ctx, f, &plans)? {
+            Ok(vals) => Ok(Out::Dev(vals)),
+            Err(why) => {
+                return Ok(Out::Host(format!(
+                    "a value beyond the adapter's {} storage binding limit, and {why}",
+                    crate::bounded::fmt_size(gpu.max_binding() as usize),
+                )))
+            }
+        };
     }
+    let enc = ctx.enc;
     match r {
         Ok(Out::Dev(vals)) => {
             gpu.submit(enc);

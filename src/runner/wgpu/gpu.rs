@@ -191,21 +191,35 @@ impl Gpu {
         }
     }
 
-    /// A buffer holding `data` (padded to 4 bytes).
+    /// A buffer holding `data` (padded to 4 bytes). Always a fresh buffer, filled at creation: a pooled one
+    /// written with `queue.write_buffer` would be written before the commands of the encoder being recorded,
+    /// which may still read its previous contents (a node cut into slabs uploads per slab).
     pub fn upload(&self, data: &[u8]) -> Buf {
-        let mut padded;
-        let data = if !data.len().is_multiple_of(4) {
-            padded = data.to_vec();
-            padded.resize(data.len().div_ceil(4) * 4, 0);
-            &padded[..]
-        } else {
-            data
-        };
-        let b = self.alloc(data.len() as u64);
+        let bytes = data.len() as u64;
+        let size = bytes.div_ceil(4).max(4).next_power_of_two() * 4;
+        let raw = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("phantom upload"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: true,
+        });
         if !data.is_empty() {
-            self.queue.write_buffer(&b.raw, 0, data);
+            let padded: std::borrow::Cow<[u8]> = match data.len() % 4 {
+                0 => data.into(),
+                r => [data, &[0u8; 4][r..]].concat().into(),
+            };
+            if let Ok(mut view) = raw.slice(..padded.len() as u64).get_mapped_range_mut() {
+                view.copy_from_slice(&padded);
+            }
         }
-        b
+        raw.unmap();
+        Buf {
+            raw,
+            bytes: bytes.div_ceil(4) * 4,
+            pool: self.pool.clone(),
+        }
     }
 
     fn pipe(&self, shader: &'static Shader, entry: &'static str) -> Rc<Pipe> {

@@ -14,6 +14,7 @@ pub mod host;
 pub mod hostops;
 pub mod ops;
 pub mod shaders;
+pub mod split;
 
 use std::collections::HashMap;
 

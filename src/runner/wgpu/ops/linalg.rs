@@ -190,19 +190,19 @@ fn gemm(ctx: &mut Ctx) -> Result<Out> {
 }
 
 /// Spatial geometry of a conv or pool over one or two axes, as 2-D (a 1-D op runs with H = 1).
-struct Geo {
-    h: usize,
-    w: usize,
-    k: [usize; 2],
-    s: [usize; 2],
-    d: [usize; 2],
-    begin: [usize; 2],
-    end: [usize; 2],
-    out: [usize; 2],
+pub(super) struct Geo {
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) k: [usize; 2],
+    pub(super) s: [usize; 2],
+    pub(super) d: [usize; 2],
+    pub(super) begin: [usize; 2],
+    pub(super) end: [usize; 2],
+    pub(super) out: [usize; 2],
 }
 
 /// With `transpose`, the output extent is that of a transposed convolution: s·(in − 1) + output_padding + extent − pads.
-fn geometry(
+pub(super) fn geometry(
     ctx: &Ctx,
     spatial: &[usize],
     kernel: &[usize],

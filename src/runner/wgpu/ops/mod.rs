@@ -7,6 +7,7 @@ mod layout;
 mod linalg;
 mod reduce;
 mod resize;
+pub mod split;
 
 use super::ctx::{Ctx, DevVal, Out};
 use crate::error::Result;
