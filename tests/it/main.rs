@@ -13,3 +13,4 @@ mod replay;
 mod schema;
 mod snapshots;
 mod wgpu;
+mod wgpu_limits;

@@ -32,6 +32,18 @@ pub enum Follow {
         pads: Vec<i64>,
         pad_at: usize,
     },
+    /// Transposed-convolution rows along `axis`: output row `o` takes input rows `ih` with `o = ih·stride + j − begin`
+    /// for `j` below `extent`. The slab's node gets `pads` and `output_padding` rewritten so that its output is
+    /// exactly the slab's rows.
+    Scatter {
+        axis: usize,
+        stride: usize,
+        begin: usize,
+        extent: usize,
+        pads: Vec<i64>,
+        out_pad: Vec<i64>,
+        pad_at: usize,
+    },
     /// An integer `sizes` input on the host whose entry `axis` becomes the slab's length (Resize).
     Sizes(usize),
 }
@@ -58,46 +70,66 @@ pub fn run(
     f: OpFn,
     plans: &[Plan],
 ) -> Result<std::result::Result<Vec<DevVal>, String>> {
+    run_at(ctx, f, plans, 0)
+}
+
+/// Slabs of slabs: a slab still beyond the limit because of an input its plan binds whole (MatMul's B when cutting
+/// A's rows) is cut again by another plan, once.
+const MAX_DEPTH: usize = 1;
+
+fn run_at(
+    ctx: &mut Ctx,
+    f: OpFn,
+    plans: &[Plan],
+    depth: usize,
+) -> Result<std::result::Result<Vec<DevVal>, String>> {
     let limit = ctx.gpu.max_binding();
-    let op = &ctx.node.op_type;
-    let mut why = format!("phantom has no way to cut {op} into slabs");
+    let op = ctx.node.op_type.clone();
+    let mut why: Vec<String> = vec![];
     'plans: for plan in plans {
-        // An input bound whole must fit as it is.
+        // An input bound whole must fit as it is, unless another plan cuts it (a slab is cut again).
         for (i, follow) in plan.inputs.iter().enumerate() {
-            if *follow == Follow::Whole && ctx.has(i) && whole_bytes(ctx, i) > limit {
-                why = format!(
-                    "cutting {op} along axis {} leaves input {i} whole, beyond the limit",
+            let recut = depth < MAX_DEPTH
+                && plans
+                    .iter()
+                    .any(|p| p.inputs.get(i).is_some_and(|f| *f != Follow::Whole));
+            if *follow == Follow::Whole && ctx.has(i) && whole_bytes(ctx, i) > limit && !recut {
+                why.push(format!(
+                    "along axis {} input {i} stays whole, beyond the limit",
                     plan.axis
-                );
+                ));
                 continue 'plans;
             }
         }
         let biggest = (0..plan.inputs.len())
-            .filter(|&i| ctx.has(i))
+            .filter(|&i| ctx.has(i) && plan.inputs[i] != Follow::Whole)
             .map(|i| whole_bytes(ctx, i))
             .max()
             .unwrap_or(0);
         let mut k = (biggest.div_ceil(limit.max(1)) as usize).max(2);
         loop {
             let k_now = k.min(plan.extent.max(1));
-            match slabs(ctx, f, plan, k_now)? {
+            match slabs(ctx, f, plan, k_now, depth)? {
                 Ok(outs) => return Ok(Ok(outs)),
                 Err(Fail::Other(reason)) => {
-                    why = format!("cutting {op} along axis {} failed: {reason}", plan.axis);
+                    why.push(format!("along axis {}: {reason}", plan.axis));
                     continue 'plans;
                 }
                 Err(Fail::TooBig) if k_now >= plan.extent => {
-                    why = format!(
-                        "one slab of {op} along axis {} is still beyond the limit",
+                    why.push(format!(
+                        "one slab along axis {} is still beyond the limit",
                         plan.axis
-                    );
+                    ));
                     continue 'plans;
                 }
                 Err(Fail::TooBig) => k = k_now * 2,
             }
         }
     }
-    Ok(Err(why))
+    Ok(Err(match why.is_empty() {
+        true => format!("phantom has no way to cut {op} into slabs"),
+        false => format!("phantom could not cut {op} into slabs ({})", why.join("; ")),
+    }))
 }
 
 fn whole_bytes(ctx: &Ctx, i: usize) -> u64 {
@@ -111,13 +143,14 @@ fn slabs(
     f: OpFn,
     plan: &Plan,
     k: usize,
+    depth: usize,
 ) -> Result<std::result::Result<Vec<DevVal>, Fail>> {
     let per = plan.extent.div_ceil(k).max(1);
     let mut full: Vec<DevVal> = vec![];
     let mut o0 = 0;
     while o0 < plan.extent {
         let o1 = (o0 + per).min(plan.extent);
-        let outs = match slab(ctx, f, plan, o0, o1)? {
+        let outs = match slab(ctx, f, plan, o0, o1, depth)? {
             Ok(v) => v,
             Err(e) => return Ok(Err(e)),
         };
@@ -172,6 +205,7 @@ fn slab(
     plan: &Plan,
     o0: usize,
     o1: usize,
+    depth: usize,
 ) -> Result<std::result::Result<Vec<DevVal>, Fail>> {
     let limit = ctx.gpu.max_binding();
     let eb = ctx.gpu.mode.elem_bytes();
@@ -181,7 +215,7 @@ fn slab(
         if !ctx.has(i) {
             continue;
         }
-        let name = format!("{PREFIX}/{}/{i}", ctx.node.name);
+        let name = format!("{PREFIX}{depth}/{}/{i}", ctx.node.name);
         let (ax, r0, r1) = match follow {
             Follow::Whole => continue,
             Follow::Sizes(ax) => {
@@ -201,6 +235,38 @@ fn slab(
                 continue;
             }
             Follow::Same(ax) => (*ax, o0 as i64, o1 as i64),
+            Follow::Scatter {
+                axis,
+                stride,
+                begin,
+                extent,
+                pads,
+                out_pad,
+                pad_at,
+            } => {
+                let dim = ctx
+                    .shape(i)
+                    .and_then(|s| s.get(*axis).copied())
+                    .unwrap_or(0) as i64;
+                let (s, b, e) = (*stride as i64, *begin as i64, *extent as i64);
+                let i0 = ((o0 as i64 + b - e + 1).max(0) as u64).div_ceil(s as u64) as i64;
+                let i0 = i0.min(dim);
+                let i1 = ((o1 as i64 - 1 + b) / s + 1).clamp(0, dim);
+                if i1 <= i0 {
+                    return Ok(Err(Fail::Other("a slab takes no input rows".into())));
+                }
+                let pb = o0 as i64 + b - i0 * s;
+                let pe = s * (i1 - i0 - 1) + e - pb - (o1 - o0) as i64;
+                let mut p = pads.clone();
+                let rank_sp = p.len() / 2;
+                p[*pad_at] = pb;
+                p[pad_at + rank_sp] = pe.max(0);
+                let mut op = out_pad.clone();
+                op[*pad_at] = (-pe).max(0);
+                set_ints(&mut sub, "pads", p);
+                set_ints(&mut sub, "output_padding", op);
+                (*axis, i0, i1)
+            }
             Follow::Window {
                 axis,
                 stride,
@@ -220,7 +286,7 @@ fn slab(
                 let rank_sp = p.len() / 2;
                 p[*pad_at] = c0 - i0;
                 p[pad_at + rank_sp] = i1 - c1;
-                set_pads(&mut sub, p);
+                set_ints(&mut sub, "pads", p);
                 if c1 <= c0 {
                     return Ok(Err(Fail::Other("a slab reads padding only".into())));
                 }
@@ -280,7 +346,7 @@ fn slab(
     }
     for (j, o) in sub.output.iter_mut().enumerate() {
         if !o.is_empty() {
-            *o = format!("{PREFIX}/{}/out{j}", ctx.node.name);
+            *o = format!("{PREFIX}{depth}/{}/out{j}", ctx.node.name);
         }
     }
     let enc = std::mem::replace(&mut ctx.enc, ctx.gpu.encoder("slab"));
@@ -292,7 +358,16 @@ fn slab(
         store: &mut *ctx.store,
         too_big: false,
     };
-    let r = f(&mut inner);
+    let mut r = f(&mut inner);
+    if inner.too_big && depth < MAX_DEPTH && r.is_ok() {
+        inner.too_big = false;
+        let plans = super::ops::split::plans(&inner);
+        r = match run_at(&mut inner, f, &plans, depth + 1) {
+            Ok(Ok(v)) => Ok(Out::Dev(v)),
+            Ok(Err(why)) => Ok(Out::Host(why)),
+            Err(e) => Err(e),
+        };
+    }
     let (enc, too_big) = (inner.enc, inner.too_big);
     ctx.enc = enc;
     drop_staged(ctx, &staged);
@@ -311,12 +386,13 @@ fn drop_staged(ctx: &mut Ctx, names: &[String]) {
     }
 }
 
-fn set_pads(node: &mut NodeProto, pads: Vec<i64>) {
+/// Sets an ints attribute (explicit pads replace `auto_pad`).
+fn set_ints(node: &mut NodeProto, name: &str, ints: Vec<i64>) {
     node.attribute
-        .retain(|a| a.name != "pads" && a.name != "auto_pad");
+        .retain(|a| a.name != name && !(name == "pads" && a.name == "auto_pad"));
     node.attribute.push(tract_onnx::pb::AttributeProto {
-        name: "pads".into(),
-        ints: pads,
+        name: name.into(),
+        ints,
         r#type: tract_onnx::pb::attribute_proto::AttributeType::Ints as i32,
         ..Default::default()
     });

@@ -1,6 +1,7 @@
 """Builds split_ops.onnx: one node of each op family that phantom cuts into slabs when a value exceeds the
 adapter's storage-binding limit (tests lower it to 64 KiB with PHANTOM_WGPU_MAX_BINDING). Every value below is
-at least 128 KiB, each node reads the model inputs directly, and a Slice (no plan) shows the host fallback.
+at least 128 KiB, each node reads the model inputs directly, and a Softmax over one 32k row (no axis to cut)
+shows the host fallback.
 
     python3 tests/data/wgpu/make_models.py
 """
@@ -41,6 +42,8 @@ def main():
         "roi": np.array([], np.float32),
         "scales": np.array([1, 1, 2, 2], np.float32),
         "split": np.array([16, 16], np.int64),
+        "wt": f32(32, 8, 3, 3) * 0.1,
+        "bt": f32(8),
         "starts": np.array([1], np.int64),
         "ends": np.array([31], np.int64),
         "sl_axes": np.array([2], np.int64),
@@ -74,6 +77,10 @@ def main():
         n("Expand", ["xe", "eshape"], ["expand"], name="expand"),
         n("Resize", ["x", "roi", "scales"], ["resize"], name="resize", mode="linear"),
         n("Slice", ["x", "starts", "ends", "sl_axes"], ["slice"], name="slice"),
+        n("ConvTranspose", ["x", "wt", "bt"], ["convt"], name="convt", strides=[2, 2], pads=[1, 1, 1, 1],
+          output_padding=[1, 1]),
+        n("ConvTranspose", ["x1", "w1"], ["convt1d"], name="convt1d", strides=[3], pads=[2, 1]),
+        n("Softmax", ["row"], ["softmax_row"], name="softmax_row", axis=-1),
     ]
     vi = helper.make_tensor_value_info
     inputs = [
@@ -83,6 +90,7 @@ def main():
         vi("a2", TensorProto.FLOAT, [64, 128]),
         vi("g", TensorProto.FLOAT, [256, 128]),
         vi("xe", TensorProto.FLOAT, [1, 32, 1, 32]),
+        vi("row", TensorProto.FLOAT, [1, 32768]),
     ]
     graph = helper.make_graph(
         nodes,

@@ -2,8 +2,9 @@
 //! split`] runs the slabs): convolutions by output rows (input rows with their halo, pads rewritten per slab),
 //! pools and normalizations by channel, matrix products by batch, rows or columns, row-wise ops (Softmax,
 //! LayerNormalization, reductions) along a kept axis, layout ops (Transpose, Concat, Split, Gather, Pad, Expand,
-//! Resize, Where) along an axis they do not move. Plans come in order of preference; an op with none (Slice,
-//! ConvTranspose, cubic Resize...) runs on the host when a value is beyond the limit.
+//! Resize, Slice, Where) along an axis they do not move; ConvTranspose by output rows (the input rows that reach them),
+//! ungrouped Conv and ConvTranspose also by output channels. Plans come in order of preference; a node with none (a
+//! Softmax over one long row...) runs on the host when a value is beyond the limit.
 
 use super::linalg::geometry;
 use super::{axis, broadcast};
@@ -32,7 +33,14 @@ pub fn plans(ctx: &Ctx) -> Vec<Plan> {
     let first = |ok: &dyn Fn(usize) -> bool| (0..rank).find(|&k| x[k] > 1 && ok(k));
     let op = ctx.node.op_type.as_str();
     let mut v: Vec<Plan> = match op {
-        "Conv" => conv(ctx, &x).into_iter().collect(),
+        "Conv" => conv(ctx, &x)
+            .into_iter()
+            .chain(out_channels(ctx, 0))
+            .collect(),
+        "ConvTranspose" => conv_transpose(ctx, &x)
+            .into_iter()
+            .chain(out_channels(ctx, 1))
+            .collect(),
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => first(&|k| k < 2)
             .map(|k| same(k, &[0]))
             .into_iter()
@@ -128,6 +136,25 @@ pub fn plans(ctx: &Ctx) -> Vec<Plan> {
             }
         }
         "Where" | "Expand" => broadcasting(ctx),
+        "Slice" => {
+            let sliced = match ctx.opset < 10 {
+                true => ctx.attr_ints("axes").or_else(|| {
+                    ctx.attr_ints("starts")
+                        .map(|s| (0..s.len() as i64).collect())
+                }),
+                false if ctx.has(3) => ctx.ints(3),
+                false => ctx.ints(1).map(|s| (0..s.len() as i64).collect()),
+            };
+            let sliced: Vec<usize> = sliced
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|&a| axis(a, rank))
+                .collect();
+            first(&|k| !sliced.contains(&k))
+                .map(|k| same(k, &[0]))
+                .into_iter()
+                .collect()
+        }
         "Resize" => resize(ctx, &x),
         _ => vec![],
     };
@@ -163,6 +190,59 @@ fn conv(ctx: &Ctx, x: &[usize]) -> Option<Plan> {
     Some(Plan {
         axis: 2,
         extent: g.out[j],
+        inputs,
+    })
+}
+
+/// Output rows of a transposed convolution: each slab takes the input rows that reach it.
+fn conv_transpose(ctx: &Ctx, x: &[usize]) -> Option<Plan> {
+    let w = ctx.shape(1)?;
+    if !(3..=4).contains(&x.len()) || w.len() != x.len() || ctx.attr_ints("output_shape").is_some()
+    {
+        return None;
+    }
+    let g = geometry(ctx, &x[2..], &w[2..], false, true)?;
+    let j = usize::from(x.len() == 3);
+    let r = x.len() - 2;
+    let pads: Vec<i64> = match j {
+        1 => vec![g.begin[1], g.end[1]],
+        _ => vec![g.begin[0], g.begin[1], g.end[0], g.end[1]],
+    }
+    .into_iter()
+    .map(|p| p as i64)
+    .collect();
+    let out_pad = ctx
+        .attr_ints("output_padding")
+        .filter(|v| v.len() == r)
+        .unwrap_or_else(|| vec![0; r]);
+    let mut inputs = vec![Follow::Whole; ctx.node.input.len()];
+    inputs[0] = Follow::Scatter {
+        axis: 2,
+        stride: g.s[j],
+        begin: g.begin[j],
+        extent: (g.k[j] - 1) * g.d[j] + 1,
+        pads,
+        out_pad,
+        pad_at: 0,
+    };
+    Some(Plan {
+        axis: 2,
+        extent: g.out[j],
+        inputs,
+    })
+}
+
+/// Output channels of an ungrouped convolution (the input bound whole; weights along `w_axis`, bias along 0).
+fn out_channels(ctx: &Ctx, w_axis: usize) -> Option<Plan> {
+    let w = ctx.shape(1)?;
+    if ctx.attr_i("group", 1) != 1 || w.len() < 3 {
+        return None;
+    }
+    let mut inputs = vec![Follow::Whole, Follow::Same(w_axis), Follow::Same(0)];
+    inputs.truncate(ctx.node.input.len());
+    Some(Plan {
+        axis: 1,
+        extent: w[w_axis],
         inputs,
     })
 }
