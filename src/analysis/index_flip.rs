@@ -5,8 +5,11 @@
 
 use ndarray::ArrayD;
 
-use super::causes::{cause, limits, num, spacing, Evidence};
+use ndarray::Axis;
+
+use super::causes::{cause, limits, num, spacing, Evidence, Site};
 use crate::report::model::Cause;
+use crate::report::model::Culprit;
 use crate::tensor::DType;
 
 /// Ops whose integer inputs select elements.
@@ -116,4 +119,58 @@ pub fn rounding_to_integers(ev: &Evidence, i: usize) -> Option<Cause> {
     );
     c.nodes = std::iter::once(rounder.clone()).chain(users).collect();
     Some(c)
+}
+
+/// Index flips: rounding to integers that feed indices, and ArgMax/ArgMin/TopK whose top two candidates are
+/// within a spacing or two.
+pub(super) fn explain(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
+    let (i, node, op) = (s.i, s.node, s.op);
+    // Index flips.
+    if let Some(f) = rounding_to_integers(ev, i) {
+        out.push(f);
+    }
+    if matches!(op, "ArgMax" | "ArgMin" | "TopK") {
+        let li = limits(ev.dtype(&node.inputs[0]));
+        if let Some(x) = node.inputs.first().and_then(|n| ev.value(n)) {
+            let axis = ev
+                .attr_i(i, "axis")
+                .unwrap_or(if op == "TopK" { -1 } else { 0 });
+            let ax = if axis < 0 {
+                x.ndim() as i64 + axis
+            } else {
+                axis
+            } as usize;
+            if ax < x.ndim() {
+                let margin = x
+                    .lanes(Axis(ax))
+                    .into_iter()
+                    .map(|lane| {
+                        let mut v: Vec<f64> =
+                            lane.iter().copied().filter(|v| v.is_finite()).collect();
+                        v.sort_by(|a, b| b.total_cmp(a));
+                        if op == "ArgMin" {
+                            v.reverse();
+                        }
+                        if v.len() < 2 {
+                            f64::INFINITY
+                        } else {
+                            (v[0] - v[1]).abs() / spacing(v[0].abs(), li)
+                        }
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                if margin < 2.0 {
+                    out.push(cause(
+                        "index_flip",
+                        format!(
+                            "the top two candidates differ by only {} {} spacing(s) in f64: rounding decides which wins",
+                            num(margin), li.name
+                        ),
+                        &[("margin_in_spacings", margin)],
+                        "high",
+                        "compare the scores in fp32, or accept ties as equivalent".into(),
+                    ));
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,333 @@
+//! Why a culprit drifts, with evidence from the f64 reference values: overflow (of the output, inside the node, or
+//! of an initializer), NaN/Inf, underflow, an epsilon the type cannot hold, long reductions, softmax over large
+//! logits, catastrophic cancellation, index flips, quantization saturation and range use, fusion. Each cause
+//! carries its numbers, a confidence and the fix to try. One file per family: `range` (overflow, underflow,
+//! initializers, NaN/Inf), `numeric` (epsilon, cancellation, softmax, long reductions), `quant`, and the index
+//! flips in `super::index_flip`.
+
+mod numeric;
+mod quant;
+mod range;
+
+use std::collections::{BTreeMap, HashMap};
+
+use ndarray::ArrayD;
+use tract_onnx::pb::NodeProto;
+
+use crate::model::Graph;
+use crate::precision::convert::RangeIssue;
+use crate::report::model::{Cause, Culprit, NodeReport, ValueStatus};
+use crate::runner::reference::Rounding;
+use crate::tensor::{DType, Tensor};
+
+/// Facts of one element type.
+#[derive(Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) name: &'static str,
+    max: f64,
+    /// Smallest positive subnormal.
+    tiny: f64,
+    min_normal: f64,
+    /// Unit roundoff.
+    u: f64,
+}
+
+pub(crate) fn limits(d: DType) -> Limits {
+    match d {
+        DType::F16 => Limits {
+            name: "fp16",
+            max: 65504.0,
+            tiny: 5.960464477539063e-8,
+            min_normal: 6.103515625e-5,
+            u: 4.8828125e-4,
+        },
+        DType::Bf16 => Limits {
+            name: "bf16",
+            max: 3.3895313892515355e38,
+            tiny: 9.183549615799121e-41,
+            min_normal: 1.1754943508222875e-38,
+            u: 3.90625e-3,
+        },
+        _ => Limits {
+            name: "fp32",
+            max: f32::MAX as f64,
+            tiny: 1.401298464324817e-45,
+            min_normal: f32::MIN_POSITIVE as f64,
+            u: 5.960464477539063e-8,
+        },
+    }
+}
+
+/// What cause analysis reads.
+pub struct Evidence<'a> {
+    pub graph: &'a Graph,
+    /// Node protos by node index (for attributes).
+    pub protos: Vec<NodeProto>,
+    /// Reference values by name (f64), when they were kept.
+    pub values: Option<&'a HashMap<String, Tensor>>,
+    /// Element type the target stores each value in.
+    pub round: Option<&'a Rounding>,
+    pub range_issues: &'a [RangeIssue],
+    pub nodes: &'a [NodeReport],
+    /// Initializer values by name (decoded on demand by the caller).
+    pub initializers: HashMap<String, Tensor>,
+}
+
+impl<'a> Evidence<'a> {
+    /// Gathers what [`explain`] reads: node attributes and the small initializers (≤ 4096 elements) plus those
+    /// the culprits read.
+    pub fn new(
+        graph: &'a Graph,
+        values: Option<&'a HashMap<String, Tensor>>,
+        round: Option<&'a Rounding>,
+        range_issues: &'a [RangeIssue],
+        nodes: &'a [NodeReport],
+        culprits: &[Culprit],
+    ) -> Evidence<'a> {
+        use prost::Message;
+        let proto = tract_onnx::pb::ModelProto::decode(graph.bytes.as_slice()).unwrap_or_default();
+        let g = proto.graph.unwrap_or_default();
+        let protos = graph
+            .nodes
+            .iter()
+            .map(|n| g.node.get(n.source_index).cloned().unwrap_or_default())
+            .collect();
+        let wanted: std::collections::HashSet<&str> = culprits
+            .iter()
+            .flat_map(|c| graph.nodes[c.node_index].inputs.iter().map(String::as_str))
+            .collect();
+        let initializers = g
+            .initializer
+            .iter()
+            .filter(|t| t.dims.iter().product::<i64>() <= 4096 || wanted.contains(t.name.as_str()))
+            .filter_map(|t| {
+                crate::model::proto::tensor_from_proto(t, graph.path.parent())
+                    .ok()
+                    .map(|v| (t.name.clone(), v))
+            })
+            .collect();
+        Evidence {
+            graph,
+            protos,
+            values,
+            round,
+            range_issues,
+            nodes,
+            initializers,
+        }
+    }
+}
+
+pub(crate) fn cause(
+    kind: &str,
+    summary: String,
+    ev: &[(&str, f64)],
+    confidence: &str,
+    fix: String,
+) -> Cause {
+    Cause {
+        kind: kind.into(),
+        summary,
+        evidence: ev
+            .iter()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<BTreeMap<_, _>>(),
+        confidence: confidence.into(),
+        fix,
+        nodes: vec![],
+    }
+}
+
+fn involving(mut c: Cause, node: &str) -> Cause {
+    c.nodes.push(node.to_string());
+    c
+}
+
+pub(crate) fn num(x: f64) -> String {
+    crate::report::terminal::num(x)
+}
+
+impl Evidence<'_> {
+    pub(crate) fn value(&self, name: &str) -> Option<ArrayD<f64>> {
+        self.values
+            .and_then(|v| v.get(name))
+            .or_else(|| self.initializers.get(name))
+            .map(|t| t.to_f64_array())
+    }
+
+    pub(crate) fn dtype(&self, name: &str) -> DType {
+        self.round
+            .and_then(|r| r.get(name).copied())
+            .unwrap_or(DType::F32)
+    }
+
+    fn attr_f(&self, node: usize, name: &str) -> Option<f64> {
+        self.protos
+            .get(node)?
+            .attribute
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.f as f64)
+    }
+
+    pub(crate) fn attr_i(&self, node: usize, name: &str) -> Option<i64> {
+        self.protos
+            .get(node)?
+            .attribute
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.i)
+    }
+
+    pub(crate) fn producer(&self, value: &str) -> Option<usize> {
+        self.graph
+            .nodes
+            .iter()
+            .find(|n| n.outputs.iter().any(|o| o == value))
+            .map(|n| n.index)
+    }
+
+    fn report(&self, node: usize) -> Option<&NodeReport> {
+        self.nodes.iter().find(|n| n.index == node)
+    }
+}
+
+fn max_abs(a: &ArrayD<f64>) -> f64 {
+    a.iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0, |m, v| m.max(v.abs()))
+}
+
+/// Spacing of the type's representable numbers at magnitude `x`.
+pub(crate) fn spacing(x: f64, l: Limits) -> f64 {
+    if x < l.min_normal {
+        return l.tiny;
+    }
+    2f64.powf(x.log2().floor()) * 2.0 * l.u
+}
+
+/// The culprit's node and value as the cause families read them.
+pub(super) struct Site<'e> {
+    pub i: usize,
+    pub node: &'e crate::model::Node,
+    pub op: &'e str,
+    pub d: DType,
+    pub l: Limits,
+    /// The fix that keeps this node out of the low precision.
+    pub keep: String,
+    pub vr: Option<&'e crate::report::model::ValueReport>,
+    pub r_out: Option<ArrayD<f64>>,
+}
+
+/// The likely causes of `c`, most confident first.
+pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
+    let i = c.node_index;
+    let node = &ev.graph.nodes[i];
+    let op = node.op_type.as_str();
+    let d = ev.dtype(&c.value);
+    let l = limits(d);
+    let keep = if d.size() < 4 {
+        format!("keep `{}` in fp32 (--keep-fp32 '{}')", node.name, node.name)
+    } else {
+        format!(
+            "check `{}`'s kernel on this execution provider (and compare with --ort-opt-level disable)",
+            node.name
+        )
+    };
+    let report = ev.report(i);
+    let vr = report.and_then(|r| r.values.iter().find(|v| v.name == c.value));
+    let r_out = ev.value(&c.value);
+
+    let s = Site {
+        i,
+        node,
+        op,
+        d,
+        l,
+        keep,
+        vr,
+        r_out,
+    };
+    let mut out: Vec<Cause> = vec![];
+    for family in [
+        range::initializers,
+        range::overflow,
+        range::nan_inf,
+        numeric::epsilon,
+        numeric::softmax,
+        numeric::long_reduction,
+        numeric::cancellation_here,
+        super::index_flip::explain,
+        quant::explain,
+        range::underflow,
+    ] {
+        family(c, ev, &s, &mut out);
+    }
+    let Site {
+        l, keep, vr, r_out, ..
+    } = s;
+    // Fails in the graph on clean inputs, passes alone: fusion, or small input errors amplified.
+    if let Some(v) = vr {
+        let alone = v
+            .introduced
+            .as_ref()
+            .filter(|x| x.status == ValueStatus::Pass);
+        if let (true, true, Some(alone)) = (out.is_empty(), c.basis == "cumulative", alone) {
+            out.push(cause(
+                "fusion",
+                format!(
+                    "alone (fed with reference inputs) the node is within tolerance (max |t − r| {}), in the graph it is not ({}): ONNX Runtime may have fused it with its neighbours, or it amplifies errors its inputs carry within tolerance",
+                    num(alone.metrics.max_abs),
+                    num(v.metrics.as_ref().map(|m| m.max_abs).unwrap_or(0.0))
+                ),
+                &[("alone_max_abs", alone.metrics.max_abs)],
+                "low",
+                "rerun with --ort-opt-level disable: if the drift goes away, a fused kernel is the cause".into(),
+            ));
+        }
+    }
+
+    if out.is_empty() {
+        let summary = match (c.basis.as_str(), c.noise_ratio) {
+            ("cumulative", None) => "fails in the graph on clean inputs; the evidence phantom has (no per-node run) names \
+                 no specific cause: rerun with --attribution on to measure the node alone"
+                .to_string(),
+            (_, Some(r)) => format!(
+                "the node's own {} computation is {}× the error of correctly rounding its f64 output",
+                l.name,
+                num(r)
+            ),
+            _ => {
+                let m = r_out.as_ref().map(max_abs).unwrap_or(0.0);
+                let used = vr
+                    .and_then(|v| v.noise.as_ref())
+                    .map(|n| n.tolerance_used)
+                    .unwrap_or(f64::NAN);
+                format!(
+                    "stored in {} (values up to {}, resolved to {} there), this value moves by up to {} even with exact \
+                     arithmetic: {}× its tolerance; the precision itself is too coarse here",
+                    l.name,
+                    num(m),
+                    num(spacing(m, l)),
+                    num(c.max_abs),
+                    num(used)
+                )
+            }
+        };
+        out.push(cause(
+            "precision",
+            summary,
+            &[("noise_ratio", c.noise_ratio.unwrap_or(f64::NAN))],
+            "low",
+            keep.to_string(),
+        ));
+    }
+    let rank = |c: &Cause| match c.confidence.as_str() {
+        "high" => 0,
+        "medium" => 1,
+        _ => 2,
+    };
+    out.sort_by_key(rank);
+    out
+}
