@@ -317,6 +317,26 @@ fn quantization_saturation_is_counted() {
         .as_f64()
         .unwrap();
     assert!((20.0..=120.0).contains(&sat), "{sat} of 256 saturate");
+    // The in-range values that flip a level: those within the fp16 input's error of a half-quantum boundary. The
+    // failing elements are among them.
+    let flip = &cause(&r, "quantization_flip")["evidence"];
+    let near = flip["near_boundary"].as_f64().unwrap();
+    let q = r["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "quantize")
+        .unwrap();
+    let failed = q["values"][0]["metrics"]["failed"].as_f64().unwrap();
+    assert!((2.0..=60.0).contains(&near), "{flip}");
+    assert!(
+        failed >= 1.0 && near >= failed,
+        "{near} near a boundary, {failed} failed"
+    );
+    assert!(
+        (flip["quantum"].as_f64().unwrap() - 0.1).abs() < 1e-6,
+        "{flip}"
+    );
 }
 
 #[test]
