@@ -10,6 +10,7 @@ use ndarray::Axis;
 use super::causes::{cause, limits, num, spacing, Evidence, Site};
 use crate::report::model::Cause;
 use crate::report::model::Culprit;
+use crate::runner::reference::kernels::round_one;
 use crate::tensor::DType;
 
 /// Ops whose integer inputs select elements.
@@ -129,6 +130,9 @@ pub(super) fn explain(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
     if let Some(f) = rounding_to_integers(ev, i) {
         out.push(f);
     }
+    if op == "Resize" {
+        out.extend(resize_coordinates(ev, i));
+    }
     if matches!(op, "ArgMax" | "ArgMin" | "TopK") {
         let li = limits(ev.dtype(&node.inputs[0]));
         if let Some(x) = node.inputs.first().and_then(|n| ev.value(n)) {
@@ -173,4 +177,171 @@ pub(super) fn explain(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
             }
         }
     }
+}
+
+/// Source coordinate of output index `x` along an axis of `len_in` → `len_out` at scale `s`.
+fn source_coordinate(mode: &str, x: f64, s: f64, len_in: usize, len_out: usize) -> Option<f64> {
+    Some(match mode {
+        "half_pixel" => (x + 0.5) / s - 0.5,
+        "pytorch_half_pixel" if len_out > 1 => (x + 0.5) / s - 0.5,
+        "pytorch_half_pixel" => 0.0,
+        "asymmetric" => x / s,
+        "align_corners" if len_out > 1 => x * (len_in as f64 - 1.0) / (len_out as f64 - 1.0),
+        "align_corners" => 0.0,
+        _ => return None,
+    })
+}
+
+/// Nearest source index of coordinate `c` under `nearest_mode`, clamped to the axis.
+fn nearest(c: f64, rule: &str, len_in: usize) -> i64 {
+    let i = match rule {
+        "round_prefer_ceil" => (c + 0.5).floor(),
+        "floor" => c.floor(),
+        "ceil" => c.ceil(),
+        _ => (c - 0.5).ceil(),
+    };
+    (i as i64).clamp(0, len_in as i64 - 1)
+}
+
+/// Resize whose float `scales` the target stores differently from f64 (a computed scale rounded to fp16): the
+/// output size changes, or nearest sampling reads a neighbouring source index at some output positions.
+fn resize_coordinates(ev: &Evidence, i: usize) -> Option<Cause> {
+    let node = &ev.graph.nodes[i];
+    let at = if node.inputs.len() >= 3 { 2 } else { 1 };
+    let name = node.inputs.get(at).filter(|n| !n.is_empty())?;
+    let x = ev.value(node.inputs.first()?)?;
+    let scales: Vec<f64> = ev.value(name)?.iter().copied().collect();
+    if scales.len() != x.ndim() {
+        return None;
+    }
+    let d = ev.dtype(name);
+    let l = limits(d);
+    let mode = ev.attr_s(i, "mode").unwrap_or_else(|| "nearest".into());
+    let coord = ev
+        .attr_s(i, "coordinate_transformation_mode")
+        .unwrap_or_else(|| "half_pixel".into());
+    let rule = ev
+        .attr_s(i, "nearest_mode")
+        .unwrap_or_else(|| "round_prefer_floor".into());
+    let mut flipped = 0usize;
+    let mut positions = 0usize;
+    let mut worst: Option<(usize, f64, f64)> = None;
+    let mut resized = vec![];
+    for (a, &s) in scales.iter().enumerate() {
+        let stored = round_one(s, d);
+        let len_in = x.shape()[a];
+        if stored == s || s <= 0.0 || stored <= 0.0 || len_in == 0 {
+            continue;
+        }
+        // Runtimes compute the output size in float32: floor(len · scale).
+        let size = |s: f64| (len_in as f32 * s as f32).floor() as f64;
+        let (out, out_stored) = (size(s), size(stored));
+        if out != out_stored {
+            resized.push(format!("axis {a}: {out} → {out_stored} elements"));
+            continue;
+        }
+        let len_out = out as usize;
+        if mode != "nearest" {
+            continue;
+        }
+        let mut here = 0;
+        for o in 0..len_out {
+            let (Some(c), Some(c2)) = (
+                source_coordinate(&coord, o as f64, s, len_in, len_out),
+                source_coordinate(&coord, o as f64, stored, len_in, len_out),
+            ) else {
+                return None;
+            };
+            if nearest(c, &rule, len_in) != nearest(c2, &rule, len_in) {
+                here += 1;
+            }
+        }
+        positions += len_out;
+        flipped += here;
+        if here > 0 && worst.is_none_or(|w| here as f64 > w.1) {
+            worst = Some((a, here as f64, stored));
+        }
+    }
+    let makers = arithmetic_upstream(ev, name);
+    let by = match makers.first() {
+        Some(p) => format!(" (computed by `{p}`)"),
+        None => String::new(),
+    };
+    let fix = match makers.is_empty() {
+        false => format!(
+            "compute the scales in fp32 (--keep-fp32 '{}'), or give Resize `sizes` instead of scales",
+            makers.join(",")
+        ),
+        true => "give Resize `sizes` instead of scales".to_string(),
+    };
+    let mut c = if !resized.is_empty() {
+        cause(
+            "index_flip",
+            format!(
+                "`{name}`{by} holds scales {} that {} stores differently, and the output size moves: {}",
+                scales.iter().map(|v| num(*v)).collect::<Vec<_>>().join(", "),
+                l.name,
+                resized.join("; ")
+            ),
+            &[("axes_resized", resized.len() as f64)],
+            "high",
+            fix,
+        )
+    } else {
+        let (a, _, stored) = worst?;
+        cause(
+            "index_flip",
+            format!(
+                "`{name}`{by} holds scale {} on axis {a}, which {} stores as {}: nearest sampling ({coord}, {rule}) then \
+                 reads a neighbouring source index at {flipped} of {positions} output positions",
+                num(scales[a]),
+                l.name,
+                num(stored)
+            ),
+            &[
+                ("flipped_positions", flipped as f64),
+                ("positions", positions as f64),
+                ("scale", scales[a]),
+                ("scale_stored", stored),
+            ],
+            "high",
+            fix,
+        )
+    };
+    c.nodes = std::iter::once(node.name.clone()).chain(makers).collect();
+    Some(c)
+}
+
+/// The float arithmetic nodes that compute `value`, nearest first, looking through Concat, Cast and reshaping ops
+/// (at most eight nodes back).
+fn arithmetic_upstream(ev: &Evidence, value: &str) -> Vec<String> {
+    const PASS: &[&str] = &[
+        "Concat",
+        "Cast",
+        "Unsqueeze",
+        "Squeeze",
+        "Reshape",
+        "Identity",
+        "Flatten",
+    ];
+    let mut out = vec![];
+    let mut todo = std::collections::VecDeque::from([value.to_string()]);
+    let mut seen = std::collections::HashSet::new();
+    while let Some(v) = todo.pop_front() {
+        let Some(p) = ev.producer(&v) else {
+            continue;
+        };
+        if !seen.insert(p) || seen.len() > 8 {
+            continue;
+        }
+        let n = &ev.graph.nodes[p];
+        if matches!(n.op_type.as_str(), "Shape" | "Size" | "Constant") {
+            continue;
+        }
+        if !PASS.contains(&n.op_type.as_str()) {
+            out.push(n.name.clone());
+        }
+        todo.extend(n.inputs.iter().filter(|i| !i.is_empty()).cloned());
+    }
+    out
 }

@@ -446,6 +446,7 @@ fn f16_culprits_and_causes_on_wgpu() {
     for (case, node, kind) in [
         ("bn_var_overflow", "bn", "initializer_range"),
         ("ln_variance_overflow", "ln/pow", "overflow"),
+        ("resize_scale_flip", "upsample", "index_flip"),
     ] {
         let m = root().join(format!("tests/data/fp16/{case}.onnx"));
         let json = tmp.path().join(format!("{case}.json"));
@@ -465,5 +466,29 @@ fn f16_culprits_and_causes_on_wgpu() {
         assert_eq!(c["node"], node, "{case}: {c}");
         assert_eq!(c["basis"], "introduced", "{case}: {c}");
         assert_eq!(c["causes"][0]["kind"], kind, "{case}: {c}");
+        if case == "resize_scale_flip" {
+            // The scale 5/3 computed on the device in f16: every output column that reads a neighbouring source
+            // column is predicted from the f64 scale and the stored one, no more, no less.
+            let ev = &c["causes"][0]["evidence"];
+            let y = r["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["name"] == "upsample")
+                .unwrap();
+            let failed = &y["values"][0]["metrics"]["failed"];
+            assert_eq!(ev["flipped_positions"].as_f64(), failed.as_f64(), "{c}");
+            assert!(failed.as_f64().unwrap() >= 10.0, "{c}");
+            assert_eq!(ev["scale_stored"].as_f64(), Some(1.6669921875), "{c}");
+            assert!(
+                c["causes"][0]["fix"].as_str().unwrap().contains("ratio"),
+                "{c}"
+            );
+            assert!(
+                r["nodes"][5]["reference"]["kind"] == "f64",
+                "{}",
+                r["nodes"][5]
+            );
+        }
     }
 }

@@ -171,6 +171,15 @@ impl Evidence<'_> {
             .map(|a| a.f as f64)
     }
 
+    pub(crate) fn attr_s(&self, node: usize, name: &str) -> Option<String> {
+        self.protos
+            .get(node)?
+            .attribute
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| String::from_utf8_lossy(&a.s).into_owned())
+    }
+
     pub(crate) fn attr_i(&self, node: usize, name: &str) -> Option<i64> {
         self.protos
             .get(node)?

@@ -4,7 +4,8 @@
 //! FLOAT and FLOAT16 become DOUBLE in graph inputs, outputs, value_info, initializers (external data is read and
 //! inlined), tensor attributes, `Constant` value_float(s), `Cast`/`EyeLike`/random-op dtypes, recursively in
 //! control-flow bodies. Float *attributes* (alpha, epsilon...) stay float32, as the ONNX spec types them. Inputs
-//! tract requires in float32 (Resize roi and scales, quantization scales) are left as they are.
+//! tract requires in float32 (Resize roi and scales, quantization scales) are left as they are when they are
+//! initializers, and cast to float32 in front of the op when the graph computes them (the rest of the graph stays f64).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -161,6 +162,51 @@ const KEEP_F32: &[(&str, usize)] = &[
     ("Upsample", 1),
 ];
 
+/// A computed value in a slot tract only accepts as float32 (Resize scales made by a Concat or a Div) is float64 in
+/// the widened graph: a Cast to float32 is put in front of that slot. Returns the casts' outputs (kept as they are).
+fn cast_computed_f32_inputs(g: &mut GraphProto, inits: &HashSet<String>) -> Vec<String> {
+    let mut made = vec![];
+    let mut k = 0;
+    while k < g.node.len() {
+        let node = &g.node[k];
+        let slots: Vec<usize> = KEEP_F32
+            .iter()
+            .filter(|(op, _)| *op == node.op_type)
+            .map(|(_, i)| *i)
+            .filter(|&i| {
+                node.input
+                    .get(i)
+                    .is_some_and(|n| !n.is_empty() && !inits.contains(n))
+            })
+            .collect();
+        for i in slots {
+            let src = g.node[k].input[i].clone();
+            let cast_out = format!("{src}\u{1}f32");
+            g.node[k].input[i] = cast_out.clone();
+            made.push(cast_out.clone());
+            g.node.insert(
+                k,
+                NodeProto {
+                    name: format!("\u{1}keep_f32/{src}"),
+                    op_type: "Cast".into(),
+                    input: vec![src],
+                    output: vec![cast_out],
+                    attribute: vec![AttributeProto {
+                        name: "to".into(),
+                        i: 1,
+                        r#type: AttributeType::Int as i32,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            );
+            k += 1;
+        }
+        k += 1;
+    }
+    made
+}
+
 fn widen_graph(
     g: &mut GraphProto,
     base: Option<&Path>,
@@ -168,7 +214,8 @@ fn widen_graph(
     round: Option<&Rounding>,
 ) -> Result<()> {
     widen_types(g);
-    let keep: HashSet<String> = g
+    let inits: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
+    let mut keep: HashSet<String> = g
         .node
         .iter()
         .flat_map(|node| {
@@ -177,7 +224,9 @@ fn widen_graph(
                 .filter(|(op, _)| *op == node.op_type)
                 .filter_map(|(_, i)| node.input.get(*i).cloned())
         })
+        .filter(|name| inits.contains(name))
         .collect();
+    keep.extend(cast_computed_f32_inputs(g, &inits));
     for t in g.initializer.iter_mut().filter(|t| !keep.contains(&t.name)) {
         let round_as = round.and_then(|r| r.get(&t.name).copied());
         widen_tensor(t, base, n, round_as)?;

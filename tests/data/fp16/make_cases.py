@@ -185,4 +185,23 @@ body = helper.make_graph(
 save("loop_body", [helper.make_node("Loop", ["trip", "cond", "x"], ["y"], body=body, name="loop")],
      [vi("x", [1, 8])], [vi("y", [1, 8])],
      {"trip": np.array(3, np.int64), "cond": np.array(True), "w": w * 0.3, "b": b})
-print("wrote 11 models to", HERE)
+# 12. Nearest Resize whose W scale is computed in the graph: 600·5/600/3 = 5/3, which fp16 stores as 1.66699. Source
+#     coordinates (x + 0.5)/s − 0.5 up to 600 move by up to 0.12 and 30 of 1000 output columns read a neighbouring
+#     source column (a GPU computing the scale in fp16 does this; ORT's CPU EP keeps this Div in fp32).
+save(
+    "resize_scale_flip",
+    [
+        helper.make_node("Shape", ["x"], ["xs"], name="shape", start=2),
+        helper.make_node("Cast", ["xs"], ["xsf"], to=TensorProto.FLOAT, name="to_float"),
+        helper.make_node("Mul", ["xsf", "num"], ["prod"], name="prod"),
+        helper.make_node("Div", ["prod", "xsf"], ["tmp"], name="tmp"),
+        helper.make_node("Div", ["tmp", "three"], ["ratio"], name="ratio"),
+        helper.make_node("Concat", ["ones", "ratio"], ["scales"], axis=0, name="scales"),
+        helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="nearest", name="upsample"),
+    ],
+    [vi("x", [1, 1, 1, 600])],
+    [vi("y", [1, 1, 1, 1000])],
+    {"num": np.array([1.0, 5.0], np.float32), "three": np.array([1.0, 3.0], np.float32),
+     "ones": np.array([1.0, 1.0], np.float32), "roi": np.array([], np.float32)},
+)
+print("wrote 12 models to", HERE)
