@@ -2,7 +2,7 @@
 //! the host), reads every value back for the comparison, and frees device buffers after their last reader (they
 //! go back to the pool for the next node).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tract_onnx::pb::{ModelProto, NodeProto};
 
@@ -34,7 +34,15 @@ impl Pending {
         self.names.contains(name)
     }
 
-    fn flush(&mut self, gpu: &Gpu, store: &mut Store, out: &mut RunOutput) -> Result<()> {
+    /// Reads the pending values back into `out`; those a later node still reads on the host (`needed`) are also kept
+    /// in the store.
+    fn flush(
+        &mut self,
+        gpu: &Gpu,
+        store: &mut Store,
+        out: &mut RunOutput,
+        needed: &dyn Fn(&str) -> bool,
+    ) -> Result<()> {
         if self.items.is_empty() {
             return Ok(());
         }
@@ -53,7 +61,9 @@ impl Pending {
         self.names.clear();
         for ((name, v), b) in std::mem::take(&mut self.items).into_iter().zip(bytes) {
             let t = download(gpu, &v, &b);
-            store.host.insert(name.clone(), t.clone());
+            if needed(&name) {
+                store.host.insert(name.clone(), t.clone());
+            }
             out.values.insert(name, t);
         }
         self.bytes = 0;
@@ -117,6 +127,8 @@ pub fn execute(
     let consumers = graph.consumers();
     let mut remaining: HashMap<&str, usize> =
         consumers.iter().map(|(k, v)| (*k, v.len())).collect();
+    // Values a control-flow body reads from the outer scope stay on the host for the whole run.
+    let outer_reads = subgraph_reads(protos);
     let opset = graph.default_opset().unwrap_or(13);
     let mut placement = Placement::default();
     let mut pending = Pending::default();
@@ -147,7 +159,7 @@ pub fn execute(
             "Clip" | "Pad" | "Resize" | "BatchNormalization"
         );
         if reads_params && p.input.iter().skip(1).any(|i| pending.holds(i)) {
-            pending.flush(gpu, &mut store, out)?;
+            pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
         }
         let t = std::time::Instant::now();
         let placed = device_op(gpu, p, opset, &mut store)?;
@@ -168,7 +180,7 @@ pub fn execute(
                 pending.nodes.push(format!("{} ({})", p.name, p.op_type));
                 placement.device_nodes += 1;
                 if pending.bytes > READ_BATCH_BYTES {
-                    pending.flush(gpu, &mut store, out)?;
+                    pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
                 }
                 placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
                 true
@@ -180,7 +192,7 @@ pub fn execute(
         };
         if !on_device {
             if p.input.iter().any(|i| pending.holds(i)) {
-                pending.flush(gpu, &mut store, out)?;
+                pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
             }
             placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
             let t = std::time::Instant::now();
@@ -213,7 +225,9 @@ pub fn execute(
                                     );
                                 }
                                 let t = stored_like_device(gpu, t);
-                                store.host.insert(name.clone(), t.clone());
+                                if needed(&remaining, &outer_reads, &name) {
+                                    store.host.insert(name.clone(), t.clone());
+                                }
                                 out.values.insert(name, t);
                             }
                             Err(e) => {
@@ -239,12 +253,15 @@ pub fn execute(
                 if *r == 0 {
                     store.dev.remove(i);
                     store.aux.remove(i);
+                    if !outer_reads.contains(i.as_str()) {
+                        store.host.remove(i);
+                    }
                 }
             }
         }
     }
     let t = std::time::Instant::now();
-    pending.flush(gpu, &mut store, out)?;
+    pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
     placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
     let over: Vec<&str> = store
         .out_of_range
@@ -262,6 +279,27 @@ pub fn execute(
     }
     placement.range_issues = std::mem::take(&mut store.out_of_range);
     Ok(placement)
+}
+
+/// Whether a value is still read later on the host (a later node, or a control-flow body).
+fn needed(remaining: &HashMap<&str, usize>, outer: &HashSet<String>, name: &str) -> bool {
+    remaining.get(name).is_some_and(|&r| r > 0) || outer.contains(name)
+}
+
+/// Every value named inside a control-flow body (If/Loop/Scan graphs, recursively).
+fn subgraph_reads(nodes: &[NodeProto]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for n in nodes {
+        for a in &n.attribute {
+            for g in a.g.iter().chain(a.graphs.iter()) {
+                for m in &g.node {
+                    out.extend(m.input.iter().cloned());
+                }
+                out.extend(subgraph_reads(&g.node));
+            }
+        }
+    }
+    out
 }
 
 /// In f16 mode a float value computed on the host is stored in f16 like every device value.
