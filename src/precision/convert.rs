@@ -13,12 +13,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use half::{bf16, f16};
 use serde::Serialize;
 use tract_onnx::pb::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 };
 
+use super::integers::integer_arithmetic;
+pub use super::range::{range_issues, RangeIssue};
 use super::types::{declared, infer, set_declared, BFLOAT16, FLOAT, FLOAT16};
 use super::LowPrecision;
 use crate::error::Result;
@@ -49,18 +50,6 @@ pub struct ConvertOptions {
     pub keep_nodes: HashSet<String>,
     /// Op types kept in float32 (beyond [`KEEP_OPS`]).
     pub keep_ops: HashSet<String>,
-}
-
-/// An initializer or constant with values the target type cannot hold.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct RangeIssue {
-    pub tensor: String,
-    /// `overflow` (|x| beyond the type's max, stored as ±inf) or `flush` (non-zero, stored as 0).
-    pub kind: String,
-    pub count: u64,
-    pub elements: u64,
-    /// Largest |x| for overflow, smallest non-zero |x| for flush.
-    pub extreme: f64,
 }
 
 /// A node left in float32 and why.
@@ -160,111 +149,8 @@ fn kept_why(n: &NodeProto, opts: &ConvertOptions) -> Option<String> {
     }
 }
 
-/// Nodes that compute in float on values cast from integers — size arithmetic such as `Cast(int→float) → Div →
-/// Ceil → Cast(→int)` — with nothing but small constants besides: float16 cannot hold integers above 2048
-/// exactly, so these stay float32.
-fn integer_arithmetic(g: &GraphProto, types: &HashMap<String, i32>) -> HashSet<usize> {
-    let small: HashSet<&str> = g
-        .initializer
-        .iter()
-        .filter(|t| t.dims.iter().product::<i64>() <= 16)
-        .map(|t| t.name.as_str())
-        .chain(
-            g.node
-                .iter()
-                .filter(|n| n.op_type == "Constant")
-                .flat_map(|n| n.output.iter().map(String::as_str)),
-        )
-        .collect();
-    let is_int = |v: &str| {
-        types
-            .get(v)
-            .is_some_and(|&t| t != FLOAT && t != FLOAT16 && t != BFLOAT16 && t != 11)
-    };
-    let mut derived: HashSet<String> = HashSet::new();
-    let mut nodes: HashSet<usize> = HashSet::new();
-    loop {
-        let before = nodes.len();
-        for (i, n) in g.node.iter().enumerate() {
-            if nodes.contains(&i) || n.op_type == "Constant" {
-                continue;
-            }
-            let float_out = n.output.iter().any(|o| types.get(o) == Some(&FLOAT));
-            if !float_out {
-                continue;
-            }
-            let hit = if n.op_type == "Cast" {
-                n.input.first().is_some_and(|v| is_int(v))
-            } else {
-                let floats: Vec<&String> = n
-                    .input
-                    .iter()
-                    .filter(|v| !v.is_empty() && types.get(*v) == Some(&FLOAT))
-                    .collect();
-                floats.iter().any(|v| derived.contains(*v))
-                    && floats
-                        .iter()
-                        .all(|v| derived.contains(*v) || small.contains(v.as_str()))
-            };
-            if hit {
-                nodes.insert(i);
-                derived.extend(n.output.iter().cloned());
-            }
-        }
-        if nodes.len() == before {
-            return nodes;
-        }
-    }
-}
-
 fn needs_fp32(n: &NodeProto, slot: usize, kept: bool) -> bool {
     kept || FP32_SLOTS.contains(&(n.op_type.as_str(), slot))
-}
-
-/// Values of tensor `name` that `to` cannot hold: beyond its max (overflow to infinity) or below half its smallest
-/// subnormal (flush to zero).
-pub fn range_issues(
-    name: &str,
-    values: impl Iterator<Item = f64>,
-    to: LowPrecision,
-) -> Vec<RangeIssue> {
-    let (max, min_normal_sub) = match to {
-        LowPrecision::F16 => (f16::MAX.to_f64(), f16::from_bits(1).to_f64() / 2.0),
-        LowPrecision::Bf16 => (bf16::MAX.to_f64(), bf16::from_bits(1).to_f64() / 2.0),
-    };
-    let (mut over, mut big, mut flush, mut small) = (0u64, 0f64, 0u64, f64::INFINITY);
-    let mut elements = 0u64;
-    for v in values {
-        elements += 1;
-        let x = v.abs();
-        if x.is_finite() && x > max {
-            over += 1;
-            big = big.max(x);
-        } else if x > 0.0 && x < min_normal_sub {
-            flush += 1;
-            small = small.min(x);
-        }
-    }
-    let mut out = vec![];
-    if over > 0 {
-        out.push(RangeIssue {
-            tensor: name.to_string(),
-            kind: "overflow".into(),
-            count: over,
-            elements,
-            extreme: big,
-        });
-    }
-    if flush > 0 {
-        out.push(RangeIssue {
-            tensor: name.to_string(),
-            kind: "flush".into(),
-            count: flush,
-            elements,
-            extreme: small,
-        });
-    }
-    out
 }
 
 fn convert_tensor(t: &mut TensorProto, ctx: &mut Ctx) -> Result<()> {

@@ -2,6 +2,8 @@
 //! it needs ([`types`]).
 
 pub mod convert;
+mod integers;
+mod range;
 pub mod target;
 pub mod types;
 

@@ -159,7 +159,9 @@ pub fn execute(
             "Clip" | "Pad" | "Resize" | "BatchNormalization"
         );
         if reads_params && p.input.iter().skip(1).any(|i| pending.holds(i)) {
-            pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
+            pending.flush(gpu, &mut store, out, &|n: &str| {
+                needed(&remaining, &outer_reads, n)
+            })?;
         }
         let t = std::time::Instant::now();
         let placed = device_op(gpu, p, opset, &mut store)?;
@@ -180,7 +182,9 @@ pub fn execute(
                 pending.nodes.push(format!("{} ({})", p.name, p.op_type));
                 placement.device_nodes += 1;
                 if pending.bytes > READ_BATCH_BYTES {
-                    pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
+                    pending.flush(gpu, &mut store, out, &|n: &str| {
+                        needed(&remaining, &outer_reads, n)
+                    })?;
                 }
                 placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
                 true
@@ -192,7 +196,9 @@ pub fn execute(
         };
         if !on_device {
             if p.input.iter().any(|i| pending.holds(i)) {
-                pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
+                pending.flush(gpu, &mut store, out, &|n: &str| {
+                    needed(&remaining, &outer_reads, n)
+                })?;
             }
             placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
             let t = std::time::Instant::now();
@@ -261,7 +267,9 @@ pub fn execute(
         }
     }
     let t = std::time::Instant::now();
-    pending.flush(gpu, &mut store, out, &|n: &str| needed(&remaining, &outer_reads, n))?;
+    pending.flush(gpu, &mut store, out, &|n: &str| {
+        needed(&remaining, &outer_reads, n)
+    })?;
     placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
     let over: Vec<&str> = store
         .out_of_range

@@ -4,23 +4,25 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
-
 use crate::analysis::{self, attribution, causes, culprit, isolate};
 use crate::cli::args::{Ep, OptLevel};
 use crate::compare::ToleranceSpec;
 use crate::error::Result;
 use crate::model::{self, inputs::InputSpec};
-use crate::precision::{convert::ConvertOptions, LowPrecision};
-use crate::report::model::ConversionReport;
+use crate::precision::LowPrecision;
 use crate::report::model::{
-    Environment, ModelRef, ModelSummary, Report, RunnerInfo, Timings, ToleranceReport, ValueReport,
+    ModelRef, ModelSummary, Report, RunnerInfo, Timings, ToleranceReport, ValueReport,
     SCHEMA_VERSION,
 };
 use crate::runner::{
     ort::OrtRunner, ort_lib, reference::ReferenceRunner, wgpu::WgpuRunner, Runner,
 };
 use crate::tensor::{DType, Tensor};
+
+mod parts;
+
+pub use parts::{environment, make_target};
+use parts::{ms, prune_heatmaps, stage};
 
 /// Everything `phantom onnx` needs, resolved from the command line.
 #[derive(Clone, Debug)]
@@ -57,44 +59,6 @@ pub struct CompareSettings {
 
 /// Heatmaps kept per report: those of the values using most of their tolerance (a few kilobytes each).
 pub const MAX_HEATMAPS: usize = 200;
-
-fn stage(progress: bool, msg: &str) -> ProgressBar {
-    if !progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
-    );
-    pb.set_message(msg.to_string());
-    pb.enable_steady_tick(Duration::from_millis(100));
-    pb
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-/// Facts about this machine for the report.
-pub fn environment() -> Environment {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    Environment {
-        os: std::env::consts::OS.into(),
-        arch: std::env::consts::ARCH.into(),
-        cpu,
-        cores: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-    }
-}
 
 /// Runs the whole comparison and builds the report.
 pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs)> {
@@ -446,67 +410,4 @@ pub fn run_compare(s: &CompareSettings) -> Result<(Report, model::inputs::Inputs
         notes,
     };
     Ok((report, inputs))
-}
-
-/// Keeps the heatmaps of the [`MAX_HEATMAPS`] values that use most of their tolerance (NaN/Inf mismatches first).
-fn prune_heatmaps(nodes: &mut [crate::report::model::NodeReport]) {
-    let mut scored: Vec<(f64, usize, usize)> = vec![];
-    for (i, n) in nodes.iter().enumerate() {
-        for (k, v) in n.values.iter().enumerate() {
-            if v.detail.as_ref().is_some_and(|d| d.heatmap.is_some()) {
-                let m = v.metrics.as_ref();
-                let score = match m {
-                    Some(m) if m.nonfinite_mismatch > 0 => f64::INFINITY,
-                    Some(m) => m.tolerance_used,
-                    None => 0.0,
-                };
-                scored.push((score, i, k));
-            }
-        }
-    }
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    for &(_, i, k) in scored.iter().skip(MAX_HEATMAPS) {
-        if let Some(d) = nodes[i].values[k].detail.as_mut() {
-            d.heatmap = None;
-        }
-    }
-}
-
-/// The ONNX Runtime target of `s`: the model itself, `--target-model`, or phantom's fp16/bf16 conversion.
-pub fn make_target(
-    s: &CompareSettings,
-    graph: &model::Graph,
-    lib: &ort_lib::Located,
-    target_graph: Option<model::Graph>,
-) -> Result<(OrtRunner, Option<ConversionReport>)> {
-    let mut target = OrtRunner::new(lib, s.ep, s.opt_level, target_graph)?;
-    // The wgpu target computes in f16 itself; ONNX Runtime (CPU) only runs the nodes it has no shader for.
-    let Some(to) = s.precision.filter(|_| s.ep != Ep::Wgpu) else {
-        return Ok((target, None));
-    };
-    let opts = ConvertOptions {
-        to,
-        keep_nodes: s.keep_fp32.iter().cloned().collect(),
-        keep_ops: Default::default(),
-    };
-    if let Some(k) = s
-        .keep_fp32
-        .iter()
-        .find(|k| !graph.nodes.iter().any(|n| &n.name == *k))
-    {
-        return Err(crate::error::Error::Input {
-            name: format!("--keep-fp32 {k}"),
-            reason: format!(
-                "{} has no node of that name (see `phantom info`)",
-                graph.path.display()
-            ),
-        });
-    }
-    let low = crate::precision::target::build(graph, opts, &target)?;
-    if let Some(p) = &s.save_target_model {
-        crate::report::json::write_atomic(p, &low.graph.bytes)?;
-    }
-    let conversion = ConversionReport::of(&low);
-    target.target_model = Some(low.graph);
-    Ok((target, Some(conversion)))
 }

@@ -1,0 +1,115 @@
+//! Pieces of the pipeline: progress spinners, timings, the machine's facts, heatmap pruning, and the ONNX Runtime
+//! target with phantom's fp16/bf16 conversion.
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{CompareSettings, MAX_HEATMAPS};
+use crate::cli::args::Ep;
+use crate::error::Result;
+use crate::model;
+use crate::precision::convert::ConvertOptions;
+use crate::report::model::{ConversionReport, Environment};
+use crate::runner::{ort::OrtRunner, ort_lib};
+
+pub(super) fn stage(progress: bool, msg: &str) -> ProgressBar {
+    if !progress {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
+    );
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(Duration::from_millis(100));
+    pb
+}
+
+pub(super) fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Facts about this machine for the report.
+pub fn environment() -> Environment {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    Environment {
+        os: std::env::consts::OS.into(),
+        arch: std::env::consts::ARCH.into(),
+        cpu,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    }
+}
+
+/// Keeps the heatmaps of the [`MAX_HEATMAPS`] values that use most of their tolerance (NaN/Inf mismatches first).
+pub(super) fn prune_heatmaps(nodes: &mut [crate::report::model::NodeReport]) {
+    let mut scored: Vec<(f64, usize, usize)> = vec![];
+    for (i, n) in nodes.iter().enumerate() {
+        for (k, v) in n.values.iter().enumerate() {
+            if v.detail.as_ref().is_some_and(|d| d.heatmap.is_some()) {
+                let m = v.metrics.as_ref();
+                let score = match m {
+                    Some(m) if m.nonfinite_mismatch > 0 => f64::INFINITY,
+                    Some(m) => m.tolerance_used,
+                    None => 0.0,
+                };
+                scored.push((score, i, k));
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for &(_, i, k) in scored.iter().skip(MAX_HEATMAPS) {
+        if let Some(d) = nodes[i].values[k].detail.as_mut() {
+            d.heatmap = None;
+        }
+    }
+}
+
+/// The ONNX Runtime target of `s`: the model itself, `--target-model`, or phantom's fp16/bf16 conversion.
+pub fn make_target(
+    s: &CompareSettings,
+    graph: &model::Graph,
+    lib: &ort_lib::Located,
+    target_graph: Option<model::Graph>,
+) -> Result<(OrtRunner, Option<ConversionReport>)> {
+    let mut target = OrtRunner::new(lib, s.ep, s.opt_level, target_graph)?;
+    // The wgpu target computes in f16 itself; ONNX Runtime (CPU) only runs the nodes it has no shader for.
+    let Some(to) = s.precision.filter(|_| s.ep != Ep::Wgpu) else {
+        return Ok((target, None));
+    };
+    let opts = ConvertOptions {
+        to,
+        keep_nodes: s.keep_fp32.iter().cloned().collect(),
+        keep_ops: Default::default(),
+    };
+    if let Some(k) = s
+        .keep_fp32
+        .iter()
+        .find(|k| !graph.nodes.iter().any(|n| &n.name == *k))
+    {
+        return Err(crate::error::Error::Input {
+            name: format!("--keep-fp32 {k}"),
+            reason: format!(
+                "{} has no node of that name (see `phantom info`)",
+                graph.path.display()
+            ),
+        });
+    }
+    let low = crate::precision::target::build(graph, opts, &target)?;
+    if let Some(p) = &s.save_target_model {
+        crate::report::json::write_atomic(p, &low.graph.bytes)?;
+    }
+    let conversion = ConversionReport::of(&low);
+    target.target_model = Some(low.graph);
+    Ok((target, Some(conversion)))
+}
