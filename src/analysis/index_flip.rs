@@ -209,6 +209,9 @@ fn resize_coordinates(ev: &Evidence, i: usize) -> Option<Cause> {
     let node = &ev.graph.nodes[i];
     let at = if node.inputs.len() >= 3 { 2 } else { 1 };
     let name = node.inputs.get(at).filter(|n| !n.is_empty())?;
+    // Initializer scales stay float32 on every target (the converter keeps the slot float32; wgpu reads the host
+    // copy): only a scale the graph computes is stored in the low precision.
+    ev.producer(name)?;
     let x = ev.value(node.inputs.first()?)?;
     let scales: Vec<f64> = ev.value(name)?.iter().copied().collect();
     if scales.len() != x.ndim() {

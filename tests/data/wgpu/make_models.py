@@ -81,6 +81,7 @@ def main():
           output_padding=[1, 1]),
         n("ConvTranspose", ["x1", "w1"], ["convt1d"], name="convt1d", strides=[3], pads=[2, 1]),
         n("Softmax", ["row"], ["softmax_row"], name="softmax_row", axis=-1),
+        n("Add", ["ba", "bb"], ["bcast_add"], name="bcast_add"),
     ]
     vi = helper.make_tensor_value_info
     inputs = [
@@ -91,6 +92,8 @@ def main():
         vi("g", TensorProto.FLOAT, [256, 128]),
         vi("xe", TensorProto.FLOAT, [1, 32, 1, 32]),
         vi("row", TensorProto.FLOAT, [1, 32768]),
+        vi("ba", TensorProto.FLOAT, [64, 1, 512]),
+        vi("bb", TensorProto.FLOAT, [1, 4, 512]),
     ]
     graph = helper.make_graph(
         nodes,

@@ -135,7 +135,9 @@ pub fn plans(ctx: &Ctx) -> Vec<Plan> {
                 _ => vec![],
             }
         }
-        "Where" | "Expand" => broadcasting(ctx),
+        // Element-wise ops chunk by byte range; an operand that broadcasts and is itself beyond the limit needs slabs.
+        "Where" | "Expand" | "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum"
+        | "Mean" | "PRelu" | "Mod" => broadcasting(ctx),
         "Slice" => {
             let sliced = match ctx.opset < 10 {
                 true => ctx.attr_ints("axes").or_else(|| {
@@ -355,8 +357,8 @@ fn reduce(ctx: &Ctx, x: &[usize]) -> Vec<Plan> {
     }]
 }
 
-/// Where and Expand: along an output axis; inputs that broadcast along it are bound whole, Expand's target shape
-/// gets the slab's length.
+/// Where, Expand and broadcasting element-wise ops: along an output axis; inputs that broadcast along it are bound
+/// whole, Expand's target shape gets the slab's length.
 fn broadcasting(ctx: &Ctx) -> Vec<Plan> {
     let expand = ctx.node.op_type == "Expand";
     let shapes: Vec<Vec<usize>> = match expand {
