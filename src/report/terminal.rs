@@ -176,6 +176,9 @@ pub fn render(r: &Report, top: usize) -> String {
                 get("nodes_on_device"),
                 get("nodes_on_host")
             );
+            if let Some(cut) = d.get("nodes_cut_into_slabs") {
+                let _ = writeln!(s, "              nodes cut into slabs: {cut}");
+            }
         }
         None => {
             let _ = writeln!(

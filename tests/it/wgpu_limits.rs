@@ -107,6 +107,13 @@ fn nodes_beyond_the_binding_limit_run_in_slabs_bit_identically() {
             dispatches(&cut) > 2 * dispatches(&full),
             "{extra:?}: {details}"
         );
+        let slabbed = details["nodes_cut_into_slabs"].as_str().unwrap();
+        assert!(slabbed.contains("32 KiB"), "{slabbed}");
+        let n: usize = slabbed.split(' ').next().unwrap().parse().unwrap();
+        assert!(n >= 20, "{extra:?}: {slabbed}");
+        assert!(full["target"]["details"]
+            .get("nodes_cut_into_slabs")
+            .is_none());
         let (a, b) = (
             full["nodes"].as_array().unwrap(),
             cut["nodes"].as_array().unwrap(),

@@ -87,6 +87,8 @@ pub struct Gpu {
     max_binding: u64,
     /// Dispatches and pipelines created, for the report.
     pub dispatches: RefCell<usize>,
+    /// Nodes computed in slabs because a value exceeded the binding limit, for the report.
+    pub cut_nodes: RefCell<usize>,
 }
 
 fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
@@ -151,6 +153,7 @@ impl Gpu {
                 .unwrap_or(u64::MAX)
                 .min(binding_limit),
             dispatches: RefCell::new(0),
+            cut_nodes: RefCell::new(0),
         })
     }
 

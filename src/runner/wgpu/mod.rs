@@ -160,6 +160,7 @@ impl Runner for WgpuRunner {
     fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         let proto = self.decode(graph)?;
         let mut out = RunOutput::default();
+        *self.gpu.cut_nodes.borrow_mut() = 0;
         let placed = exec::execute(&self.gpu, &self.host, graph, &proto, inputs, &mut out, None)?;
         let a = &self.gpu.adapter;
         let d = &mut out.details;
@@ -186,6 +187,16 @@ impl Runner for WgpuRunner {
             "dispatches".into(),
             self.gpu.dispatches.borrow().to_string(),
         );
+        let cut = *self.gpu.cut_nodes.borrow();
+        if cut > 0 {
+            d.insert(
+                "nodes_cut_into_slabs".into(),
+                format!(
+                    "{cut} (values beyond the {} storage-binding limit; values identical to an unsplit run)",
+                    crate::bounded::fmt_size(self.gpu.max_binding() as usize)
+                ),
+            );
+        }
         d.insert(
             "time_ms".into(),
             format!(

@@ -70,7 +70,11 @@ pub fn run(
     f: OpFn,
     plans: &[Plan],
 ) -> Result<std::result::Result<Vec<DevVal>, String>> {
-    run_at(ctx, f, plans, 0)
+    let r = run_at(ctx, f, plans, 0)?;
+    if r.is_ok() {
+        *ctx.gpu.cut_nodes.borrow_mut() += 1;
+    }
+    Ok(r)
 }
 
 /// Slabs of slabs: a slab still beyond the limit because of an input its plan binds whole (MatMul's B when cutting
