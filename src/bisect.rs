@@ -1,5 +1,5 @@
-//! `--bisect`: the first divergent value in O(log N) target runs, each exposing one value only (ONNX Runtime then
-//! computes just that value's ancestors), with memory bounded by one value: the f64 reference streams once and
+//! `--bisect`: the first divergent value in O(log N) target runs, each exposing one value besides the outputs,
+//! with memory bounded by one value: the f64 reference streams once and
 //! parks every value on disk. The search walks the ancestors of the first failing output in topological order and
 //! assumes, like `git bisect`, that once a value diverges the values after it on that path stay divergent; the
 //! full `phantom onnx` run shows every value when that does not hold.
@@ -8,18 +8,15 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 
-use prost::Message;
 use serde::Serialize;
-use tract_onnx::pb;
 
 use crate::analysis;
 use crate::error::{Error, Result};
 use crate::model::{self, Graph};
-use crate::pipeline::{make_target, CompareSettings};
+use crate::pipeline::{prepare, CompareSettings, Prepared};
 use crate::report::model::ValueStatus;
-use crate::runner::ort::{run_session, OrtRunner};
-use crate::runner::ort_lib;
 use crate::runner::reference::ReferenceRunner;
+use crate::target::{Capture, Target};
 use crate::tensor::Tensor;
 
 /// One probed value.
@@ -106,30 +103,14 @@ impl Drop for Parked {
     }
 }
 
-/// Runs the target exposing only `names` (the graph's outputs replaced).
+/// Runs the target exposing `names`; their values.
 fn expose(
-    ort: &OrtRunner,
-    target: &Graph,
-    proto: &pb::ModelProto,
+    target: &mut dyn Target,
+    graph: &Graph,
     names: &[&str],
     inputs: &model::inputs::Inputs,
 ) -> Result<HashMap<String, Tensor>> {
-    let mut m = proto.clone();
-    if let Some(g) = m.graph.as_mut() {
-        g.output = names
-            .iter()
-            .map(|n| pb::ValueInfoProto {
-                name: n.to_string(),
-                ..Default::default()
-            })
-            .collect();
-    }
-    let g = model::import::from_bytes(&target.path, m.encode_to_vec())?;
-    let mut session = ort.session_for(&g)?;
-    Ok(run_session(&mut session, inputs, &g)?
-        .into_iter()
-        .filter_map(|(n, v)| v.ok().map(|t| (n, t)))
-        .collect())
+    Ok(target.run(graph, inputs, Capture::Names(names))?.values)
 }
 
 fn ancestors(graph: &Graph, of: &str) -> HashSet<usize> {
@@ -151,17 +132,13 @@ fn ancestors(graph: &Graph, of: &str) -> HashSet<usize> {
 
 /// Finds the first divergent value of `s.model` on the target with O(log N) runs.
 pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
-    let graph = model::load(&s.model)?;
-    let target_graph = s.target_model.as_deref().map(model::load).transpose()?;
-    let inputs = model::inputs::prepare(&graph, &s.inputs)?;
-    let lib = ort_lib::locate(s.ort_lib.as_deref(), s.no_install)?;
-    let (ort, _) = make_target(s, &graph, &lib, target_graph)?;
-    let target = ort.target_model.clone().unwrap_or_else(|| graph.clone());
-    let proto =
-        pb::ModelProto::decode(target.bytes.as_slice()).map_err(|e| Error::MalformedModel {
-            path: target.path.clone(),
-            reason: e.to_string(),
-        })?;
+    let Prepared {
+        graph,
+        inputs,
+        mut target,
+        ..
+    } = prepare(s)?;
+    let target = target.as_mut();
 
     let mut parked = Parked::new()?;
     let mut failed: Option<Error> = None;
@@ -211,7 +188,7 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
 
     let mut probes = vec![];
     let out_names: Vec<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
-    let got = expose(&ort, &target, &proto, &out_names, &inputs)?;
+    let got = expose(target, &graph, &out_names, &inputs)?;
     let mut runs = 1;
     let mut failing_output = None;
     for o in &out_names {
@@ -248,7 +225,7 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
     while hi as isize - lo > 1 {
         let mid = ((lo + hi as isize) / 2) as usize;
         let v = candidates[mid];
-        let got = expose(&ort, &target, &proto, &[v], &inputs)?;
+        let got = expose(target, &graph, &[v], &inputs)?;
         runs += 1;
         let p = probe(v, got.get(v));
         let fails = p.as_ref().is_some_and(|p| p.status == ValueStatus::Fail);

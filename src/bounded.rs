@@ -10,9 +10,9 @@ use crate::analysis;
 use crate::compare::ToleranceSpec;
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
-use crate::model::{import, Graph};
+use crate::model::Graph;
 use crate::report::model::ValueReport;
-use crate::runner::ort::{run_session, with_extra_outputs, OrtRunner};
+use crate::target::{Capture, Target};
 use crate::tensor::Tensor;
 
 /// Share of the budget one chunk of reference values may take (the target's copy, tract's and ONNX Runtime's live
@@ -49,12 +49,11 @@ pub fn fmt_size(b: usize) -> String {
 
 /// Collects reference values and compares them chunk by chunk against target runs that expose only that chunk.
 pub struct Chunker<'a> {
-    ort: &'a OrtRunner,
-    target: &'a Graph,
+    target: &'a mut dyn Target,
+    graph: &'a Graph,
     inputs: &'a Inputs,
     tol: &'a ToleranceSpec,
     outputs: HashSet<String>,
-    exposable: HashSet<String>,
     heatmaps: bool,
     limit: usize,
     pending: Vec<(String, std::result::Result<Tensor, String>)>,
@@ -70,24 +69,19 @@ pub struct Chunker<'a> {
 
 impl<'a> Chunker<'a> {
     pub fn new(
-        ort: &'a OrtRunner,
-        target: &'a Graph,
+        target: &'a mut dyn Target,
+        graph: &'a Graph,
         inputs: &'a Inputs,
         tol: &'a ToleranceSpec,
         budget: usize,
         heatmaps: bool,
     ) -> Chunker<'a> {
         Chunker {
-            ort,
+            outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
             target,
+            graph,
             inputs,
             tol,
-            outputs: target.outputs.iter().map(|o| o.name.clone()).collect(),
-            exposable: target
-                .computed_values()
-                .into_iter()
-                .map(String::from)
-                .collect(),
             heatmaps,
             limit: (budget / CHUNK_SHARE).max(1),
             pending: vec![],
@@ -123,7 +117,7 @@ impl<'a> Chunker<'a> {
         self.bytes = 0;
         let names: Vec<&str> = pending
             .iter()
-            .filter(|(n, v)| v.is_ok() && self.exposable.contains(n))
+            .filter(|(_, v)| v.is_ok())
             .map(|(n, _)| n.as_str())
             .collect();
         let mut got: HashMap<String, Tensor> = HashMap::new();
@@ -154,24 +148,11 @@ impl<'a> Chunker<'a> {
     }
 
     fn run(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
-        let declared: HashSet<&str> = self.outputs.iter().map(String::as_str).collect();
-        let extra: Vec<&str> = names
-            .iter()
-            .copied()
-            .filter(|n| !declared.contains(n))
-            .collect();
-        let g = import::from_bytes(
-            &self.target.path,
-            with_extra_outputs(&self.target.bytes, &extra),
-        )?;
-        let mut session = self.ort.session_for(&g)?;
         self.runs += 1;
-        let wanted: HashSet<&str> = names.iter().copied().collect();
-        Ok(run_session(&mut session, self.inputs, &g)?
-            .into_iter()
-            .filter(|(n, _)| wanted.contains(n.as_str()))
-            .filter_map(|(n, v)| v.ok().map(|t| (n, t)))
-            .collect())
+        let out = self
+            .target
+            .run(self.graph, self.inputs, Capture::Names(names))?;
+        Ok(out.values)
     }
 }
 

@@ -25,6 +25,7 @@ pub mod precision;
 pub mod replay;
 pub mod report;
 pub mod runner;
+pub mod target;
 pub mod tensor;
 
 pub use error::{Error, Result};

@@ -2,17 +2,17 @@
 //! layout, the options, the model's sha256, the environment and the verdict, so a run can be reproduced and any
 //! difference — verdict, environment, input — named.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::golden::Provenance;
+use crate::pipeline::CompareSettings;
 use crate::report::model::{NodeRef, Report, Status};
 use crate::tensor::Tensor;
 
-pub const RUN_SCHEMA: &str = "phantom-run/1";
+pub const RUN_SCHEMA: &str = "phantom-run/2";
 
 /// `run.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -22,8 +22,9 @@ pub struct SavedRun {
     pub model: String,
     pub model_sha256: String,
     pub target_model: Option<String>,
-    /// ep, ort_opt_level, atol, rtol as given.
-    pub options: BTreeMap<String, String>,
+    /// Every setting of the run, whole (target, tolerances, slice, strategy, attribution); the inputs are the
+    /// saved `test_data_set_0/`.
+    pub settings: CompareSettings,
     pub environment: Provenance,
     /// Input name -> FNV-1a hash of its bytes, as saved.
     pub inputs: Vec<(String, String)>,
@@ -35,7 +36,7 @@ pub struct SavedRun {
 impl SavedRun {
     pub fn from_report(
         r: &Report,
-        options: BTreeMap<String, String>,
+        settings: &CompareSettings,
         inputs: &[(String, Tensor)],
     ) -> SavedRun {
         let abs = |p: &str| {
@@ -48,8 +49,14 @@ impl SavedRun {
             model: abs(&r.model.path),
             model_sha256: r.model.sha256.clone(),
             target_model: r.target_model.as_ref().map(|t| abs(&t.path)),
-            options,
-            environment: Provenance::from_details(
+            settings: {
+                let mut s = settings.clone();
+                s.model = abs(&r.model.path).into();
+                s.target.model = s.target.model.map(|m| abs(&m.display().to_string()).into());
+                s.inputs = Default::default();
+                s
+            },
+            environment: Provenance::from_facts(
                 &r.target.name,
                 &r.target.version,
                 &r.target.details,

@@ -7,6 +7,5 @@ pub mod determinism;
 pub mod divergence;
 pub mod fusion;
 pub mod index_flip;
-pub mod isolate;
 
 pub use divergence::{assemble, compare_pair, compare_runs, coverage, verdict};

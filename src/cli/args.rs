@@ -39,29 +39,6 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Ep {
-    Cpu,
-    Cuda,
-    Rocm,
-    Migraphx,
-    /// phantom's own WGSL compute shaders through wgpu (Vulkan, Metal, DX12; lavapipe in software).
-    Wgpu,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AccumulateArg {
-    F32,
-    F16,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum F16ModeArg {
-    Auto,
-    Native,
-    Emulated,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Switch {
     Auto,
     On,
@@ -86,12 +63,36 @@ impl PrecisionArg {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OptLevel {
-    Disable,
-    Basic,
-    Extended,
-    All,
+pub use crate::runner::ort::OptLevel;
+pub use crate::runner::wgpu::F16Mode;
+pub use crate::target::spec::Accumulate;
+
+/// The target a command runs: an ONNX Runtime execution provider with its options, or phantom's wgpu shaders.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// The target: an ONNX Runtime execution provider (cpu, cuda, tensorrt, rocm, migraphx, openvino, directml,
+    /// coreml, qnn, webgpu, xnnpack) or `wgpu` (phantom's WGSL shaders on Vulkan/Metal/DX12). A provider that
+    /// cannot load is an error, never a silent CPU fallback. `phantom onnx` takes several (--ep cpu --ep wgpu).
+    #[arg(long = "ep", value_name = "EP", default_value = "cpu")]
+    pub ep: Vec<String>,
+    /// An option of the ONNX Runtime execution provider, e.g. --ep-option device_id=1 (repeatable).
+    #[arg(long = "ep-option", value_name = "KEY=VALUE")]
+    pub ep_options: Vec<String>,
+    /// ONNX Runtime graph optimization level [default: all].
+    #[arg(long, value_enum)]
+    pub ort_opt_level: Option<OptLevel>,
+    /// --ep wgpu: what sums (MatMul, Conv, reductions, normalizations) accumulate in [default: f32].
+    #[arg(long, value_enum)]
+    pub accumulate: Option<Accumulate>,
+    /// --ep wgpu: the adapter whose name contains this (see `phantom devices`); default: the best there is.
+    #[arg(long, value_name = "NAME")]
+    pub adapter: Option<String>,
+    /// --ep wgpu --precision fp16: native f16 (`enable f16;`, needs SHADER_F16) or emulated by rounding f32
+    /// [default: auto].
+    #[arg(long, value_enum)]
+    pub f16_mode: Option<F16Mode>,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
 }
 
 /// Where ONNX Runtime comes from.
@@ -109,24 +110,9 @@ pub struct RuntimeArgs {
 pub struct OnnxArgs {
     /// The ONNX model (the reference always runs this one).
     pub model: PathBuf,
-    /// Execution provider of the ONNX Runtime target. A provider that fails to load is an error, never a silent CPU fallback.
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub ep: Ep,
     /// Run this model on the target instead (an optimized, converted or quantized version); values matched by name.
     #[arg(long, value_name = "OTHER.onnx")]
     pub target_model: Option<PathBuf>,
-    /// --ep wgpu: what sums (MatMul, Conv, reductions, normalizations) accumulate in.
-    #[arg(long, value_enum, default_value = "f32")]
-    pub accumulate: AccumulateArg,
-    /// --ep wgpu: the adapter whose name contains this (see `phantom devices`); default: the best there is.
-    #[arg(long, value_name = "NAME")]
-    pub adapter: Option<String>,
-    /// --ep wgpu --precision fp16: native f16 (`enable f16;`, needs SHADER_F16) or emulated by rounding f32.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub f16_mode: F16ModeArg,
-    /// ONNX Runtime graph optimization level.
-    #[arg(long, value_enum, default_value = "all")]
-    pub ort_opt_level: OptLevel,
     /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (I/O types kept).
     #[arg(
         long,
@@ -186,7 +172,7 @@ pub struct OnnxArgs {
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]
-    pub runtime: RuntimeArgs,
+    pub engine: EngineArgs,
     /// How many of the worst nodes the summary lists.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -209,9 +195,6 @@ pub struct DevicesArgs {
 pub struct PrecisionArgs {
     /// The float32 ONNX model.
     pub model: PathBuf,
-    /// Execution provider to meet the tolerance on.
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub ep: Ep,
     /// The reduced precision to convert to.
     #[arg(long, value_enum, default_value = "fp16")]
     pub precision: PrecisionArg,
@@ -224,9 +207,6 @@ pub struct PrecisionArgs {
     /// Rounds of compare → keep culprits in fp32 → compare again.
     #[arg(long, default_value_t = 12)]
     pub max_rounds: usize,
-    /// ONNX Runtime graph optimization level.
-    #[arg(long, value_enum, default_value = "all")]
-    pub ort_opt_level: OptLevel,
     /// Absolute tolerance (default: the precision's).
     #[arg(long)]
     pub atol: Option<f64>,
@@ -239,7 +219,7 @@ pub struct PrecisionArgs {
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]
-    pub runtime: RuntimeArgs,
+    pub engine: EngineArgs,
 }
 
 /// How inputs are made.
@@ -266,8 +246,9 @@ pub struct InputArgs {
 pub enum Side {
     /// tract in f64, every value captured.
     Reference,
-    /// ONNX Runtime, plain (no intermediates exposed).
-    Ort,
+    /// The target (--ep), plain: the model's outputs only.
+    #[value(alias = "ort")]
+    Target,
 }
 
 #[derive(Debug, Args)]
@@ -276,50 +257,47 @@ pub struct RunArgs {
     /// Which side to run.
     #[arg(long, value_enum, default_value = "reference")]
     pub runner: Side,
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub ep: Ep,
-    #[arg(long, value_enum, default_value = "all")]
-    pub ort_opt_level: OptLevel,
+    /// Precision of the target: fp16/bf16 run phantom's conversion (ONNX Runtime) or f16 shaders (wgpu).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]
-    pub runtime: RuntimeArgs,
+    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct DeterminismArgs {
     pub model: PathBuf,
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub ep: Ep,
     /// Runs in fresh sessions, and as many repeated runs in one session.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
     pub runs: u32,
-    /// Also run with ORT's deterministic compute on, and say whether it helped.
+    /// Also run with ORT's deterministic compute on, and say whether it helped (ONNX Runtime targets).
     #[arg(long)]
     pub ort_deterministic: bool,
-    #[arg(long, value_enum, default_value = "all")]
-    pub ort_opt_level: OptLevel,
+    /// Precision of the target: fp16/bf16 run phantom's conversion (ONNX Runtime) or f16 shaders (wgpu).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
     /// Write the determinism report as JSON.
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]
-    pub runtime: RuntimeArgs,
+    pub engine: EngineArgs,
 }
 
 /// The target configuration a golden run is recorded or checked with.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub ep: Ep,
-    #[arg(long, value_enum, default_value = "all")]
-    pub ort_opt_level: OptLevel,
     /// Run this model on the target instead; values matched by name.
     #[arg(long, value_name = "OTHER.onnx")]
     pub target_model: Option<PathBuf>,
+    /// Precision of the target: fp16/bf16 run phantom's conversion (ONNX Runtime) or f16 shaders (wgpu).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
     #[command(flatten)]
-    pub runtime: RuntimeArgs,
+    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Args)]

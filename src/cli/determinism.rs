@@ -1,4 +1,4 @@
-//! `phantom determinism`: runs ONNX Runtime N times in fresh sessions and N times in one session, and the f64
+//! `phantom determinism`: runs the target (`--ep`) N times in fresh sessions and N times in one session, and the f64
 //! reference twice, hashing every intermediate; reports each value that changed, the first in topological order,
 //! and how far the runs spread. Exit 1 when the target is nondeterministic.
 
@@ -8,17 +8,30 @@ use serde::Serialize;
 use super::args::DeterminismArgs;
 use super::Outcome;
 use crate::analysis::determinism::{Tracker, ValueSpread};
+use crate::golden::Provenance;
 use crate::model::{self, inputs::Inputs, Graph};
 use crate::report::json::write_atomic;
 use crate::report::terminal::num;
-use crate::runner::{
-    ort::run_session, ort::OrtRunner, ort_lib, reference::ReferenceRunner, Runner,
-};
+use crate::runner::facts::TargetFacts;
+use crate::runner::ort_lib::{self, Located};
+use crate::runner::{reference::ReferenceRunner, Runner};
+use crate::target::{self, Capture, Engine, TargetSpec};
+
+fn facts_name(spec: &TargetSpec) -> String {
+    match spec.engine {
+        Engine::Ort(_) => "onnxruntime".into(),
+        Engine::Wgpu(_) => "wgpu".into(),
+    }
+}
 
 /// The determinism report (`--json`).
 #[derive(Serialize)]
 struct Report {
     model: String,
+    /// The target's label (`ort-cpu`, `wgpu`).
+    target: String,
+    /// What ran.
+    ran: Provenance,
     runs: u32,
     values: usize,
     /// ORT, fresh session per run.
@@ -32,26 +45,30 @@ struct Report {
     reference_error: Option<String>,
 }
 
-fn ort_trackers(
-    runner: &OrtRunner,
+/// Value trackers of `runs` runs of the target in fresh sessions (the target opened anew each time) and of `runs`
+/// runs in one session.
+fn trackers(
+    spec: &TargetSpec,
     graph: &Graph,
     inputs: &Inputs,
+    lib: &Located,
     runs: u32,
-) -> anyhow::Result<(Tracker, Tracker)> {
-    let ok = |v: Vec<(String, Result<crate::tensor::Tensor, String>)>| {
-        v.into_iter().filter_map(|(n, t)| Some((n, t.ok()?)))
-    };
+) -> anyhow::Result<(Tracker, Tracker, TargetFacts)> {
     let mut fresh = Tracker::default();
     for _ in 0..runs {
-        let mut s = runner.instrumented_session(graph)?;
-        fresh.add_run(ok(run_session(&mut s, inputs, graph)?));
+        let mut t = target::open(spec, graph, lib)?;
+        fresh.add_run(t.run(graph, inputs, Capture::All)?.values);
     }
     let mut same = Tracker::default();
-    let mut s = runner.instrumented_session(graph)?;
+    let mut t = target::open(spec, graph, lib)?;
+    t.reuse_sessions();
+    let mut facts = t.facts(graph);
     for _ in 0..runs {
-        same.add_run(ok(run_session(&mut s, inputs, graph)?));
+        let out = t.run(graph, inputs, Capture::All)?;
+        facts = out.facts.unwrap_or(facts);
+        same.add_run(out.values);
     }
-    Ok((fresh, same))
+    Ok((fresh, same, facts))
 }
 
 fn table(title: &str, list: &[ValueSpread]) -> String {
@@ -96,15 +113,27 @@ fn table(title: &str, list: &[ValueSpread]) -> String {
 pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
     let graph = model::load(&a.model)?;
     let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
-    let lib = ort_lib::locate(a.runtime.ort_lib.as_deref(), a.runtime.no_install)?;
-    let mut runner = OrtRunner::new(&lib, a.ep, a.ort_opt_level, None)?;
-    let (fresh, same) = ort_trackers(&runner, &graph, &inputs, a.runs)?;
-    let deterministic_compute = if a.ort_deterministic {
-        runner.deterministic = true;
-        let (f, s) = ort_trackers(&runner, &graph, &inputs, a.runs)?;
-        Some((f.nondeterministic(&graph), s.nondeterministic(&graph)))
-    } else {
-        None
+    let spec = super::target::one("determinism", &a.engine, a.precision, None)?;
+    let rt = &a.engine.runtime;
+    let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
+    let (fresh, same, facts) = trackers(&spec, &graph, &inputs, &lib, a.runs)?;
+    let deterministic_compute = match (&spec.engine, a.ort_deterministic) {
+        (_, false) => None,
+        (Engine::Wgpu(_), true) => {
+            anyhow::bail!(
+                "--ort-deterministic is an option of ONNX Runtime targets, not of --ep wgpu"
+            )
+        }
+        (Engine::Ort(o), true) => {
+            let mut o = o.clone();
+            o.deterministic = true;
+            let det = TargetSpec {
+                engine: Engine::Ort(o),
+                ..spec.clone()
+            };
+            let (f, s, _) = trackers(&det, &graph, &inputs, &lib, a.runs)?;
+            Some((f.nondeterministic(&graph), s.nondeterministic(&graph)))
+        }
     };
     let mut reference = Tracker::default();
     let mut reference_error = None;
@@ -119,6 +148,8 @@ pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
     }
     let report = Report {
         model: graph.path.display().to_string(),
+        target: spec.label(),
+        ran: Provenance::from_facts(&facts_name(&spec), "", &facts, &graph.sha256),
         runs: a.runs,
         values: fresh.values(),
         fresh_sessions: fresh.nondeterministic(&graph),
@@ -131,17 +162,18 @@ pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
         "phantom determinism {} ({} values, {} runs per mode)",
         report.model, report.values, a.runs
     );
+    println!("ran: {} · {}", report.ran.ep, report.ran.ep_used);
     print!(
         "{}",
         table(
-            &format!("onnxruntime, {} fresh sessions", a.runs),
+            &format!("{}, {} fresh sessions", facts_name(&spec), a.runs),
             &report.fresh_sessions
         )
     );
     print!(
         "{}",
         table(
-            &format!("onnxruntime, {} runs in one session", a.runs),
+            &format!("{}, {} runs in one session", facts_name(&spec), a.runs),
             &report.same_session
         )
     );

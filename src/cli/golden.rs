@@ -11,21 +11,26 @@ use crate::golden::check::{check as check_values, Budgets, CheckStatus};
 use crate::golden::{self, fingerprint, Golden, Provenance, GOLDEN_SCHEMA};
 use crate::model::{self, inputs::Inputs, Graph};
 use crate::report::terminal::num;
-use crate::runner::{ort::OrtRunner, ort_lib, RunOutput, Runner};
+use crate::runner::{ort_lib, RunOutput};
+use crate::target::{self, Capture, TargetSpec};
 use crate::tensor::Tensor;
 
+/// Runs the one target the arguments name, every value captured; what ran, as provenance.
 fn run_target(
     graph: &Graph,
     inputs: &Inputs,
     t: &TargetArgs,
-) -> anyhow::Result<(RunOutput, Provenance)> {
-    let lib = ort_lib::locate(t.runtime.ort_lib.as_deref(), t.runtime.no_install)?;
-    let target_graph = t.target_model.as_deref().map(model::load).transpose()?;
-    let mut runner = OrtRunner::new(&lib, t.ep, t.ort_opt_level, target_graph.clone())?;
-    let out = runner.run(graph, inputs)?;
-    let sha = &target_graph.as_ref().unwrap_or(graph).sha256;
-    let prov = Provenance::from_details(&runner.name(), &runner.version(), &out.details, sha);
-    Ok((out, prov))
+    command: &str,
+) -> anyhow::Result<(RunOutput, Provenance, TargetSpec)> {
+    let spec = super::target::one(command, &t.engine, t.precision, t.target_model.clone())?;
+    let rt = &t.engine.runtime;
+    let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
+    let mut target = target::open(&spec, graph, &lib)?;
+    let out = target.run(graph, inputs, Capture::All)?;
+    let sha = &target.own_model().unwrap_or(graph).sha256;
+    let facts = out.facts.clone().unwrap_or_else(|| target.facts(graph));
+    let prov = Provenance::from_facts(&target.name(), &target.version(), &facts, sha);
+    Ok((out, prov, spec))
 }
 
 pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
@@ -34,7 +39,7 @@ pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
     }
     let graph = model::load(&a.model)?;
     let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
-    let (out, provenance) = run_target(&graph, &inputs, &a.target)?;
+    let (out, provenance, spec) = run_target(&graph, &inputs, &a.target, "record")?;
     let mut values = vec![];
     for n in &graph.nodes {
         for o in n.outputs.iter().filter(|o| !o.is_empty()) {
@@ -53,20 +58,14 @@ pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
         vec![]
     };
     let mut options = BTreeMap::new();
-    options.insert("ep".into(), format!("{:?}", a.target.ep).to_lowercase());
-    options.insert(
-        "ort_opt_level".into(),
-        format!("{:?}", a.target.ort_opt_level).to_lowercase(),
-    );
+    options.insert("target".into(), spec.label());
     options.insert("seed".into(), a.inputs.seed.to_string());
-    if let Some(t) = &a.target.target_model {
-        options.insert("target_model".into(), t.display().to_string());
-    }
     let g = Golden {
         schema: GOLDEN_SCHEMA.into(),
         model: graph.path.display().to_string(),
         provenance,
         options,
+        target: Some(spec),
         inputs: inputs.tensors.iter().map(|(n, _)| n.clone()).collect(),
         full_outputs: full.iter().map(|(n, _)| n.clone()).collect(),
         values,
@@ -110,7 +109,7 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
         tensors,
         ..Default::default()
     };
-    let (out, now) = run_target(&graph, &inputs, &a.target)?;
+    let (out, now, _) = run_target(&graph, &inputs, &a.target, "check")?;
     let report = check_values(&g, &out.values, &now, &budgets);
     if let Some(p) = &a.json {
         crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;

@@ -12,6 +12,7 @@ mod replay;
 mod run;
 mod runtimes;
 pub mod settings;
+mod target;
 
 use std::process::ExitCode;
 

@@ -8,8 +8,7 @@ use anyhow::{bail, Context};
 
 use super::args::PrecisionArgs;
 use super::Outcome;
-use crate::compare::ToleranceSpec;
-use crate::pipeline::{run_compare, CompareSettings};
+use crate::pipeline::{compare, CompareSettings};
 use crate::report::model::{Report, Status};
 use crate::report::terminal::verdict_line;
 
@@ -53,7 +52,7 @@ fn next_nodes(r: &Report, graph: &crate::model::Graph, keep: &[String]) -> Vec<S
 }
 
 pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
-    let Some(low) = a.precision.low() else {
+    let Some(_) = a.precision.low() else {
         bail!("--precision fp32 needs no advice: choose fp16 or bf16");
     };
     if a.out.exists() && !a.force {
@@ -62,36 +61,34 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
             a.out.display()
         );
     }
+    let target = super::target::one("precision", &a.engine, a.precision, None)?;
+    if target.is_wgpu() {
+        bail!(
+            "phantom precision writes a mixed fp16/fp32 ONNX model for ONNX Runtime; --ep wgpu computes every node \
+             in f16 and cannot keep nodes in fp32: choose an ONNX Runtime provider (--ep cpu, cuda, ...)"
+        );
+    }
+    if a.max_rounds == 0 {
+        bail!("--max-rounds must be at least 1");
+    }
+    let inputs = super::settings::input_spec(&a.inputs)?;
     let graph = crate::model::load(&a.model)?;
     let scratch = a.out.with_extension("phantom-partial.onnx");
     let mut keep = a.keep_fp32.clone();
     let mut met = false;
     for round in 1..=a.max_rounds {
-        let settings = CompareSettings {
-            wgpu: Default::default(),
-            model: a.model.clone(),
-            target_model: None,
-            ep: a.ep,
-            opt_level: a.ort_opt_level,
-            tolerance: ToleranceSpec {
-                atol: a.atol,
-                rtol: a.rtol,
-                computed_in: Some(low.dtype()),
-            },
-            inputs: super::settings::input_spec(&a.inputs)?,
-            ort_lib: a.runtime.ort_lib.clone(),
-            no_install: a.runtime.no_install,
-            command: std::env::args().collect(),
-            progress: false,
-            heatmaps: false,
-            precision: Some(low),
-            max_memory: None,
-            slice: None,
-            attribution: true,
-            keep_fp32: keep.clone(),
-            save_target_model: Some(scratch.clone()),
-        };
-        let (report, _) = run_compare(&settings)?;
+        let mut target = target.clone();
+        if let crate::target::Engine::Ort(o) = &mut target.engine {
+            o.keep_fp32 = keep.clone();
+        }
+        let mut settings = CompareSettings::new(a.model.clone(), target);
+        settings.tolerance.atol = a.atol;
+        settings.tolerance.rtol = a.rtol;
+        settings.inputs = inputs.clone();
+        settings.runtime = super::target::runtime(&a.engine);
+        settings.attribution = true;
+        settings.save_target_model = Some(scratch.clone());
+        let (report, _) = compare(&settings)?;
         println!(
             "round {round} ({} kept in fp32): {}",
             keep.len(),

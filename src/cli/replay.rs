@@ -3,19 +3,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
-use super::args::{Ep, OptLevel, PrecisionArg, ReplayArgs};
+use super::args::ReplayArgs;
 use super::Outcome;
-use crate::compare::ToleranceSpec;
 use crate::golden::{check::environment_changes, Provenance};
 use crate::model::inputs::{InputSource, InputSpec};
-use crate::pipeline::{run_compare, CompareSettings};
-
-fn parse<T: clap::ValueEnum>(v: Option<&String>, default: &str) -> anyhow::Result<T> {
-    let v = v.map(String::as_str).unwrap_or(default);
-    T::from_str(v, true).map_err(|e| anyhow::anyhow!("saved option `{v}`: {e}"))
-}
+use crate::pipeline::{compare, RuntimeSpec};
 
 pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
     let saved = crate::replay::load(&a.dir)?;
@@ -25,70 +17,18 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         "the saved run's model {} no longer exists",
         model.display()
     );
-    let num = |k: &str| {
-        saved
-            .options
-            .get(k)
-            .map(|v| v.parse::<f64>())
-            .transpose()
-            .with_context(|| format!("saved option {k}"))
+    let mut settings = saved.settings.clone();
+    settings.inputs = InputSpec {
+        sources: vec![InputSource::TestDataSet(a.dir.join("test_data_set_0"))],
+        ..Default::default()
     };
-    let precision = parse::<PrecisionArg>(saved.options.get("precision"), "fp32")?.low();
-    let wgpu = crate::runner::wgpu::WgpuOptions {
-        adapter: saved.options.get("adapter").cloned(),
-        f16: precision == Some(crate::precision::LowPrecision::F16),
-        accumulate_f16: parse::<super::args::AccumulateArg>(
-            saved.options.get("accumulate"),
-            "f32",
-        )? == super::args::AccumulateArg::F16,
-        f16_mode: match parse::<super::args::F16ModeArg>(saved.options.get("f16_mode"), "auto")? {
-            super::args::F16ModeArg::Auto => crate::runner::wgpu::F16Mode::Auto,
-            super::args::F16ModeArg::Native => crate::runner::wgpu::F16Mode::Native,
-            super::args::F16ModeArg::Emulated => crate::runner::wgpu::F16Mode::Emulated,
-        },
-    };
-    let settings = CompareSettings {
-        wgpu,
-        model,
-        target_model: saved.target_model.as_ref().map(PathBuf::from),
-        ep: parse::<Ep>(saved.options.get("ep"), "cpu")?,
-        opt_level: parse::<OptLevel>(saved.options.get("ort_opt_level"), "all")?,
-        tolerance: ToleranceSpec {
-            atol: num("atol")?,
-            rtol: num("rtol")?,
-            computed_in: precision.map(|p| p.dtype()),
-        },
-        inputs: InputSpec {
-            sources: vec![InputSource::TestDataSet(a.dir.join("test_data_set_0"))],
-            ..Default::default()
-        },
+    settings.runtime = RuntimeSpec {
         ort_lib: a.runtime.ort_lib.clone(),
         no_install: a.runtime.no_install,
-        command: std::env::args().collect(),
-        progress: false,
-        heatmaps: false,
-        precision,
-        max_memory: None,
-        slice: None,
-        attribution: match saved.options.get("attribution").map(String::as_str) {
-            Some("on") => true,
-            Some("off") => false,
-            _ => precision.is_some(),
-        },
-        keep_fp32: saved
-            .options
-            .get("keep_fp32")
-            .map(|k| {
-                k.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        save_target_model: None,
     };
-    let (report, inputs) = run_compare(&settings)?;
-    let now = Provenance::from_details(
+    settings.command = std::env::args().collect();
+    let (report, inputs) = compare(&settings)?;
+    let now = Provenance::from_facts(
         &report.target.name,
         &report.target.version,
         &report.target.details,

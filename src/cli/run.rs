@@ -1,22 +1,46 @@
-//! `phantom run`: one side only, the f64 reference or plain ONNX Runtime; prints each graph output's shape and
-//! statistics and the time taken (also the baseline for the benchmarks).
+//! `phantom run`: one side only, the f64 reference or the target (`--ep`, plain: outputs only); prints what ran,
+//! each graph output's shape and statistics, and the time taken (also the baseline for the benchmarks).
 
 use std::time::Instant;
 
 use super::args::{RunArgs, Side};
 use super::Outcome;
+use crate::golden::Provenance;
 use crate::model;
-use crate::runner::{ort::OrtRunner, ort_lib, reference::ReferenceRunner, Runner};
+use crate::runner::{ort_lib, reference::ReferenceRunner, Runner};
+use crate::target::{self, Capture};
 
 pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
+    let spec = super::target::one("run", &a.engine, a.precision, None)?;
     let graph = model::load(&a.model)?;
     let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
     let t = Instant::now();
     let out = match a.runner {
-        Side::Reference => ReferenceRunner::default().run(&graph, &inputs)?,
-        Side::Ort => {
-            let lib = ort_lib::locate(a.runtime.ort_lib.as_deref(), a.runtime.no_install)?;
-            OrtRunner::new(&lib, a.ep, a.ort_opt_level, None)?.run_plain(&graph, &inputs)?
+        Side::Reference => {
+            if a.engine.ep != ["cpu"] || a.precision.low().is_some() {
+                anyhow::bail!(
+                    "--runner reference runs the f64 reference: --ep and --precision choose a target; add \
+                     --runner target"
+                );
+            }
+            println!(
+                "ran: tract {} in f64",
+                crate::runner::reference::TRACT_VERSION
+            );
+            ReferenceRunner::default().run(&graph, &inputs)?
+        }
+        Side::Target => {
+            let rt = &a.engine.runtime;
+            let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
+            let mut tg = target::open(&spec, &graph, &lib)?;
+            let out = tg.run(&graph, &inputs, Capture::Outputs)?;
+            let facts = out.facts.clone().unwrap_or_else(|| tg.facts(&graph));
+            let p = Provenance::from_facts(&tg.name(), &tg.version(), &facts, &graph.sha256);
+            println!(
+                "ran: {} {} · {} · {}",
+                p.runtime, p.runtime_version, p.ep, p.ep_used
+            );
+            out
         }
     };
     let ms = t.elapsed().as_secs_f64() * 1e3;

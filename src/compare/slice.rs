@@ -14,9 +14,11 @@ struct AxisSpec {
     step: isize,
 }
 
-/// A parsed `--slice` spec.
-#[derive(Clone, Debug, PartialEq)]
+/// A parsed `--slice` spec (saved as the text it was parsed from).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct SliceSpec {
+    source: String,
     axes: Vec<AxisSpec>,
     /// A lone `::K`: every K-th element of the flattened tensor.
     flat_step: Option<usize>,
@@ -57,6 +59,11 @@ fn parse_axis(s: &str) -> Result<AxisSpec, String> {
 }
 
 impl SliceSpec {
+    /// The text this spec was parsed from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Parses `:,:64,:64`, `0,::2`, `::4`.
     pub fn parse(s: &str) -> Result<SliceSpec, String> {
         let axes: Vec<AxisSpec> = s.split(',').map(parse_axis).collect::<Result<_, _>>()?;
@@ -64,7 +71,11 @@ impl SliceSpec {
             [a] if a.start.is_none() && a.stop.is_none() && a.step > 1 => Some(a.step as usize),
             _ => None,
         };
-        Ok(SliceSpec { axes, flat_step })
+        Ok(SliceSpec {
+            source: s.to_string(),
+            axes,
+            flat_step,
+        })
     }
 
     fn apply_arr<T: Clone>(&self, a: &ArrayD<T>) -> ArrayD<T> {
@@ -101,6 +112,19 @@ impl SliceSpec {
             Tensor::U8(a) => Tensor::U8(self.apply_arr(a)),
             Tensor::Bool(a) => Tensor::Bool(self.apply_arr(a)),
         }
+    }
+}
+
+impl TryFrom<String> for SliceSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<SliceSpec, String> {
+        SliceSpec::parse(&s)
+    }
+}
+
+impl From<SliceSpec> for String {
+    fn from(s: SliceSpec) -> String {
+        s.source
     }
 }
 

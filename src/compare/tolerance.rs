@@ -59,7 +59,7 @@ impl Tolerance {
 }
 
 /// Tolerances resolved from the command line: explicit values override the per-dtype defaults.
-#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ToleranceSpec {
     pub atol: Option<f64>,
     pub rtol: Option<f64>,

@@ -33,33 +33,22 @@ pub struct Provenance {
 }
 
 impl Provenance {
-    /// From a target runner's details (as `RunOutput::details` / `RunnerInfo::details` hold them).
-    pub fn from_details(
+    /// From what a target ran (its typed facts).
+    pub fn from_facts(
         runtime: &str,
         runtime_version: &str,
-        details: &std::collections::BTreeMap<String, String>,
+        facts: &crate::runner::facts::TargetFacts,
         model_sha256: &str,
     ) -> Provenance {
         let env = crate::pipeline::environment();
-        let d = |k: &str| details.get(k).cloned().unwrap_or_default();
-        // The wgpu target: the driver stands for the build, the compute mode for the EP, the adapter for the EP used.
-        let wgpu = details.contains_key("adapter");
         Provenance {
             phantom_version: env!("CARGO_PKG_VERSION").into(),
             runtime: runtime.into(),
             runtime_version: runtime_version.into(),
-            build_info: if wgpu { d("driver") } else { d("build_info") },
-            ep: if wgpu {
-                format!("wgpu {} · accumulate {}", d("compute"), d("accumulate"))
-            } else {
-                d("ep_requested")
-            },
-            ep_used: if wgpu {
-                format!("{} ({})", d("adapter"), d("backend"))
-            } else {
-                d("ep_used")
-            },
-            opt_level: d("opt_level"),
+            build_info: facts.build(),
+            ep: facts.requested(),
+            ep_used: facts.used(),
+            opt_level: facts.opt_level(),
             model_sha256: model_sha256.into(),
             os: format!("{} {}", env.os, env.arch),
             cpu: env.cpu,
@@ -96,6 +85,9 @@ pub struct Golden {
     pub provenance: Provenance,
     /// The command-line options of `phantom record` (input names are stored under `inputs/`).
     pub options: BTreeMap<String, String>,
+    /// The target recorded, whole (absent in records of phantom before 0.1 targets).
+    #[serde(default)]
+    pub target: Option<crate::target::TargetSpec>,
     pub inputs: Vec<String>,
     /// Model outputs saved in full under `outputs/` (with `--full-outputs`).
     pub full_outputs: Vec<String>,

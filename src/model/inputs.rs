@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
 /// Where the values of one or more inputs come from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum InputSource {
     /// `--input NAME=file.npy`
     Npy { name: String, path: PathBuf },
@@ -25,7 +26,7 @@ pub enum InputSource {
 }
 
 /// How inputs are made; resolved from the command line.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct InputSpec {
     pub seed: u64,
     /// Uniform range for float inputs; N(0,1) when absent.

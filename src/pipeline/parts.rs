@@ -1,17 +1,11 @@
-//! Pieces of the pipeline: progress spinners, timings, the machine's facts, heatmap pruning, and the ONNX Runtime
-//! target with phantom's fp16/bf16 conversion.
+//! Pieces of the pipeline: progress spinners, timings, the machine's facts, heatmap pruning.
 
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{CompareSettings, MAX_HEATMAPS};
-use crate::cli::args::Ep;
-use crate::error::Result;
-use crate::model;
-use crate::precision::convert::ConvertOptions;
-use crate::report::model::{ConversionReport, Environment};
-use crate::runner::{ort::OrtRunner, ort_lib};
+use super::MAX_HEATMAPS;
+use crate::report::model::Environment;
 
 pub(super) fn stage(progress: bool, msg: &str) -> ProgressBar {
     if !progress {
@@ -73,43 +67,4 @@ pub(super) fn prune_heatmaps(nodes: &mut [crate::report::model::NodeReport]) {
             d.heatmap = None;
         }
     }
-}
-
-/// The ONNX Runtime target of `s`: the model itself, `--target-model`, or phantom's fp16/bf16 conversion.
-pub fn make_target(
-    s: &CompareSettings,
-    graph: &model::Graph,
-    lib: &ort_lib::Located,
-    target_graph: Option<model::Graph>,
-) -> Result<(OrtRunner, Option<ConversionReport>)> {
-    let mut target = OrtRunner::new(lib, s.ep, s.opt_level, target_graph)?;
-    // The wgpu target computes in f16 itself; ONNX Runtime (CPU) only runs the nodes it has no shader for.
-    let Some(to) = s.precision.filter(|_| s.ep != Ep::Wgpu) else {
-        return Ok((target, None));
-    };
-    let opts = ConvertOptions {
-        to,
-        keep_nodes: s.keep_fp32.iter().cloned().collect(),
-        keep_ops: Default::default(),
-    };
-    if let Some(k) = s
-        .keep_fp32
-        .iter()
-        .find(|k| !graph.nodes.iter().any(|n| &n.name == *k))
-    {
-        return Err(crate::error::Error::Input {
-            name: format!("--keep-fp32 {k}"),
-            reason: format!(
-                "{} has no node of that name (see `phantom info`)",
-                graph.path.display()
-            ),
-        });
-    }
-    let low = crate::precision::target::build(graph, opts, &target)?;
-    if let Some(p) = &s.save_target_model {
-        crate::report::json::write_atomic(p, &low.graph.bytes)?;
-    }
-    let conversion = ConversionReport::of(&low);
-    target.target_model = Some(low.graph);
-    Ok((target, Some(conversion)))
 }

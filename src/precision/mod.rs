@@ -10,7 +10,9 @@ pub mod types;
 use serde::Serialize;
 
 /// A reduced floating-point precision for the target.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum LowPrecision {
     #[default]

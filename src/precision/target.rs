@@ -13,6 +13,37 @@ use crate::error::{Error, Result};
 use crate::model::{self, Graph};
 use crate::runner::ort::OrtRunner;
 
+/// What phantom's float32 → float16/bfloat16 conversion did.
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct ConversionReport {
+    pub precision: super::LowPrecision,
+    /// Nodes left in float32, and why.
+    pub kept_fp32: Vec<super::convert::KeptNode>,
+    /// Op types kept in float32 because ONNX Runtime has no kernel for them at this precision.
+    pub kept_for_ort: Vec<String>,
+    /// Initializers and constants with values the target type cannot hold (stored as ±inf or 0, not clamped).
+    pub range_issues: Vec<super::convert::RangeIssue>,
+    pub converted_tensors: usize,
+    pub inserted_casts: usize,
+    /// sha256 of the converted model.
+    pub sha256: String,
+}
+
+impl ConversionReport {
+    pub fn of(low: &LowTarget) -> ConversionReport {
+        let c = &low.conversion;
+        ConversionReport {
+            precision: low.precision,
+            kept_fp32: c.kept.clone(),
+            kept_for_ort: low.kept_for_ort.clone(),
+            range_issues: c.range_issues.clone(),
+            converted_tensors: c.converted_tensors,
+            inserted_casts: c.inserted_casts,
+            sha256: low.graph.sha256.clone(),
+        }
+    }
+}
+
 /// Op types phantom will keep in float32 on ORT's word before giving up.
 pub const MAX_RETRIES: usize = 24;
 

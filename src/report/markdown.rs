@@ -109,8 +109,8 @@ pub fn render(r: &Report) -> String {
         r.reference.version,
         r.target.name,
         r.target.version,
-        d.get("ep_requested").map(String::as_str).unwrap_or("?"),
-        d.get("opt_level").map(String::as_str).unwrap_or("?"),
+        d.requested(),
+        d.opt_level(),
         &r.model.sha256[..12.min(r.model.sha256.len())],
         r.phantom_version
     );

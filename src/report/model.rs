@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::precision::target::ConversionReport;
+pub use crate::runner::facts::{Instrumentation, TargetFacts};
+pub use crate::runner::RefPrecision;
 use serde::Serialize;
 
 use crate::compare::{Detail, Metrics, Stats, Tolerance, Worst};
@@ -11,7 +14,7 @@ use crate::model::HiddenValue;
 use crate::tensor::DType;
 
 /// Version of the report layout; bumped on incompatible changes.
-pub const SCHEMA_VERSION: &str = "phantom-report/1";
+pub const SCHEMA_VERSION: &str = "phantom-report/2";
 
 /// A whole comparison run.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -28,7 +31,7 @@ pub struct Report {
     pub conversion: Option<ConversionReport>,
     pub environment: Environment,
     pub reference: RunnerInfo,
-    pub target: RunnerInfo,
+    pub target: TargetInfo,
     pub tolerance: ToleranceReport,
     pub inputs: Vec<InputSummary>,
     pub verdict: Verdict,
@@ -80,6 +83,20 @@ pub struct RunnerInfo {
     pub version: String,
     /// Free-form key/value facts: ORT build string, library path, EP requested and EP that ran, opt level...
     pub details: BTreeMap<String, String>,
+}
+
+/// The target: what was asked for and what ran.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct TargetInfo {
+    /// `onnxruntime` or `wgpu`.
+    pub name: String,
+    pub version: String,
+    /// A short name: `ort-cpu`, `ort-cuda-fp16`, `wgpu-fp16`.
+    pub label: String,
+    /// What the command line asked for.
+    pub spec: crate::target::TargetSpec,
+    /// What actually ran: provider placement, adapter and driver.
+    pub details: TargetFacts,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -183,31 +200,6 @@ pub struct Coverage {
     pub hidden: usize,
 }
 
-/// Effect of exposing every intermediate value on ORT's final outputs.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct Instrumentation {
-    /// True when any final output differs bit for bit between the plain and the instrumented run.
-    pub outputs_moved: bool,
-    /// Largest absolute change of a final output.
-    pub max_abs_change: f64,
-    /// The final outputs compared in the verdict come from the plain (uninstrumented) run.
-    pub outputs_from_plain_run: bool,
-}
-
-/// How the reference computed a node.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RefPrecision {
-    /// tract's own kernel, in f64.
-    F64,
-    /// phantom's own f64 implementation (tract has no f64 kernel for this op).
-    F64Phantom,
-    /// Computed at lower precision: comparisons on this node are only as good as the reason says.
-    Reduced { reason: String },
-    /// The reference could not compute it at all.
-    Unavailable { reason: String },
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ValueStatus {
@@ -295,37 +287,6 @@ impl NodeRef {
             node: n.name.clone(),
             op_type: n.op_type.clone(),
             value: v.name.clone(),
-        }
-    }
-}
-
-/// What phantom's float32 → float16/bfloat16 conversion did.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct ConversionReport {
-    pub precision: crate::precision::LowPrecision,
-    /// Nodes left in float32, and why.
-    pub kept_fp32: Vec<crate::precision::convert::KeptNode>,
-    /// Op types kept in float32 because ONNX Runtime has no kernel for them at this precision.
-    pub kept_for_ort: Vec<String>,
-    /// Initializers and constants with values the target type cannot hold (stored as ±inf or 0, not clamped).
-    pub range_issues: Vec<crate::precision::convert::RangeIssue>,
-    pub converted_tensors: usize,
-    pub inserted_casts: usize,
-    /// sha256 of the converted model.
-    pub sha256: String,
-}
-
-impl ConversionReport {
-    pub fn of(low: &crate::precision::target::LowTarget) -> ConversionReport {
-        let c = &low.conversion;
-        ConversionReport {
-            precision: low.precision,
-            kept_fp32: c.kept.clone(),
-            kept_for_ort: low.kept_for_ort.clone(),
-            range_issues: c.range_issues.clone(),
-            converted_tensors: c.converted_tensors,
-            inserted_casts: c.inserted_casts,
-            sha256: low.graph.sha256.clone(),
         }
     }
 }

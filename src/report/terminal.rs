@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use owo_colors::{OwoColorize, Stream::Stdout};
 
-use super::model::{RefPrecision, Report, Status, ValueReport};
+use super::model::{RefPrecision, Report, Status, TargetFacts, ValueReport};
 
 /// Short scientific format for error figures.
 pub fn num(x: f64) -> String {
@@ -162,32 +162,36 @@ pub fn render(r: &Report, top: usize) -> String {
         "reference     {} {}",
         r.reference.name, r.reference.version
     );
-    let d = &r.target.details;
-    let get = |k: &str| d.get(k).map(String::as_str).unwrap_or("?");
-    match d.get("compute") {
-        Some(compute) => {
+    match &r.target.details {
+        TargetFacts::Wgpu(w) => {
             let _ = writeln!(
                 s,
                 "target        {} · {} · {} · accumulate {} · {} nodes on device, {} on host",
                 r.target.version,
-                get("backend"),
-                compute,
-                get("accumulate"),
-                get("nodes_on_device"),
-                get("nodes_on_host")
+                w.backend,
+                w.compute,
+                w.accumulate,
+                w.nodes_on_device,
+                w.nodes_on_host
             );
-            if let Some(cut) = d.get("nodes_cut_into_slabs") {
-                let _ = writeln!(s, "              nodes cut into slabs: {cut}");
+            if w.nodes_cut_into_slabs > 0 {
+                let _ = writeln!(
+                    s,
+                    "              nodes cut into slabs: {} (values beyond the {} storage-binding limit; values \
+                     identical to an unsplit run)",
+                    w.nodes_cut_into_slabs,
+                    crate::bounded::fmt_size(w.max_binding_bytes as usize)
+                );
             }
         }
-        None => {
+        TargetFacts::Ort(o) => {
             let _ = writeln!(
                 s,
                 "target        {} {} · {} · opt {}",
                 r.target.name,
                 r.target.version,
-                get("ep_requested"),
-                get("opt_level")
+                o.ep_requested,
+                o.opt_level.name()
             );
         }
     }

@@ -5,8 +5,11 @@
 //! - [`ort`]: ONNX Runtime through the `ort` crate on a chosen execution provider; a target.
 //! - [`wgpu`]: phantom's own WGSL shaders on a Vulkan/Metal/DX12 adapter; a target.
 
+pub mod facts;
+pub mod isolate;
 pub mod ort;
 pub mod ort_lib;
+pub mod providers;
 pub mod reference;
 pub mod wgpu;
 
@@ -15,7 +18,6 @@ use std::collections::{BTreeMap, HashMap};
 use crate::error::Result;
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
-use crate::report::model::RefPrecision;
 use crate::tensor::Tensor;
 
 /// What a run produced.
@@ -27,12 +29,28 @@ pub struct RunOutput {
     pub missing: HashMap<String, String>,
     /// How each node was computed, by node name (reference runner only; absent means plain f64).
     pub precision: HashMap<String, RefPrecision>,
-    /// Facts for the report: versions, EP that ran, library path...
+    /// The reference's facts for the report (tract version, precision).
     pub details: BTreeMap<String, String>,
+    /// What a target actually ran (set by targets).
+    pub facts: Option<facts::TargetFacts>,
     /// Things the user should know.
     pub notes: Vec<String>,
     /// Node name → where it ran instead of the target device, and why (wgpu target only).
     pub placement: HashMap<String, String>,
+}
+
+/// How the reference computed a node.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RefPrecision {
+    /// tract's own kernel, in f64.
+    F64,
+    /// phantom's own f64 implementation (tract has no f64 kernel for this op).
+    F64Phantom,
+    /// Computed at lower precision: comparisons on this node are only as good as the reason says.
+    Reduced { reason: String },
+    /// The reference could not compute it at all.
+    Unavailable { reason: String },
 }
 
 /// One way of evaluating a model.

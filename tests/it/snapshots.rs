@@ -102,6 +102,7 @@ fn redact_json(mut v: serde_json::Value) -> String {
     v["model"]["sha256"] = "[redacted]".into();
     v["target_model"]["path"] = "[dir]/perturbed.onnx".into();
     v["target_model"]["sha256"] = "[redacted]".into();
+    v["target"]["spec"]["model"] = "[dir]/perturbed.onnx".into();
     for k in [
         "library",
         "library_source",

@@ -258,7 +258,7 @@ fn convnet_runs_on_wgpu_in_f32_without_false_alarms() {
     assert_eq!(r["target"]["name"], "wgpu");
     assert_eq!(r["target"]["details"]["compute"], "f32");
     assert_eq!(
-        r["target"]["details"]["nodes_on_host"], "0",
+        r["target"]["details"]["nodes_on_host"], 0,
         "{}",
         r["target"]["details"]
     );
@@ -382,7 +382,7 @@ fn an_op_without_a_shader_runs_on_the_host_and_says_so() {
     );
     assert!(nodes[1].get("target_note").is_none(), "{}", nodes[1]);
     assert_eq!(nodes[1]["status"], "pass");
-    assert_eq!(r["target"]["details"]["nodes_on_device"], "1");
+    assert_eq!(r["target"]["details"]["nodes_on_device"], 1);
 }
 
 /// Reductions longer than a loop may run on lavapipe (about 65,535 iterations): a 300,000-element ReduceSum and
@@ -427,7 +427,7 @@ fn implicit_gemm_convolution_matches_the_reference() {
     ]);
     assert_eq!(code, 0, "{out}\n{err}");
     let r = read_json(&json);
-    assert_eq!(r["target"]["details"]["nodes_on_device"], "2");
+    assert_eq!(r["target"]["details"]["nodes_on_device"], 2);
     for n in r["nodes"].as_array().unwrap() {
         assert_eq!(n["status"], "pass", "{}", n["name"]);
     }

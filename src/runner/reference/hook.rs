@@ -12,7 +12,7 @@ use tract_onnx::tract_core::ops::logic::IfThenElse;
 use super::{humanize, kernels, rnn};
 use crate::model::proto::tensor_from_proto;
 use crate::model::Graph;
-use crate::report::model::RefPrecision;
+use crate::runner::RefPrecision;
 
 /// Rank for merging precisions of one ONNX node (its tract nodes may differ).
 pub fn rank(p: &RefPrecision) -> u8 {

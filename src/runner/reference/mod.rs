@@ -26,7 +26,7 @@ use super::{RunOutput, Runner};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
-use crate::report::model::RefPrecision;
+use crate::runner::RefPrecision;
 
 /// The tract version phantom is built with.
 pub const TRACT_VERSION: &str = "0.23.9";

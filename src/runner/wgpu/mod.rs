@@ -23,11 +23,24 @@ use prost::Message;
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
+use crate::runner::facts::{TargetFacts, WgpuFacts};
 use crate::runner::{ort::OrtRunner, ort_lib::Located, RunOutput, Runner};
 pub use shaders::{Accum, Mode};
 
 /// How f16 is computed when `--precision fp16` is asked for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum F16Mode {
     /// Native when the adapter offers `SHADER_F16`, else emulated.
     #[default]
@@ -77,12 +90,7 @@ impl WgpuRunner {
             false => Accum::F32,
         };
         let gpu = gpu::Gpu::open(&adapter, mode, acc)?;
-        let ort = OrtRunner::new(
-            lib,
-            crate::cli::args::Ep::Cpu,
-            crate::cli::args::OptLevel::All,
-            None,
-        )?;
+        let ort = OrtRunner::cpu(lib)?;
         Ok(WgpuRunner {
             gpu,
             host: host::Host {
@@ -138,13 +146,47 @@ impl WgpuRunner {
 
     /// The element type each float value is stored in on the device (f16 in f16 mode), for the expected noise.
     pub fn rounding(&self, graph: &Graph) -> Result<crate::runner::reference::Rounding> {
-        let mut r = crate::analysis::isolate::rounding(graph, graph)?;
+        let mut r = crate::runner::isolate::rounding(graph, graph)?;
         if self.gpu.mode.is_f16() {
             for d in r.values_mut() {
                 *d = crate::tensor::DType::F16;
             }
         }
         Ok(r)
+    }
+}
+
+impl WgpuRunner {
+    /// What this runner would run on, before any run.
+    pub fn idle_facts(&self) -> TargetFacts {
+        self.facts(&exec::Placement::default())
+    }
+
+    /// What ran: adapter, driver, compute mode, placement and time split.
+    fn facts(&self, placed: &exec::Placement) -> TargetFacts {
+        let a = &self.gpu.adapter;
+        TargetFacts::Wgpu(WgpuFacts {
+            adapter: a.name.clone(),
+            backend: a.backend.clone(),
+            device_type: a.device_type.clone(),
+            driver: format!("{} {}", a.driver, a.driver_info).trim().into(),
+            compute: self.gpu.mode.describe().into(),
+            accumulate: match (self.gpu.acc, self.gpu.mode) {
+                (Accum::Storage, Mode::F16Native | Mode::F16Emulated) => "f16",
+                _ => "f32",
+            }
+            .into(),
+            shader_f16: a.shader_f16,
+            nodes_on_device: placed.device_nodes,
+            nodes_on_host: placed.host.len(),
+            dispatches: *self.gpu.dispatches.borrow(),
+            nodes_cut_into_slabs: *self.gpu.cut_nodes.borrow(),
+            max_binding_bytes: self.gpu.max_binding(),
+            time_ms: format!(
+                "dispatch {:.0}, wait and read back {:.0}, host nodes {:.0}",
+                placed.dispatch_ms, placed.wait_read_ms, placed.host_ms
+            ),
+        })
     }
 }
 
@@ -162,48 +204,7 @@ impl Runner for WgpuRunner {
         let mut out = RunOutput::default();
         *self.gpu.cut_nodes.borrow_mut() = 0;
         let placed = exec::execute(&self.gpu, &self.host, graph, &proto, inputs, &mut out, None)?;
-        let a = &self.gpu.adapter;
-        let d = &mut out.details;
-        d.insert("adapter".into(), a.name.clone());
-        d.insert("backend".into(), a.backend.clone());
-        d.insert("device_type".into(), a.device_type.clone());
-        d.insert(
-            "driver".into(),
-            format!("{} {}", a.driver, a.driver_info).trim().into(),
-        );
-        d.insert("compute".into(), self.gpu.mode.describe().into());
-        d.insert(
-            "accumulate".into(),
-            match (self.gpu.acc, self.gpu.mode) {
-                (Accum::Storage, Mode::F16Native | Mode::F16Emulated) => "f16",
-                _ => "f32",
-            }
-            .into(),
-        );
-        d.insert("shader_f16".into(), a.shader_f16.to_string());
-        d.insert("nodes_on_device".into(), placed.device_nodes.to_string());
-        d.insert("nodes_on_host".into(), placed.host.len().to_string());
-        d.insert(
-            "dispatches".into(),
-            self.gpu.dispatches.borrow().to_string(),
-        );
-        let cut = *self.gpu.cut_nodes.borrow();
-        if cut > 0 {
-            d.insert(
-                "nodes_cut_into_slabs".into(),
-                format!(
-                    "{cut} (values beyond the {} storage-binding limit; values identical to an unsplit run)",
-                    crate::bounded::fmt_size(self.gpu.max_binding() as usize)
-                ),
-            );
-        }
-        d.insert(
-            "time_ms".into(),
-            format!(
-                "dispatch {:.0}, wait and read back {:.0}, host nodes {:.0}",
-                placed.dispatch_ms, placed.wait_read_ms, placed.host_ms
-            ),
-        );
+        out.facts = Some(self.facts(&placed));
         let mut unchecked: HashMap<&str, usize> = HashMap::new();
         for (node, why) in &placed.host {
             if exec::not_checked(why) {

@@ -1,14 +1,16 @@
 //! ONNX Runtime target through `ort` (load-dynamic). Every intermediate is exposed losslessly by appending an
 //! encoded `ModelProto { graph { output: [...] } }` to the original bytes (protobuf merges concatenated
 //! messages); the unmodified model runs too, so the report can say whether exposing values moved the outputs.
+//! [`run`] holds the runs (plain, every value, chosen values) and the session cache.
 
-use std::collections::BTreeMap;
+mod run;
+
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use half::{bf16, f16};
 use ort::environment::Environment;
-use ort::ep::{self, ExecutionProvider as _};
 use ort::logging::LogLevel;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session, SessionInputValue};
@@ -16,14 +18,45 @@ use ort::value::{DynValue, TensorElementType, TensorRef};
 use prost::Message;
 use tract_onnx::pb;
 
+use super::facts::{Instrumentation, OrtFacts, TargetFacts};
 use super::ort_lib::Located;
-use super::{RunOutput, Runner};
-use crate::cli::args::{Ep, OptLevel};
+use super::providers::Provider;
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
-use crate::report::model::Instrumentation;
 use crate::tensor::Tensor;
+
+/// ONNX Runtime's graph optimization level.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OptLevel {
+    Disable,
+    Basic,
+    Extended,
+    All,
+}
+
+impl OptLevel {
+    /// The name `--ort-opt-level` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptLevel::Disable => "disable",
+            OptLevel::Basic => "basic",
+            OptLevel::Extended => "extended",
+            OptLevel::All => "all",
+        }
+    }
+}
 
 static ENV: OnceLock<(Environment, Located, String)> = OnceLock::new();
 
@@ -87,7 +120,9 @@ pub fn available_providers() -> Vec<String> {
 
 /// ONNX Runtime as a target.
 pub struct OrtRunner {
-    pub ep: Ep,
+    /// The execution provider and its `--ep-option` settings.
+    pub provider: &'static Provider,
+    pub options: Vec<(String, String)>,
     pub opt_level: OptLevel,
     /// The model the target runs when it is not the reference's (`--target-model`).
     pub target_model: Option<Graph>,
@@ -96,32 +131,48 @@ pub struct OrtRunner {
     pub instrumentation: Option<Instrumentation>,
     /// Ask ORT for deterministic compute (`SetDeterministicCompute`).
     pub deterministic: bool,
+    /// Keep sessions between runs (repeated runs in one session, `phantom determinism`).
+    pub reuse: bool,
+    cache: HashMap<String, Session>,
+    /// Where ORT placed the nodes, from the last session built with the placement log.
+    placed: String,
 }
 
 impl OrtRunner {
     pub fn new(
         lib: &Located,
-        ep: Ep,
+        provider: &'static Provider,
+        options: Vec<(String, String)>,
         opt_level: OptLevel,
         target_model: Option<Graph>,
     ) -> Result<OrtRunner> {
         Ok(OrtRunner {
-            ep,
+            provider,
+            options,
             opt_level,
             target_model,
             env: init(lib)?,
             instrumentation: None,
             deterministic: false,
+            reuse: false,
+            cache: HashMap::new(),
+            placed: String::new(),
         })
     }
 
+    /// ONNX Runtime's CPU provider with default options (the wgpu target's host nodes).
+    pub fn cpu(lib: &Located) -> Result<OrtRunner> {
+        let cpu = Provider::find("cpu").expect("the CPU provider is in the table");
+        OrtRunner::new(lib, cpu, vec![], OptLevel::All, None)
+    }
+
+    /// Where ONNX Runtime placed the nodes in the last session it logged that for (empty before any run).
+    pub fn placed(&self) -> &str {
+        &self.placed
+    }
+
     fn ep_name(&self) -> &'static str {
-        match self.ep {
-            Ep::Cpu | Ep::Wgpu => ep::CPU::NAME,
-            Ep::Cuda => ep::CUDA::NAME,
-            Ep::Rocm => ep::ROCm::NAME,
-            Ep::Migraphx => ep::MIGraphX::NAME,
-        }
+        self.provider.ort_name
     }
 
     fn session(
@@ -133,12 +184,13 @@ impl OrtRunner {
         let fail = |e: ort::Error| Error::Target {
             reason: format!("{}: {e}", graph.path.display()),
         };
-        let ep_fail = |e: ort::Error| {
+        let ep_fail = |e: String| {
             Error::Target {
             reason: format!(
-                "the {} execution provider could not be registered: {e}\n  hint: run `phantom runtimes` to see the \
-                 providers this ONNX Runtime offers; the CUDA provider needs `pip install onnxruntime-gpu` and its CUDA libraries",
-                self.ep_name()
+                "the {} execution provider could not be registered: {e}\n  hint: install {}; `phantom runtimes` \
+                 lists the providers the ONNX Runtime phantom found offers",
+                self.ep_name(),
+                self.provider.install
             ),
         }
         };
@@ -181,18 +233,11 @@ impl OrtRunner {
                     .map_err(|e| fail(e.into()))?,
                 None => b,
             };
-            b = match self.ep {
-                Ep::Cpu | Ep::Wgpu => b,
-                Ep::Cuda => b
-                    .with_execution_providers([ep::CUDA::default().build().error_on_failure()])
-                    .map_err(|e| ep_fail(e.into()))?,
-                Ep::Rocm => b
-                    .with_execution_providers([ep::ROCm::default().build().error_on_failure()])
-                    .map_err(|e| ep_fail(e.into()))?,
-                Ep::Migraphx => b
-                    .with_execution_providers([ep::MIGraphX::default().build().error_on_failure()])
-                    .map_err(|e| ep_fail(e.into()))?,
-            };
+            if let Some(d) = self.provider.dispatch(&self.options).map_err(ep_fail)? {
+                b = b
+                    .with_execution_providers([d])
+                    .map_err(|e| ep_fail(e.to_string()))?;
+            }
             b.commit_from_memory(bytes).map_err(fail)
         };
         build()
@@ -357,116 +402,26 @@ impl OrtRunner {
         self.session(graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))
             .map(drop)
     }
-
-    /// Runs the unmodified model once and returns its declared outputs only.
-    pub fn run_plain(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
-        let graph = self.target_model.clone().unwrap_or_else(|| graph.clone());
-        let mut session = self.session(&graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))?;
-        let mut out = RunOutput::default();
-        for (name, v) in run_session(&mut session, inputs, &graph)? {
-            match v {
-                Ok(t) => {
-                    out.values.insert(name, t);
-                }
-                Err(why) => {
-                    out.missing.insert(name, why);
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl Runner for OrtRunner {
-    fn name(&self) -> String {
-        "onnxruntime".into()
-    }
-
-    fn version(&self) -> String {
-        self.env.2.clone()
-    }
-
-    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
-        let graph = self.target_model.clone().unwrap_or_else(|| graph.clone());
-        let placements = Arc::new(Mutex::new(Vec::new()));
-        let mut plain = self.session(&graph, &graph.bytes, placements.clone())?;
-        let plain_out = run_session(&mut plain, inputs, &graph)?;
-        drop(plain);
-        let mut inst = self.session(
-            &graph,
-            &instrumented_bytes(&graph),
-            Arc::new(Mutex::new(Vec::new())),
-        )?;
-        let inst_out = run_session(&mut inst, inputs, &graph)?;
-        drop(inst);
-
-        let mut out = RunOutput::default();
-        let mut moved = false;
-        let mut max_change = 0.0f64;
-        for (name, v) in inst_out {
-            match v {
-                Ok(t) => {
-                    out.values.insert(name, t);
-                }
-                Err(why) => {
-                    out.missing.insert(name, why);
-                }
-            }
-        }
-        for (name, v) in plain_out {
-            if let Ok(t) = v {
-                if let Some(i) = out.values.get(&name) {
-                    if i != &t {
-                        moved = true;
-                        if i.shape() == t.shape() {
-                            let (a, b) = (i.to_f64_array(), t.to_f64_array());
-                            max_change = a
-                                .iter()
-                                .zip(b.iter())
-                                .map(|(x, y)| (x - y).abs())
-                                .fold(max_change, f64::max);
-                        } else {
-                            max_change = f64::INFINITY;
-                        }
-                    }
-                }
-                out.values.insert(name, t);
-            }
-        }
-        self.instrumentation = Some(Instrumentation {
-            outputs_moved: moved,
-            max_abs_change: max_change,
-            outputs_from_plain_run: true,
-        });
-        let placed = placements.lock().expect("placement log").join("; ");
-        out.details = self.details(&graph, &placed);
-        Ok(out)
-    }
 }
 
 impl OrtRunner {
-    /// Facts for the report: versions, library, EP requested and used, opt level, model.
-    pub fn details(&self, graph: &Graph, placed: &str) -> BTreeMap<String, String> {
-        let placed = placed.to_string();
-        let mut d = BTreeMap::new();
-        d.insert("version".into(), self.env.2.clone());
-        d.insert("library".into(), self.env.1.path.display().to_string());
-        d.insert("library_source".into(), self.env.1.source.clone());
-        d.insert("build_info".into(), ort::info().to_string());
-        d.insert("ep_requested".into(), self.ep_name().into());
-        d.insert(
-            "ep_used".into(),
-            if placed.is_empty() {
+    /// What ran: versions, library, provider requested and placement, opt level, model.
+    pub fn facts(&self, graph: &Graph, placed: &str) -> TargetFacts {
+        TargetFacts::Ort(OrtFacts {
+            version: self.env.2.clone(),
+            library: self.env.1.path.display().to_string(),
+            library_source: self.env.1.source.clone(),
+            build_info: ort::info().to_string(),
+            ep_requested: self.ep_name().into(),
+            ep_options: self.options.iter().cloned().collect(),
+            ep_used: if placed.is_empty() {
                 format!("{} (registered with error_on_failure)", self.ep_name())
             } else {
-                placed
+                placed.to_string()
             },
-        );
-        d.insert(
-            "opt_level".into(),
-            format!("{:?}", self.opt_level).to_lowercase(),
-        );
-        d.insert("model".into(), graph.path.display().to_string());
-        d
+            opt_level: self.opt_level,
+            deterministic: self.deterministic,
+            model: graph.path.display().to_string(),
+        })
     }
 }

@@ -1,0 +1,90 @@
+//! Everything a comparison needs, resolved from the command line before any model is touched. A serde type:
+//! `--save-run` stores it whole, so `phantom replay` reruns every option.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::slice::SliceSpec;
+use crate::compare::ToleranceSpec;
+use crate::model::inputs::InputSpec;
+use crate::target::TargetSpec;
+
+/// Where ONNX Runtime comes from (every target needs it: the wgpu target runs nodes without a shader on it).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RuntimeSpec {
+    /// `--ort-lib`.
+    pub ort_lib: Option<PathBuf>,
+    /// `--no-install`.
+    pub no_install: bool,
+}
+
+/// How the target's values are captured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Strategy {
+    /// Every value in one run.
+    #[default]
+    Whole,
+    /// `--max-memory`: values exposed chunk by chunk as the reference streams, peak near `budget` bytes.
+    Bounded { budget: usize },
+}
+
+/// The settings of `phantom onnx` (and of the commands built on it: `precision`, `replay`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompareSettings {
+    pub model: PathBuf,
+    /// What the reference is compared with.
+    pub target: TargetSpec,
+    pub tolerance: ToleranceSpec,
+    pub inputs: InputSpec,
+    #[serde(skip)]
+    pub runtime: RuntimeSpec,
+    pub strategy: Strategy,
+    /// Introduced-vs-inherited error and expected noise.
+    pub attribution: bool,
+    /// Compare only this slice of each tensor (`--slice`).
+    pub slice: Option<SliceSpec>,
+    /// Draw |t − r| heatmaps (for the HTML report).
+    pub heatmaps: bool,
+    /// Where to write the model the target runs (`--save-target-model`).
+    #[serde(skip)]
+    pub save_target_model: Option<PathBuf>,
+    /// The command line, recorded in the report.
+    #[serde(skip)]
+    pub command: Vec<String>,
+    /// Show spinners on stderr.
+    #[serde(skip)]
+    pub progress: bool,
+}
+
+impl CompareSettings {
+    /// Settings with defaults for everything but the model and the target.
+    pub fn new(model: PathBuf, target: TargetSpec) -> CompareSettings {
+        CompareSettings {
+            model,
+            tolerance: ToleranceSpec {
+                computed_in: target.precision.map(|p| p.dtype()),
+                ..Default::default()
+            },
+            target,
+            inputs: InputSpec::default(),
+            runtime: RuntimeSpec::default(),
+            strategy: Strategy::Whole,
+            attribution: false,
+            slice: None,
+            heatmaps: false,
+            save_target_model: None,
+            command: std::env::args().collect(),
+            progress: false,
+        }
+    }
+
+    /// The memory budget of `--max-memory`, when bounded.
+    pub fn budget(&self) -> Option<usize> {
+        match self.strategy {
+            Strategy::Bounded { budget } => Some(budget),
+            Strategy::Whole => None,
+        }
+    }
+}

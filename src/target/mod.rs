@@ -1,0 +1,98 @@
+//! Targets: what phantom compares with the f64 reference. A [`TargetSpec`] is resolved once from the command
+//! line; [`open`] turns it into a [`Target`], the one interface every command uses, so no command can run a target
+//! other than the one asked for.
+//!
+//! - [`spec`]: the serde settings of a target and the combinations refused;
+//! - [`ort`]: ONNX Runtime on an execution provider (with phantom's fp16/bf16 conversion, `--target-model`);
+//! - [`wgpu`]: phantom's WGSL shaders.
+
+pub mod ort;
+pub mod spec;
+pub mod wgpu;
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::model::inputs::Inputs;
+use crate::model::Graph;
+use crate::precision::convert::RangeIssue;
+use crate::precision::target::ConversionReport;
+use crate::runner::facts::{Instrumentation, TargetFacts};
+use crate::runner::ort_lib::Located;
+use crate::runner::reference::Rounding;
+use crate::runner::RunOutput;
+use crate::tensor::Tensor;
+pub use spec::{Engine, OrtSpec, TargetSpec, WgpuSpec};
+
+/// Which values a run hands back.
+#[derive(Clone, Copy, Debug)]
+pub enum Capture<'a> {
+    /// The model as it is: its declared outputs only.
+    Outputs,
+    /// Every value (ONNX Runtime also runs the unmodified model, so the outputs are the uninstrumented ones).
+    All,
+    /// Only these values (bounded memory, bisection).
+    Names(&'a [&'a str]),
+}
+
+/// The outputs of every node run alone on the reference's values (introduced error).
+#[derive(Debug, Default)]
+pub struct Isolated {
+    pub values: HashMap<String, Tensor>,
+    /// What could not be measured, for the report.
+    pub notes: Vec<String>,
+}
+
+/// One target: an engine that computes the model's values in its own precision.
+pub trait Target {
+    /// What was asked for.
+    fn spec(&self) -> &TargetSpec;
+    /// `onnxruntime` or `wgpu`.
+    fn name(&self) -> String;
+    /// The engine's version (`1.31.1`; `wgpu 30.0.1 on llvmpipe`).
+    fn version(&self) -> String;
+    /// The model the target runs when it is not the reference's (`--target-model`, the fp16/bf16 conversion).
+    fn own_model(&self) -> Option<&Graph>;
+    /// Runs the model on `inputs`, handing back what `capture` asks for, and what ran.
+    fn run(&mut self, graph: &Graph, inputs: &Inputs, capture: Capture) -> Result<RunOutput>;
+    /// Every node once on its own, fed with `reference` values stored as the target stores them.
+    fn run_isolated(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+        reference: &HashMap<String, Tensor>,
+        rounding: &Rounding,
+    ) -> Result<Isolated>;
+    /// The element type the target stores each float value in (the expected-noise run rounds to it).
+    fn rounding(&self, graph: &Graph) -> Result<Rounding>;
+    /// What ran, for runs that did not go through [`Target::run`] with [`Capture::All`].
+    fn facts(&self, graph: &Graph) -> TargetFacts;
+    /// phantom's fp16/bf16 conversion, when the target runs one.
+    fn conversion(&self) -> Option<&ConversionReport> {
+        None
+    }
+    /// Values the target's precision cannot hold (initializers stored as ±inf or 0).
+    fn range_issues(&self) -> &[RangeIssue] {
+        &[]
+    }
+    /// Whether exposing every value moved the outputs (ONNX Runtime), after a [`Capture::All`] run.
+    fn instrumentation(&self) -> Option<Instrumentation> {
+        None
+    }
+    /// Keep sessions between runs (repeated runs in one session); by default each run builds its own.
+    fn reuse_sessions(&mut self) {}
+    /// Notes the report should carry about how this target computes.
+    fn notes(&self) -> Vec<String> {
+        vec![]
+    }
+}
+
+/// Opens the target `spec` describes for `graph` (the reference's model): loads `--target-model`, converts to
+/// fp16/bf16 where asked, opens the adapter. Fails, naming what to install or change, when it cannot be honoured.
+pub fn open(spec: &TargetSpec, graph: &Graph, lib: &Located) -> Result<Box<dyn Target>> {
+    spec.check()?;
+    Ok(match &spec.engine {
+        Engine::Ort(_) => Box::new(ort::OrtTarget::open(spec, graph, lib)?),
+        Engine::Wgpu(_) => Box::new(wgpu::WgpuTarget::open(spec, lib)?),
+    })
+}

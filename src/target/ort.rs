@@ -1,0 +1,160 @@
+//! ONNX Runtime as a [`Target`]: the provider and options of the spec, `--target-model` or phantom's fp16/bf16
+//! conversion of the model, introduced error from one session of disconnected nodes.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{Capture, Engine, Isolated, Target, TargetSpec};
+use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
+use crate::model::{self, Graph};
+use crate::precision::convert::{ConvertOptions, RangeIssue};
+use crate::precision::target::ConversionReport;
+use crate::precision::LowPrecision;
+use crate::runner::facts::{Instrumentation, TargetFacts};
+use crate::runner::ort::OrtRunner;
+use crate::runner::ort_lib::Located;
+use crate::runner::reference::Rounding;
+use crate::runner::{isolate, RunOutput, Runner};
+use crate::tensor::Tensor;
+
+/// ONNX Runtime on one execution provider.
+pub struct OrtTarget {
+    spec: TargetSpec,
+    runner: OrtRunner,
+    conversion: Option<ConversionReport>,
+}
+
+impl OrtTarget {
+    /// Opens ONNX Runtime as `spec` says; converts `graph` to fp16/bf16 when it asks.
+    pub fn open(spec: &TargetSpec, graph: &Graph, lib: &Located) -> Result<OrtTarget> {
+        let Engine::Ort(o) = &spec.engine else {
+            return Err(Error::Usage("not an ONNX Runtime target".into()));
+        };
+        let own = spec.model.as_deref().map(model::load).transpose()?;
+        let options = o.options.clone().into_iter().collect();
+        let mut runner = OrtRunner::new(lib, o.provider()?, options, o.opt_level, own)?;
+        runner.deterministic = o.deterministic;
+        let mut t = OrtTarget {
+            spec: spec.clone(),
+            runner,
+            conversion: None,
+        };
+        if let Some(to) = spec.precision {
+            t.convert(graph, to, &o.keep_fp32)?;
+        }
+        Ok(t)
+    }
+
+    /// Runs phantom's conversion of `graph` and makes it the model this target runs.
+    fn convert(&mut self, graph: &Graph, to: LowPrecision, keep: &[String]) -> Result<()> {
+        if let Some(k) = keep
+            .iter()
+            .find(|k| !graph.nodes.iter().any(|n| &n.name == *k))
+        {
+            return Err(Error::Input {
+                name: format!("--keep-fp32 {k}"),
+                reason: format!(
+                    "{} has no node of that name (see `phantom info`)",
+                    graph.path.display()
+                ),
+            });
+        }
+        let opts = ConvertOptions {
+            to,
+            keep_nodes: keep.iter().cloned().collect(),
+            keep_ops: Default::default(),
+        };
+        let low = crate::precision::target::build(graph, opts, &self.runner)?;
+        self.conversion = Some(ConversionReport::of(&low));
+        self.runner.target_model = Some(low.graph);
+        Ok(())
+    }
+}
+
+impl Target for OrtTarget {
+    fn spec(&self) -> &TargetSpec {
+        &self.spec
+    }
+
+    fn name(&self) -> String {
+        self.runner.name()
+    }
+
+    fn version(&self) -> String {
+        self.runner.version()
+    }
+
+    fn own_model(&self) -> Option<&Graph> {
+        self.runner.target_model.as_ref()
+    }
+
+    fn run(&mut self, graph: &Graph, inputs: &Inputs, capture: Capture) -> Result<RunOutput> {
+        match capture {
+            Capture::Outputs => self.runner.run_plain(graph, inputs),
+            Capture::All => self.runner.run(graph, inputs),
+            Capture::Names(n) => self.runner.run_names(graph, inputs, n),
+        }
+    }
+
+    fn run_isolated(
+        &mut self,
+        graph: &Graph,
+        _inputs: &Inputs,
+        reference: &HashMap<String, Tensor>,
+        rounding: &Rounding,
+    ) -> Result<Isolated> {
+        let target = self.runner.target_model.as_ref().unwrap_or(graph);
+        let available: HashSet<String> = reference.keys().cloned().collect();
+        let iso = isolate::build(graph, target, &available)?;
+        let mut notes = vec![];
+        if !iso.excluded.is_empty() {
+            notes.push(format!(
+                "introduced error not measured for {} node(s) (control-flow bodies, or inputs the reference lacks)",
+                iso.excluded.len()
+            ));
+        }
+        let values = isolate::run(&iso, &self.runner, reference, rounding)?;
+        Ok(Isolated { values, notes })
+    }
+
+    fn rounding(&self, graph: &Graph) -> Result<Rounding> {
+        isolate::rounding(graph, self.runner.target_model.as_ref().unwrap_or(graph))
+    }
+
+    fn facts(&self, graph: &Graph) -> TargetFacts {
+        let g = self.runner.target_model.as_ref().unwrap_or(graph);
+        self.runner.facts(g, self.runner.placed())
+    }
+
+    fn conversion(&self) -> Option<&ConversionReport> {
+        self.conversion.as_ref()
+    }
+
+    fn range_issues(&self) -> &[RangeIssue] {
+        self.conversion
+            .as_ref()
+            .map(|c| c.range_issues.as_slice())
+            .unwrap_or(&[])
+    }
+
+    fn instrumentation(&self) -> Option<Instrumentation> {
+        self.runner.instrumentation.clone()
+    }
+
+    fn reuse_sessions(&mut self) {
+        self.runner.reuse = true;
+    }
+
+    fn notes(&self) -> Vec<String> {
+        if self.spec.precision.is_none() || self.runner.provider.cli != "cpu" {
+            return vec![];
+        }
+        vec![
+            "ONNX Runtime's CPU EP runs most fp16/bf16 nodes in fp32 behind casts it inserts (and drops \
+             fp32→fp16→fp32 cast pairs), so the graph run keeps fp32 precision between many nodes; a GPU computing \
+             in fp16 drifts more. Per-node (introduced) errors and the ideal run store every value in the low \
+             precision, as such a device would."
+                .into(),
+        ]
+    }
+}

@@ -1,0 +1,105 @@
+//! phantom's wgpu shaders as a [`Target`]: the adapter, precision, accumulation and f16 mode of the spec. The
+//! executor computes every value on the device; a capture of chosen values keeps only those on the host.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{Capture, Engine, Isolated, Target, TargetSpec};
+use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
+use crate::model::Graph;
+use crate::precision::convert::RangeIssue;
+use crate::precision::LowPrecision;
+use crate::runner::facts::TargetFacts;
+use crate::runner::ort_lib::Located;
+use crate::runner::reference::Rounding;
+use crate::runner::wgpu::{WgpuOptions, WgpuRunner};
+use crate::runner::{RunOutput, Runner};
+use crate::tensor::Tensor;
+
+/// phantom's shaders on one adapter.
+pub struct WgpuTarget {
+    spec: TargetSpec,
+    runner: WgpuRunner,
+    /// Facts of the last run.
+    last: Option<TargetFacts>,
+}
+
+impl WgpuTarget {
+    /// Opens the adapter `spec` names (or the best there is) in the mode it asks for.
+    pub fn open(spec: &TargetSpec, lib: &Located) -> Result<WgpuTarget> {
+        let Engine::Wgpu(w) = &spec.engine else {
+            return Err(Error::Usage("not a wgpu target".into()));
+        };
+        let opts = WgpuOptions {
+            adapter: w.adapter.clone(),
+            f16: spec.precision == Some(LowPrecision::F16),
+            accumulate_f16: w.accumulate == super::spec::Accumulate::F16,
+            f16_mode: w.f16_mode,
+        };
+        Ok(WgpuTarget {
+            spec: spec.clone(),
+            runner: WgpuRunner::new(&opts, lib)?,
+            last: None,
+        })
+    }
+}
+
+impl Target for WgpuTarget {
+    fn spec(&self) -> &TargetSpec {
+        &self.spec
+    }
+
+    fn name(&self) -> String {
+        self.runner.name()
+    }
+
+    fn version(&self) -> String {
+        self.runner.version()
+    }
+
+    fn own_model(&self) -> Option<&Graph> {
+        None
+    }
+
+    fn run(&mut self, graph: &Graph, inputs: &Inputs, capture: Capture) -> Result<RunOutput> {
+        let mut out = self.runner.run(graph, inputs)?;
+        self.last = out.facts.clone();
+        let keep: Option<HashSet<&str>> = match capture {
+            Capture::All => None,
+            Capture::Outputs => Some(graph.outputs.iter().map(|o| o.name.as_str()).collect()),
+            Capture::Names(n) => Some(n.iter().copied().collect()),
+        };
+        if let Some(keep) = keep {
+            out.values.retain(|k, _| keep.contains(&k.as_str()));
+            out.missing.retain(|k, _| keep.contains(&k.as_str()));
+        }
+        Ok(out)
+    }
+
+    fn run_isolated(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+        reference: &HashMap<String, Tensor>,
+        _rounding: &Rounding,
+    ) -> Result<Isolated> {
+        Ok(Isolated {
+            values: self.runner.run_isolated(graph, inputs, reference)?,
+            notes: vec![],
+        })
+    }
+
+    fn rounding(&self, graph: &Graph) -> Result<Rounding> {
+        self.runner.rounding(graph)
+    }
+
+    fn facts(&self, _graph: &Graph) -> TargetFacts {
+        self.last
+            .clone()
+            .unwrap_or_else(|| self.runner.idle_facts())
+    }
+
+    fn range_issues(&self) -> &[RangeIssue] {
+        &self.runner.range_issues
+    }
+}
