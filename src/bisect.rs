@@ -35,6 +35,10 @@ pub struct Probe {
 #[derive(Clone, Debug, Serialize)]
 pub struct BisectReport {
     pub model: String,
+    /// The target probed (`ort-cpu`, `wgpu`).
+    pub target: String,
+    /// What ran: the provider placement or the adapter.
+    pub ran: String,
     /// Values on the path searched (ancestors of the first failing output).
     pub candidates: usize,
     /// Target runs made (one for the outputs, then one per probe).
@@ -202,6 +206,8 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
     let Some(out) = failing_output else {
         return Ok(BisectReport {
             model: graph.path.display().to_string(),
+            target: s.target.label(),
+            ran: target.facts(&graph).used(),
             candidates: 0,
             target_runs: runs,
             first_divergence: None,
@@ -243,6 +249,8 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
     }
     Ok(BisectReport {
         model: graph.path.display().to_string(),
+        target: s.target.label(),
+        ran: target.facts(&graph).used(),
         candidates: candidates.len(),
         target_runs: runs,
         first_divergence: first,

@@ -91,8 +91,8 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
 fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow::Result<Outcome> {
     let r = crate::bisect::bisect(settings)?;
     println!(
-        "phantom --bisect {}: {} target run(s) over {} value(s) on the path to the first failing output",
-        r.model, r.target_runs, r.candidates
+        "phantom --bisect {} on {} ({}): {} target run(s) over {} value(s) on the path to the first failing output",
+        r.model, r.target, r.ran, r.target_runs, r.candidates
     );
     for p in &r.probes {
         println!(

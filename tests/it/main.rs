@@ -12,5 +12,6 @@ mod precision;
 mod replay;
 mod schema;
 mod snapshots;
+mod targets;
 mod wgpu;
 mod wgpu_limits;
