@@ -134,6 +134,27 @@ fn ancestors(graph: &Graph, of: &str) -> HashSet<usize> {
     seen
 }
 
+/// Streams the reference once and parks every value (the slice of it, with --slice) on disk.
+fn park(s: &CompareSettings, graph: &Graph, inputs: &model::inputs::Inputs) -> Result<Parked> {
+    let mut parked = Parked::new()?;
+    let mut failed: Option<Error> = None;
+    ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| {
+        if let (Ok(t), None) = (v, &failed) {
+            let t = match &s.slice {
+                Some(sp) => sp.apply(&t),
+                None => t,
+            };
+            if let Err(e) = parked.put(name, &t) {
+                failed = Some(e);
+            }
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(parked),
+    }
+}
+
 /// Finds the first divergent value of `s.model` on the target with O(log N) runs.
 pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
     let Prepared {
@@ -144,23 +165,7 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
     } = prepare(s)?;
     let target = target.as_mut();
 
-    let mut parked = Parked::new()?;
-    let mut failed: Option<Error> = None;
-    ReferenceRunner::default().run_streaming(&graph, &inputs, &mut |name, v| {
-        if let (Ok(t), None) = (v, &failed) {
-            // With --slice only the slice is parked and compared.
-            let t = match &s.slice {
-                Some(sp) => sp.apply(&t),
-                None => t,
-            };
-            if let Err(e) = parked.put(name, &t) {
-                failed = Some(e);
-            }
-        }
-    })?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    let parked = park(s, &graph, &inputs)?;
 
     let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let node_of = graph.producers();

@@ -19,33 +19,7 @@ use crate::tensor::Tensor;
 /// tensors take the rest).
 pub const CHUNK_SHARE: usize = 4;
 
-/// Parses `2GiB`, `512MiB`, `1.5G`, `800M`, `4096` (bytes).
-pub fn parse_size(s: &str) -> Option<usize> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.trim().parse().ok()?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    (n > 0.0).then_some((n * mult) as usize)
-}
-
-/// `2.0 GiB`, `512 MiB`, `64 KiB`.
-pub fn fmt_size(b: usize) -> String {
-    let b = b as f64;
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.1} GiB", b / (1u64 << 30) as f64)
-    } else if b >= (1 << 20) as f64 {
-        format!("{:.0} MiB", b / (1 << 20) as f64)
-    } else {
-        format!("{:.0} KiB", b / 1024.0)
-    }
-}
+pub use crate::fsutil::{fmt_size, parse_size};
 
 /// Collects reference values and compares them chunk by chunk against target runs that expose only that chunk.
 pub struct Chunker<'a> {

@@ -1,15 +1,22 @@
 //! phantom tells where and why an ONNX model's numbers diverge between runtimes.
 //!
 //! ```text
-//! model::load ──► Graph (nodes in topological order, values by ONNX name)
-//!     │            model::inputs::prepare ──► Inputs (seeded, or .npy/.npz/test_data_set)
-//!     ├──► runner::reference (tract, typed, f32→f64, own f64 kernels) ──► RunOutput
-//!     ├──► runner::ort (ONNX Runtime, every value exposed, plain run too) ──► RunOutput
-//!     ▼
-//! analysis::compare_runs (compare::metrics per value) ──► NodeReport[] ──► verdict, coverage
-//!     ▼
-//! report::Report ──► terminal / JSON
+//! cli ──► settings (CompareSettings, TargetSpec: serde, checked before any work)
+//!  │
+//!  ▼
+//! pipeline: prepare ─► capture ─► expected noise ─► stream-compare ─► attribute ─► explain ─► assemble
+//!  │          │          │                             │                 │            │          │
+//!  │          │          └── target::Target ◄──────────┼─────────────────┘            │          ▼
+//!  │          │              (ort: providers table,    │ (bounded: chunks)            │       report::Report
+//!  │          │               wgpu: shaders)           │                              │       ─► terminal, JSON,
+//!  │          ▼                                        ▼                              ▼          HTML, JUnit, MD, DOT
+//!  │        model::load, inputs               runner::reference (tract f64)   analysis (culprits, causes)
+//!  │                                           compare (metrics, tolerance)
+//!  └─► bisect, golden (record/check), replay, determinism: the same targets
 //! ```
+//!
+//! Dependencies point down: `cli` → `pipeline` → `target` / `analysis` / `compare` → `runner` → `model`,
+//! `precision`, `tensor`. Runners never import `cli` or `report`; `report` re-exports the runner facts it shows.
 
 pub mod analysis;
 pub mod bisect;

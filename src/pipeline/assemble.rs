@@ -27,14 +27,7 @@ pub fn report(
 ) -> Report {
     let t = Instant::now();
     let coverage = analysis::coverage(&p.graph, &found.nodes);
-    let mut notes = p.inputs.notes.clone();
-    notes.extend(p.target.notes());
-    notes.extend(cmp.reference.notes.iter().cloned());
-    notes.extend(captured.out.notes.iter().cloned());
-    notes.extend(cmp.notes.iter().cloned());
-    if p.graph.was_unsorted {
-        notes.push("the model's node list is not topologically sorted; phantom sorted it".into());
-    }
+    let notes = notes(p, captured, &cmp);
     let details = captured
         .out
         .facts
@@ -80,6 +73,19 @@ pub fn report(
         },
         notes,
     }
+}
+
+/// What the user should know about the run, from every stage.
+fn notes(p: &Prepared, captured: &Captured, cmp: &Compared) -> Vec<String> {
+    let mut notes = p.inputs.notes.clone();
+    notes.extend(p.target.notes());
+    notes.extend(cmp.reference.notes.iter().cloned());
+    notes.extend(captured.out.notes.iter().cloned());
+    notes.extend(cmp.notes.iter().cloned());
+    if p.graph.was_unsorted {
+        notes.push("the model's node list is not topologically sorted; phantom sorted it".into());
+    }
+    notes
 }
 
 fn summary(graph: &Graph) -> ModelSummary {

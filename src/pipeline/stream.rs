@@ -88,18 +88,10 @@ pub fn compare(
         })?;
     pb.finish_and_clear();
     let mut notes = vec![];
-    if let Some(mut ch) = chunker {
-        ch.flush();
-        if let Some(e) = ch.error.take() {
-            return Err(e);
-        }
-        notes.push(format!(
-            "bounded memory ({}): the target ran {} time(s), each exposing one chunk of values; introduced error \
-             and expected noise are not measured in this mode",
-            fmt_size(s.budget().unwrap_or(0)),
-            ch.runs
-        ));
-        reports = std::mem::take(&mut ch.reports);
+    if let Some(ch) = chunker {
+        let (r, note) = finish_chunks(ch, s.budget().unwrap_or(0))?;
+        reports = r;
+        notes.push(note);
     }
     Ok(Compared {
         reports,
@@ -109,6 +101,24 @@ pub fn compare(
         reference_ms: t.elapsed().as_secs_f64() * 1e3 - compare_time.as_secs_f64() * 1e3,
         notes,
     })
+}
+
+/// Compares the last chunk; the value reports and a note saying how many target runs it took.
+fn finish_chunks(
+    mut ch: Chunker<'_>,
+    budget: usize,
+) -> Result<(HashMap<String, ValueReport>, String)> {
+    ch.flush();
+    if let Some(e) = ch.error.take() {
+        return Err(e);
+    }
+    let note = format!(
+        "bounded memory ({}): the target ran {} time(s), each exposing one chunk of values; introduced error and \
+         expected noise are not measured in this mode",
+        fmt_size(budget),
+        ch.runs
+    );
+    Ok((std::mem::take(&mut ch.reports), note))
 }
 
 /// One value judged: the reference's against the target's (sliced when asked), with the expected noise.

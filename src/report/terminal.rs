@@ -180,7 +180,7 @@ pub fn render(r: &Report, top: usize) -> String {
                     "              nodes cut into slabs: {} (values beyond the {} storage-binding limit; values \
                      identical to an unsplit run)",
                     w.nodes_cut_into_slabs,
-                    crate::bounded::fmt_size(w.max_binding_bytes as usize)
+                    crate::fsutil::fmt_size(w.max_binding_bytes as usize)
                 );
             }
         }

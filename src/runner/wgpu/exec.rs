@@ -373,7 +373,7 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
             Err(why) => {
                 return Ok(Out::Host(format!(
                     "a value beyond the adapter's {} storage binding limit, and {why}",
-                    crate::bounded::fmt_size(gpu.max_binding() as usize),
+                    crate::fsutil::fmt_size(gpu.max_binding() as usize),
                 )))
             }
         };
