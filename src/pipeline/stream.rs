@@ -10,9 +10,11 @@ use super::{CompareSettings, Prepared};
 use crate::analysis::{self, attribution};
 use crate::bounded::{fmt_size, Chunker};
 use crate::error::Result;
+use crate::model::{inputs::Inputs, Graph};
 use crate::report::model::ValueReport;
 use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
+use crate::target::Target;
 use crate::tensor::Tensor;
 
 /// What the stage produced.
@@ -40,30 +42,18 @@ pub fn compare(
     keep: bool,
 ) -> Result<Compared> {
     let t = Instant::now();
-    let pb = stage(
-        s.progress,
-        &format!(
-            "reference: tract f64 on {} nodes, comparing as values arrive",
-            p.graph.nodes.len()
-        ),
+    let msg = format!(
+        "reference: tract f64 on {} nodes, comparing as values arrive",
+        p.graph.nodes.len()
     );
+    let pb = stage(s.progress, &msg);
     let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let mut reports = HashMap::new();
-    let mut held: HashMap<String, Tensor> = HashMap::new();
-    if keep {
-        held.extend(p.inputs.tensors.iter().cloned());
-    }
-    let mut chunker = s.budget().map(|b| {
-        Chunker::new(
-            p.target.as_mut(),
-            &p.graph,
-            &p.inputs,
-            &s.tolerance,
-            b,
-            s.heatmaps,
-        )
-        .with_slice(s.slice.clone())
-    });
+    let mut held: HashMap<String, Tensor> = match keep {
+        true => p.inputs.tensors.iter().cloned().collect(),
+        false => HashMap::new(),
+    };
+    let mut chunker = chunker(s, p.target.as_mut(), &p.graph, &p.inputs);
     let mut compare_time = Duration::ZERO;
     let reference =
         ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
@@ -71,14 +61,14 @@ pub fn compare(
             if let Some(ch) = chunker.as_mut() {
                 ch.push(name, value);
             } else {
-                let tgt = target.values.remove(name);
-                let why_not = target
-                    .missing
-                    .get(name)
-                    .map(String::as_str)
-                    .unwrap_or("not produced");
-                let e = emulated.remove(name);
-                let report = judge(s, name, &value, tgt, why_not, e, outputs.contains(name));
+                let report = judge(
+                    s,
+                    name,
+                    &value,
+                    target,
+                    &mut emulated,
+                    outputs.contains(name),
+                );
                 if let (true, Ok(r)) = (keep, value) {
                     held.insert(name.to_string(), r);
                 }
@@ -101,6 +91,18 @@ pub fn compare(
         reference_ms: t.elapsed().as_secs_f64() * 1e3 - compare_time.as_secs_f64() * 1e3,
         notes,
     })
+}
+
+/// Bounded memory: the chunker that exposes the target's values chunk by chunk.
+fn chunker<'a>(
+    s: &'a CompareSettings,
+    target: &'a mut dyn Target,
+    graph: &'a Graph,
+    inputs: &'a Inputs,
+) -> Option<Chunker<'a>> {
+    let budget = s.budget()?;
+    let c = Chunker::new(target, graph, inputs, &s.tolerance, budget, s.heatmaps);
+    Some(c.with_slice(s.slice.clone()))
 }
 
 /// Compares the last chunk; the value reports and a note saying how many target runs it took.
@@ -126,16 +128,20 @@ fn judge(
     s: &CompareSettings,
     name: &str,
     value: &std::result::Result<Tensor, String>,
-    target: Option<Tensor>,
-    why_not: &str,
-    emulated: Option<Tensor>,
+    target: &mut RunOutput,
+    emulated: &mut HashMap<String, Tensor>,
     is_output: bool,
 ) -> ValueReport {
     let cut = |t: Tensor| match &s.slice {
         Some(sp) => sp.apply(&t),
         None => t,
     };
-    let tgt = target.map(cut);
+    let why_not = target
+        .missing
+        .get(name)
+        .map(String::as_str)
+        .unwrap_or("not produced");
+    let tgt = target.values.remove(name).map(cut);
     let sliced = s
         .slice
         .as_ref()
@@ -151,7 +157,7 @@ fn judge(
     );
     if let (Ok(r), Some(e), Some(tol), Some(m)) = (
         r,
-        emulated.map(cut),
+        emulated.remove(name).map(cut),
         report.tolerance,
         report.metrics.as_ref(),
     ) {
