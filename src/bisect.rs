@@ -155,24 +155,31 @@ fn park(s: &CompareSettings, graph: &Graph, inputs: &model::inputs::Inputs) -> R
     }
 }
 
-/// Finds the first divergent value of `s.model` on the target with O(log N) runs.
-pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
-    let Prepared {
-        graph,
-        inputs,
-        mut target,
-        ..
-    } = prepare(s)?;
-    let target = target.as_mut();
+/// Compares probed values with the parked reference.
+struct Prober<'a> {
+    s: &'a CompareSettings,
+    graph: &'a Graph,
+    parked: &'a Parked,
+    outputs: HashSet<&'a str>,
+    node_of: HashMap<&'a str, usize>,
+}
 
-    let parked = park(s, &graph, &inputs)?;
+impl<'a> Prober<'a> {
+    fn new(s: &'a CompareSettings, graph: &'a Graph, parked: &'a Parked) -> Prober<'a> {
+        Prober {
+            s,
+            graph,
+            parked,
+            outputs: graph.outputs.iter().map(|o| o.name.as_str()).collect(),
+            node_of: graph.producers(),
+        }
+    }
 
-    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
-    let node_of = graph.producers();
-    let probe = |name: &str, t: Option<&Tensor>| -> Option<Probe> {
-        let r = parked.get(name)?;
-        let n = &graph.nodes[*node_of.get(name)?];
-        let cut = t.map(|t| match &s.slice {
+    /// The probe of value `name` given the target's value (absent: not produced).
+    fn probe(&self, name: &str, t: Option<&Tensor>) -> Option<Probe> {
+        let r = self.parked.get(name)?;
+        let n = &self.graph.nodes[*self.node_of.get(name)?];
+        let cut = t.map(|t| match &self.s.slice {
             Some(sp) => sp.apply(t),
             None => t.clone(),
         });
@@ -180,8 +187,8 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
             name,
             Ok(&r),
             cut.as_ref().ok_or("not produced"),
-            &s.tolerance,
-            outputs.contains(name),
+            &self.s.tolerance,
+            self.outputs.contains(name),
             false,
         );
         Some(Probe {
@@ -193,72 +200,87 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
             max_abs: v.metrics.as_ref().map(|m| m.max_abs),
             tolerance_used: v.metrics.as_ref().map(|m| m.tolerance_used),
         })
-    };
+    }
+}
 
-    let mut probes = vec![];
+/// Finds the first divergent value of `s.model` on the target with O(log N) runs.
+pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
+    let Prepared {
+        graph,
+        inputs,
+        mut targets,
+        ..
+    } = prepare(s)?;
+    let target = targets[0].as_mut();
+    let parked = park(s, &graph, &inputs)?;
+    let pr = Prober::new(s, &graph, &parked);
     let out_names: Vec<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let got = expose(target, &graph, &out_names, &inputs)?;
-    let mut runs = 1;
-    let mut failing_output = None;
-    for o in &out_names {
-        if let Some(p) = probe(o, got.get(*o)) {
-            if p.status == ValueStatus::Fail && failing_output.is_none() {
-                failing_output = Some(o.to_string());
-            }
-            probes.push(p);
-        }
-    }
-    let Some(out) = failing_output else {
-        return Ok(BisectReport {
-            model: graph.path.display().to_string(),
-            target: s.target.label(),
-            ran: target.facts(&graph).used(),
-            candidates: 0,
-            target_runs: runs,
-            first_divergence: None,
-            probes,
-        });
+    let probes: Vec<Probe> = out_names
+        .iter()
+        .filter_map(|o| pr.probe(o, got.get(*o)))
+        .collect();
+    let failing = probes
+        .iter()
+        .find(|p| p.status == ValueStatus::Fail)
+        .cloned();
+    let mut report = BisectReport {
+        model: graph.path.display().to_string(),
+        target: s.target().label(),
+        ran: target.facts(&graph).used(),
+        candidates: 0,
+        target_runs: 1,
+        first_divergence: None,
+        probes,
     };
-    let on_path = ancestors(&graph, &out);
-    let candidates: Vec<&str> = graph
+    if let Some(out) = failing {
+        search(&pr, target, &inputs, out, &mut report)?;
+    }
+    Ok(report)
+}
+
+/// Binary search over the ancestors of the failing output `out`, in topological order.
+fn search(
+    pr: &Prober,
+    target: &mut dyn Target,
+    inputs: &model::inputs::Inputs,
+    out: Probe,
+    report: &mut BisectReport,
+) -> Result<()> {
+    let on_path = ancestors(pr.graph, &out.value);
+    let candidates: Vec<&str> = pr
+        .graph
         .nodes
         .iter()
         .filter(|n| on_path.contains(&n.index) && n.op_type != "Constant")
         .flat_map(|n| n.outputs.iter().map(String::as_str))
-        .filter(|v| parked.shapes.contains_key(*v))
+        .filter(|v| pr.parked.shapes.contains_key(*v))
         .collect();
     let last = candidates
         .iter()
-        .position(|v| *v == out)
-        .unwrap_or(candidates.len() - 1);
+        .position(|v| *v == out.value)
+        .unwrap_or(candidates.len().saturating_sub(1));
     let (mut lo, mut hi): (isize, usize) = (-1, last);
-    let mut first = probes.iter().find(|p| p.value == out).cloned();
+    let mut first = Some(out);
     while hi as isize - lo > 1 {
         let mid = ((lo + hi as isize) / 2) as usize;
         let v = candidates[mid];
-        let got = expose(target, &graph, &[v], &inputs)?;
-        runs += 1;
-        let p = probe(v, got.get(v));
+        let got = expose(target, pr.graph, &[v], inputs)?;
+        report.target_runs += 1;
+        let p = pr.probe(v, got.get(v));
         let fails = p.as_ref().is_some_and(|p| p.status == ValueStatus::Fail);
         if let Some(p) = p {
-            probes.push(p.clone());
+            report.probes.push(p.clone());
             if fails {
                 first = Some(p);
             }
         }
-        if fails {
-            hi = mid;
-        } else {
-            lo = mid as isize;
+        match fails {
+            true => hi = mid,
+            false => lo = mid as isize,
         }
     }
-    Ok(BisectReport {
-        model: graph.path.display().to_string(),
-        target: s.target.label(),
-        ran: target.facts(&graph).used(),
-        candidates: candidates.len(),
-        target_runs: runs,
-        first_divergence: first,
-        probes,
-    })
+    report.candidates = candidates.len();
+    report.first_divergence = first;
+    Ok(())
 }

@@ -15,6 +15,10 @@
 //!  └─► bisect, golden (record/check), replay, determinism: the same targets
 //! ```
 //!
+//! Each target asked for (`--ep cpu --ep wgpu`) is a `pipeline::Lane` through the stages: the reference runs once,
+//! each lane gets its own `Report`, and `analysis::agreement` compares the lanes with each other into
+//! `report::multi::MultiReport` (with its own renderers).
+//!
 //! Dependencies point down: `cli` → `pipeline` → `target` / `analysis` / `compare` → `runner` → `model`,
 //! `precision`, `tensor`. Runners never import `cli` or `report`; `report` re-exports the runner facts it shows.
 

@@ -12,7 +12,7 @@ use crate::pipeline::CompareSettings;
 use crate::report::model::{NodeRef, Report, Status};
 use crate::tensor::Tensor;
 
-pub const RUN_SCHEMA: &str = "phantom-run/2";
+pub const RUN_SCHEMA: &str = "phantom-run/3";
 
 /// `run.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -52,7 +52,9 @@ impl SavedRun {
             settings: {
                 let mut s = settings.clone();
                 s.model = abs(&r.model.path).into();
-                s.target.model = s.target.model.map(|m| abs(&m.display().to_string()).into());
+                for t in s.targets.iter_mut() {
+                    t.model = t.model.take().map(|m| abs(&m.display().to_string()).into());
+                }
                 s.inputs = Default::default();
                 s
             },

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::model::Graph;
-use crate::report::model::{Culprit, NodeReport, ValueReport, ValueStatus};
+use crate::report::model::{Basis, Culprit, NodeReport, ValueReport, ValueStatus};
 
 /// Culprits listed at most.
 pub const MAX_CULPRITS: usize = 5;
@@ -38,20 +38,20 @@ pub fn find(graph: &Graph, nodes: &[NodeReport]) -> Vec<Culprit> {
         let ideal_inputs_pass = reads().all(|v| !ideal_fails(v));
         let pick = |f: &dyn Fn(&ValueReport) -> bool| n.values.iter().find(|v| f(v));
         let (basis, v) = if let Some(v) = pick(&introduced_fails).filter(|_| inputs_pass) {
-            ("introduced", v)
+            (Basis::Introduced, v)
         } else if let Some(v) = pick(&ideal_fails).filter(|_| ideal_inputs_pass) {
-            ("ideal", v)
+            (Basis::Ideal, v)
         } else if let Some(v) = pick(&|v| v.status == ValueStatus::Fail).filter(|_| inputs_pass) {
-            ("cumulative", v)
+            (Basis::Cumulative, v)
         } else {
             continue;
         };
         let (max_abs, ratio) = match basis {
-            "introduced" => {
+            Basis::Introduced => {
                 let i = v.introduced.as_ref().expect("introduced fails");
                 (i.metrics.max_abs, i.ratio)
             }
-            "ideal" => (
+            Basis::Ideal => (
                 v.noise.as_ref().map(|n| n.max_abs).unwrap_or(f64::NAN),
                 None,
             ),
@@ -66,7 +66,7 @@ pub fn find(graph: &Graph, nodes: &[NodeReport]) -> Vec<Culprit> {
             node: n.name.clone(),
             op_type: n.op_type.clone(),
             value: v.name.clone(),
-            basis: basis.into(),
+            basis,
             max_abs,
             noise_ratio: ratio,
             causes: vec![],

@@ -144,7 +144,7 @@ pub fn assemble(
                 reference: precision,
                 status,
                 values,
-                target_note: None,
+                target_placement: None,
             }
         })
         .collect()

@@ -4,11 +4,11 @@
 //! confirms fusion; still failing refutes it.
 
 use super::causes::num;
-use crate::report::model::{Culprit, ValueReport, ValueStatus};
+use crate::report::model::{CauseKind, Confidence, Culprit, ValueReport, ValueStatus};
 
 /// Confirms or refutes `c`'s fusion cause with its value from a run with `--ort-opt-level disable`.
 pub fn settle(c: &mut Culprit, unfused: &ValueReport) {
-    let Some(k) = c.causes.iter().position(|x| x.kind == "fusion") else {
+    let Some(k) = c.causes.iter().position(|x| x.kind == CauseKind::Fusion) else {
         return;
     };
     let m = unfused
@@ -19,7 +19,7 @@ pub fn settle(c: &mut Culprit, unfused: &ValueReport) {
     let cause = &mut c.causes[k];
     cause.evidence.insert("unfused_max_abs".into(), m);
     if unfused.status == ValueStatus::Pass {
-        cause.confidence = "high".into();
+        cause.confidence = Confidence::High;
         cause.summary = format!(
             "{}; confirmed: with --ort-opt-level disable the node is within tolerance (max |t − r| {})",
             cause.summary,
@@ -29,8 +29,8 @@ pub fn settle(c: &mut Culprit, unfused: &ValueReport) {
                      group in fp32"
             .into();
     } else {
-        cause.kind = "amplification".into();
-        cause.confidence = "medium".into();
+        cause.kind = CauseKind::Amplification;
+        cause.confidence = Confidence::Medium;
         cause.summary = format!(
             "not fusion: with --ort-opt-level disable the node still fails (max |t − r| {}) while alone it passes, \
              so it amplifies errors its inputs carry within tolerance",
@@ -40,12 +40,7 @@ pub fn settle(c: &mut Culprit, unfused: &ValueReport) {
             "raise the precision of its inputs (keep their producers in fp32) or of this node"
                 .into();
     }
-    let rank = |c: &crate::report::model::Cause| match c.confidence.as_str() {
-        "high" => 0,
-        "medium" => 1,
-        _ => 2,
-    };
-    c.causes.sort_by_key(rank);
+    c.causes.sort_by_key(|c| c.confidence);
 }
 
 #[cfg(test)]
@@ -61,14 +56,14 @@ mod tests {
             node: "n".into(),
             op_type: "Mul".into(),
             value: "v".into(),
-            basis: "cumulative".into(),
+            basis: crate::report::model::Basis::Cumulative,
             max_abs: 1.0,
             noise_ratio: None,
             causes: vec![Cause {
-                kind: "fusion".into(),
+                kind: CauseKind::Fusion,
                 summary: "alone it passes".into(),
                 evidence: Default::default(),
-                confidence: "low".into(),
+                confidence: Confidence::Low,
                 fix: String::new(),
                 nodes: vec![],
             }],
@@ -87,8 +82,8 @@ mod tests {
     fn passing_unfused_confirms_fusion() {
         let mut c = culprit();
         settle(&mut c, &report(3.0));
-        assert_eq!(c.causes[0].kind, "fusion");
-        assert_eq!(c.causes[0].confidence, "high");
+        assert_eq!(c.causes[0].kind, CauseKind::Fusion);
+        assert_eq!(c.causes[0].confidence, Confidence::High);
         assert!(c.causes[0].summary.contains("confirmed"));
         assert_eq!(c.causes[0].evidence["unfused_max_abs"], 0.0);
     }
@@ -97,7 +92,7 @@ mod tests {
     fn failing_unfused_refutes_fusion() {
         let mut c = culprit();
         settle(&mut c, &report(3.5));
-        assert_eq!(c.causes[0].kind, "amplification");
+        assert_eq!(c.causes[0].kind, CauseKind::Amplification);
         assert!(c.causes[0].summary.starts_with("not fusion"));
         assert_eq!(c.causes[0].evidence["unfused_max_abs"], 0.5);
     }

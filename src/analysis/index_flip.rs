@@ -8,8 +8,8 @@ use ndarray::ArrayD;
 use ndarray::Axis;
 
 use super::causes::{cause, limits, num, spacing, Evidence, Site};
-use crate::report::model::Cause;
 use crate::report::model::Culprit;
+use crate::report::model::{Cause, CauseKind, Confidence};
 use crate::runner::reference::kernels::round_one;
 use crate::tensor::DType;
 
@@ -105,7 +105,7 @@ pub fn rounding_to_integers(ev: &Evidence, i: usize) -> Option<Cause> {
     };
     let rounder = &ev.graph.nodes[r].name;
     let mut c = cause(
-        "index_flip",
+        CauseKind::IndexFlip,
         format!(
             "`{rounder}` rounds `{input}` to integers ({kind}), and {near} of {n} of its f64 values lie within one {} \
              spacing of a rounding boundary (closest {} spacings): rounding them to {} can carry them across, so the \
@@ -115,7 +115,7 @@ pub fn rounding_to_integers(ev: &Evidence, i: usize) -> Option<Cause> {
             l.name
         ),
         &[("near_boundary", near as f64), ("values", n as f64), ("closest_in_spacings", closest)],
-        if near * 100 >= n { "high" } else { "medium" },
+        if near * 100 >= n { Confidence::High } else { Confidence::Medium },
         format!("compute the index arithmetic in fp32 (--keep-fp32 {rounder} and its producers) or in integers"),
     );
     c.nodes = std::iter::once(rounder.clone()).chain(users).collect();
@@ -164,13 +164,13 @@ pub(super) fn explain(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
                     .fold(f64::INFINITY, f64::min);
                 if margin < 2.0 {
                     out.push(cause(
-                        "index_flip",
+                        CauseKind::IndexFlip,
                         format!(
                             "the top two candidates differ by only {} {} spacing(s) in f64: rounding decides which wins",
                             num(margin), li.name
                         ),
                         &[("margin_in_spacings", margin)],
-                        "high",
+                        Confidence::High,
                         "compare the scores in fp32, or accept ties as equivalent".into(),
                     ));
                 }
@@ -279,7 +279,7 @@ fn resize_coordinates(ev: &Evidence, i: usize) -> Option<Cause> {
     };
     let mut c = if !resized.is_empty() {
         cause(
-            "index_flip",
+            CauseKind::IndexFlip,
             format!(
                 "`{name}`{by} holds scales {} that {} stores differently, and the output size moves: {}",
                 scales.iter().map(|v| num(*v)).collect::<Vec<_>>().join(", "),
@@ -287,13 +287,13 @@ fn resize_coordinates(ev: &Evidence, i: usize) -> Option<Cause> {
                 resized.join("; ")
             ),
             &[("axes_resized", resized.len() as f64)],
-            "high",
+            Confidence::High,
             fix,
         )
     } else {
         let (a, _, stored) = worst?;
         cause(
-            "index_flip",
+            CauseKind::IndexFlip,
             format!(
                 "`{name}`{by} holds scale {} on axis {a}, which {} stores as {}: nearest sampling ({coord}, {rule}) then \
                  reads a neighbouring source index at {flipped} of {positions} output positions",
@@ -307,7 +307,7 @@ fn resize_coordinates(ev: &Evidence, i: usize) -> Option<Cause> {
                 ("scale", scales[a]),
                 ("scale_stored", stored),
             ],
-            "high",
+            Confidence::High,
             fix,
         )
     };

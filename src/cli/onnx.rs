@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use super::args::OnnxArgs;
 use super::Outcome;
-use crate::pipeline::{compare, CompareSettings, Strategy};
+use crate::pipeline::{compare, compare_targets, CompareSettings, Strategy};
 use crate::report::model::Status;
 use crate::report::{json, terminal};
 
@@ -38,6 +38,9 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     }
     if a.bisect {
         return bisect(&settings, a.json.as_deref());
+    }
+    if settings.targets.len() > 1 {
+        return several(&a, &settings);
     }
     let (report, inputs) = compare(&settings)?;
     if let Some(d) = &a.save_run {
@@ -131,12 +134,11 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     let mut targets =
         super::target::specs(&a.engine, a.precision, &a.keep_fp32, a.target_model.clone())?;
     if targets.len() > 1 {
-        anyhow::bail!(
-            "several targets in one run (--ep given {} times) are not built yet: run `phantom onnx` once per --ep",
-            targets.len()
-        );
+        refuse_with_several(a)?;
     }
-    let mut s = CompareSettings::new(a.model.clone(), targets.remove(0));
+    let first = targets.remove(0);
+    let mut s = CompareSettings::new(a.model.clone(), first);
+    s.targets.extend(targets);
     s.tolerance.atol = a.atol;
     s.tolerance.rtol = a.rtol;
     s.inputs = super::settings::input_spec(&a.inputs)?;
@@ -163,4 +165,59 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     };
     s.save_target_model = a.save_target_model.clone();
     Ok(s)
+}
+
+/// Options that work on one target only, refused with several (`--ep` given more than once).
+fn refuse_with_several(a: &OnnxArgs) -> anyhow::Result<()> {
+    let one_only = [
+        ("--bisect", a.bisect),
+        ("--max-memory", a.max_memory.is_some()),
+        ("--save-run", a.save_run.is_some()),
+        ("--save-target-model", a.save_target_model.is_some()),
+        ("--dot", a.dot.is_some()),
+    ];
+    match one_only.iter().find(|(_, on)| *on) {
+        Some((name, _)) => anyhow::bail!(
+            "{name} works on one target; with several --ep, run it once per target (`phantom onnx MODEL --ep X {name} …`)"
+        ),
+        None => Ok(()),
+    }
+}
+
+/// Several targets against one reference run: each compared with f64, and with each other.
+fn several(a: &OnnxArgs, settings: &CompareSettings) -> anyhow::Result<Outcome> {
+    use crate::report::multi;
+    let (m, _) = compare_targets(settings)?;
+    let write = |p: &std::path::Path, what: &str, bytes: Vec<u8>| {
+        json::write_atomic(p, &bytes)
+            .with_context(|| format!("writing the {what} to {}", p.display()))
+    };
+    if let Some(p) = &a.json {
+        write(
+            p,
+            "JSON report",
+            serde_json::to_vec_pretty(&m).context("serializing the report")?,
+        )?;
+    }
+    if let Some(p) = &a.junit {
+        write(p, "JUnit report", multi::junit::render(&m).into_bytes())?;
+    }
+    if let Some(p) = &a.summary_md {
+        write(
+            p,
+            "Markdown summary",
+            multi::markdown::render(&m).into_bytes(),
+        )?;
+    }
+    if let Some(p) = &a.html {
+        write(p, "HTML report", multi::html::render(&m).into_bytes())?;
+    }
+    match a.quiet {
+        true => print!("{}", multi::terminal::verdict_lines(&m)),
+        false => print!("{}", multi::terminal::render(&m, a.top)),
+    }
+    Ok(match m.status {
+        Status::Clean => Outcome::Clean,
+        Status::Drift => Outcome::Diverged,
+    })
 }

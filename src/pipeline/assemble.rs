@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::explain::Found;
 use super::parts::{environment, ms};
 use super::stream::Compared;
-use super::{Captured, CompareSettings, Prepared};
+use super::{CompareSettings, Lane, Prepared};
 use crate::analysis;
 use crate::model::Graph;
 use crate::report::model::{
@@ -20,27 +20,27 @@ use crate::tensor::DType;
 pub fn report(
     s: &CompareSettings,
     p: &Prepared,
-    captured: &Captured,
-    cmp: Compared,
+    lane: &Lane,
+    cmp: &Compared,
     found: Found,
     t_all: Instant,
 ) -> Report {
     let t = Instant::now();
     let coverage = analysis::coverage(&p.graph, &found.nodes);
-    let notes = notes(p, captured, &cmp);
-    let details = captured
+    let notes = notes(p, lane, cmp);
+    let details = lane
         .out
         .facts
         .clone()
-        .unwrap_or_else(|| p.target.facts(&p.graph));
+        .unwrap_or_else(|| lane.target.facts(&p.graph));
     Report {
         schema: SCHEMA_VERSION.into(),
         phantom_version: env!("CARGO_PKG_VERSION").into(),
         command: s.command.clone(),
         model: summary(&p.graph),
-        conversion: p.target.conversion().cloned(),
-        target_model: s.target.model.as_ref().and_then(|_| {
-            p.target.own_model().map(|g| ModelRef {
+        conversion: lane.target.conversion().cloned(),
+        target_model: lane.spec.model.as_ref().and_then(|_| {
+            lane.target.own_model().map(|g| ModelRef {
                 path: g.path.display().to_string(),
                 sha256: g.sha256.clone(),
             })
@@ -52,22 +52,22 @@ pub fn report(
             details: cmp.reference.details.clone(),
         },
         target: TargetInfo {
-            name: p.target.name(),
-            version: p.target.version(),
-            label: s.target.label(),
-            spec: s.target.clone(),
+            name: lane.target.name(),
+            version: lane.target.version(),
+            label: lane.spec.label(),
+            spec: lane.spec.clone(),
             details,
         },
         tolerance: tolerance(s),
         inputs: p.inputs.summaries.clone(),
         verdict: found.verdict,
         coverage,
-        instrumentation: p.target.instrumentation(),
+        instrumentation: lane.target.instrumentation(),
         nodes: found.nodes,
         timings: Timings {
             import_ms: p.import_ms,
             reference_ms: cmp.reference_ms,
-            target_ms: captured.ms,
+            target_ms: lane.ms,
             compare_ms: ms(t) + cmp.compare_time.as_secs_f64() * 1e3,
             total_ms: ms(t_all),
         },
@@ -76,12 +76,12 @@ pub fn report(
 }
 
 /// What the user should know about the run, from every stage.
-fn notes(p: &Prepared, captured: &Captured, cmp: &Compared) -> Vec<String> {
+fn notes(p: &Prepared, lane: &Lane, cmp: &Compared) -> Vec<String> {
     let mut notes = p.inputs.notes.clone();
-    notes.extend(p.target.notes());
+    notes.extend(lane.target.notes());
     notes.extend(cmp.reference.notes.iter().cloned());
-    notes.extend(captured.out.notes.iter().cloned());
-    notes.extend(cmp.notes.iter().cloned());
+    notes.extend(lane.out.notes.iter().cloned());
+    notes.extend(lane.notes.iter().cloned());
     if p.graph.was_unsorted {
         notes.push("the model's node list is not topologically sorted; phantom sorted it".into());
     }

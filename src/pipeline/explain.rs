@@ -2,33 +2,36 @@
 //! the reference's values), then the first divergence, the culprits and their causes — a fusion cause settled by a
 //! rerun of the target with graph optimizations off.
 
+use std::collections::HashMap;
+
 use super::parts::{prune_heatmaps, stage};
 use super::stream::Compared;
-use super::{CompareSettings, Prepared};
+use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::{self, attribution, causes, culprit};
 use crate::error::Result;
-use crate::report::model::{NodeReport, Status, Verdict};
+use crate::report::model::{NodeReport, Status, ValueReport, Verdict};
 use crate::runner::reference::Rounding;
-use crate::runner::RunOutput;
 use crate::target::{self, Capture};
 
 /// Introduced error: every node on the target with reference inputs, compared with the reference.
 pub fn attribute(
     s: &CompareSettings,
-    p: &mut Prepared,
-    cmp: &mut Compared,
+    p: &Prepared,
+    lane: &mut Lane,
+    cmp: &Compared,
     round: &Rounding,
 ) -> Result<()> {
-    let pb = stage(
-        s.progress,
-        "introduced error: every node on the target with reference inputs",
+    let msg = format!(
+        "introduced error: every node on {} with reference inputs",
+        lane.spec.label()
     );
-    let iso = p
+    let pb = stage(s.progress, &msg);
+    let iso = lane
         .target
         .run_isolated(&p.graph, &p.inputs, &cmp.held, round)?;
-    cmp.notes.extend(iso.notes);
+    lane.notes.extend(iso.notes);
     for (name, t_iso) in &iso.values {
-        let (Some(r), Some(v)) = (cmp.held.get(name), cmp.reports.get_mut(name)) else {
+        let (Some(r), Some(v)) = (cmp.held.get(name), lane.reports.get_mut(name)) else {
             continue;
         };
         let (r, t_iso) = match &s.slice {
@@ -52,18 +55,36 @@ pub struct Found {
 pub fn explain(
     s: &CompareSettings,
     p: &Prepared,
-    cmp: &mut Compared,
-    target: &mut RunOutput,
-    rounding: Option<&Rounding>,
+    cmp: &Compared,
+    lane: &mut Lane,
 ) -> Result<Found> {
-    let reports = std::mem::take(&mut cmp.reports);
+    let reports = std::mem::take(&mut lane.reports);
+    let (found, settled) = find(s, p, cmp, lane, reports)?;
+    if settled {
+        lane.notes.push(
+            "a fusion cause was checked by rerunning the target with --ort-opt-level disable"
+                .into(),
+        );
+    }
+    Ok(found)
+}
+
+/// The node reports, the verdict and its culprits; whether a fusion cause was settled by a rerun.
+fn find(
+    s: &CompareSettings,
+    p: &Prepared,
+    cmp: &Compared,
+    lane: &Lane,
+    reports: HashMap<String, ValueReport>,
+) -> Result<(Found, bool)> {
+    let rounding = lane.rounding.as_ref();
     let missing = &cmp.reference.missing;
     let mut nodes = analysis::assemble(&p.graph, reports, &cmp.reference.precision, |n| {
         let why = missing.get(n).map(String::as_str).unwrap_or("not produced");
         format!("reference: {why}")
     });
     for n in nodes.iter_mut() {
-        n.target_note = target.placement.remove(&n.name);
+        n.target_placement = lane.out.placement.get(&n.name).cloned();
     }
     prune_heatmaps(&mut nodes);
     let mut verdict = analysis::verdict(&p.graph, &nodes);
@@ -73,7 +94,7 @@ pub fn explain(
             &p.graph,
             rounding.map(|_| &cmp.held),
             rounding,
-            p.target.range_issues(),
+            lane.target.range_issues(),
             &nodes,
             &verdict.culprits,
         );
@@ -87,10 +108,11 @@ pub fn explain(
         }
         verdict.status = Status::Drift;
     }
-    if rounding.is_some() {
-        settle_fusion(s, p, cmp, &mut verdict)?;
-    }
-    Ok(Found { nodes, verdict })
+    let settled = match rounding {
+        Some(_) => settle_fusion(s, p, cmp, lane, &mut verdict)?,
+        None => false,
+    };
+    Ok((Found { nodes, verdict }, settled))
 }
 
 /// A fusion cause is settled by rerunning the target with graph optimizations off: confirmed, or turned into
@@ -98,15 +120,17 @@ pub fn explain(
 fn settle_fusion(
     s: &CompareSettings,
     p: &Prepared,
-    cmp: &mut Compared,
+    cmp: &Compared,
+    lane: &Lane,
     verdict: &mut Verdict,
-) -> Result<()> {
-    let fused = verdict
-        .culprits
-        .iter()
-        .any(|c| c.causes.iter().any(|k| k.kind == "fusion"));
-    let Some(unfused) = s.target.unfused().filter(|_| fused) else {
-        return Ok(());
+) -> Result<bool> {
+    let fused = verdict.culprits.iter().any(|c| {
+        c.causes
+            .iter()
+            .any(|k| k.kind == crate::report::model::CauseKind::Fusion)
+    });
+    let Some(unfused) = lane.spec.unfused().filter(|_| fused) else {
+        return Ok(false);
     };
     let pb = stage(
         s.progress,
@@ -120,9 +144,6 @@ fn settle_fusion(
             analysis::fusion::settle(c, &rep);
         }
     }
-    cmp.notes.push(
-        "a fusion cause was checked by rerunning the target with --ort-opt-level disable".into(),
-    );
     pb.finish_and_clear();
-    Ok(())
+    Ok(true)
 }

@@ -7,6 +7,10 @@
 //!  target)    strategy)   target rounding)  by value)          the target)  fusion)
 //! ```
 //!
+//! Every target asked for is a [`Lane`] through these stages: the reference runs once, each value is compared with
+//! every target's as it arrives (and, with several targets, the targets with each other), then each lane is
+//! attributed, explained and assembled into its own [`Report`]; [`compare_targets`] adds their agreement.
+//!
 //! Bounded memory is a capture strategy ([`Strategy::Bounded`]): the target runs chunk by chunk inside the
 //! stream-compare stage. Bisection ([`crate::bisect`]) reuses [`prepare`].
 
@@ -19,13 +23,15 @@ mod stream;
 use std::collections::HashMap;
 use std::time::Instant;
 
+use crate::analysis::agreement;
 use crate::error::{Error, Result};
 use crate::model::{self, inputs::Inputs, Graph};
-use crate::report::model::Report;
+use crate::report::model::{Report, ValueReport};
+use crate::report::multi::{MultiReport, PairValue};
 use crate::runner::ort_lib::{self, Located};
 use crate::runner::reference::{ReferenceRunner, Rounding};
 use crate::runner::RunOutput;
-use crate::target::{self, Capture, Target};
+use crate::target::{self, Capture, Target, TargetSpec};
 use crate::tensor::Tensor;
 
 pub use parts::environment;
@@ -35,43 +41,100 @@ pub use settings::{CompareSettings, RuntimeSpec, Strategy};
 /// Heatmaps kept per report: those of the values using most of their tolerance (a few kilobytes each).
 pub const MAX_HEATMAPS: usize = 200;
 
-/// The model, its inputs, ONNX Runtime and the opened target.
+/// The model, its inputs, ONNX Runtime and the opened targets (in the order of `CompareSettings::targets`).
 pub struct Prepared {
     pub graph: Graph,
     pub inputs: Inputs,
     pub lib: Located,
-    pub target: Box<dyn Target>,
+    pub targets: Vec<Box<dyn Target>>,
     pub import_ms: f64,
 }
 
-/// Runs the whole comparison and builds the report.
+/// One target through the stages: what it is, what it produced, and its comparison with the reference so far.
+pub struct Lane {
+    pub spec: TargetSpec,
+    pub target: Box<dyn Target>,
+    /// The captured run (every value at once; empty in bounded mode, where chunks run as the reference streams).
+    pub out: RunOutput,
+    /// Capture time.
+    pub ms: f64,
+    /// The element type the target stores each value in (with attribution on).
+    pub rounding: Option<Rounding>,
+    /// Expected noise: the reference rerun with the target's rounding, by value.
+    pub emulated: HashMap<String, Tensor>,
+    /// Value reports by name.
+    pub reports: HashMap<String, ValueReport>,
+    /// Notes for this target's report.
+    pub notes: Vec<String>,
+}
+
+/// Every lane's report, the target-vs-target comparisons, and the inputs they ran on.
+struct Finished {
+    reports: Vec<Report>,
+    pairs: Vec<PairValue>,
+    inputs: Inputs,
+}
+
+/// Runs the comparison of the one target and builds its report.
 pub fn compare(s: &CompareSettings) -> Result<(Report, Inputs)> {
+    if s.targets.len() != 1 {
+        return Err(Error::Usage(format!(
+            "this command compares one target; {} were asked for",
+            s.targets.len()
+        )));
+    }
+    let mut f = run(s)?;
+    Ok((f.reports.remove(0), f.inputs))
+}
+
+/// Runs the comparison of every target against the one reference run and with each other.
+pub fn compare_targets(s: &CompareSettings) -> Result<(MultiReport, Inputs)> {
+    let f = run(s)?;
+    let agreement = agreement::agreement(&f.reports, &f.pairs);
+    Ok((
+        MultiReport::new(s.command.clone(), f.reports, agreement),
+        f.inputs,
+    ))
+}
+
+/// The stages, for every lane.
+fn run(s: &CompareSettings) -> Result<Finished> {
     let t_all = Instant::now();
     let mut p = prepare(s)?;
     let attribution = s.attribution && s.budget().is_none();
-    let mut captured = capture(s, &mut p)?;
-    let rounding = attribution
-        .then(|| p.target.rounding(&p.graph))
-        .transpose()?;
-    let emulated = expected_noise(s, &p, rounding.as_ref())?;
-    let mut cmp = stream::compare(s, &mut p, &mut captured.out, emulated, attribution)?;
-    if let Some(round) = &rounding {
-        explain::attribute(s, &mut p, &mut cmp, round)?;
+    let mut lanes = capture(s, &mut p, attribution)?;
+    for lane in lanes.iter_mut() {
+        lane.emulated = expected_noise(s, &p, lane.rounding.as_ref())?;
     }
-    let found = explain::explain(s, &p, &mut cmp, &mut captured.out, rounding.as_ref())?;
-    let report = assemble::report(s, &p, &captured, cmp, found, t_all);
-    Ok((report, p.inputs))
+    let mut cmp = stream::compare(s, &mut p, &mut lanes, attribution)?;
+    let mut reports = vec![];
+    for mut lane in lanes {
+        if let Some(round) = lane.rounding.clone() {
+            explain::attribute(s, &p, &mut lane, &cmp, &round)?;
+        }
+        let found = explain::explain(s, &p, &cmp, &mut lane)?;
+        reports.push(assemble::report(s, &p, &lane, &cmp, found, t_all));
+    }
+    Ok(Finished {
+        reports,
+        pairs: std::mem::take(&mut cmp.pairs),
+        inputs: p.inputs,
+    })
 }
 
-/// Loads the model, makes the inputs, finds ONNX Runtime and opens the target (converting the model where asked).
+/// Loads the model, makes the inputs, finds ONNX Runtime and opens the targets (converting the model where asked).
 pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let t = Instant::now();
     let graph = model::load(&s.model)?;
     let inputs = model::inputs::prepare(&graph, &s.inputs)?;
     let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
-    let target = target::open(&s.target, &graph, &lib)?;
+    let targets = s
+        .targets
+        .iter()
+        .map(|spec| target::open(spec, &graph, &lib))
+        .collect::<Result<Vec<_>>>()?;
     if let Some(path) = &s.save_target_model {
-        let own = target.own_model().ok_or_else(|| {
+        let own = targets[0].own_model().ok_or_else(|| {
             Error::Usage(
                 "--save-target-model: this target runs MODEL itself; there is no converted model to save".into(),
             )
@@ -82,26 +145,37 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         graph,
         inputs,
         lib,
-        target,
+        targets,
         import_ms: ms(t),
     })
 }
 
-/// The target's run: every value at once, or (bounded memory) nothing yet — chunks run as the reference streams.
-pub struct Captured {
-    pub out: RunOutput,
-    pub ms: f64,
-}
-
-fn capture(s: &CompareSettings, p: &mut Prepared) -> Result<Captured> {
-    let t = Instant::now();
-    let pb = stage(s.progress, &format!("target: {}", s.target.label()));
-    let out = match s.strategy {
-        Strategy::Whole => p.target.run(&p.graph, &p.inputs, Capture::All)?,
-        Strategy::Bounded { .. } => RunOutput::default(),
-    };
-    pb.finish_and_clear();
-    Ok(Captured { out, ms: ms(t) })
+/// Each target's run: every value at once, or (bounded memory) nothing yet — chunks run as the reference streams;
+/// with attribution, the element type it stores each value in.
+fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<Vec<Lane>> {
+    let mut lanes = vec![];
+    for (spec, mut target) in s.targets.iter().zip(std::mem::take(&mut p.targets)) {
+        let t = Instant::now();
+        let pb = stage(s.progress, &format!("target: {}", spec.label()));
+        let out = match s.strategy {
+            Strategy::Whole => target.run(&p.graph, &p.inputs, Capture::All)?,
+            Strategy::Bounded { .. } => RunOutput::default(),
+        };
+        pb.finish_and_clear();
+        let ms = ms(t);
+        let rounding = attribution.then(|| target.rounding(&p.graph)).transpose()?;
+        lanes.push(Lane {
+            spec: spec.clone(),
+            target,
+            out,
+            ms,
+            rounding,
+            emulated: HashMap::new(),
+            reports: HashMap::new(),
+            notes: vec![],
+        });
+    }
+    Ok(lanes)
 }
 
 /// The reference rerun with every value rounded to the element type the target stores it in: per value, what

@@ -34,8 +34,8 @@ pub enum Strategy {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CompareSettings {
     pub model: PathBuf,
-    /// What the reference is compared with.
-    pub target: TargetSpec,
+    /// What the reference is compared with: one target, or several compared with it and with each other.
+    pub targets: Vec<TargetSpec>,
     pub tolerance: ToleranceSpec,
     pub inputs: InputSpec,
     #[serde(skip)]
@@ -67,7 +67,7 @@ impl CompareSettings {
                 computed_in: target.precision.map(|p| p.dtype()),
                 ..Default::default()
             },
-            target,
+            targets: vec![target],
             inputs: InputSpec::default(),
             runtime: RuntimeSpec::default(),
             strategy: Strategy::Whole,
@@ -78,6 +78,16 @@ impl CompareSettings {
             command: std::env::args().collect(),
             progress: false,
         }
+    }
+
+    /// The first target (the only one, for every command but `phantom onnx` with several `--ep`).
+    pub fn target(&self) -> &TargetSpec {
+        &self.targets[0]
+    }
+
+    /// The first target, to change.
+    pub fn target_mut(&mut self) -> &mut TargetSpec {
+        &mut self.targets[0]
     }
 
     /// The memory budget of `--max-memory`, when bounded.

@@ -2,25 +2,24 @@
 //! compared with the target's (held from the capture, or exposed chunk by chunk in bounded mode) and dropped, so
 //! only one side is ever held whole.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::parts::stage;
-use super::{CompareSettings, Prepared};
+use super::{CompareSettings, Lane, Prepared};
+use crate::analysis::agreement;
 use crate::analysis::{self, attribution};
 use crate::bounded::{fmt_size, Chunker};
-use crate::error::Result;
-use crate::model::{inputs::Inputs, Graph};
+use crate::error::{Error, Result};
 use crate::report::model::ValueReport;
+use crate::report::multi::PairValue;
 use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
-use crate::target::Target;
 use crate::tensor::Tensor;
 
-/// What the stage produced.
+/// What the stage produced besides each lane's value reports.
 pub struct Compared {
-    /// Value reports by name.
-    pub reports: HashMap<String, ValueReport>,
     /// Reference values kept for attribution and causes (with attribution on).
     pub held: HashMap<String, Tensor>,
     /// The reference's run: precision per node, missing values, notes (values were streamed, not kept).
@@ -29,16 +28,16 @@ pub struct Compared {
     pub compare_time: Duration,
     /// The reference's time without the comparisons.
     pub reference_ms: f64,
-    /// Notes for the report.
-    pub notes: Vec<String>,
+    /// Target-vs-target comparisons of every value (several targets only).
+    pub pairs: Vec<PairValue>,
 }
 
-/// Compares every reference value with the target's as the reference computes it.
+/// Compares every reference value with each target's (and the targets' with each other) as the reference computes
+/// it; bounded memory (one target) exposes the target's values chunk by chunk instead.
 pub fn compare(
     s: &CompareSettings,
     p: &mut Prepared,
-    target: &mut RunOutput,
-    mut emulated: HashMap<String, Tensor>,
+    lanes: &mut [Lane],
     keep: bool,
 ) -> Result<Compared> {
     let t = Instant::now();
@@ -47,62 +46,72 @@ pub fn compare(
         p.graph.nodes.len()
     );
     let pb = stage(s.progress, &msg);
-    let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
-    let mut reports = HashMap::new();
     let mut held: HashMap<String, Tensor> = match keep {
         true => p.inputs.tensors.iter().cloned().collect(),
         false => HashMap::new(),
     };
-    let mut chunker = chunker(s, p.target.as_mut(), &p.graph, &p.inputs);
+    let mut pairs = vec![];
     let mut compare_time = Duration::ZERO;
-    let reference =
-        ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
-            let c = Instant::now();
-            if let Some(ch) = chunker.as_mut() {
-                ch.push(name, value);
-            } else {
-                let report = judge(
-                    s,
-                    name,
-                    &value,
-                    target,
-                    &mut emulated,
-                    outputs.contains(name),
-                );
+    let reference = match (s.budget(), lanes) {
+        (Some(budget), [lane]) => bounded(s, p, lane, budget, &mut compare_time)?,
+        (Some(_), _) => {
+            return Err(Error::Usage(
+                "--max-memory runs one target at a time: give one --ep".into(),
+            ))
+        }
+        (None, lanes) => {
+            let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
+            ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+                let c = Instant::now();
+                pairs.extend(pair_up(s, name, lanes));
+                for lane in lanes.iter_mut() {
+                    let report = judge(s, name, &value, lane, outputs.contains(name));
+                    lane.reports.insert(name.to_string(), report);
+                }
                 if let (true, Ok(r)) = (keep, value) {
                     held.insert(name.to_string(), r);
                 }
-                reports.insert(name.to_string(), report);
-            }
-            compare_time += c.elapsed();
-        })?;
+                compare_time += c.elapsed();
+            })?
+        }
+    };
     pb.finish_and_clear();
-    let mut notes = vec![];
-    if let Some(ch) = chunker {
-        let (r, note) = finish_chunks(ch, s.budget().unwrap_or(0))?;
-        reports = r;
-        notes.push(note);
-    }
     Ok(Compared {
-        reports,
         held,
         reference,
         compare_time,
         reference_ms: t.elapsed().as_secs_f64() * 1e3 - compare_time.as_secs_f64() * 1e3,
-        notes,
+        pairs,
     })
 }
 
-/// Bounded memory: the chunker that exposes the target's values chunk by chunk.
-fn chunker<'a>(
-    s: &'a CompareSettings,
-    target: &'a mut dyn Target,
-    graph: &'a Graph,
-    inputs: &'a Inputs,
-) -> Option<Chunker<'a>> {
-    let budget = s.budget()?;
-    let c = Chunker::new(target, graph, inputs, &s.tolerance, budget, s.heatmaps);
-    Some(c.with_slice(s.slice.clone()))
+/// Bounded memory: the reference streams into the chunker, which runs the target once per chunk.
+fn bounded(
+    s: &CompareSettings,
+    p: &Prepared,
+    lane: &mut Lane,
+    budget: usize,
+    compare_time: &mut Duration,
+) -> Result<RunOutput> {
+    let c = Chunker::new(
+        lane.target.as_mut(),
+        &p.graph,
+        &p.inputs,
+        &s.tolerance,
+        budget,
+        s.heatmaps,
+    );
+    let mut ch = c.with_slice(s.slice.clone());
+    let reference =
+        ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+            let c = Instant::now();
+            ch.push(name, value);
+            *compare_time += c.elapsed();
+        })?;
+    let (reports, note) = finish_chunks(ch, budget)?;
+    lane.reports = reports;
+    lane.notes.push(note);
+    Ok(reference)
 }
 
 /// Compares the last chunk; the value reports and a note saying how many target runs it took.
@@ -123,15 +132,35 @@ fn finish_chunks(
     Ok((std::mem::take(&mut ch.reports), note))
 }
 
+/// One value compared between every pair of targets (sliced when asked); nothing with one target.
+fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane]) -> Vec<PairValue> {
+    if lanes.len() < 2 {
+        return vec![];
+    }
+    let cut: Vec<(String, Option<Cow<Tensor>>)> = lanes
+        .iter()
+        .map(|l| {
+            let v = l.out.values.get(name).map(|t| match &s.slice {
+                Some(sp) => Cow::Owned(sp.apply(t)),
+                None => Cow::Borrowed(t),
+            });
+            (l.spec.label(), v)
+        })
+        .collect();
+    let values: Vec<(String, Option<&Tensor>)> =
+        cut.iter().map(|(l, v)| (l.clone(), v.as_deref())).collect();
+    agreement::pairs(name, &values, &s.tolerance)
+}
+
 /// One value judged: the reference's against the target's (sliced when asked), with the expected noise.
 fn judge(
     s: &CompareSettings,
     name: &str,
     value: &std::result::Result<Tensor, String>,
-    target: &mut RunOutput,
-    emulated: &mut HashMap<String, Tensor>,
+    lane: &mut Lane,
     is_output: bool,
 ) -> ValueReport {
+    let (target, emulated) = (&mut lane.out, &mut lane.emulated);
     let cut = |t: Tensor| match &s.slice {
         Some(sp) => sp.apply(&t),
         None => t,

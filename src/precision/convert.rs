@@ -19,7 +19,7 @@ use tract_onnx::pb::{
 };
 
 use super::integers::integer_arithmetic;
-pub use super::range::{range_issues, RangeIssue};
+pub use super::range::{range_issues, RangeIssue, RangeKind};
 use super::types::{declared, infer, set_declared, BFLOAT16, FLOAT, FLOAT16};
 use super::LowPrecision;
 use crate::error::Result;

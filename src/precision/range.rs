@@ -6,12 +6,21 @@ use serde::Serialize;
 
 use super::LowPrecision;
 
+/// How a value escapes the target type's range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RangeKind {
+    /// |x| beyond the type's max, stored as ±inf.
+    Overflow,
+    /// Non-zero, below half the smallest subnormal, stored as 0.
+    Flush,
+}
+
 /// An initializer or constant with values the target type cannot hold.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RangeIssue {
     pub tensor: String,
-    /// `overflow` (|x| beyond the type's max, stored as ±inf) or `flush` (non-zero, stored as 0).
-    pub kind: String,
+    pub kind: RangeKind,
     pub count: u64,
     pub elements: u64,
     /// Largest |x| for overflow, smallest non-zero |x| for flush.
@@ -46,7 +55,7 @@ pub fn range_issues(
     if over > 0 {
         out.push(RangeIssue {
             tensor: name.to_string(),
-            kind: "overflow".into(),
+            kind: RangeKind::Overflow,
             count: over,
             elements,
             extreme: big,
@@ -55,7 +64,7 @@ pub fn range_issues(
     if flush > 0 {
         out.push(RangeIssue {
             tensor: name.to_string(),
-            kind: "flush".into(),
+            kind: RangeKind::Flush,
             count: flush,
             elements,
             extreme: small,

@@ -2,19 +2,19 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Culprit, Report};
+use super::model::{Basis, Culprit, Report};
 use super::terminal::num;
 
 fn basis(c: &Culprit) -> String {
-    match c.basis.as_str() {
-        "introduced" => format!(
+    match c.basis {
+        Basis::Introduced => format!(
             "makes max |t − r| {} on its own (fed with reference inputs){}",
             num(c.max_abs),
             c.noise_ratio
                 .map(|r| format!(", {}× the error of correct rounding", num(r)))
                 .unwrap_or_default()
         ),
-        "ideal" => format!(
+        Basis::Ideal => format!(
             "fails even computed exactly with values stored in the target's precision (max |ideal − f64| {})",
             num(c.max_abs)
         ),
@@ -40,7 +40,10 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(
                 s,
                 "  cause ({}, {}): {}\n    fix: {}",
-                cause.kind, cause.confidence, cause.summary, cause.fix
+                cause.kind.name(),
+                cause.confidence.name(),
+                cause.summary,
+                cause.fix
             );
         }
         if !c.spoils.is_empty() {

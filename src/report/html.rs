@@ -48,7 +48,7 @@ fn culprits(r: &Report) -> String {
             c.node_index,
             c.op_type,
             html_escape(&c.node),
-            c.basis,
+            c.basis.name(),
             num(c.max_abs),
             c.noise_ratio
                 .map(|x| format!(", {}× correct rounding", num(x)))
@@ -58,10 +58,10 @@ fn culprits(r: &Report) -> String {
             let _ = write!(
                 s,
                 "<li><span class=\"cause {}\">{}</span> {} <i>({} confidence)</i><br>fix: {}</li>",
-                k.confidence,
-                k.kind,
+                k.confidence.name(),
+                k.kind.name(),
                 html_escape(&k.summary),
-                k.confidence,
+                k.confidence.name(),
                 html_escape(&k.fix)
             );
         }

@@ -41,3 +41,9 @@ pub fn schema() -> String {
     let s = schemars::schema_for!(Report);
     serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
 }
+
+/// JSON Schema of the several-targets report (checked in as `schema/multi-report.schema.json`).
+pub fn multi_schema() -> String {
+    let s = schemars::schema_for!(super::multi::MultiReport);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
+}

@@ -1,4 +1,4 @@
-//! JUnit XML: one `<testsuite>` of test cases, for CI systems that display test results.
+//! JUnit XML: `<testsuite>`s of test cases, for CI systems that display test results.
 
 /// One test case: name, class name, and the failure message when it failed.
 pub struct Case {
@@ -23,33 +23,51 @@ fn escape(s: &str) -> String {
 
 /// Renders a test suite.
 pub fn render(suite: &str, cases: &[Case]) -> String {
-    let failures = cases.iter().filter(|c| c.failure.is_some()).count();
-    let mut s = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\">\n",
-        escape(suite),
-        cases.len()
-    );
-    for c in cases {
+    render_suites(&[(suite.to_string(), cases)])
+}
+
+/// Renders several test suites in one document.
+pub fn render_suites(suites: &[(String, &[Case])]) -> String {
+    let mut s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n".to_string();
+    for (suite, cases) in suites {
+        let failures = cases.iter().filter(|c| c.failure.is_some()).count();
         s.push_str(&format!(
-            "    <testcase classname=\"{}\" name=\"{}\"",
-            escape(&c.class),
-            escape(&c.name)
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\">\n",
+            escape(suite),
+            cases.len()
         ));
-        match &c.failure {
-            None => s.push_str("/>\n"),
-            Some(m) => s.push_str(&format!(
-                ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
-                escape(m.lines().next().unwrap_or("")),
-                escape(m)
-            )),
+        for c in cases.iter() {
+            s.push_str(&case(c));
         }
+        s.push_str("  </testsuite>\n");
     }
-    s.push_str("  </testsuite>\n</testsuites>\n");
+    s.push_str("</testsuites>\n");
     s
+}
+
+fn case(c: &Case) -> String {
+    let open = format!(
+        "    <testcase classname=\"{}\" name=\"{}\"",
+        escape(&c.class),
+        escape(&c.name)
+    );
+    match &c.failure {
+        None => open + "/>\n",
+        Some(m) => format!(
+            "{open}>\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
+            escape(m.lines().next().unwrap_or("")),
+            escape(m)
+        ),
+    }
 }
 
 /// The `phantom onnx` report as JUnit: a case per model output, and one per failing intermediate value.
 pub fn from_report(r: &super::Report) -> String {
+    render(&format!("phantom onnx {}", r.model.path), &cases(r))
+}
+
+/// The cases of one report: a case per model output, and one per failing intermediate value.
+pub fn cases(r: &super::Report) -> Vec<Case> {
     use super::model::ValueStatus;
     let mut cases = vec![];
     for (n, v) in r.values() {
@@ -71,7 +89,7 @@ pub fn from_report(r: &super::Report) -> String {
             failure,
         });
     }
-    render(&format!("phantom onnx {}", r.model.path), &cases)
+    cases
 }
 
 #[cfg(test)]

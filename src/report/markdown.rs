@@ -36,13 +36,19 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(
             s,
             "**Culprit**: node #{} `{}` ({}, {} basis)\n",
-            c.node_index, c.node, c.op_type, c.basis
+            c.node_index,
+            c.node,
+            c.op_type,
+            c.basis.name()
         );
         for k in &c.causes {
             let _ = writeln!(
                 s,
                 "- **{}** ({}): {} — *fix*: {}",
-                k.kind, k.confidence, k.summary, k.fix
+                k.kind.name(),
+                k.confidence.name(),
+                k.summary,
+                k.fix
             );
         }
         s.push('\n');

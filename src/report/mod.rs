@@ -8,6 +8,7 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod model;
+pub mod multi;
 pub mod terminal;
 
 pub use model::Report;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 pub use crate::precision::target::ConversionReport;
-pub use crate::runner::facts::{Instrumentation, TargetFacts};
+pub use crate::runner::facts::{HostKind, HostPlacement, Instrumentation, TargetFacts};
 pub use crate::runner::RefPrecision;
 use serde::Serialize;
 
@@ -153,9 +153,8 @@ pub struct Culprit {
     pub node: String,
     pub op_type: String,
     pub value: String,
-    /// How the blame was established: `introduced` (the node alone, fed with reference inputs, is out of
-    /// tolerance) or `cumulative` (no isolated run; its output fails while its inputs pass).
-    pub basis: String,
+    /// How the blame was established.
+    pub basis: Basis,
     /// Largest |t − r| the node makes on its own (or cumulatively, for the `cumulative` basis).
     pub max_abs: f64,
     /// That error over the error of correct rounding to the target type ("k× above expected noise").
@@ -171,21 +170,139 @@ pub struct Culprit {
 /// A likely cause of a node's error, with the numbers behind it (from the f64 reference values).
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Cause {
-    /// overflow, overflow_inside, initializer_range, nan_inf, underflow, epsilon, long_reduction, softmax_range,
-    /// cancellation, index_flip, quantization_saturation, quantization_range, fusion (settled by a rerun with
-    /// optimizations off: confirmed, or turned into amplification), precision.
-    pub kind: String,
+    pub kind: CauseKind,
     /// One sentence with the numbers.
     pub summary: String,
     /// The numbers, by name.
     pub evidence: BTreeMap<String, f64>,
-    /// high, medium or low.
-    pub confidence: String,
+    pub confidence: Confidence,
     /// What to try.
     pub fix: String,
     /// Other nodes the cause involves (the `Add` holding a too-small epsilon, the `Sub` that cancels).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+}
+
+/// How a culprit's blame was established.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// The node alone, fed with reference inputs, is out of tolerance.
+    Introduced,
+    /// Even computed exactly with every value stored in the target's precision (the ideal run) it fails.
+    Ideal,
+    /// No isolated run: its output fails while its inputs pass.
+    Cumulative,
+}
+
+/// The kind of a likely cause.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CauseKind {
+    /// Values beyond the target type's range become ±inf.
+    Overflow,
+    /// An intermediate inside the node (a sum of squares, a dot product) overflows.
+    OverflowInside,
+    /// An initializer the target type cannot hold.
+    InitializerRange,
+    /// NaN or ±inf where f64 has finite values.
+    NanInf,
+    /// Values below the type's smallest subnormal flush to zero.
+    Underflow,
+    /// An epsilon (LayerNorm, division guard) below the type's resolution at that magnitude.
+    Epsilon,
+    /// A long reduction accumulating rounding error.
+    LongReduction,
+    /// Softmax logits whose range the type cannot resolve.
+    SoftmaxRange,
+    /// Subtraction of close values losing the significant digits.
+    Cancellation,
+    /// An ArgMax/TopK/comparison whose choice flips on near-ties.
+    IndexFlip,
+    /// Quantized values outside [qmin, qmax] saturate.
+    QuantizationSaturation,
+    /// A value on a rounding boundary lands in the neighbouring quantization step.
+    QuantizationFlip,
+    /// The quantization scale does not cover the values' range.
+    QuantizationRange,
+    /// An integer accumulator overflows.
+    AccumulatorOverflow,
+    /// ONNX Runtime fused the node with its neighbours (settled by a rerun with optimizations off).
+    Fusion,
+    /// Not fusion: the node amplifies errors its inputs carry within tolerance.
+    Amplification,
+    /// The target precision itself: nothing more specific explains the error.
+    Precision,
+}
+
+impl CauseKind {
+    /// The name used in reports (as in the JSON).
+    pub fn name(self) -> &'static str {
+        use CauseKind::*;
+        match self {
+            Overflow => "overflow",
+            OverflowInside => "overflow_inside",
+            InitializerRange => "initializer_range",
+            NanInf => "nan_inf",
+            Underflow => "underflow",
+            Epsilon => "epsilon",
+            LongReduction => "long_reduction",
+            SoftmaxRange => "softmax_range",
+            Cancellation => "cancellation",
+            IndexFlip => "index_flip",
+            QuantizationSaturation => "quantization_saturation",
+            QuantizationFlip => "quantization_flip",
+            QuantizationRange => "quantization_range",
+            AccumulatorOverflow => "accumulator_overflow",
+            Fusion => "fusion",
+            Amplification => "amplification",
+            Precision => "precision",
+        }
+    }
+}
+
+/// How sure a cause is; ordered most confident first.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+impl Confidence {
+    pub fn name(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
+        }
+    }
+}
+
+impl Basis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Introduced => "introduced",
+            Basis::Ideal => "ideal",
+            Basis::Cumulative => "cumulative",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
@@ -250,10 +367,9 @@ pub struct NodeReport {
     /// Worst status among the node's outputs (fail > pass > unchecked).
     pub status: ValueStatus,
     pub values: Vec<ValueReport>,
-    /// Where the target computed this node when not on its device, and why (wgpu target: "not checked on GPU:
-    /// no shader for …", or "host: shape arithmetic").
+    /// Where the target computed this node when not on its device, and why (wgpu target).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub target_note: Option<String>,
+    pub target_placement: Option<HostPlacement>,
 }
 
 /// Wall-clock milliseconds per stage.

@@ -162,39 +162,7 @@ pub fn render(r: &Report, top: usize) -> String {
         "reference     {} {}",
         r.reference.name, r.reference.version
     );
-    match &r.target.details {
-        TargetFacts::Wgpu(w) => {
-            let _ = writeln!(
-                s,
-                "target        {} · {} · {} · accumulate {} · {} nodes on device, {} on host",
-                r.target.version,
-                w.backend,
-                w.compute,
-                w.accumulate,
-                w.nodes_on_device,
-                w.nodes_on_host
-            );
-            if w.nodes_cut_into_slabs > 0 {
-                let _ = writeln!(
-                    s,
-                    "              nodes cut into slabs: {} (values beyond the {} storage-binding limit; values \
-                     identical to an unsplit run)",
-                    w.nodes_cut_into_slabs,
-                    crate::fsutil::fmt_size(w.max_binding_bytes as usize)
-                );
-            }
-        }
-        TargetFacts::Ort(o) => {
-            let _ = writeln!(
-                s,
-                "target        {} {} · {} · opt {}",
-                r.target.name,
-                r.target.version,
-                o.ep_requested,
-                o.opt_level.name()
-            );
-        }
-    }
+    s.push_str(&target_lines(r));
     for i in &r.inputs {
         let shape = i
             .shape
@@ -378,6 +346,45 @@ pub fn render(r: &Report, top: usize) -> String {
     s
 }
 
+/// What ran as the target: provider and optimization level, or adapter, precision and placement.
+pub fn target_lines(r: &Report) -> String {
+    let mut s = String::new();
+    match &r.target.details {
+        TargetFacts::Wgpu(w) => {
+            let _ = writeln!(
+                s,
+                "target        {} · {} · {} · accumulate {} · {} nodes on device, {} on host",
+                r.target.version,
+                w.backend,
+                w.compute,
+                w.accumulate,
+                w.nodes_on_device,
+                w.nodes_on_host
+            );
+            if w.nodes_cut_into_slabs > 0 {
+                let _ = writeln!(
+                    s,
+                    "              nodes cut into slabs: {} (values beyond the {} storage-binding limit; values \
+                     identical to an unsplit run)",
+                    w.nodes_cut_into_slabs,
+                    crate::fsutil::fmt_size(w.max_binding_bytes as usize)
+                );
+            }
+        }
+        TargetFacts::Ort(o) => {
+            let _ = writeln!(
+                s,
+                "target        {} {} · {} · opt {}",
+                r.target.name,
+                r.target.version,
+                o.ep_requested,
+                o.opt_level.name()
+            );
+        }
+    }
+    s
+}
+
 /// One line: the verdict (for `--quiet`).
 pub fn verdict_line(r: &Report) -> String {
     match (&r.verdict.status, &r.verdict.first_divergence) {
@@ -395,7 +402,7 @@ pub fn verdict_line(r: &Report) -> String {
                 .map(|c| format!(
                     "; culprit `{}` ({})",
                     c.node,
-                    c.causes.first().map(|x| x.kind.as_str()).unwrap_or("precision")
+                    c.causes.first().map(|x| x.kind.name()).unwrap_or("precision")
                 ))
                 .unwrap_or_default()
         ),
@@ -406,7 +413,7 @@ pub fn verdict_line(r: &Report) -> String {
                 c.node_index,
                 c.op_type,
                 c.node,
-                c.causes.first().map(|x| x.kind.as_str()).unwrap_or("precision")
+                c.causes.first().map(|x| x.kind.name()).unwrap_or("precision")
             ),
             None => "drift".into(),
         },

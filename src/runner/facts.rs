@@ -8,6 +8,27 @@ use serde::{Deserialize, Serialize};
 
 use super::ort::OptLevel;
 
+/// Where a node ran when not on the target's device, and why (wgpu target).
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct HostPlacement {
+    pub kind: HostKind,
+    /// The reason in words ("not checked on GPU: no shader for Softsign; ran on the CPU ...").
+    pub reason: String,
+}
+
+/// Why a node ran on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HostKind {
+    /// A constant: nothing to compute.
+    Constant,
+    /// Shape arithmetic or integer values: exact wherever it runs.
+    ShapeArithmetic,
+    /// Float compute without a shader (for the op or its form): it ran on the CPU through ONNX Runtime in f32, so
+    /// its numbers were not checked on the GPU.
+    NotCheckedOnGpu,
+}
+
 /// What ran, by engine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -36,7 +36,7 @@ pub struct RunOutput {
     /// Things the user should know.
     pub notes: Vec<String>,
     /// Node name → where it ran instead of the target device, and why (wgpu target only).
-    pub placement: HashMap<String, String>,
+    pub placement: HashMap<String, facts::HostPlacement>,
 }
 
 /// How the reference computed a node.

@@ -7,6 +7,7 @@ mod devices;
 mod errors;
 mod golden;
 mod inputs;
+mod multi;
 mod oracle;
 mod precision;
 mod replay;

@@ -104,18 +104,37 @@ fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Ve
 }
 
 #[test]
-fn checked_in_schema_matches_report_types() {
-    let generated = phantom::report::json::schema();
-    let path = root().join("schema/report.schema.json");
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    if checked_in != generated && std::env::var_os("PHANTOM_BLESS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-        return;
+fn checked_in_schemas_match_report_types() {
+    for (file, generated) in [
+        ("report.schema.json", phantom::report::json::schema()),
+        (
+            "multi-report.schema.json",
+            phantom::report::json::multi_schema(),
+        ),
+    ] {
+        let path = root().join("schema").join(file);
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        if checked_in != generated && std::env::var_os("PHANTOM_BLESS").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+            continue;
+        }
+        assert_eq!(
+            checked_in, generated,
+            "schema/{file} is stale: rerun with PHANTOM_BLESS=1"
+        );
     }
-    assert_eq!(
-        checked_in, generated,
-        "schema/report.schema.json is stale: rerun with PHANTOM_BLESS=1"
-    );
+}
+
+/// Validates a report against one of the checked-in schemas.
+pub fn assert_valid(report: &Value, multi: bool) {
+    let text = match multi {
+        true => phantom::report::json::multi_schema(),
+        false => phantom::report::json::schema(),
+    };
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let mut errors = vec![];
+    validate(&schema, &schema, report, "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
 }
 
 #[test]

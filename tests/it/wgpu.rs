@@ -375,12 +375,12 @@ fn an_op_without_a_shader_runs_on_the_host_and_says_so() {
     assert!(out.contains("not checked on GPU"), "{out}");
     let r = read_json(&json);
     let nodes = r["nodes"].as_array().unwrap();
-    let note = nodes[0]["target_note"].as_str().unwrap();
+    let note = nodes[0]["target_placement"]["reason"].as_str().unwrap();
     assert!(
         note.starts_with("not checked on GPU: no shader for Softsign"),
         "{note}"
     );
-    assert!(nodes[1].get("target_note").is_none(), "{}", nodes[1]);
+    assert!(nodes[1].get("target_placement").is_none(), "{}", nodes[1]);
     assert_eq!(nodes[1]["status"], "pass");
     assert_eq!(r["target"]["details"]["nodes_on_device"], 1);
 }

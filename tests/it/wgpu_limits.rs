@@ -21,7 +21,7 @@ fn elementwise_ops_beyond_the_binding_limit_run_in_chunks() {
     let nodes = r["nodes"].as_array().unwrap();
     assert!(nodes
         .iter()
-        .all(|n| n["status"] == "pass" && n.get("target_note").is_none()));
+        .all(|n| n["status"] == "pass" && n.get("target_placement").is_none()));
 }
 
 /// `phantom onnx MODEL --ep wgpu` with `extra` arguments and the binding limit lowered to `limit`: its JSON report.
@@ -111,15 +111,15 @@ fn nodes_beyond_the_binding_limit_run_in_slabs_bit_identically() {
         for (x, y) in a.iter().zip(b) {
             let name = y["name"].as_str().unwrap();
             if let Some((_, why)) = on_host.iter().find(|(n, _)| *n == name) {
-                let note = y["target_note"].as_str().unwrap();
+                let note = y["target_placement"]["reason"].as_str().unwrap();
                 assert!(note.contains("32 KiB storage binding limit"), "{note}");
                 assert!(note.contains(why), "{note}");
                 continue;
             }
             assert!(
-                y.get("target_note").is_none(),
+                y.get("target_placement").is_none(),
                 "{extra:?} {name}: {}",
-                y["target_note"]
+                y["target_placement"]
             );
             for (vx, vy) in x["values"]
                 .as_array()

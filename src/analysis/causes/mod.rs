@@ -16,7 +16,7 @@ use tract_onnx::pb::NodeProto;
 
 use crate::model::Graph;
 use crate::precision::convert::RangeIssue;
-use crate::report::model::{Cause, Culprit, NodeReport, ValueStatus};
+use crate::report::model::{Basis, Cause, CauseKind, Confidence, Culprit, NodeReport, ValueStatus};
 use crate::runner::reference::Rounding;
 use crate::tensor::{DType, Tensor};
 
@@ -119,21 +119,21 @@ impl<'a> Evidence<'a> {
 }
 
 pub(crate) fn cause(
-    kind: &str,
+    kind: CauseKind,
     summary: String,
     ev: &[(&str, f64)],
-    confidence: &str,
+    confidence: Confidence,
     fix: String,
 ) -> Cause {
     Cause {
-        kind: kind.into(),
+        kind,
         summary,
         evidence: ev
             .iter()
             .filter(|(_, v)| v.is_finite())
             .map(|(k, v)| (k.to_string(), *v))
             .collect::<BTreeMap<_, _>>(),
-        confidence: confidence.into(),
+        confidence,
         fix,
         nodes: vec![],
     }
@@ -282,24 +282,24 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
             .introduced
             .as_ref()
             .filter(|x| x.status == ValueStatus::Pass);
-        if let (true, true, Some(alone)) = (out.is_empty(), c.basis == "cumulative", alone) {
+        if let (true, true, Some(alone)) = (out.is_empty(), c.basis == Basis::Cumulative, alone) {
             out.push(cause(
-                "fusion",
+                CauseKind::Fusion,
                 format!(
                     "alone (fed with reference inputs) the node is within tolerance (max |t − r| {}), in the graph it is not ({}): ONNX Runtime may have fused it with its neighbours, or it amplifies errors its inputs carry within tolerance",
                     num(alone.metrics.max_abs),
                     num(v.metrics.as_ref().map(|m| m.max_abs).unwrap_or(0.0))
                 ),
                 &[("alone_max_abs", alone.metrics.max_abs)],
-                "low",
+                Confidence::Low,
                 "rerun with --ort-opt-level disable: if the drift goes away, a fused kernel is the cause".into(),
             ));
         }
     }
 
     if out.is_empty() {
-        let summary = match (c.basis.as_str(), c.noise_ratio) {
-            ("cumulative", None) => "fails in the graph on clean inputs; the evidence phantom has (no per-node run) names \
+        let summary = match (c.basis, c.noise_ratio) {
+            (Basis::Cumulative, None) => "fails in the graph on clean inputs; the evidence phantom has (no per-node run) names \
                  no specific cause: rerun with --attribution on to measure the node alone"
                 .to_string(),
             (_, Some(r)) => format!(
@@ -325,18 +325,13 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
             }
         };
         out.push(cause(
-            "precision",
+            CauseKind::Precision,
             summary,
             &[("noise_ratio", c.noise_ratio.unwrap_or(f64::NAN))],
-            "low",
+            Confidence::Low,
             keep.to_string(),
         ));
     }
-    let rank = |c: &Cause| match c.confidence.as_str() {
-        "high" => 0,
-        "medium" => 1,
-        _ => 2,
-    };
-    out.sort_by_key(rank);
+    out.sort_by_key(|c| c.confidence);
     out
 }

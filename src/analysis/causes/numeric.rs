@@ -2,7 +2,7 @@
 //! upstream), catastrophic cancellation, softmax over large logits, long reductions.
 
 use super::{cause, involving, limits, max_abs, num, spacing, Evidence, Limits, Site};
-use crate::report::model::{Cause, Culprit};
+use crate::report::model::{Cause, CauseKind, Confidence, Culprit};
 use crate::runner::reference::kernels::round_one;
 
 /// Epsilon: an attribute, or a small constant added upstream (decomposed normalizations), and cancellation
@@ -22,7 +22,7 @@ pub(super) fn epsilon(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
         let matters = stored == 0.0 || (coarse && var_min.is_none_or(|v| v < 10.0 * eps));
         if eps > 0.0 && eps < l.min_normal && matters {
             out.push(cause(
-                "epsilon",
+                CauseKind::Epsilon,
                 format!(
                     "epsilon {} is below {}'s smallest normal {} (stored as {})",
                     num(eps),
@@ -35,7 +35,7 @@ pub(super) fn epsilon(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
                     ("stored", stored),
                     ("min_normal", l.min_normal),
                 ],
-                "medium",
+                Confidence::Medium,
                 format!("raise epsilon to ≥ {} or {keep}", num(l.min_normal)),
             ));
         }
@@ -49,7 +49,7 @@ pub(super) fn epsilon(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
         let nd = &ev.graph.nodes[n];
         if n != i {
             if let Some(cc) = nd.outputs.first().and_then(|o| cancellation(ev, o, l)) {
-                if !out.iter().any(|c| c.kind == "cancellation") {
+                if !out.iter().any(|c| c.kind == CauseKind::Cancellation) {
                     out.push(cc);
                 }
             }
@@ -77,13 +77,13 @@ pub(super) fn epsilon(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
                     && (stored == 0.0 || (eps < l.min_normal && var_min < 10.0 * eps && coarse))
                 {
                     out.push(involving(cause(
-                        "epsilon",
+                        CauseKind::Epsilon,
                         format!(
                             "`{}` adds epsilon {} which {} stores as {}; the value it guards goes down to {} in f64",
                             nd.name, num(eps), l.name, num(stored), num(var_min)
                         ),
                         &[("epsilon", eps), ("stored", stored), ("guarded_min", var_min), ("min_normal", l.min_normal)],
-                        "high",
+                        Confidence::High,
                         format!("raise the epsilon of `{}` to ≥ {}, or keep the normalization in fp32", nd.name, num(l.min_normal)),
                     ), &nd.name));
                 }
@@ -107,13 +107,13 @@ pub(super) fn softmax(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
             let s = spacing(m, limits(ev.dtype(&node.inputs[0])));
             if s >= 1e-2 {
                 out.push(cause(
-                    "softmax_range",
+                    CauseKind::SoftmaxRange,
                     format!(
                         "logits up to {} are stored with a spacing of {} in {}; exp turns that into relative errors up to {}",
                         num(m), num(s), l.name, num(s.exp() - 1.0)
                     ),
                     &[("logit_max_abs", m), ("spacing", s)],
-                    "high",
+                    Confidence::High,
                     "keep the logits' producer and the Softmax in fp32, or scale the logits down before they are stored".into(),
                 ));
             }
@@ -127,15 +127,15 @@ pub(super) fn long_reduction(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Ve
     // Long reductions.
     if let Some(len) = reduction_length(ev, i) {
         let bound = len as f64 * l.u;
-        if len >= 256 && !out.iter().any(|c| c.kind == "overflow") {
+        if len >= 256 && !out.iter().any(|c| c.kind == CauseKind::Overflow) {
             out.push(cause(
-                "long_reduction",
+                CauseKind::LongReduction,
                 format!(
                     "each output sums {len} terms; accumulating them in {} can lose up to {len}·u = {} relative",
                     l.name, num(bound)
                 ),
                 &[("reduction_length", len as f64), ("bound", bound)],
-                if bound > 0.1 { "medium" } else { "low" },
+                if bound > 0.1 { Confidence::Medium } else { Confidence::Low },
                 format!("accumulate in fp32 ({keep} on this execution provider), or split the reduction"),
             ));
         }
@@ -207,7 +207,7 @@ pub(super) fn cancellation(ev: &Evidence, value: &str, l: Limits) -> Option<Caus
     };
     (f * l.u > 1e-2).then(|| {
         let c = cause(
-            "cancellation",
+            CauseKind::Cancellation,
             format!(
                 "`{}` cancels: its operands are up to {}× larger than its result, so {}'s rounding of them (u = {}) becomes up to {} relative{}",
                 node.name,
@@ -218,7 +218,7 @@ pub(super) fn cancellation(ev: &Evidence, value: &str, l: Limits) -> Option<Caus
                 if f * l.u >= 1.0 { " — the difference can round to 0" } else { "" }
             ),
             &[("cancellation_factor", f), ("unit_roundoff", l.u)],
-            "medium",
+            Confidence::Medium,
             format!("compute `{}` and what reads it in fp32 (--keep-fp32), or reformulate the difference", node.name),
         );
         involving(c, &node.name)

@@ -8,7 +8,7 @@
 use ndarray::{ArrayD, Axis, Ix2};
 
 use super::{cause, num, spacing, Evidence, Site};
-use crate::report::model::{Cause, Culprit};
+use crate::report::model::{Cause, CauseKind, Confidence, Culprit};
 use crate::tensor::DType;
 
 pub(super) fn explain(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
@@ -139,7 +139,7 @@ fn quantize(ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
     };
     if sat > 0 {
         out.push(cause(
-            "quantization_saturation",
+            CauseKind::QuantizationSaturation,
             format!("{sat} of {n} values fall outside [{qmin}, {qmax}] {at} and saturate"),
             &[
                 ("saturated", sat as f64),
@@ -147,13 +147,13 @@ fn quantize(ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
                 ("qmin", qmin),
                 ("qmax", qmax),
             ],
-            "high",
+            Confidence::High,
             "recalibrate the scale on data like this input, or keep this tensor in float".into(),
         ));
     }
     if near > 0 {
         out.push(cause(
-            "quantization_flip",
+            CauseKind::QuantizationFlip,
             format!(
                 "{near} of {n} values sit within the input's error ({} on the target, spacing {} in {}) of a rounding \
                  boundary between two levels: each flip moves the quantized value by one level, {} after \
@@ -164,7 +164,7 @@ fn quantize(ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
                 num(s_min)
             ),
             &[("near_boundary", near as f64), ("values", n as f64), ("quantum", s_min), ("input_error", inherited)],
-            if near * 100 >= n { "high" } else { "medium" },
+            if near * 100 >= n { Confidence::High } else { Confidence::Medium },
             format!(
                 "expect one-level differences here (compare this value with --atol {}), or keep the input's producer \
                  in fp32 so it carries less error",
@@ -174,13 +174,13 @@ fn quantize(ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
     }
     if used < 0.1 {
         out.push(cause(
-            "quantization_range",
+            CauseKind::QuantizationRange,
             format!(
                 "the values use {:.1}% of the quantized range {at}",
                 100.0 * used
             ),
             &[("range_used", used), ("scale", s_min)],
-            "medium",
+            Confidence::Medium,
             "recalibrate: a smaller scale would resolve these values better".into(),
         ));
     }
@@ -215,7 +215,7 @@ fn integer_inputs(ev: &Evidence, s: &Site, which: &[usize], out: &mut Vec<Cause>
         let bits = ((qmax - qmin + 1.0).log2()).round();
         if used < 0.1 {
             out.push(cause(
-                "quantization_range",
+                CauseKind::QuantizationRange,
                 format!(
                     "`{name}` uses {} levels, {:.1}% of the {ty}{bits} range: one level is 1/{} of its spread, so a \
                      one-level difference upstream is a large relative error here",
@@ -224,13 +224,13 @@ fn integer_inputs(ev: &Evidence, s: &Site, which: &[usize], out: &mut Vec<Cause>
                     levels.len().max(1)
                 ),
                 &[("levels", levels.len() as f64), ("range_used", used)],
-                "medium",
+                Confidence::Medium,
                 format!("recalibrate `{name}`'s scale so its values spread over the range"),
             ));
         }
         if share > 0.01 {
             out.push(cause(
-                "quantization_saturation",
+                CauseKind::QuantizationSaturation,
                 format!(
                     "{at_bounds} of {} values of `{name}` ({:.1}%) sit at the {ty}{bits} bounds [{qmin}, {qmax}]: \
                      they saturated when quantized",
@@ -238,7 +238,7 @@ fn integer_inputs(ev: &Evidence, s: &Site, which: &[usize], out: &mut Vec<Cause>
                     100.0 * share
                 ),
                 &[("at_bounds", at_bounds as f64), ("share", share)],
-                "medium",
+                Confidence::Medium,
                 format!("recalibrate `{name}`'s scale on data like this input"),
             ));
         }
@@ -277,7 +277,7 @@ fn products(ev: &Evidence, s: &Site, b_at: usize, out: &mut Vec<Cause>) {
     let bound = k as f64 * amax * bmax;
     if bound > i32::MAX as f64 {
         out.push(cause(
-            "accumulator_overflow",
+            CauseKind::AccumulatorOverflow,
             format!(
                 "each output sums {k} products of up to {} × {}: up to {} — beyond the int32 accumulator",
                 num(amax),
@@ -285,7 +285,7 @@ fn products(ev: &Evidence, s: &Site, b_at: usize, out: &mut Vec<Cause>) {
                 num(bound)
             ),
             &[("reduction_length", k as f64), ("bound", bound)],
-            "high",
+            Confidence::High,
             "split the reduction, or quantize to fewer bits".into(),
         ));
     }
@@ -296,14 +296,14 @@ fn products(ev: &Evidence, s: &Site, b_at: usize, out: &mut Vec<Cause>) {
     if let Some((pairs, worst, checked)) = pair_saturation(&a, &b) {
         if pairs > 0 {
             out.push(cause(
-                "quantization_saturation",
+                CauseKind::QuantizationSaturation,
                 format!(
                     "{pairs} of {checked} adjacent u8×s8 product pairs sum beyond int16 (up to {}): x86 kernels without \
                      VNNI (AVX2 `vpmaddubsw`) saturate them; phantom cannot tell which kernel ONNX Runtime picked",
                     num(worst)
                 ),
                 &[("pairs_over", pairs as f64), ("worst_pair", worst), ("pairs_checked", checked as f64)],
-                "medium",
+                Confidence::Medium,
                 "quantize activations with reduce_range (7 bits), or run on a CPU with VNNI".into(),
             ));
         }

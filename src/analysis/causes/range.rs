@@ -3,7 +3,8 @@
 
 use super::numeric::{cancellation, reduction_length};
 use super::{cause, max_abs, num, Evidence, Site};
-use crate::report::model::{Cause, Culprit};
+use crate::precision::convert::RangeKind;
+use crate::report::model::{Basis, Cause, CauseKind, Confidence, Culprit};
 use crate::runner::reference::kernels::round_one;
 
 /// Initializers the target type cannot hold.
@@ -15,24 +16,24 @@ pub(super) fn initializers(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<
         .iter()
         .filter(|r| node.inputs.contains(&r.tensor))
     {
-        let (kind, what) = if ri.kind == "overflow" {
+        let (kind, what) = if ri.kind == RangeKind::Overflow {
             (
-                "initializer_range",
+                CauseKind::InitializerRange,
                 format!("beyond {}'s max {} and stored as ±inf", l.name, num(l.max)),
             )
         } else {
             (
-                "underflow",
+                CauseKind::Underflow,
                 format!("below {}'s smallest subnormal and stored as 0", l.name),
             )
         };
         let share = ri.count as f64 / ri.elements.max(1) as f64;
-        let confidence = if ri.kind == "overflow" {
-            "high"
+        let confidence = if ri.kind == RangeKind::Overflow {
+            Confidence::High
         } else if share > 0.01 {
-            "medium"
+            Confidence::Medium
         } else {
-            "low"
+            Confidence::Low
         };
         out.push(cause(
             kind,
@@ -91,10 +92,10 @@ pub(super) fn overflow(c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
                 ));
             }
             out.push(cause(
-                "overflow",
+                CauseKind::Overflow,
                 summary,
                 &evid,
-                "high",
+                Confidence::High,
                 format!("{keep}, or scale its inputs down"),
             ));
         }
@@ -116,13 +117,13 @@ pub(super) fn overflow(c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
             let m = max_abs(&x);
             if m * m > l.max && op != "Pow" {
                 out.push(cause(
-                    "overflow_inside",
+                    CauseKind::OverflowInside,
                     format!(
                         "inputs up to {} square to {} inside the node, beyond {}'s max {}: a variance or sum of squares computed in {} overflows",
                         num(m), num(m * m), l.name, num(l.max), l.name
                     ),
                     &[("input_max_abs", m), ("square", m * m), ("type_max", l.max)],
-                    "high",
+                    Confidence::High,
                     format!("{keep} (compute the statistics in fp32), or scale the input down"),
                 ));
             }
@@ -138,8 +139,8 @@ pub(super) fn nan_inf(c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause>
         if let (Some(ts), Some(rs)) = (&v.target_stats, &v.reference_stats) {
             let ideal = v.noise.as_ref().map(|n| n.nonfinite).unwrap_or(0);
             let by_target = (ts.nan + ts.inf) > (rs.nan + rs.inf);
-            let overflowed = out.iter().any(|c| c.kind == "overflow");
-            if !overflowed && (by_target || (c.basis == "ideal" && ideal > 0)) {
+            let overflowed = out.iter().any(|c| c.kind == CauseKind::Overflow);
+            if !overflowed && (by_target || (c.basis == Basis::Ideal && ideal > 0)) {
                 let (nan, inf, who) = if by_target {
                     (ts.nan, ts.inf, "the target")
                 } else {
@@ -179,13 +180,13 @@ pub(super) fn nan_inf(c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause>
                     }
                 }
                 out.push(cause(
-                    "nan_inf",
+                    CauseKind::NanInf,
                     format!(
                         "first node where {who} makes NaN/Inf on clean inputs ({} NaN/Inf elements; f64 has none){why}",
                         nan + inf
                     ),
                     &evid,
-                    "high",
+                    Confidence::High,
                     format!("{keep}, or guard the operation (add an epsilon that {} can hold, ≥ {})", l.name, num(l.min_normal)),
                 ));
             }
@@ -213,7 +214,7 @@ pub(super) fn underflow(_c: &Culprit, _ev: &Evidence, s: &Site, out: &mut Vec<Ca
             .count();
         if flush as f64 / nz as f64 > 0.01 || sub as f64 / nz as f64 > 0.1 {
             out.push(cause(
-                "underflow",
+                CauseKind::Underflow,
                 format!(
                     "{flush} of {nz} non-zero f64 values flush to 0 and {sub} are subnormal in {}",
                     l.name
@@ -224,9 +225,9 @@ pub(super) fn underflow(_c: &Culprit, _ev: &Evidence, s: &Site, out: &mut Vec<Ca
                     ("nonzero", nz as f64),
                 ],
                 if flush as f64 / nz as f64 > 0.01 {
-                    "medium"
+                    Confidence::Medium
                 } else {
-                    "low"
+                    Confidence::Low
                 },
                 format!("{keep}, or scale the values up"),
             ));

@@ -14,6 +14,7 @@ use super::ops;
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
+use crate::runner::facts::{HostKind, HostPlacement};
 use crate::runner::RunOutput;
 use crate::tensor::Tensor;
 
@@ -75,7 +76,7 @@ impl Pending {
 #[derive(Default)]
 pub struct Placement {
     /// Node name → why it ran on the host (absent: on the device).
-    pub host: HashMap<String, String>,
+    pub host: HashMap<String, HostPlacement>,
     pub device_nodes: usize,
     /// Milliseconds spent recording and submitting dispatches, waiting for them and reading values back, and
     /// running nodes on the host.
@@ -84,12 +85,6 @@ pub struct Placement {
     pub host_ms: f64,
     /// Values f16 cannot hold, found as they were uploaded.
     pub range_issues: Vec<crate::precision::convert::RangeIssue>,
-}
-
-/// Whether a host placement means the node's numbers were not checked on the GPU (float compute without a
-/// shader), as opposed to integer shape arithmetic or constants.
-pub fn not_checked(reason: &str) -> bool {
-    reason.starts_with("not checked on GPU")
 }
 
 fn initializers(proto: &ModelProto, dir: &std::path::Path, store: &mut Store) -> Result<()> {
@@ -274,7 +269,7 @@ pub fn execute(
     let over: Vec<&str> = store
         .out_of_range
         .iter()
-        .filter(|r| r.kind == "overflow")
+        .filter(|r| r.kind == crate::precision::convert::RangeKind::Overflow)
         .map(|r| r.tensor.as_str())
         .collect();
     if !over.is_empty() {
@@ -318,7 +313,8 @@ fn stored_like_device(gpu: &Gpu, t: Tensor) -> Tensor {
     }
 }
 
-fn host_reason(p: &NodeProto, store: &Store, said: &str) -> String {
+fn host_reason(p: &NodeProto, store: &Store, said: &str) -> HostPlacement {
+    let at = |kind, reason: String| HostPlacement { kind, reason };
     let float_in = p
         .input
         .iter()
@@ -326,19 +322,30 @@ fn host_reason(p: &NodeProto, store: &Store, said: &str) -> String {
         .filter_map(|i| store.host.get(i))
         .any(|t| t.dtype().is_float());
     match p.op_type.as_str() {
-        "Constant" => return "host: constant".into(),
-        "Shape" | "Size" => return "host: shape arithmetic (the shape of a value)".into(),
+        "Constant" => return at(HostKind::Constant, "host: constant".into()),
+        "Shape" | "Size" => {
+            return at(
+                HostKind::ShapeArithmetic,
+                "host: shape arithmetic (the shape of a value)".into(),
+            )
+        }
         _ => {}
     }
     if !float_in && !matches!(p.op_type.as_str(), "RandomNormal" | "RandomUniform") {
-        return "host: shape arithmetic (integer values)".into();
+        return at(
+            HostKind::ShapeArithmetic,
+            "host: shape arithmetic (integer values)".into(),
+        );
     }
     let why = match ops::find(&p.op_type) {
         None => format!("no shader for {}", p.op_type),
         Some(_) if !said.is_empty() => said.to_string(),
         Some(_) => format!("{} in this form has no shader path", p.op_type),
     };
-    format!("not checked on GPU: {why}; ran on the CPU (ONNX Runtime, f32)")
+    at(
+        HostKind::NotCheckedOnGpu,
+        format!("not checked on GPU: {why}; ran on the CPU (ONNX Runtime, f32)"),
+    )
 }
 
 /// Runs `p` on the device when there is a shader for it, else says why it goes to the host.

@@ -62,7 +62,7 @@ pub struct WgpuRunner {
     pub gpu: gpu::Gpu,
     host: host::Host,
     /// Node name → where and why it ran on the host; filled by [`Runner::run`].
-    pub placement: HashMap<String, String>,
+    pub placement: HashMap<String, crate::runner::facts::HostPlacement>,
     /// Values f16 could not hold when uploaded (the evidence for `initializer_range` causes).
     pub range_issues: Vec<crate::precision::convert::RangeIssue>,
 }
@@ -207,7 +207,7 @@ impl Runner for WgpuRunner {
         out.facts = Some(self.facts(&placed));
         let mut unchecked: HashMap<&str, usize> = HashMap::new();
         for (node, why) in &placed.host {
-            if exec::not_checked(why) {
+            if why.kind == crate::runner::facts::HostKind::NotCheckedOnGpu {
                 let op = graph
                     .nodes
                     .iter()
