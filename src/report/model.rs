@@ -14,7 +14,7 @@ use crate::model::HiddenValue;
 use crate::tensor::DType;
 
 /// Version of the report layout; bumped on incompatible changes.
-pub const SCHEMA_VERSION: &str = "phantom-report/2";
+pub const SCHEMA_VERSION: &str = "phantom-report/3";
 
 /// A whole comparison run.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::model::{NodeRef, Report, Status, ValueStatus};
 
-/// Version of the several-targets layout; each entry of `targets` is a `phantom-report/2` report.
+/// Version of the several-targets layout; each entry of `targets` is a `phantom-report/3` report.
 pub const MULTI_SCHEMA_VERSION: &str = "phantom-multi/1";
 
 /// Several targets compared with one f64 reference run and with each other.
