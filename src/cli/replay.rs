@@ -35,6 +35,10 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         &report.model.sha256,
     );
     println!("phantom replay {} ({})", a.dir.display(), saved.model);
+    println!("target: {}", report.target.label);
+    for n in &report.notes {
+        println!("note: {n}");
+    }
     let mut differences = 0;
     for c in environment_changes(&saved.environment, &now) {
         println!(

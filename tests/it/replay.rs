@@ -101,3 +101,40 @@ fn wgpu_runs_replay_in_their_own_mode() {
         "{out}"
     );
 }
+
+/// `--slice` and `--max-memory` are saved whole and replayed: the replay compares the same slice chunk by chunk
+/// (its report says bounded memory) and reproduces the verdict of a perturbed target.
+#[test]
+fn slice_and_bounded_memory_replay() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (run, target) = (dir.path().join("run"), dir.path().join("p.onnx"));
+    perturbed_copy(&model("convnet.onnx"), "conv2", 1.01, &target);
+    let m = model("convnet.onnx");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--target-model",
+        target.to_str().unwrap(),
+        "--slice",
+        "::2",
+        "--max-memory",
+        "64KiB",
+        "--save-run",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    let s = &saved["settings"];
+    assert_eq!(s["strategy"]["kind"], "bounded", "{s}");
+    assert_eq!(s["strategy"]["budget"], 65536, "{s}");
+    assert!(!s["slice"].is_null(), "{s}");
+    let (code, out, err) = phantom(&["replay", run.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("verdict reproduced: drift (first divergence #4 `conv2`); nothing changed"),
+        "{out}"
+    );
+    assert!(out.contains("note: bounded memory (64 KiB)"), "{out}");
+}
