@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::analysis;
+use crate::compare::Scales;
 use crate::error::{Error, Result};
 use crate::model::{self, Graph};
 use crate::pipeline::{prepare, CompareSettings, Prepared};
@@ -134,12 +135,21 @@ fn ancestors(graph: &Graph, of: &str) -> HashSet<usize> {
     seen
 }
 
-/// Streams the reference once and parks every value (the slice of it, with --slice) on disk.
-fn park(s: &CompareSettings, graph: &Graph, inputs: &model::inputs::Inputs) -> Result<Parked> {
+/// Streams the reference once and parks every value (the slice of it, with --slice) on disk; the RMS of each.
+fn park(
+    s: &CompareSettings,
+    graph: &Graph,
+    inputs: &model::inputs::Inputs,
+) -> Result<(Parked, Scales)> {
     let mut parked = Parked::new()?;
+    let mut scales = Scales::new(graph);
+    for (n, t) in &inputs.tensors {
+        scales.record(n, t);
+    }
     let mut failed: Option<Error> = None;
     ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| {
         if let (Ok(t), None) = (v, &failed) {
+            scales.record(name, &t);
             let t = match &s.slice {
                 Some(sp) => sp.apply(&t),
                 None => t,
@@ -151,7 +161,7 @@ fn park(s: &CompareSettings, graph: &Graph, inputs: &model::inputs::Inputs) -> R
     })?;
     match failed {
         Some(e) => Err(e),
-        None => Ok(parked),
+        None => Ok((parked, scales)),
     }
 }
 
@@ -160,16 +170,22 @@ struct Prober<'a> {
     s: &'a CompareSettings,
     graph: &'a Graph,
     parked: &'a Parked,
+    scales: &'a Scales,
     outputs: HashSet<&'a str>,
     node_of: HashMap<&'a str, usize>,
 }
 
 impl<'a> Prober<'a> {
-    fn new(s: &'a CompareSettings, graph: &'a Graph, parked: &'a Parked) -> Prober<'a> {
+    fn new(
+        s: &'a CompareSettings,
+        graph: &'a Graph,
+        (parked, scales): (&'a Parked, &'a Scales),
+    ) -> Prober<'a> {
         Prober {
             s,
             graph,
             parked,
+            scales,
             outputs: graph.outputs.iter().map(|o| o.name.as_str()).collect(),
             node_of: graph.producers(),
         }
@@ -188,6 +204,7 @@ impl<'a> Prober<'a> {
             Ok(&r),
             cut.as_ref().ok_or("not produced"),
             &self.s.tolerance,
+            self.scales.operands(name),
             self.outputs.contains(name),
             false,
         );
@@ -212,8 +229,8 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
         ..
     } = prepare(s)?;
     let target = targets[0].as_mut();
-    let parked = park(s, &graph, &inputs)?;
-    let pr = Prober::new(s, &graph, &parked);
+    let (parked, scales) = park(s, &graph, &inputs)?;
+    let pr = Prober::new(s, &graph, (&parked, &scales));
     let out_names: Vec<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let got = expose(target, &graph, &out_names, &inputs)?;
     let probes: Vec<Probe> = out_names

@@ -39,6 +39,7 @@ pub struct Chunker<'a> {
     /// The first error a target run met (reported after the reference run).
     pub error: Option<Error>,
     slice: Option<crate::compare::slice::SliceSpec>,
+    scales: crate::compare::Scales,
 }
 
 impl<'a> Chunker<'a> {
@@ -50,7 +51,12 @@ impl<'a> Chunker<'a> {
         budget: usize,
         heatmaps: bool,
     ) -> Chunker<'a> {
+        let mut scales = crate::compare::Scales::new(graph);
+        for (n, t) in &inputs.tensors {
+            scales.record(n, t);
+        }
         Chunker {
+            scales,
             outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
             target,
             graph,
@@ -76,6 +82,9 @@ impl<'a> Chunker<'a> {
     /// Takes one reference value; runs the target when the chunk is full.
     pub fn push(&mut self, name: &str, value: std::result::Result<Tensor, String>) {
         self.bytes += value.as_ref().map(|t| t.nbytes()).unwrap_or(0);
+        if let Ok(t) = &value {
+            self.scales.record(name, t);
+        }
         self.pending.push((name.to_string(), value));
         if self.bytes >= self.limit {
             self.flush();
@@ -114,6 +123,7 @@ impl<'a> Chunker<'a> {
                 r.as_ref().map_err(String::as_str),
                 t.as_ref().ok_or("not produced"),
                 self.tol,
+                self.scales.operands(&name),
                 self.outputs.contains(&name),
                 self.heatmaps,
             );

@@ -13,24 +13,32 @@ use crate::tensor::Tensor;
 /// closer) one.
 pub const CLEAR_FACTOR: f64 = 2.0;
 
-/// Compares one value between every pair of targets that produced it: `values` holds (label, value) per target.
+/// Compares one value between every pair of targets that produced it: `values` holds (label, value) per target;
+/// `operands` scales the default atol as for the comparison with f64 ([`crate::compare::scales`]).
 pub fn pairs(
     name: &str,
     values: &[(String, Option<&Tensor>)],
     tol: &ToleranceSpec,
+    operands: f64,
 ) -> Vec<PairValue> {
     let mut out = vec![];
     for (i, (la, a)) in values.iter().enumerate() {
         for (lb, b) in &values[i + 1..] {
             if let (Some(a), Some(b)) = (a, b) {
-                out.push(pair(name, la, a, lb, b, tol));
+                out.push(pair(name, (la, a), (lb, b), tol, operands));
             }
         }
     }
     out
 }
 
-fn pair(name: &str, la: &str, a: &Tensor, lb: &str, b: &Tensor, tol: &ToleranceSpec) -> PairValue {
+fn pair(
+    name: &str,
+    (la, a): (&str, &Tensor),
+    (lb, b): (&str, &Tensor),
+    tol: &ToleranceSpec,
+    operands: f64,
+) -> PairValue {
     let mut p = PairValue {
         value: name.to_string(),
         a: la.to_string(),
@@ -49,7 +57,8 @@ fn pair(name: &str, la: &str, a: &Tensor, lb: &str, b: &Tensor, tol: &ToleranceS
         ));
         return p;
     }
-    let (m, ..) = compare(&a.as_f64(), b, tol.for_dtype(b.dtype()));
+    let scale = tol.atol.is_none().then_some(operands);
+    let m = compare(&a.as_f64(), b, tol.for_dtype(b.dtype()), scale).metrics;
     p.status = match m.failed {
         0 => ValueStatus::Pass,
         _ => ValueStatus::Fail,

@@ -3,14 +3,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use rayon::prelude::*;
-
 use crate::compare::{compare, detail, ToleranceSpec};
 use crate::model::Graph;
 use crate::report::model::{
     Coverage, NodeRef, NodeReport, RefPrecision, Status, ValueReport, ValueStatus, Verdict,
 };
-use crate::runner::RunOutput;
 use crate::tensor::Tensor;
 
 fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
@@ -32,12 +29,15 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
     }
 }
 
-/// Compares one value given what each side produced (or why it did not).
+/// Compares one value given what each side produced (or why it did not). `operands`: the largest RMS of the
+/// activations the value was computed from (see [`crate::compare::scales`]); the default `atol` is scaled to it and
+/// to the value's own RMS, an explicit `--atol` is applied as given.
 pub fn compare_pair(
     name: &str,
     reference: Result<&Tensor, &str>,
     target: Result<&Tensor, &str>,
     tol: &ToleranceSpec,
+    operands: f64,
     is_output: bool,
     heatmap: bool,
 ) -> ValueReport {
@@ -65,7 +65,9 @@ pub fn compare_pair(
         return v;
     }
     let rf = r.as_f64();
-    let (m, rs, ts, worst) = compare(&rf, t, tolerance);
+    let c = compare(&rf, t, tolerance, tol.atol.is_none().then_some(operands));
+    let (m, rs, ts, worst, tolerance) = (c.metrics, c.reference, c.target, c.worst, c.tolerance);
+    v.tolerance = Some(tolerance);
     let owned: Vec<f64>;
     let flat = match rf.as_slice() {
         Some(s) => s,
@@ -85,15 +87,6 @@ pub fn compare_pair(
     v.target_stats = Some(ts);
     v.worst = worst;
     v
-}
-
-fn lookup<'a>(run: &'a RunOutput, name: &str) -> Result<&'a Tensor, &'a str> {
-    run.values.get(name).ok_or_else(|| {
-        run.missing
-            .get(name)
-            .map(String::as_str)
-            .unwrap_or("not produced")
-    })
 }
 
 /// Builds node reports in topological order from value reports made as values arrived; a value with no report
@@ -148,37 +141,6 @@ pub fn assemble(
             }
         })
         .collect()
-}
-
-/// Compares every value computed by a top-level node, in topological order.
-pub fn compare_runs(
-    graph: &Graph,
-    reference: &RunOutput,
-    target: &RunOutput,
-    tol: &ToleranceSpec,
-) -> Vec<NodeReport> {
-    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
-    let names = graph.computed_values();
-    let reports: HashMap<String, ValueReport> = names
-        .par_iter()
-        .map(|&n| {
-            let v = compare_pair(
-                n,
-                lookup(reference, n),
-                lookup(target, n),
-                tol,
-                outputs.contains(n),
-                false,
-            );
-            (n.to_string(), v)
-        })
-        .collect();
-    assemble(graph, reports, &reference.precision, |n| {
-        format!(
-            "reference: {}",
-            lookup(reference, n).err().unwrap_or("not produced")
-        )
-    })
 }
 
 fn severity(v: &ValueReport) -> (f64, f64) {

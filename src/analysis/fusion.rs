@@ -75,7 +75,15 @@ mod tests {
     fn report(target: f32) -> ValueReport {
         let r = Tensor::F32(ndarray::arr1(&[1.0f32, 2.0, 3.0]).into_dyn());
         let t = Tensor::F32(ndarray::arr1(&[1.0f32, 2.0, target]).into_dyn());
-        crate::analysis::compare_pair("v", Ok(&r), Ok(&t), &ToleranceSpec::default(), false, false)
+        crate::analysis::compare_pair(
+            "v",
+            Ok(&r),
+            Ok(&t),
+            &ToleranceSpec::default(),
+            1.0,
+            false,
+            false,
+        )
     }
 
     #[test]

@@ -9,4 +9,4 @@ pub mod divergence;
 pub mod fusion;
 pub mod index_flip;
 
-pub use divergence::{assemble, compare_pair, compare_runs, coverage, verdict};
+pub use divergence::{assemble, compare_pair, coverage, verdict};

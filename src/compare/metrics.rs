@@ -319,12 +319,25 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
-/// Compares `target` with `reference` (same shape, checked by the caller) under `tol`.
+/// What [`compare`] measured, and the tolerance it applied.
+pub struct Compared {
+    pub metrics: Metrics,
+    pub reference: Stats,
+    pub target: Stats,
+    pub worst: Option<Worst>,
+    /// `tol` scaled to the tensor and its operands ([`Tolerance::scaled`]).
+    pub tolerance: Tolerance,
+}
+
+/// Compares `target` with `reference` (same shape, checked by the caller) under `tol`; with `operands` (the largest
+/// RMS of the activations it was computed from, 0 when unknown), `atol` is first scaled to the reference's RMS and
+/// theirs ([`Tolerance::scaled`]).
 pub fn compare(
     reference: &ArrayD<f64>,
     target: &Tensor,
     tol: Tolerance,
-) -> (Metrics, Stats, Stats, Option<Worst>) {
+    operands: Option<f64>,
+) -> Compared {
     let r_owned;
     let r = match reference.as_slice() {
         Some(s) => s,
@@ -335,6 +348,10 @@ pub fn compare(
     };
     let dtype = target.dtype();
     let scale = rms(r);
+    let tol = match operands {
+        Some(o) => tol.scaled(scale, o),
+        None => tol,
+    };
     let acc = crate::dispatch_tensor!(target, a => match a.as_slice() {
         Some(s) => run(r, s, dtype, tol, scale),
         None => run(r, &a.iter().copied().collect::<Vec<_>>(), dtype, tol, scale),
@@ -382,7 +399,13 @@ pub fn compare(
         reference: r[at],
         target: crate::dispatch_tensor!(target, a => a.iter().nth(at).map(|v| v.to_f64()).unwrap_or(f64::NAN)),
     });
-    (metrics, acc.r.stats(acc.n), acc.t.stats(acc.n), worst)
+    Compared {
+        metrics,
+        reference: acc.r.stats(acc.n),
+        target: acc.t.stats(acc.n),
+        worst,
+        tolerance: tol,
+    }
 }
 
 #[cfg(test)]
@@ -406,14 +429,16 @@ mod tests {
         let t = Tensor::F32(
             ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![1.0f32, 2.5, 3.0, 1.0]).unwrap(),
         );
-        let (m, rs, ts, w) = compare(
+        let c = compare(
             &r,
             &t,
             Tolerance {
                 atol: 0.1,
                 rtol: 0.0,
             },
+            None,
         );
+        let (m, rs, ts, w) = (c.metrics, c.reference, c.target, c.worst);
         assert_eq!(m.failed, 2);
         assert_eq!(m.nonfinite_mismatch, 1);
         assert_eq!(m.max_abs, 0.5);

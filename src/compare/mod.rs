@@ -2,9 +2,11 @@
 
 pub mod detail;
 pub mod metrics;
+pub mod scales;
 pub mod slice;
 pub mod tolerance;
 
 pub use detail::{detail, Detail};
-pub use metrics::{compare, Metrics, Stats, Worst};
+pub use metrics::{compare, Compared, Metrics, Stats, Worst};
+pub use scales::Scales;
 pub use tolerance::{Tolerance, ToleranceSpec};

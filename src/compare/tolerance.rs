@@ -44,6 +44,17 @@ impl Tolerance {
         }
     }
 
+    /// This tolerance for a tensor of RMS `scale` computed from operands of RMS at most `operands`: `atol` capped at
+    /// `rtol × max(scale, operands)` (never below a millionth of `atol`), so an absolute tolerance cannot swallow a
+    /// tensor much smaller than it (see [`crate::compare::scales`]).
+    pub fn scaled(self, scale: f64, operands: f64) -> Tolerance {
+        let cap = self.rtol * scale.max(operands);
+        Tolerance {
+            atol: self.atol.min(cap.max(self.atol * 1e-6)),
+            rtol: self.rtol,
+        }
+    }
+
     /// True when `t` is within tolerance of `r` for a tensor of RMS `scale` (NaN matches NaN, infinities match
     /// when equal).
     #[inline]

@@ -38,7 +38,16 @@ pub fn attribute(
             Some(sp) => (sp.apply(r), sp.apply(t_iso)),
             None => (r.clone(), t_iso.clone()),
         };
-        let alone = analysis::compare_pair(name, Ok(&r), Ok(&t_iso), &s.tolerance, false, false);
+        let operands = cmp.scales.operands(name);
+        let alone = analysis::compare_pair(
+            name,
+            Ok(&r),
+            Ok(&t_iso),
+            &s.tolerance,
+            operands,
+            false,
+            false,
+        );
         v.introduced = attribution::introduced(&alone, &r, round.get(name).copied());
     }
     pb.finish_and_clear();
@@ -140,7 +149,16 @@ fn settle_fusion(
     let out = t.run(&p.graph, &p.inputs, Capture::All)?;
     for c in verdict.culprits.iter_mut() {
         if let (Some(r), Some(v)) = (cmp.held.get(&c.value), out.values.get(&c.value)) {
-            let rep = analysis::compare_pair(&c.value, Ok(r), Ok(v), &s.tolerance, false, false);
+            let operands = cmp.scales.operands(&c.value);
+            let rep = analysis::compare_pair(
+                &c.value,
+                Ok(r),
+                Ok(v),
+                &s.tolerance,
+                operands,
+                false,
+                false,
+            );
             analysis::fusion::settle(c, &rep);
         }
     }

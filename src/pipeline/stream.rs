@@ -11,6 +11,7 @@ use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::agreement;
 use crate::analysis::{self, attribution};
 use crate::bounded::{fmt_size, Chunker};
+use crate::compare::Scales;
 use crate::error::{Error, Result};
 use crate::report::model::ValueReport;
 use crate::report::multi::PairValue;
@@ -30,6 +31,8 @@ pub struct Compared {
     pub reference_ms: f64,
     /// Target-vs-target comparisons of every value (several targets only).
     pub pairs: Vec<PairValue>,
+    /// The reference's RMS per value, to scale the default atol of the values computed from them.
+    pub scales: Scales,
 }
 
 /// Compares every reference value with each target's (and the targets' with each other) as the reference computes
@@ -51,6 +54,10 @@ pub fn compare(
         false => HashMap::new(),
     };
     let mut pairs = vec![];
+    let mut scales = Scales::new(&p.graph);
+    for (n, t) in &p.inputs.tensors {
+        scales.record(n, t);
+    }
     let mut compare_time = Duration::ZERO;
     let reference = match (s.budget(), lanes) {
         (Some(budget), [lane]) => bounded(s, p, lane, budget, &mut compare_time)?,
@@ -63,10 +70,14 @@ pub fn compare(
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
             ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
                 let c = Instant::now();
-                pairs.extend(pair_up(s, name, lanes));
+                let operands = scales.operands(name);
+                pairs.extend(pair_up(s, name, lanes, operands));
                 for lane in lanes.iter_mut() {
-                    let report = judge(s, name, &value, lane, outputs.contains(name));
+                    let report = judge(s, name, &value, lane, (operands, outputs.contains(name)));
                     lane.reports.insert(name.to_string(), report);
+                }
+                if let Ok(v) = &value {
+                    scales.record(name, v);
                 }
                 if let (true, Ok(r)) = (keep, value) {
                     held.insert(name.to_string(), r);
@@ -82,6 +93,7 @@ pub fn compare(
         compare_time,
         reference_ms: t.elapsed().as_secs_f64() * 1e3 - compare_time.as_secs_f64() * 1e3,
         pairs,
+        scales,
     })
 }
 
@@ -133,7 +145,7 @@ fn finish_chunks(
 }
 
 /// One value compared between every pair of targets (sliced when asked); nothing with one target.
-fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane]) -> Vec<PairValue> {
+fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], operands: f64) -> Vec<PairValue> {
     if lanes.len() < 2 {
         return vec![];
     }
@@ -149,7 +161,7 @@ fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane]) -> Vec<PairValue> {
         .collect();
     let values: Vec<(String, Option<&Tensor>)> =
         cut.iter().map(|(l, v)| (l.clone(), v.as_deref())).collect();
-    agreement::pairs(name, &values, &s.tolerance)
+    agreement::pairs(name, &values, &s.tolerance, operands)
 }
 
 /// One value judged: the reference's against the target's (sliced when asked), with the expected noise.
@@ -158,7 +170,7 @@ fn judge(
     name: &str,
     value: &std::result::Result<Tensor, String>,
     lane: &mut Lane,
-    is_output: bool,
+    (operands, is_output): (f64, bool),
 ) -> ValueReport {
     let (target, emulated) = (&mut lane.out, &mut lane.emulated);
     let cut = |t: Tensor| match &s.slice {
@@ -181,6 +193,7 @@ fn judge(
         r.as_ref().map_err(String::as_str),
         tgt.as_ref().ok_or(why_not),
         &s.tolerance,
+        operands,
         is_output,
         s.heatmaps,
     );

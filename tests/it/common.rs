@@ -80,3 +80,95 @@ pub fn perturbed_copy(src: &Path, node: &str, factor: f32, dst: &Path) {
 pub fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
+
+/// Writes a chain of three 3×3 convolutions (8 channels, no bias, ReLU between; node names `conv1`..`conv3`) with
+/// fixed pseudo-random weights of RMS about 1/√72, so activations keep the scale of the input.
+pub fn conv_chain(dst: &Path) {
+    let mut seed = 0x9e37_79b9u32;
+    let mut weights = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                ((seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 0.4
+            })
+            .collect()
+    };
+    let vi = |name: &str| pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: 1,
+                shape: Some(pb::TensorShapeProto {
+                    dim: [1i64, 8, 12, 12]
+                        .iter()
+                        .map(|&d| pb::tensor_shape_proto::Dimension {
+                            value: Some(pb::tensor_shape_proto::dimension::Value::DimValue(d)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut nodes = vec![];
+    let mut inits = vec![];
+    let mut prev = "x".to_string();
+    for k in 1..=3 {
+        inits.push(pb::TensorProto {
+            name: format!("w{k}"),
+            data_type: 1,
+            dims: vec![8, 8, 3, 3],
+            float_data: weights(8 * 8 * 9),
+            ..Default::default()
+        });
+        let out = if k == 3 {
+            "y".to_string()
+        } else {
+            format!("c{k}")
+        };
+        nodes.push(pb::NodeProto {
+            name: format!("conv{k}"),
+            op_type: "Conv".into(),
+            input: vec![prev.clone(), format!("w{k}")],
+            output: vec![out.clone()],
+            attribute: vec![pb::AttributeProto {
+                name: "pads".into(),
+                r#type: 7,
+                ints: vec![1, 1, 1, 1],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        prev = out;
+        if k < 3 {
+            let relu = format!("r{k}");
+            nodes.push(pb::NodeProto {
+                name: format!("relu{k}"),
+                op_type: "Relu".into(),
+                input: vec![prev.clone()],
+                output: vec![relu.clone()],
+                ..Default::default()
+            });
+            prev = relu;
+        }
+    }
+    let m = pb::ModelProto {
+        ir_version: 8,
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(pb::GraphProto {
+            name: "conv_chain".into(),
+            node: nodes,
+            initializer: inits,
+            input: vec![vi("x")],
+            output: vec![vi("y")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    std::fs::write(dst, m.encode_to_vec()).unwrap();
+}

@@ -14,5 +14,6 @@ mod replay;
 mod schema;
 mod snapshots;
 mod targets;
+mod verdicts;
 mod wgpu;
 mod wgpu_limits;

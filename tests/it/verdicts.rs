@@ -1,0 +1,75 @@
+//! Verdicts that scale cannot fool: a one-node fault is found whatever the magnitude of the activations, and clean
+//! runs stay clean at every scale.
+
+use crate::common::*;
+
+/// `phantom onnx` on the conv chain with inputs in ±`range`, against `target` when given; (exit, stdout, report).
+fn run(
+    model: &std::path::Path,
+    range: f64,
+    target: Option<&std::path::Path>,
+) -> (i32, String, serde_json::Value) {
+    let dir = model.parent().unwrap();
+    let json = dir.join(format!("r{range}.json"));
+    let vr = format!("{},{}", -range, range);
+    let mut args = vec![
+        "onnx",
+        model.to_str().unwrap(),
+        "--val-range",
+        &vr,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    if let Some(t) = target {
+        args.extend(["--target-model", t.to_str().unwrap()]);
+    }
+    let (code, out, err) = phantom(&args);
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    (code, out, read_json(&json))
+}
+
+#[test]
+fn a_half_percent_fault_is_found_at_any_activation_scale() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, faulty) = (
+        dir.path().join("chain.onnx"),
+        dir.path().join("faulty.onnx"),
+    );
+    conv_chain(&m);
+    perturbed_copy(&m, "conv2", 1.005, &faulty);
+    for range in [2e-6, 1.0, 2e3] {
+        let (code, out, r) = run(&m, range, None);
+        assert_eq!(code, 0, "clean at ±{range}: {out}");
+        assert_eq!(r["verdict"]["status"], "clean");
+        let (code, out, r) = run(&m, range, Some(&faulty));
+        assert_eq!(code, 1, "the fault at ±{range} is found: {out}");
+        assert_eq!(
+            r["verdict"]["first_divergence"]["node"], "conv2",
+            "±{range}"
+        );
+        assert_eq!(r["verdict"]["culprits"][0]["node"], "conv2", "±{range}");
+        // The applied atol follows the activations' scale.
+        let c1 = &r["nodes"][0]["values"][0];
+        let atol = c1["tolerance"]["atol"].as_f64().unwrap();
+        let rms = c1["metrics"]["scale"].as_f64().unwrap();
+        assert!(
+            atol <= 1e-4 && atol <= 1e-3 * rms.max(range) * 1.01,
+            "±{range}: atol {atol}, rms {rms}"
+        );
+    }
+    // The same fault with a fixed absolute tolerance (as before scaling): 1e-4 swallows all of ±2e-6.
+    let json = dir.path().join("fixed.json");
+    let (code, out, _) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--val-range=-2e-6,2e-6",
+        "--atol",
+        "1e-4",
+        "--target-model",
+        faulty.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "an explicit --atol is applied as given: {out}");
+}
