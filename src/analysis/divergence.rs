@@ -183,6 +183,8 @@ pub fn verdict(graph: &Graph, nodes: &[NodeReport]) -> Verdict {
             .collect(),
         outputs_pass,
         culprits: vec![],
+        anomalies: vec![],
+        precision_limited: vec![],
     }
 }
 

@@ -1,6 +1,7 @@
 //! From two runs to per-node verdicts: which values pass, fail or stay unchecked, where drift begins.
 
 pub mod agreement;
+pub mod anomaly;
 pub mod attribution;
 pub mod causes;
 pub mod culprit;

@@ -124,10 +124,14 @@ pub struct OnnxArgs {
     /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
     #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
     pub keep_fp32: Vec<String>,
-    /// Introduced-vs-inherited error (every node rerun on the target with the reference's inputs) and expected
-    /// noise (the reference rerun with every value rounded to the target's precision). auto: on for fp16/bf16.
+    /// Introduced-vs-inherited error (every node rerun on the target with the reference's inputs: anomalies) and
+    /// expected noise (the reference rerun with every value rounded to the target's precision: precision-limited
+    /// values). auto: on, except with --max-memory.
     #[arg(long, value_enum, default_value = "auto")]
     pub attribution: Switch,
+    /// Exit 1 on a precision-limited verdict too (by default only drift and anomalies fail).
+    #[arg(long)]
+    pub strict: bool,
     /// Compare only a slice of each tensor: `:,:64,:64` (NumPy-style, leading axes) or `::4` (every 4th element).
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub slice: Option<String>,

@@ -134,6 +134,7 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
                     CheckStatus::Missing => Some("recorded, but not produced now".into()),
                     _ => None,
                 },
+                skipped: None,
             })
             .collect();
         crate::report::json::write_atomic(

@@ -7,7 +7,6 @@ use anyhow::Context;
 use super::args::OnnxArgs;
 use super::Outcome;
 use crate::pipeline::{compare, compare_targets, CompareSettings, Strategy};
-use crate::report::model::Status;
 use crate::report::{json, terminal};
 
 fn check_tolerance(name: &str, v: Option<f64>) -> anyhow::Result<()> {
@@ -84,10 +83,9 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
-    Ok(if report.verdict.status == Status::Clean {
-        Outcome::Clean
-    } else {
-        Outcome::Diverged
+    Ok(match report.verdict.status.fails(a.strict) {
+        false => Outcome::Clean,
+        true => Outcome::Diverged,
     })
 }
 
@@ -161,7 +159,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     s.attribution = match a.attribution {
         super::args::Switch::On => true,
         super::args::Switch::Off => false,
-        super::args::Switch::Auto => a.precision.low().is_some(),
+        super::args::Switch::Auto => true,
     };
     s.save_target_model = a.save_target_model.clone();
     Ok(s)
@@ -216,8 +214,8 @@ fn several(a: &OnnxArgs, settings: &CompareSettings) -> anyhow::Result<Outcome> 
         true => print!("{}", multi::terminal::verdict_lines(&m)),
         false => print!("{}", multi::terminal::render(&m, a.top)),
     }
-    Ok(match m.status {
-        Status::Clean => Outcome::Clean,
-        Status::Drift => Outcome::Diverged,
+    Ok(match m.status.fails(a.strict) {
+        false => Outcome::Clean,
+        true => Outcome::Diverged,
     })
 }

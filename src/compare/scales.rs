@@ -53,6 +53,11 @@ impl Scales {
         }
     }
 
+    /// `value`'s activation operands.
+    pub fn operand_names(&self, value: &str) -> &[String] {
+        self.operands.get(value).map(Vec::as_slice).unwrap_or(&[])
+    }
+
     /// The largest RMS among `value`'s recorded activation operands (0 when it has none).
     pub fn operands(&self, value: &str) -> f64 {
         self.operands

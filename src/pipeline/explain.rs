@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use super::parts::{prune_heatmaps, stage};
 use super::stream::Compared;
 use super::{CompareSettings, Lane, Prepared};
-use crate::analysis::{self, attribution, causes, culprit};
+use crate::analysis::{self, anomaly, attribution, causes, culprit};
 use crate::error::Result;
-use crate::report::model::{NodeReport, Status, ValueReport, Verdict};
+use crate::report::model::{NodeReport, ValueReport, Verdict};
 use crate::runner::reference::Rounding;
 use crate::target::{self, Capture};
 
@@ -115,12 +115,22 @@ fn find(
         for (c, f) in verdict.culprits.iter_mut().zip(found) {
             c.causes = f;
         }
-        verdict.status = Status::Drift;
     }
     let settled = match rounding {
         Some(_) => settle_fusion(s, p, cmp, lane, &mut verdict)?,
         None => false,
     };
+    verdict.anomalies = anomaly::find(&nodes, |v| anomaly::Operands {
+        rms: cmp.scales.operands(v),
+        coarsest: cmp
+            .scales
+            .operand_names(v)
+            .iter()
+            .filter_map(|o| rounding.and_then(|r| r.get(o)).copied())
+            .filter(|d| d.is_float())
+            .max_by(|a, b| anomaly::epsilon(*a).total_cmp(&anomaly::epsilon(*b))),
+    });
+    anomaly::classify(&mut verdict, &nodes);
     Ok((Found { nodes, verdict }, settled))
 }
 

@@ -55,5 +55,17 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
+    for (k, a) in r.verdict.anomalies.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "anomaly {}: node #{} {} `{}` → `{}`: {}",
+            k + 1,
+            a.node_index,
+            a.op_type,
+            a.node,
+            a.value,
+            a.summary
+        );
+    }
     s
 }

@@ -75,6 +75,17 @@ fn culprits(r: &Report) -> String {
         }
         s.push_str("</ul></div>");
     }
+    for a in &r.verdict.anomalies {
+        let _ = write!(
+            s,
+            "<div class=\"culprit\"><b>anomaly</b> <a href=\"#\" data-i=\"{}\">#{} {} <code>{}</code></a>: {}</div>",
+            a.node_index,
+            a.node_index,
+            a.op_type,
+            html_escape(&a.node),
+            html_escape(&a.summary)
+        );
+    }
     s
 }
 
@@ -308,6 +319,8 @@ pub fn render(r: &Report) -> String {
     data["chart"] = json!(chart(r));
     data["graph"] = json!(graph_view(r));
     data["culprits"] = json!(culprits(r));
+    data["verdict_name"] = json!(r.verdict.status.name());
+    data["headline"] = json!(super::terminal::verdict_line(r));
     data["culprits_json"] = json!(serde_json::to_string(&r.verdict.culprits)
         .expect("culprits serialize")
         .replace("</", "<\\/"));

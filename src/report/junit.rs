@@ -1,10 +1,12 @@
 //! JUnit XML: `<testsuite>`s of test cases, for CI systems that display test results.
 
-/// One test case: name, class name, and the failure message when it failed.
+/// One test case: name, class name, the failure message when it failed, the reason when it was skipped.
+#[derive(Default)]
 pub struct Case {
     pub name: String,
     pub class: String,
     pub failure: Option<String>,
+    pub skipped: Option<String>,
 }
 
 fn escape(s: &str) -> String {
@@ -31,8 +33,9 @@ pub fn render_suites(suites: &[(String, &[Case])]) -> String {
     let mut s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n".to_string();
     for (suite, cases) in suites {
         let failures = cases.iter().filter(|c| c.failure.is_some()).count();
+        let skipped = cases.iter().filter(|c| c.skipped.is_some()).count();
         s.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\">\n",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n",
             escape(suite),
             cases.len()
         ));
@@ -51,13 +54,17 @@ fn case(c: &Case) -> String {
         escape(&c.class),
         escape(&c.name)
     );
-    match &c.failure {
-        None => open + "/>\n",
-        Some(m) => format!(
+    match (&c.failure, &c.skipped) {
+        (Some(m), _) => format!(
             "{open}>\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
             escape(m.lines().next().unwrap_or("")),
             escape(m)
         ),
+        (None, Some(m)) => format!(
+            "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+            escape(m)
+        ),
+        (None, None) => open + "/>\n",
     }
 }
 
@@ -66,13 +73,28 @@ pub fn from_report(r: &super::Report) -> String {
     render(&format!("phantom onnx {}", r.model.path), &cases(r))
 }
 
-/// The cases of one report: a case per model output, and one per failing intermediate value.
+/// The cases of one report: a case per model output, one per failing intermediate value (skipped, not failed,
+/// where the target's precision explains it) and one failing case per anomaly.
 pub fn cases(r: &super::Report) -> Vec<Case> {
     use super::model::ValueStatus;
     let mut cases = vec![];
+    let limited = |v: &str| r.verdict.precision_limited.iter().any(|p| p.value == v);
     for (n, v) in r.values() {
         let failing = v.status == ValueStatus::Fail;
         if !v.is_output && !failing {
+            continue;
+        }
+        let name = format!("#{} {} {} → {}", n.index, n.op_type, n.name, v.name);
+        if failing && limited(&v.name) {
+            cases.push(Case {
+                name,
+                class: "phantom.precision_limited".into(),
+                skipped: Some(
+                    "precision-limited: the correctly rounded run is out of tolerance here too"
+                        .into(),
+                ),
+                ..Default::default()
+            });
             continue;
         }
         let failure = failing.then(|| match &v.metrics {
@@ -84,11 +106,18 @@ pub fn cases(r: &super::Report) -> Vec<Case> {
         });
         let kind = if v.is_output { "output" } else { "node" };
         cases.push(Case {
-            name: format!("#{} {} {} → {}", n.index, n.op_type, n.name, v.name),
+            name,
             class: format!("phantom.{kind}"),
             failure,
+            ..Default::default()
         });
     }
+    cases.extend(r.verdict.anomalies.iter().map(|a| Case {
+        name: format!("#{} {} {} → {}", a.node_index, a.op_type, a.node, a.value),
+        class: "phantom.anomaly".into(),
+        failure: Some(a.summary.clone()),
+        ..Default::default()
+    }));
     cases
 }
 
@@ -101,11 +130,13 @@ mod tests {
                 name: "a<b>".into(),
                 class: "c".into(),
                 failure: None,
+                skipped: None,
             },
             super::Case {
                 name: "x".into(),
                 class: "c".into(),
                 failure: Some("1 & 2".into()),
+                skipped: None,
             },
         ];
         let x = super::render("s\"", &cases);

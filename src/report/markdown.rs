@@ -5,25 +5,24 @@ use std::fmt::Write as _;
 use super::model::{RefPrecision, Report, Status};
 use super::terminal::num;
 
+/// The mark of a verdict class.
+pub fn mark(s: Status) -> &'static str {
+    match s {
+        Status::Clean => "✅",
+        Status::PrecisionLimited => "⚠️",
+        Status::Anomalous | Status::Drift => "❌",
+    }
+}
+
 /// The summary: verdict, first divergence with its metrics, the worst values, coverage, provenance.
 pub fn render(r: &Report) -> String {
     let mut s = String::new();
-    let verdict = match r.verdict.status {
-        Status::Clean => format!(
-            "✅ **clean**: all {} compared values within tolerance",
-            r.coverage.compared
-        ),
-        Status::Drift => format!(
-            "❌ **drift**: {} of {} compared values out of tolerance; final outputs {}",
-            r.verdict.failing_values,
-            r.coverage.compared,
-            if r.verdict.outputs_pass {
-                "pass"
-            } else {
-                "fail"
-            }
-        ),
-    };
+    let verdict = format!(
+        "{} **{}** — {}",
+        mark(r.verdict.status),
+        r.verdict.status.name(),
+        super::terminal::verdict_line(r)
+    );
     let _ = writeln!(s, "### phantom: `{}`\n\n{verdict}\n", r.model.path);
     if let Some(f) = &r.verdict.first_divergence {
         let _ = writeln!(

@@ -114,10 +114,47 @@ pub struct ToleranceReport {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// Every compared value is within tolerance.
+    /// Every compared value is within tolerance and no node introduces more error than rounding explains.
     Clean,
-    /// At least one value is out of tolerance.
+    /// Values out of tolerance that the target's precision does not explain (first divergence and culprits).
     Drift,
+    /// Every value within tolerance, but a node introduces far more error than correct rounding explains (a fault
+    /// hiding under the tolerance): see `verdict.anomalies`.
+    Anomalous,
+    /// Values out of tolerance only where the target's precision itself cannot meet the tolerance (the ideal run,
+    /// every value correctly rounded, fails there too) while its kernels are faithful.
+    PrecisionLimited,
+}
+
+impl Status {
+    /// The word the headline, JUnit and Markdown use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Clean => "clean",
+            Status::Drift => "drift",
+            Status::Anomalous => "anomalous",
+            Status::PrecisionLimited => "precision-limited",
+        }
+    }
+
+    /// Drift > anomalous > precision-limited > clean.
+    pub fn severity(self) -> u8 {
+        match self {
+            Status::Clean => 0,
+            Status::PrecisionLimited => 1,
+            Status::Anomalous => 2,
+            Status::Drift => 3,
+        }
+    }
+
+    /// Whether the run should fail a CI gate (precision-limited only with `--strict`).
+    pub fn fails(self, strict: bool) -> bool {
+        match self {
+            Status::Clean => false,
+            Status::Drift | Status::Anomalous => true,
+            Status::PrecisionLimited => strict,
+        }
+    }
 }
 
 /// A value named in a verdict.
@@ -144,6 +181,29 @@ pub struct Verdict {
     /// inputs pass, with the likely causes and the path to the outputs it spoils.
     #[serde(default)]
     pub culprits: Vec<Culprit>,
+    /// Nodes within tolerance that introduce far more error than correct rounding explains, in topological order.
+    #[serde(default)]
+    pub anomalies: Vec<Anomaly>,
+    /// Failing values the target's precision explains (the ideal, correctly rounded run fails there too).
+    #[serde(default)]
+    pub precision_limited: Vec<NodeRef>,
+}
+
+/// A node whose own error is within tolerance but far beyond what correct rounding explains.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Anomaly {
+    pub node_index: usize,
+    pub node: String,
+    pub op_type: String,
+    pub value: String,
+    /// Largest |t − r| the node makes on its own (fed with the reference's inputs).
+    pub max_abs: f64,
+    /// That error over the error of correctly rounding its f64 output to the type the target stores it in.
+    pub rounding_ratio: f64,
+    /// That error over the scale of the value and its operands (max of their RMS).
+    pub relative: f64,
+    /// One sentence with the numbers.
+    pub summary: String,
 }
 
 /// A node that makes drift on its own.

@@ -178,26 +178,23 @@ pub fn render(r: &Report, top: usize) -> String {
     }
     let _ = writeln!(s);
     let v = &r.verdict;
-    match v.status {
-        Status::Clean => {
-            let _ = writeln!(
-                s,
-                "{}  all {} compared values within tolerance",
-                "✓ CLEAN".if_supports_color(Stdout, |t| t.green().bold().to_string()),
-                r.coverage.compared
-            );
-        }
-        Status::Drift => {
-            let _ = writeln!(
-                s,
-                "{}  {} of {} compared values out of tolerance; final outputs {}",
-                "✗ DRIFT".if_supports_color(Stdout, |t| t.red().bold().to_string()),
-                v.failing_values,
-                r.coverage.compared,
-                if v.outputs_pass { "pass" } else { "fail" }
-            );
-        }
-    }
+    let badge = match v.status {
+        Status::Clean => "✓ CLEAN"
+            .if_supports_color(Stdout, |t| t.green().bold().to_string())
+            .to_string(),
+        Status::PrecisionLimited => "~ PRECISION-LIMITED"
+            .if_supports_color(Stdout, |t| t.yellow().bold().to_string())
+            .to_string(),
+        Status::Anomalous => "✗ ANOMALOUS"
+            .if_supports_color(Stdout, |t| t.magenta().bold().to_string())
+            .to_string(),
+        Status::Drift => "✗ DRIFT"
+            .if_supports_color(Stdout, |t| t.red().bold().to_string())
+            .to_string(),
+    };
+    let line = verdict_line(r);
+    let sentence = line.split_once(": ").map(|(_, rest)| rest).unwrap_or(&line);
+    let _ = writeln!(s, "{badge}  {sentence}");
     if let Some(f) = &v.first_divergence {
         let _ = writeln!(
             s,
@@ -385,37 +382,66 @@ pub fn target_lines(r: &Report) -> String {
     s
 }
 
-/// One line: the verdict (for `--quiet`).
+/// The verdict in one sentence: the headline of every rendering (and the line `--quiet` prints).
 pub fn verdict_line(r: &Report) -> String {
-    match (&r.verdict.status, &r.verdict.first_divergence) {
-        (Status::Clean, _) => format!("clean: {} values within tolerance", r.coverage.compared),
-        (Status::Drift, Some(f)) => format!(
-            "drift: {} values out of tolerance; first at node #{} {} `{}` (value `{}`){}",
-            r.verdict.failing_values,
-            f.node_index,
-            f.op_type,
-            f.node,
-            f.value,
-            r.verdict
-                .culprits
+    let v = &r.verdict;
+    let at = |i: usize, op: &str, node: &str| format!("node #{i} {op} `{node}`");
+    let first = v
+        .first_divergence
+        .as_ref()
+        .map(|f| {
+            format!(
+                "; first at {} (value `{}`)",
+                at(f.node_index, &f.op_type, &f.node),
+                f.value
+            )
+        })
+        .unwrap_or_default();
+    let culprit = v
+        .culprits
+        .first()
+        .map(|c| {
+            let kind = c
+                .causes
                 .first()
-                .map(|c| format!(
-                    "; culprit `{}` ({})",
-                    c.node,
-                    c.causes.first().map(|x| x.kind.name()).unwrap_or("precision")
-                ))
-                .unwrap_or_default()
+                .map(|x| x.kind.name())
+                .unwrap_or("precision");
+            format!("; culprit `{}` ({kind})", c.node)
+        })
+        .unwrap_or_default();
+    let compared = r.coverage.compared;
+    match v.status {
+        Status::Clean => format!("clean: all {compared} compared values within tolerance"),
+        Status::Drift => format!(
+            "drift: {} of {compared} values out of tolerance (final outputs {}){first}{culprit}",
+            v.failing_values,
+            if v.outputs_pass { "pass" } else { "fail" }
         ),
-        (Status::Drift, None) => match r.verdict.culprits.first() {
-            Some(c) => format!(
-                "drift: 0 values out of tolerance in the graph run, but {} node(s) fail in the target precision; first: node #{} {} `{}` ({})",
-                r.verdict.culprits.len(),
-                c.node_index,
-                c.op_type,
-                c.node,
-                c.causes.first().map(|x| x.kind.name()).unwrap_or("precision")
+        Status::PrecisionLimited if v.failing_values == 0 => {
+            let c = v.culprits.first().map(|c| at(c.node_index, &c.op_type, &c.node)).unwrap_or_default();
+            format!(
+                "precision-limited: all {compared} values within tolerance in this run, but {c} computed alone in \
+                 the target's precision is out of tolerance, and so is the correctly rounded run"
+            )
+        }
+        Status::PrecisionLimited => format!(
+            "precision-limited: {} of {compared} values out of tolerance only where the target's precision cannot \
+             meet it (the correctly rounded run fails there too){first}",
+            v.failing_values
+        ),
+        Status::Anomalous => match (v.anomalies.first(), v.culprits.first()) {
+            (Some(a), _) => format!(
+                "anomalous: all {compared} values within tolerance, but {} node(s) introduce error far beyond \
+                 rounding; first: {} ({}× correct rounding)",
+                v.anomalies.len(),
+                at(a.node_index, &a.op_type, &a.node),
+                num(a.rounding_ratio)
             ),
-            None => "drift".into(),
+            (None, Some(c)) => format!(
+                "anomalous: all {compared} values within tolerance in the graph, but {} alone is out of tolerance",
+                at(c.node_index, &c.op_type, &c.node)
+            ),
+            (None, None) => "anomalous".into(),
         },
     }
 }

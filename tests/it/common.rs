@@ -172,3 +172,28 @@ pub fn conv_chain(dst: &Path) {
     };
     std::fs::write(dst, m.encode_to_vec()).unwrap();
 }
+
+/// Copies the model at `src` to `dst` with the float initializer `name` multiplied by `factor` (a weight fault).
+pub fn scaled_weights_copy(src: &Path, name: &str, factor: f32, dst: &Path) {
+    let bytes = std::fs::read(src).unwrap();
+    let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let t = m
+        .graph
+        .as_mut()
+        .unwrap()
+        .initializer
+        .iter_mut()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no initializer {name}"));
+    if t.float_data.is_empty() {
+        let v: Vec<f32> = t
+            .raw_data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * factor)
+            .collect();
+        t.raw_data = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    } else {
+        t.float_data.iter_mut().for_each(|x| *x *= factor);
+    }
+    std::fs::write(dst, m.encode_to_vec()).unwrap();
+}

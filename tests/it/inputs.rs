@@ -55,7 +55,7 @@ fn external_data_is_read_by_both_sides() {
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.starts_with("clean: 13 values"), "{text}");
+    assert!(text.starts_with("clean: all 13 compared values"), "{text}");
 }
 
 #[test]

@@ -73,3 +73,61 @@ fn a_half_percent_fault_is_found_at_any_activation_scale() {
     ]);
     assert_eq!(code, 0, "an explicit --atol is applied as given: {out}");
 }
+
+/// A 0.05% fault is within the fp32 tolerance (rtol 1e-3) but thousands of times the error of correct rounding:
+/// `anomalous`, naming the Conv, at every scale; the JUnit report fails on it too.
+#[test]
+fn a_fault_under_the_tolerance_is_anomalous() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, faulty) = (
+        dir.path().join("chain.onnx"),
+        dir.path().join("faulty.onnx"),
+    );
+    conv_chain(&m);
+    scaled_weights_copy(&m, "w2", 1.0005, &faulty);
+    for range in [2e-6, 1.0, 2e3] {
+        let (code, out, r) = run(&m, range, Some(&faulty));
+        let v = &r["verdict"];
+        assert_eq!(v["status"], "anomalous", "±{range}: {out}");
+        assert_eq!(code, 1, "±{range}");
+        assert_eq!(v["failing_values"], 0);
+        assert_eq!(v["anomalies"][0]["node"], "conv2", "±{range}: {v}");
+        let ratio = v["anomalies"][0]["rounding_ratio"].as_f64().unwrap();
+        assert!(ratio > 2048.0, "{ratio}");
+        assert!(
+            out.contains("✗ ANOMALOUS") && out.contains("anomaly 1: node #2 Conv `conv2`"),
+            "{out}"
+        );
+    }
+    let xml = dir.path().join("r.xml");
+    let (code, _, _) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--target-model",
+        faulty.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 1);
+    let xml = std::fs::read_to_string(xml).unwrap();
+    assert!(
+        xml.contains("classname=\"phantom.anomaly\"") && xml.contains("<failure"),
+        "{xml}"
+    );
+    // Without the introduced-error measurement there is nothing to call anomalous: clean, exit 0.
+    let (code, out, _) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--target-model",
+        faulty.to_str().unwrap(),
+        "--attribution",
+        "off",
+        "-q",
+    ]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "clean: all 5 compared values within tolerance")
+    );
+}

@@ -53,6 +53,7 @@ fn agreement_cases(m: &MultiReport) -> Vec<Case> {
                 name: format!("{a} vs {b}"),
                 class: "phantom.agreement".into(),
                 failure,
+                ..Default::default()
             });
         }
     }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::MultiReport;
-use crate::report::model::{Status, ValueStatus};
+use crate::report::model::ValueStatus;
 use crate::report::terminal::{num, verdict_line};
 
 fn cell(status: ValueStatus, used: Option<f64>) -> String {
@@ -25,10 +25,7 @@ pub fn render(m: &MultiReport) -> String {
         .unwrap_or("");
     let _ = writeln!(s, "### phantom: `{path}` on {} targets\n", m.targets.len());
     for r in &m.targets {
-        let mark = match r.verdict.status {
-            Status::Clean => "✅",
-            Status::Drift => "❌",
-        };
+        let mark = crate::report::markdown::mark(r.verdict.status);
         let _ = writeln!(s, "- {mark} **{}**: {}", r.target.label, verdict_line(r));
     }
     let _ = writeln!(s, "\n**Targets**: {}\n", m.agreement.conclusion);

@@ -22,7 +22,7 @@ pub struct MultiReport {
     pub phantom_version: String,
     /// The command line that produced this report.
     pub command: Vec<String>,
-    /// Drift when any target is out of tolerance against f64.
+    /// The most severe of the targets' verdicts (drift > anomalous > precision-limited > clean).
     pub status: Status,
     /// One full report per target, in `--ep` order, all against the same reference run.
     pub targets: Vec<Report>,
@@ -125,12 +125,16 @@ pub fn closer_text(n: &NodeAgreement) -> String {
 
 impl MultiReport {
     pub fn new(command: Vec<String>, targets: Vec<Report>, agreement: Agreement) -> MultiReport {
-        let drift = targets.iter().any(|r| r.verdict.status == Status::Drift);
+        let status = targets
+            .iter()
+            .map(|r| r.verdict.status)
+            .max_by_key(|s| s.severity())
+            .unwrap_or(Status::Clean);
         MultiReport {
             schema: MULTI_SCHEMA_VERSION.into(),
             phantom_version: env!("CARGO_PKG_VERSION").into(),
             command,
-            status: if drift { Status::Drift } else { Status::Clean },
+            status,
             targets,
             agreement,
         }

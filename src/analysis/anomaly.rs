@@ -1,0 +1,130 @@
+//! Anomalies and verdict classes. A node is **anomalous** when, fed the reference's inputs, its own error is far
+//! beyond what correctly rounding its f64 result explains — a fault hiding under the tolerance. Two numbers must both
+//! be large, so neither a tiny output nor a sensitive input fools it:
+//!
+//! - the *rounding ratio*, its error over the error of correctly rounding its f64 output to the type the target
+//!   stores it in, above [`ROUNDING_FACTOR`] (a 0.05% weight fault in fp32 gives about 4,000–8,000; faithful fp32
+//!   kernels on the 25 real models of `scripts/real_models.py` stay below 400 apart from ORT's Sigmoid on outputs
+//!   around 1e-5, whose absolute error of ~1e-7 gives ratios up to 5e4);
+//! - the *relative* error, its error over the scale of the value and its activation operands (max of their RMS),
+//!   above [`RELATIVE_EPS`] machine epsilons of that type — that Sigmoid's 1e-7 on logits of RMS ~10 is 1e-8, a weight
+//!   fault of δ is at least δ.
+//!
+//! The verdict then says what it means: `drift` when values fail that the target's precision does not explain,
+//! `precision_limited` when every failing value fails in the ideal run too (every value correctly rounded) and the
+//! target stays within [`NOISE_FACTOR`] of it, `anomalous` when nothing fails but a node is anomalous, else `clean`.
+
+use super::attribution::NOISE_FACTOR;
+use crate::report::model::{
+    Anomaly, NodeRef, NodeReport, Status, ValueReport, ValueStatus, Verdict,
+};
+use crate::report::terminal::num;
+use crate::tensor::DType;
+
+/// Rounding ratio above which a node's own error is anomalous.
+pub const ROUNDING_FACTOR: f64 = 2048.0;
+
+/// Relative error (in machine epsilons of the stored type) above which a node's own error is anomalous.
+pub const RELATIVE_EPS: f64 = 64.0;
+
+/// Machine epsilon of a float type.
+pub fn epsilon(d: DType) -> f64 {
+    match d {
+        DType::F16 => 9.765_625e-4,
+        DType::Bf16 => 7.812_5e-3,
+        DType::F64 => f64::EPSILON,
+        _ => f32::EPSILON as f64,
+    }
+}
+
+/// What the anomaly test needs to know about a value's operands: the largest RMS among them, and the coarsest
+/// float type the target stores any of them in (their rounding is part of the node's error when fed to it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Operands {
+    pub rms: f64,
+    pub coarsest: Option<DType>,
+}
+
+/// The anomaly of value `v` of node `n`, if its own error is beyond rounding on both counts. Rounding is that of
+/// the coarsest type among the value's and its operands' stored types: a node kept in fp32 whose inputs arrive in
+/// fp16 carries fp16 input rounding.
+fn anomaly(n: &NodeReport, v: &ValueReport, operands: Operands) -> Option<Anomaly> {
+    let (i, m) = (v.introduced.as_ref()?, v.metrics.as_ref()?);
+    let own = v.target_dtype.filter(|d| d.is_float())?;
+    let eps = epsilon(own).max(operands.coarsest.map(epsilon).unwrap_or(0.0));
+    let ratio = i.ratio? * epsilon(own) / eps;
+    let scale = m.scale.max(operands.rms);
+    let relative = i.metrics.max_abs / scale;
+    if !(ratio > ROUNDING_FACTOR && scale > 0.0 && relative > RELATIVE_EPS * eps) {
+        return None;
+    }
+    Some(Anomaly {
+        node_index: n.index,
+        node: n.name.clone(),
+        op_type: n.op_type.clone(),
+        value: v.name.clone(),
+        max_abs: i.metrics.max_abs,
+        rounding_ratio: ratio,
+        relative,
+        summary: format!(
+            "fed the reference's inputs, {} `{}` is off by up to {} — {}× the error of correct rounding and {} of the \
+             scale of its values and operands — while within tolerance: the kernel or the data differ",
+            n.op_type,
+            n.name,
+            num(i.metrics.max_abs),
+            num(ratio),
+            num(relative)
+        ),
+    })
+}
+
+/// Nodes within tolerance whose own error is beyond rounding, in topological order.
+pub fn find(nodes: &[NodeReport], operands: impl Fn(&str) -> Operands) -> Vec<Anomaly> {
+    nodes
+        .iter()
+        .flat_map(|n| n.values.iter().map(move |v| (n, v)))
+        .filter(|(_, v)| v.status == ValueStatus::Pass)
+        .filter_map(|(n, v)| anomaly(n, v, operands(&v.name)))
+        .collect()
+}
+
+/// A failing value the target's precision explains: the ideal run fails its tolerance there too, and the target is
+/// within [`NOISE_FACTOR`] of that run's error.
+fn precision_explains(v: &ValueReport) -> bool {
+    match (&v.noise, &v.metrics) {
+        (Some(n), Some(m)) => {
+            (n.tolerance_used > 1.0 || n.nonfinite > 0)
+                && m.nonfinite_mismatch <= n.nonfinite
+                && m.max_abs <= NOISE_FACTOR * n.max_abs
+        }
+        _ => false,
+    }
+}
+
+/// Sets the verdict's class from its failing values, culprits and anomalies.
+pub fn classify(verdict: &mut Verdict, nodes: &[NodeReport]) {
+    let failing = nodes
+        .iter()
+        .flat_map(|n| n.values.iter().map(move |v| (n, v)))
+        .filter(|(_, v)| v.status == ValueStatus::Fail);
+    let (explained, unexplained): (Vec<_>, Vec<_>) =
+        failing.partition(|(_, v)| precision_explains(v));
+    verdict.precision_limited = explained.iter().map(|(n, v)| NodeRef::of(n, v)).collect();
+    let ideal_culprits = verdict.culprits.iter().all(|c| {
+        nodes
+            .iter()
+            .flat_map(|n| &n.values)
+            .find(|v| v.name == c.value)
+            .and_then(|v| v.noise.as_ref())
+            .is_some_and(|n| n.tolerance_used > 1.0 || n.nonfinite > 0)
+    });
+    verdict.status = if !unexplained.is_empty() {
+        Status::Drift
+    } else if !explained.is_empty() || (!verdict.culprits.is_empty() && ideal_culprits) {
+        Status::PrecisionLimited
+    } else if !verdict.anomalies.is_empty() || !verdict.culprits.is_empty() {
+        Status::Anomalous
+    } else {
+        Status::Clean
+    };
+}
