@@ -8,7 +8,7 @@ use owo_colors::{OwoColorize, Stream::Stdout};
 
 use super::model::{RefPrecision, Report, Status, TargetFacts, ValueReport};
 
-/// Short scientific format for error figures.
+/// Error figures with the four significant digits that carry meaning: `1173`, `9.847`, `0.001235`, `3.142e-7`.
 pub fn num(x: f64) -> String {
     if x == 0.0 {
         "0".into()
@@ -21,10 +21,12 @@ pub fn num(x: f64) -> String {
     } else if x.is_nan() {
         "nan".into()
     } else if (1e-3..1e4).contains(&x.abs()) {
-        format!("{x:.4}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
+        let decimals = (3 - x.abs().log10().floor() as i32).max(0) as usize;
+        let s = format!("{x:.decimals$}");
+        match s.contains('.') {
+            true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
+            false => s,
+        }
     } else {
         format!("{x:.3e}")
     }
@@ -443,5 +445,18 @@ pub fn verdict_line(r: &Report) -> String {
             ),
             (None, None) => "anomalous".into(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(super::num(1173.0299), "1173");
+        assert_eq!(super::num(9.84690), "9.847");
+        assert_eq!(super::num(0.0012346), "0.001235");
+        assert_eq!(super::num(2.0), "2");
+        assert_eq!(super::num(3.14159e-7), "3.142e-7");
+        assert_eq!(super::num(-52.25), "-52.25");
     }
 }
