@@ -75,6 +75,7 @@ fn anomaly(n: &NodeReport, v: &ValueReport, operands: Operands) -> Option<Anomal
             num(ratio),
             num(relative)
         ),
+        causes: vec![],
     })
 }
 

@@ -131,7 +131,27 @@ fn find(
             .max_by(|a, b| anomaly::epsilon(*a).total_cmp(&anomaly::epsilon(*b))),
     });
     anomaly::classify(&mut verdict, &nodes);
+    if lane.spec.model.is_some() {
+        model_differences(p, lane, &mut verdict);
+    }
     Ok((Found { nodes, verdict }, settled))
+}
+
+/// With `--target-model`: what differs between the two models at each culprit and anomaly, as their first causes.
+fn model_differences(p: &Prepared, lane: &Lane, verdict: &mut Verdict) {
+    let Some(target) = lane.target.own_model() else {
+        return;
+    };
+    let models = causes::differ::Models::new(&p.graph, target);
+    for c in verdict.culprits.iter_mut() {
+        let mut found = models.explain(&c.value);
+        found.append(&mut c.causes);
+        found.sort_by_key(|k| k.confidence);
+        c.causes = found;
+    }
+    for a in verdict.anomalies.iter_mut() {
+        a.causes = models.explain(&a.value);
+    }
 }
 
 /// A fusion cause is settled by rerunning the target with graph optimizations off: confirmed, or turned into

@@ -66,6 +66,16 @@ pub fn render(r: &Report) -> String {
             a.value,
             a.summary
         );
+        for cause in &a.causes {
+            let _ = writeln!(
+                s,
+                "  cause ({}, {}): {}\n    fix: {}",
+                cause.kind.name(),
+                cause.confidence.name(),
+                cause.summary,
+                cause.fix
+            );
+        }
     }
     s
 }

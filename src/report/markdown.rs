@@ -21,7 +21,7 @@ pub fn render(r: &Report) -> String {
         "{} **{}** — {}",
         mark(r.verdict.status),
         r.verdict.status.name(),
-        super::terminal::verdict_line(r)
+        super::terminal::verdict_sentence(r)
     );
     let _ = writeln!(s, "### phantom: `{}`\n\n{verdict}\n", r.model.path);
     if let Some(f) = &r.verdict.first_divergence {

@@ -204,6 +204,9 @@ pub struct Anomaly {
     pub relative: f64,
     /// One sentence with the numbers.
     pub summary: String,
+    /// With `--target-model`: what differs between the two models at this node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<Cause>,
 }
 
 /// A node that makes drift on its own.
@@ -297,6 +300,14 @@ pub enum CauseKind {
     Amplification,
     /// The target precision itself: nothing more specific explains the error.
     Precision,
+    /// The node's own error is far beyond what rounding in its type explains: the kernel or the data differ.
+    BeyondRounding,
+    /// The target's model holds different weights (initializers) for this node (`--target-model`).
+    WeightsDiffer,
+    /// The target's model gives this node different attributes (`--target-model`).
+    AttributeDiffers,
+    /// The target's model computes this value with a different op or inputs (`--target-model`).
+    NodeDiffers,
 }
 
 impl CauseKind {
@@ -321,6 +332,10 @@ impl CauseKind {
             Fusion => "fusion",
             Amplification => "amplification",
             Precision => "precision",
+            BeyondRounding => "beyond_rounding",
+            WeightsDiffer => "weights_differ",
+            AttributeDiffers => "attribute_differs",
+            NodeDiffers => "node_differs",
         }
     }
 }

@@ -194,9 +194,7 @@ pub fn render(r: &Report, top: usize) -> String {
             .if_supports_color(Stdout, |t| t.red().bold().to_string())
             .to_string(),
     };
-    let line = verdict_line(r);
-    let sentence = line.split_once(": ").map(|(_, rest)| rest).unwrap_or(&line);
-    let _ = writeln!(s, "{badge}  {sentence}");
+    let _ = writeln!(s, "{badge}  {}", verdict_sentence(r));
     if let Some(f) = &v.first_divergence {
         let _ = writeln!(
             s,
@@ -382,6 +380,15 @@ pub fn target_lines(r: &Report) -> String {
         }
     }
     s
+}
+
+/// The verdict without its class word (for headlines that show the class as a badge).
+pub fn verdict_sentence(r: &Report) -> String {
+    let line = verdict_line(r);
+    match line.split_once(": ") {
+        Some((_, rest)) => rest.to_string(),
+        None => line,
+    }
 }
 
 /// The verdict in one sentence: the headline of every rendering (and the line `--quiet` prints).

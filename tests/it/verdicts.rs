@@ -131,3 +131,40 @@ fn a_fault_under_the_tolerance_is_anomalous() {
         (0, "clean: all 5 compared values within tolerance")
     );
 }
+
+/// A 3% weight change in the target model is named for what it is: the culprit's first cause is `weights_differ`
+/// with the initializer and the numbers, not an arithmetic cause whose bound cannot explain a 3% error.
+#[test]
+fn changed_weights_are_named_as_the_cause() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, faulty) = (
+        dir.path().join("chain.onnx"),
+        dir.path().join("faulty.onnx"),
+    );
+    conv_chain(&m);
+    scaled_weights_copy(&m, "w2", 1.03, &faulty);
+    let (code, out, r) = run(&m, 1.0, Some(&faulty));
+    assert_eq!(code, 1, "{out}");
+    let c = &r["verdict"]["culprits"][0];
+    assert_eq!(c["node"], "conv2");
+    let first = &c["causes"][0];
+    assert_eq!(first["kind"], "weights_differ", "{c}");
+    assert_eq!(first["confidence"], "high");
+    let rel = first["evidence"]["relative"].as_f64().unwrap();
+    assert!((rel - 0.03).abs() < 1e-3, "{rel}");
+    assert!(
+        first["summary"]
+            .as_str()
+            .unwrap()
+            .contains("initializer `w2`"),
+        "{first}"
+    );
+    for k in c["causes"].as_array().unwrap() {
+        assert!(
+            !["long_reduction", "precision"].contains(&k["kind"].as_str().unwrap()),
+            "{k}"
+        );
+    }
+    assert!(out.contains("cause (weights_differ, high)"), "{out}");
+}

@@ -5,6 +5,7 @@
 //! initializers, NaN/Inf), `numeric` (epsilon, cancellation, softmax, long reductions), `quant`, and the index
 //! flips in `super::index_flip`.
 
+pub mod differ;
 mod numeric;
 mod quant;
 mod range;
@@ -297,41 +298,146 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
         }
     }
 
+    let observed = r_out
+        .as_ref()
+        .map(max_abs)
+        .filter(|m| *m > 0.0)
+        .map(|m| c.max_abs / m);
+    let unexplained = drop_unexplained(&mut out, observed);
     if out.is_empty() {
-        let summary = match (c.basis, c.noise_ratio) {
-            (Basis::Cumulative, None) => "fails in the graph on clean inputs; the evidence phantom has (no per-node run) names \
-                 no specific cause: rerun with --attribution on to measure the node alone"
-                .to_string(),
-            (_, Some(r)) => format!(
-                "the node's own {} computation is {}× the error of correctly rounding its f64 output",
-                l.name,
-                num(r)
-            ),
-            _ => {
-                let m = r_out.as_ref().map(max_abs).unwrap_or(0.0);
-                let used = vr
-                    .and_then(|v| v.noise.as_ref())
-                    .map(|n| n.tolerance_used)
-                    .unwrap_or(f64::NAN);
-                format!(
-                    "stored in {} (values up to {}, resolved to {} there), this value moves by up to {} even with exact \
-                     arithmetic: {}× its tolerance; the precision itself is too coarse here",
-                    l.name,
-                    num(m),
-                    num(spacing(m, l)),
-                    num(c.max_abs),
-                    num(used)
-                )
-            }
-        };
-        out.push(cause(
-            CauseKind::Precision,
-            summary,
-            &[("noise_ratio", c.noise_ratio.unwrap_or(f64::NAN))],
-            Confidence::Low,
-            keep.to_string(),
+        out.push(fallback(
+            c,
+            &l,
+            &keep,
+            vr,
+            r_out.as_ref(),
+            (observed, unexplained),
         ));
     }
     out.sort_by_key(|c| c.confidence);
     out
+}
+
+/// Removes causes whose own bound (evidence `bound`, a relative error) is far below the `observed` relative error:
+/// a cause must explain the magnitude it is blamed for. Returns what was removed, in words.
+fn drop_unexplained(out: &mut Vec<Cause>, observed: Option<f64>) -> Vec<String> {
+    let Some(obs) = observed else {
+        return vec![];
+    };
+    let mut dropped = vec![];
+    out.retain(|k| match k.evidence.get("bound") {
+        Some(&b) if obs > 10.0 * b => {
+            dropped.push(format!(
+                "{} can lose at most {} relative, {}× less than observed",
+                k.kind.name(),
+                num(b),
+                num(obs / b)
+            ));
+            false
+        }
+        _ => true,
+    });
+    dropped
+}
+
+/// The cause when no specific one explains the error: beyond rounding (a huge ratio), or the precision itself.
+fn fallback(
+    c: &Culprit,
+    l: &Limits,
+    keep: &str,
+    vr: Option<&crate::report::model::ValueReport>,
+    r_out: Option<&ArrayD<f64>>,
+    (observed, unexplained): (Option<f64>, Vec<String>),
+) -> Cause {
+    if let Some(r) = c
+        .noise_ratio
+        .filter(|r| *r > crate::analysis::anomaly::ROUNDING_FACTOR)
+    {
+        let why = match unexplained.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", unexplained.join("; ")),
+        };
+        return cause(
+            CauseKind::BeyondRounding,
+            format!(
+                "the node's own error is {}× the error of correctly rounding its f64 output to {} ({} relative), far \
+                 beyond what rounding explains{why}: the kernel or the data differ",
+                num(r),
+                l.name,
+                observed.map(num).unwrap_or_else(|| "?".into())
+            ),
+            &[("noise_ratio", r), ("observed_relative", observed.unwrap_or(f64::NAN))],
+            Confidence::Medium,
+            format!(
+                "compare the node's weights and attributes in both models, and run `{}` alone on the execution \
+                 provider to report its kernel",
+                c.node
+            ),
+        );
+    }
+    let summary = match (c.basis, c.noise_ratio) {
+        (Basis::Cumulative, None) => {
+            "fails in the graph on clean inputs; the evidence phantom has (no per-node run) \
+             names no specific cause: rerun with --attribution on to measure the node alone"
+                .to_string()
+        }
+        (_, Some(r)) => format!(
+            "the node's own {} computation is {}× the error of correctly rounding its f64 output",
+            l.name,
+            num(r)
+        ),
+        _ => {
+            let m = r_out.map(max_abs).unwrap_or(0.0);
+            let used = vr
+                .and_then(|v| v.noise.as_ref())
+                .map(|n| n.tolerance_used)
+                .unwrap_or(f64::NAN);
+            format!(
+                "stored in {} (values up to {}, resolved to {} there), this value moves by up to {} even with exact \
+                 arithmetic: {}× its tolerance; the precision itself is too coarse here",
+                l.name,
+                num(m),
+                num(spacing(m, *l)),
+                num(c.max_abs),
+                num(used)
+            )
+        }
+    };
+    cause(
+        CauseKind::Precision,
+        summary,
+        &[("noise_ratio", c.noise_ratio.unwrap_or(f64::NAN))],
+        Confidence::Low,
+        keep.to_string(),
+    )
+}
+
+#[cfg(test)]
+mod bound_tests {
+    #[test]
+    fn a_cause_whose_bound_cannot_explain_the_error_is_dropped_and_said() {
+        use crate::report::model::{CauseKind, Confidence};
+        let mut out = vec![super::cause(
+            CauseKind::LongReduction,
+            "2304 terms".into(),
+            &[("bound", 1.373e-4)],
+            Confidence::Low,
+            String::new(),
+        )];
+        let dropped = super::drop_unexplained(&mut out, Some(3.2e-2));
+        assert!(out.is_empty());
+        assert!(
+            dropped[0].contains("long_reduction can lose at most 1.373e-4 relative, 233.1× less"),
+            "{dropped:?}"
+        );
+        let mut kept = vec![super::cause(
+            CauseKind::LongReduction,
+            "2304 terms".into(),
+            &[("bound", 1e-2)],
+            Confidence::Low,
+            String::new(),
+        )];
+        assert!(super::drop_unexplained(&mut kept, Some(3.2e-2)).is_empty());
+        assert_eq!(kept.len(), 1);
+    }
 }

@@ -136,7 +136,12 @@ pub(super) fn long_reduction(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Ve
                 ),
                 &[("reduction_length", len as f64), ("bound", bound)],
                 if bound > 0.1 { Confidence::Medium } else { Confidence::Low },
-                format!("accumulate in fp32 ({keep} on this execution provider), or split the reduction"),
+                match l.u > 1e-6 {
+                    true => format!("{keep} so it accumulates in fp32, or split the reduction"),
+                    false => "split the reduction or accumulate in f64; if the error persists, check the kernel with \
+                              --ort-opt-level disable"
+                        .to_string(),
+                },
             ));
         }
     }

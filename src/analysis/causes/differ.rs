@@ -1,0 +1,238 @@
+//! With `--target-model`: what differs between the two models at a node — the op or its inputs, its attributes,
+//! its weights — named as a cause with the numbers. Weights that differ only by rounding to the target
+//! initializer's type (a converted model) are not a difference.
+
+use prost::Message;
+use tract_onnx::pb::{GraphProto, ModelProto, NodeProto};
+
+use super::{cause, limits, num};
+use crate::model::Graph;
+use crate::report::model::{Cause, CauseKind, Confidence};
+use crate::tensor::Tensor;
+
+/// Both models decoded once.
+pub struct Models {
+    reference: GraphProto,
+    target: GraphProto,
+    ref_dir: Option<std::path::PathBuf>,
+    target_dir: Option<std::path::PathBuf>,
+}
+
+impl Models {
+    pub fn new(reference: &Graph, target: &Graph) -> Models {
+        let decode = |g: &Graph| {
+            ModelProto::decode(g.bytes.as_slice())
+                .ok()
+                .and_then(|m| m.graph)
+                .unwrap_or_default()
+        };
+        Models {
+            reference: decode(reference),
+            target: decode(target),
+            ref_dir: reference.path.parent().map(Into::into),
+            target_dir: target.path.parent().map(Into::into),
+        }
+    }
+
+    /// What differs at the node producing `value`, most specific first (empty when nothing does).
+    pub fn explain(&self, value: &str) -> Vec<Cause> {
+        let producer = |g: &'_ GraphProto| {
+            g.node
+                .iter()
+                .find(|n| n.output.iter().any(|o| o == value))
+                .cloned()
+        };
+        let (Some(r), Some(t)) = (producer(&self.reference), producer(&self.target)) else {
+            return vec![];
+        };
+        if r.op_type != t.op_type || r.input.len() != t.input.len() {
+            return vec![node_differs(value, &r, &t)];
+        }
+        let mut out = vec![];
+        out.extend(attributes(&r, &t));
+        for (k, (ri, ti)) in r.input.iter().zip(&t.input).enumerate() {
+            if let Some(c) = self.weights(&r, k, (ri, ti)) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Input `k` of node `r`, when an initializer in both models whose values differ beyond the target type's rounding.
+    fn weights(&self, r: &NodeProto, k: usize, (ri, ti): (&str, &str)) -> Option<Cause> {
+        let find = |g: &GraphProto, name: &str, dir: Option<&std::path::Path>| {
+            let p = g.initializer.iter().find(|t| t.name == name)?;
+            crate::model::proto::tensor_from_proto(p, dir).ok()
+        };
+        let a = find(&self.reference, ri, self.ref_dir.as_deref())?;
+        let b = find(&self.target, ti, self.target_dir.as_deref())?;
+        let what = format!(
+            "initializer `{ti}` (input {k} of {} `{}`)",
+            r.op_type, r.name
+        );
+        if a.shape() != b.shape() {
+            return Some(cause(
+                CauseKind::WeightsDiffer,
+                format!(
+                    "{what} has shape {:?} in the target model, {:?} in the reference",
+                    b.shape(),
+                    a.shape()
+                ),
+                &[],
+                Confidence::High,
+                "use the same weights in both models".into(),
+            ));
+        }
+        weights_differ(&what, &a, &b)
+    }
+}
+
+fn weights_differ(what: &str, a: &Tensor, b: &Tensor) -> Option<Cause> {
+    if !(a.dtype().is_float() && b.dtype().is_float()) {
+        return None;
+    }
+    let (x, y) = (a.to_f64_array(), b.to_f64_array());
+    let largest = x.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let (mut diff, mut count) = (0f64, 0u64);
+    for (p, q) in x.iter().zip(y.iter()) {
+        let d = (p - q).abs();
+        if d > 0.0 {
+            count += 1;
+            diff = diff.max(d);
+        }
+    }
+    let relative = if largest > 0.0 { diff / largest } else { diff };
+    let rounding = 2.0 * limits(b.dtype()).u;
+    if relative.is_nan() || relative <= rounding {
+        return None;
+    }
+    Some(cause(
+        CauseKind::WeightsDiffer,
+        format!(
+            "{what} differs from the reference's: {count} of {} values, by up to {} ({} of its largest value, beyond \
+             rounding to {})",
+            x.len(),
+            num(diff),
+            num(relative),
+            limits(b.dtype()).name
+        ),
+        &[("max_abs_diff", diff), ("relative", relative), ("values_differing", count as f64)],
+        Confidence::High,
+        "check where the target model's weights come from: the export, the converter or the quantizer changed them"
+            .into(),
+    ))
+}
+
+fn node_differs(value: &str, r: &NodeProto, t: &NodeProto) -> Cause {
+    cause(
+        CauseKind::NodeDiffers,
+        format!(
+            "the target model computes `{value}` with {} `{}`({}), the reference with {} `{}`({})",
+            t.op_type,
+            t.name,
+            t.input.join(", "),
+            r.op_type,
+            r.name,
+            r.input.join(", ")
+        ),
+        &[],
+        Confidence::High,
+        "compare the two graphs at this node: a converter or optimizer rewrote it".into(),
+    )
+}
+
+fn attributes(r: &NodeProto, t: &NodeProto) -> Vec<Cause> {
+    let mut names: Vec<&str> = r
+        .attribute
+        .iter()
+        .chain(&t.attribute)
+        .map(|a| a.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let a = r.attribute.iter().find(|a| a.name == n);
+            let b = t.attribute.iter().find(|a| a.name == n);
+            (a != b).then(|| {
+                cause(
+                    CauseKind::AttributeDiffers,
+                    format!(
+                        "attribute `{n}` of {} `{}` is {} in the target model, {} in the reference",
+                        r.op_type,
+                        r.name,
+                        show(b),
+                        show(a)
+                    ),
+                    &[],
+                    Confidence::High,
+                    "use the same attributes in both models".into(),
+                )
+            })
+        })
+        .collect()
+}
+
+fn show(a: Option<&tract_onnx::pb::AttributeProto>) -> String {
+    let Some(a) = a else {
+        return "absent".into();
+    };
+    if !a.ints.is_empty() {
+        format!("{:?}", a.ints)
+    } else if !a.floats.is_empty() {
+        format!("{:?}", a.floats)
+    } else if !a.s.is_empty() {
+        format!("\"{}\"", String::from_utf8_lossy(&a.s))
+    } else if a.r#type == 1 {
+        num(a.f as f64)
+    } else {
+        a.i.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tract_onnx::pb::{AttributeProto, NodeProto};
+
+    fn conv(pads: Vec<i64>) -> NodeProto {
+        NodeProto {
+            name: "c".into(),
+            op_type: "Conv".into(),
+            attribute: vec![AttributeProto {
+                name: "pads".into(),
+                r#type: 7,
+                ints: pads,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn attributes_that_differ_are_named_with_both_values() {
+        let found = super::attributes(&conv(vec![1, 1, 1, 1]), &conv(vec![0, 0, 0, 0]));
+        assert_eq!(found.len(), 1);
+        assert!(
+            found[0]
+                .summary
+                .contains("`pads` of Conv `c` is [0, 0, 0, 0] in the target model, [1, 1, 1, 1]"),
+            "{}",
+            found[0].summary
+        );
+        assert!(super::attributes(&conv(vec![1]), &conv(vec![1])).is_empty());
+    }
+
+    #[test]
+    fn weights_rounded_to_the_target_type_are_not_a_difference() {
+        use crate::tensor::Tensor;
+        let a = Tensor::F32(ndarray::ArrayD::from_shape_vec(vec![3], vec![1.0, 0.5, 0.1]).unwrap());
+        let rounded = a.cast(crate::tensor::DType::F16).unwrap();
+        assert!(super::weights_differ("w", &a, &rounded).is_none());
+        let scaled = Tensor::F32(
+            ndarray::ArrayD::from_shape_vec(vec![3], vec![1.01, 0.505, 0.101]).unwrap(),
+        );
+        let c = super::weights_differ("w", &a, &scaled).unwrap();
+        assert!(c.summary.contains("3 of 3 values"), "{}", c.summary);
+    }
+}
