@@ -115,6 +115,7 @@ mod tests {
             noise: None,
             introduced: None,
             is_output: false,
+            sample: None,
         }
     }
 

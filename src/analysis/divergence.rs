@@ -26,6 +26,7 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
         noise: None,
         introduced: None,
         is_output,
+        sample: None,
     }
 }
 
@@ -121,13 +122,7 @@ pub fn assemble(
                     }
                 })
                 .collect();
-            let status = if values.iter().any(|v| v.status == ValueStatus::Fail) {
-                ValueStatus::Fail
-            } else if values.iter().any(|v| v.status == ValueStatus::Pass) {
-                ValueStatus::Pass
-            } else {
-                ValueStatus::Unchecked
-            };
+            let status = node_status(&values);
             NodeReport {
                 index: n.index,
                 name: n.name.clone(),
@@ -150,8 +145,25 @@ fn severity(v: &ValueReport) -> (f64, f64) {
     }
 }
 
+/// A node's status from its values': fail > pass > unchecked.
+pub fn node_status(values: &[ValueReport]) -> ValueStatus {
+    if values.iter().any(|v| v.status == ValueStatus::Fail) {
+        ValueStatus::Fail
+    } else if values.iter().any(|v| v.status == ValueStatus::Pass) {
+        ValueStatus::Pass
+    } else {
+        ValueStatus::Unchecked
+    }
+}
+
 /// The verdict: first divergent node, the worst values, whether the outputs pass.
 pub fn verdict(graph: &Graph, nodes: &[NodeReport]) -> Verdict {
+    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    verdict_for(&outputs, nodes)
+}
+
+/// [`verdict`] given the names of the graph outputs.
+pub fn verdict_for(outputs: &HashSet<&str>, nodes: &[NodeReport]) -> Verdict {
     let failing: Vec<(&NodeReport, &ValueReport)> = nodes
         .iter()
         .flat_map(|n| n.values.iter().map(move |v| (n, v)))
@@ -164,7 +176,6 @@ pub fn verdict(graph: &Graph, nodes: &[NodeReport]) -> Verdict {
             .partial_cmp(&severity(a.1))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let outputs_pass = !failing
         .iter()
         .any(|(_, v)| outputs.contains(v.name.as_str()));

@@ -139,6 +139,10 @@ pub struct OnnxArgs {
     /// streams, instead of all at once. Turns off --attribution.
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,
+    /// Compare on N seeded input samples (seeds SEED..SEED+N): per value the worst sample decides and the report
+    /// names it. Several test_data_set directories given with --input are a sample each.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub samples: u64,
     /// Find the first divergent value with O(log N) target runs, each exposing one value, memory bounded by one
     /// value (reference values wait on disk). Prints the probes; --json writes them.
     #[arg(long)]
@@ -241,9 +245,22 @@ pub struct InputArgs {
     /// Whole shape of an input, e.g. --shape input=1x3x224x224.
     #[arg(long = "shape", value_name = "INPUT=AxBxC")]
     pub shapes: Vec<String>,
-    /// Load inputs: NAME=file.npy, an .npz with arrays named like the inputs, or a test_data_set_N directory.
-    #[arg(long = "input", value_name = "NAME=FILE.npy|FILE.npz|DIR")]
+    /// Load inputs: NAME=file.npy, NAME=photo.jpg (JPEG/PNG/BMP: resized to the input's shape, NCHW or NHWC), an
+    /// .npz with arrays named like the inputs, or a test_data_set_N directory.
+    #[arg(long = "input", value_name = "NAME=FILE.npy|NAME=IMAGE|FILE.npz|DIR")]
     pub inputs: Vec<String>,
+    /// Image inputs: pixel multiplier applied first (default 1/255).
+    #[arg(long, value_name = "S")]
+    pub scale: Option<f64>,
+    /// Image inputs: subtracted after scaling, one value or one per channel (e.g. 0.485,0.456,0.406).
+    #[arg(long, value_name = "M[,M,M]", allow_hyphen_values = true)]
+    pub mean: Option<String>,
+    /// Image inputs: divided last, one value or one per channel (e.g. 0.229,0.224,0.225).
+    #[arg(long, value_name = "S[,S,S]")]
+    pub std: Option<String>,
+    /// Image inputs: channels in BGR order (models trained on OpenCV images).
+    #[arg(long)]
+    pub bgr: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

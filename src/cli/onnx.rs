@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use super::args::OnnxArgs;
 use super::Outcome;
-use crate::pipeline::{compare, compare_targets, CompareSettings, Strategy};
+use crate::pipeline::{compare_samples, compare_targets, CompareSettings, Strategy};
 use crate::report::{json, terminal};
 
 fn check_tolerance(name: &str, v: Option<f64>) -> anyhow::Result<()> {
@@ -36,12 +36,16 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         }
     }
     if a.bisect {
+        anyhow::ensure!(
+            a.samples <= 1,
+            "--bisect probes one input sample; drop --samples (or run --bisect with --seed K for sample K)"
+        );
         return bisect(&settings, a.json.as_deref());
     }
     if settings.targets.len() > 1 {
         return several(&a, &settings);
     }
-    let (report, inputs) = compare(&settings)?;
+    let (report, inputs) = compare_samples(&settings)?;
     if let Some(d) = &a.save_run {
         let run = crate::replay::SavedRun::from_report(&report, &settings, &inputs.tensors);
         crate::replay::save(d, &run, &inputs.tensors, a.force)?;
@@ -140,6 +144,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     s.tolerance.atol = a.atol;
     s.tolerance.rtol = a.rtol;
     s.inputs = super::settings::input_spec(&a.inputs)?;
+    s.inputs.samples = a.samples as usize;
     s.runtime = super::target::runtime(&a.engine);
     s.progress = std::io::stderr().is_terminal() && !a.quiet;
     s.heatmaps = a.html.is_some();
@@ -173,6 +178,7 @@ fn refuse_with_several(a: &OnnxArgs) -> anyhow::Result<()> {
         ("--save-run", a.save_run.is_some()),
         ("--save-target-model", a.save_target_model.is_some()),
         ("--dot", a.dot.is_some()),
+        ("--samples", a.samples > 1),
     ];
     match one_only.iter().find(|(_, on)| *on) {
         Some((name, _)) => anyhow::bail!(

@@ -1,11 +1,12 @@
 //! Arguments resolved into plain settings before any model is touched.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
 use super::args::InputArgs;
+use crate::model::image::ImageNorm;
 use crate::model::inputs::{InputSource, InputSpec};
 
 fn parse_dims(s: &str) -> anyhow::Result<Vec<usize>> {
@@ -62,6 +63,12 @@ pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
     }
     for i in &a.inputs {
         let src = match i.split_once('=') {
+            Some((name, path)) if crate::model::image::is_image(Path::new(path)) => {
+                InputSource::Image {
+                    name: name.to_string(),
+                    path: PathBuf::from(path),
+                }
+            }
             Some((name, path)) => InputSource::Npy {
                 name: name.to_string(),
                 path: PathBuf::from(path),
@@ -81,12 +88,54 @@ pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
                 }
             }
         };
-        if let InputSource::Npy { path, .. } | InputSource::Npz(path) = &src {
+        if let InputSource::Npy { path, .. }
+        | InputSource::Npz(path)
+        | InputSource::Image { path, .. } = &src
+        {
             if !path.exists() {
                 bail!("--input {i}: {} does not exist", path.display());
             }
         }
         spec.sources.push(src);
     }
+    spec.image = image_norm(a, &spec.sources)?;
     Ok(spec)
+}
+
+/// `--scale`, `--mean`, `--std`, `--bgr`: refused when no input is an image.
+fn image_norm(a: &InputArgs, sources: &[InputSource]) -> anyhow::Result<ImageNorm> {
+    let mut norm = ImageNorm::default();
+    if let Some(s) = a.scale {
+        norm.scale = s;
+    }
+    let list = |flag: &str, v: &str| -> anyhow::Result<Vec<f64>> {
+        v.split(',')
+            .map(|x| {
+                x.trim()
+                    .parse::<f64>()
+                    .with_context(|| format!("--{flag} {v}: `{x}` is not a number"))
+            })
+            .collect()
+    };
+    if let Some(m) = &a.mean {
+        norm.mean = list("mean", m)?;
+    }
+    if let Some(s) = &a.std {
+        norm.std = list("std", s)?;
+        if norm.std.contains(&0.0) {
+            bail!("--std {s}: a standard deviation of 0 divides by zero");
+        }
+    }
+    norm.bgr = a.bgr;
+    let all = norm.mean.iter().chain(&norm.std).chain([&norm.scale]);
+    if let Some(x) = all.into_iter().find(|x| !x.is_finite()) {
+        bail!("--scale/--mean/--std: {x} is not a finite number");
+    }
+    let images = sources
+        .iter()
+        .any(|s| matches!(s, InputSource::Image { .. }));
+    if !norm.is_default() && !images {
+        bail!("--scale, --mean, --std and --bgr apply to image inputs (--input NAME=photo.jpg); none was given");
+    }
+    Ok(norm)
 }

@@ -23,6 +23,8 @@ pub enum InputSource {
     Npz(PathBuf),
     /// `--input test_data_set_0/`: `input_N.pb` in graph-input order.
     TestDataSet(PathBuf),
+    /// `--input NAME=photo.jpg`: decoded, resized to the input's shape and normalised ([`super::image`]).
+    Image { name: String, path: PathBuf },
 }
 
 /// How inputs are made; resolved from the command line.
@@ -36,6 +38,59 @@ pub struct InputSpec {
     /// Whole shapes (`--shape input=1x3x224x224`).
     pub shapes: HashMap<String, Vec<usize>>,
     pub sources: Vec<InputSource>,
+    /// `--samples N`: compare on N seeded input samples (seeds `seed`, `seed + 1`, …); 0 and 1 mean one.
+    #[serde(default)]
+    pub samples: usize,
+    /// How image inputs' pixels become values (`--scale`, `--mean`, `--std`, `--bgr`).
+    #[serde(default)]
+    pub image: super::image::ImageNorm,
+}
+
+impl InputSpec {
+    /// One spec per input sample, each with a label: several `test_data_set` directories are a sample each;
+    /// otherwise `--samples N` gives seeds `seed`..`seed + N`. A single sample is this spec.
+    pub fn per_sample(&self) -> Result<Vec<(String, InputSpec)>> {
+        let dirs: Vec<&PathBuf> = self
+            .sources
+            .iter()
+            .filter_map(|s| match s {
+                InputSource::TestDataSet(d) => Some(d),
+                _ => None,
+            })
+            .collect();
+        if dirs.len() > 1 && self.samples > 1 {
+            return Err(Error::Usage(
+                "--samples and several test_data_set directories: give one or the other (each directory is a sample)"
+                    .into(),
+            ));
+        }
+        if dirs.len() > 1 {
+            let others: Vec<InputSource> = self
+                .sources
+                .iter()
+                .filter(|s| !matches!(s, InputSource::TestDataSet(_)))
+                .cloned()
+                .collect();
+            return Ok(dirs
+                .iter()
+                .map(|d| {
+                    let mut s = self.clone();
+                    s.sources = others.clone();
+                    s.sources.push(InputSource::TestDataSet((*d).clone()));
+                    s.samples = 1;
+                    (d.display().to_string(), s)
+                })
+                .collect());
+        }
+        Ok((0..self.samples.max(1) as u64)
+            .map(|k| {
+                let mut s = self.clone();
+                s.seed = self.seed.wrapping_add(k);
+                s.samples = 1;
+                (format!("seed {}", s.seed), s)
+            })
+            .collect())
+    }
 }
 
 /// One prepared input and how it was made.
@@ -46,6 +101,9 @@ pub struct InputSummary {
     pub shape: Vec<usize>,
     /// "file …", "random N(0,1) seed 0", "ids in [0, 30522) for `embeddings.word`", "ones (mask)"…
     pub origin: String,
+    /// Where each symbolic dim's size came from ("`h` = 320: the model's imgsz metadata").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims_from: Vec<String>,
 }
 
 /// The prepared inputs in graph-input order.
@@ -55,30 +113,69 @@ pub struct Inputs {
     pub summaries: Vec<InputSummary>,
     /// Things the user should know (defaulted dims...).
     pub notes: Vec<String>,
+    /// Image inputs whose height and width were guessed with nothing to go on (to check against the runtime).
+    pub guessed_images: Vec<String>,
+    /// Symbolic dims given a sequence length from their name alone (checked against the runtime too).
+    pub guessed_lengths: Vec<String>,
 }
 
 /// Builds every graph input from `spec`.
 pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
     let loaded = load_sources(graph, spec)?;
     let mut out = Inputs::default();
+    let mut dims = Dims {
+        hints: super::dims::Hints::of(graph),
+        chosen: HashMap::new(),
+    };
     let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed);
     for info in &graph.inputs {
         let dtype = info.dtype.ok_or_else(|| Error::Input {
             name: info.name.clone(),
             reason: "the model declares no tensor element type for it; phantom supports tensor inputs only".into(),
         })?;
+        let mut dims_from = vec![];
         let (t, origin) = match loaded.get(&info.name) {
             Some((t, origin)) => (check_loaded(info, dtype, t)?, origin.clone()),
             None => {
-                let shape = resolve_shape(info, spec, &mut out.notes)?;
-                random_input(graph, info, dtype, &shape, spec, &mut rng)?
+                let shape = resolve_shape(info, spec, &mut dims, &mut dims_from)?;
+                match image_for(spec, &info.name) {
+                    Some(path) => super::image::load(path, info, dtype, &shape, &spec.image)?,
+                    None => random_input(graph, info, dtype, &shape, spec, &mut rng)?,
+                }
             }
         };
+        out.notes.extend(
+            dims_from
+                .iter()
+                .filter(|d| d.ends_with("no better guess"))
+                .map(|d| {
+                    format!(
+                        "input {}: dim {d} (set it with --dim NAME=VALUE or --shape {}=...)",
+                        info.name, info.name
+                    )
+                }),
+        );
+        if dims_from
+            .iter()
+            .any(|d| d.ends_with(super::dims::GUESSED_IMAGE))
+        {
+            out.guessed_images.push(info.name.clone());
+        }
+        for d in dims_from
+            .iter()
+            .filter(|d| d.ends_with(super::dims::GUESSED_LENGTH))
+        {
+            let symbol = d.split('`').nth(1).unwrap_or_default().to_string();
+            if !symbol.is_empty() && !out.guessed_lengths.contains(&symbol) {
+                out.guessed_lengths.push(symbol);
+            }
+        }
         out.summaries.push(InputSummary {
             name: info.name.clone(),
             dtype,
             shape: t.shape().to_vec(),
             origin,
+            dims_from,
         });
         out.tensors.push((info.name.clone(), t));
     }
@@ -87,6 +184,17 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
 
 fn load_sources(graph: &Graph, spec: &InputSpec) -> Result<HashMap<String, (Tensor, String)>> {
     let mut m = HashMap::new();
+    let dirs = spec
+        .sources
+        .iter()
+        .filter(|s| matches!(s, InputSource::TestDataSet(_)))
+        .count();
+    if dirs > 1 {
+        return Err(Error::Usage(format!(
+            "{dirs} test_data_set directories are {dirs} input samples: only `phantom onnx` with one target \
+             compares several samples; give one directory here"
+        )));
+    }
     let known = |name: &str| -> Result<()> {
         if graph.inputs.iter().any(|i| i.name == name) {
             return Ok(());
@@ -109,6 +217,7 @@ fn load_sources(graph: &Graph, spec: &InputSpec) -> Result<HashMap<String, (Tens
                     ),
                 );
             }
+            InputSource::Image { name, .. } => known(name)?,
             InputSource::Npz(path) => {
                 for (name, t) in super::npy::read_npz(path)? {
                     known(&name)?;
@@ -163,6 +272,14 @@ fn load_sources(graph: &Graph, spec: &InputSpec) -> Result<HashMap<String, (Tens
     Ok(m)
 }
 
+/// The image given for input `name`, if any (decoded once its shape is known).
+fn image_for<'a>(spec: &'a InputSpec, name: &str) -> Option<&'a PathBuf> {
+    spec.sources.iter().find_map(|s| match s {
+        InputSource::Image { name: n, path } if n == name => Some(path),
+        _ => None,
+    })
+}
+
 fn check_loaded(info: &ValueInfo, dtype: DType, t: &Tensor) -> Result<Tensor> {
     if t.dtype() != dtype {
         return Err(Error::Input {
@@ -203,10 +320,17 @@ fn check_loaded(info: &ValueInfo, dtype: DType, t: &Tensor) -> Result<Tensor> {
     Ok(t.clone())
 }
 
+/// The sizes chosen for symbolic dims so far (one size per symbol across inputs), and the model's hints.
+struct Dims {
+    hints: super::dims::Hints,
+    chosen: HashMap<String, usize>,
+}
+
 fn resolve_shape(
     info: &ValueInfo,
     spec: &InputSpec,
-    notes: &mut Vec<String>,
+    dims_state: &mut Dims,
+    dims_from: &mut Vec<String>,
 ) -> Result<Vec<usize>> {
     if let Some(s) = spec.shapes.get(&info.name) {
         if let Some(dims) = &info.dims {
@@ -239,16 +363,18 @@ fn resolve_shape(
         shape.push(match d {
             Dim::Fixed(v) if *v >= 0 => *v as usize,
             Dim::Symbolic(s) if spec.dims.contains_key(s) => spec.dims[s].max(0) as usize,
+            Dim::Symbolic(s) if dims_state.chosen.contains_key(s) => dims_state.chosen[s],
             other => {
-                let label = match other {
-                    Dim::Symbolic(s) => format!("`{s}`"),
-                    _ => format!("axis {axis}"),
+                let (label, symbol) = match other {
+                    Dim::Symbolic(s) => (format!("`{s}`"), Some(s.as_str())),
+                    _ => (format!("axis {axis}"), None),
                 };
-                notes.push(format!(
-                    "input {}: dim {label} defaulted to 1 (set it with --dim NAME=VALUE or --shape {}=...)",
-                    info.name, info.name
-                ));
-                1
+                let c = super::dims::choose(&dims_state.hints, info, axis, symbol);
+                if let Some(s) = symbol {
+                    dims_state.chosen.insert(s.to_string(), c.value);
+                }
+                dims_from.push(format!("{label} = {}: {}", c.value, c.from));
+                c.value
             }
         });
     }
@@ -311,6 +437,11 @@ fn random_input(
                 )
             }
         }
+    } else if n == 1 && ["sr", "sample_rate", "sampling_rate"].contains(&lname.as_str()) {
+        (
+            vec![16000.0],
+            "16000: the sample rate real callers pass".into(),
+        )
     } else if dtype == DType::Bool || lname.contains("mask") {
         (vec![1.0; n], "ones (mask)".into())
     } else if let Some((size, table)) = table_size(graph, &info.name) {

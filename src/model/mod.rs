@@ -3,6 +3,8 @@
 //! Import reads the protobuf only for structure (the runners get the original bytes), so nothing the model
 //! holds is lost or rewritten here. See [`import`] for what real-world files need.
 
+pub mod dims;
+pub mod image;
 pub mod import;
 pub mod inputs;
 pub mod npy;

@@ -72,6 +72,7 @@ pub fn report(
             total_ms: ms(t_all),
         },
         notes,
+        samples: vec![],
     }
 }
 

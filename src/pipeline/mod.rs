@@ -17,7 +17,9 @@
 mod assemble;
 mod explain;
 mod parts;
+mod samples;
 mod settings;
+mod shapes;
 mod stream;
 
 use std::collections::HashMap;
@@ -36,6 +38,7 @@ use crate::tensor::Tensor;
 
 pub use parts::environment;
 use parts::{ms, stage};
+pub use samples::compare_samples;
 pub use settings::{CompareSettings, RuntimeSpec, Strategy};
 
 /// Heatmaps kept per report: those of the values using most of their tolerance (a few kilobytes each).
@@ -100,7 +103,13 @@ pub fn compare_targets(s: &CompareSettings) -> Result<(MultiReport, Inputs)> {
 /// The stages, for every lane.
 fn run(s: &CompareSettings) -> Result<Finished> {
     let t_all = Instant::now();
-    let mut p = prepare(s)?;
+    let p = prepare(s)?;
+    let summaries = p.inputs.summaries.clone();
+    stages(s, p, t_all).map_err(|e| shapes::with_dims_hint(e, &summaries))
+}
+
+/// Capture, expected noise, stream-compare, then per lane attribute, explain and assemble.
+fn stages(s: &CompareSettings, mut p: Prepared, t_all: Instant) -> Result<Finished> {
     let attribution = s.attribution && s.budget().is_none();
     let mut lanes = capture(s, &mut p, attribution)?;
     for lane in lanes.iter_mut() {
@@ -128,6 +137,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let graph = model::load(&s.model)?;
     let inputs = model::inputs::prepare(&graph, &s.inputs)?;
     let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
+    let inputs = shapes::checked(&graph, &s.inputs, inputs, &lib)?;
     let targets = s
         .targets
         .iter()

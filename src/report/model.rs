@@ -43,6 +43,27 @@ pub struct Report {
     pub timings: Timings,
     /// Things the user should know about this run (defaulted dims, reference fallbacks...).
     pub notes: Vec<String>,
+    /// With several input samples (`--samples`, several test_data_set directories): each sample's own verdict.
+    /// Per value the worst sample's figures are shown (`sample` on the value); `inputs` are the worst sample's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<SampleVerdict>,
+}
+
+/// One input sample's own verdict, in a report merged over several samples.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct SampleVerdict {
+    pub index: usize,
+    /// `seed 3`, or the test_data_set directory.
+    pub label: String,
+    pub status: Status,
+    pub failing_values: usize,
+    pub first_divergence: Option<NodeRef>,
+    /// Culprit node names.
+    pub culprits: Vec<String>,
+    /// Anomalous node names.
+    pub anomalies: Vec<String>,
+    /// Whether the report's verdict, culprits and inputs come from this sample (the worst).
+    pub decides: bool,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -428,6 +449,9 @@ pub struct ValueReport {
     pub detail: Option<Detail>,
     /// True for a final graph output.
     pub is_output: bool,
+    /// With several input samples: the sample whose figures these are (the worst for this value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<usize>,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]

@@ -177,6 +177,9 @@ pub fn render(r: &Report, top: usize) -> String {
             "input         {} {} {} · {}",
             i.name, i.dtype, shape, i.origin
         );
+        for d in &i.dims_from {
+            let _ = writeln!(s, "                dim {d}");
+        }
     }
     let _ = writeln!(s);
     let v = &r.verdict;
@@ -195,12 +198,16 @@ pub fn render(r: &Report, top: usize) -> String {
             .to_string(),
     };
     let _ = writeln!(s, "{badge}  {}", verdict_sentence(r));
+    s.push_str(&sample_lines(r));
     if let Some(f) = &v.first_divergence {
         let _ = writeln!(
             s,
             "first divergence: node #{} {} `{}` → value `{}`",
             f.node_index, f.op_type, f.node, f.value
         );
+        if let Some(k) = r.find_value(&f.value).and_then(|(_, v)| v.sample) {
+            let _ = writeln!(s, "  (figures from input sample {k}, the worst here)");
+        }
         if let Some((n, val)) = r.find_value(&f.value) {
             if let Some(tag) = precision_tag(&n.reference) {
                 let _ = writeln!(s, "  ({tag})");
@@ -453,6 +460,36 @@ pub fn verdict_line(r: &Report) -> String {
             (None, None) => "anomalous".into(),
         },
     }
+}
+
+/// One line per input sample when there were several: its own verdict, the one that decides marked.
+fn sample_lines(r: &Report) -> String {
+    let mut s = String::new();
+    for k in &r.samples {
+        let first = k
+            .first_divergence
+            .as_ref()
+            .map(|f| format!(", first at #{} `{}`", f.node_index, f.node))
+            .unwrap_or_default();
+        let culprits = match k.culprits.as_slice() {
+            [] => String::new(),
+            c => format!(", culprits {}", c.join(", ")),
+        };
+        let anomalies = match k.anomalies.as_slice() {
+            [] => String::new(),
+            a => format!(", anomalies {}", a.join(", ")),
+        };
+        let _ = writeln!(
+            s,
+            "  sample {} ({}): {}, {} values out of tolerance{first}{culprits}{anomalies}{}",
+            k.index,
+            k.label,
+            k.status.name(),
+            k.failing_values,
+            if k.decides { "  ← decides" } else { "" }
+        );
+    }
+    s
 }
 
 #[cfg(test)]

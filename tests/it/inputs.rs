@@ -119,3 +119,123 @@ fn inputs_from_npy_npz_and_test_data_set_give_the_same_report() {
         "same input, same values: {maxima:?}"
     );
 }
+
+/// An image model `x[batch, 3, h, w] → Reshape([1, 3·h₀·w₀]) → Relu` whose Reshape only works at h₀×w₀, with
+/// `imgsz` metadata when given.
+fn image_model(dir: &std::path::Path, hw: (i64, i64), imgsz: Option<&str>) -> std::path::PathBuf {
+    let dim = |v: pb::tensor_shape_proto::dimension::Value| pb::tensor_shape_proto::Dimension {
+        value: Some(v),
+        ..Default::default()
+    };
+    use pb::tensor_shape_proto::dimension::Value::{DimParam, DimValue};
+    let x = pb::ValueInfoProto {
+        name: "x".into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: 1,
+                shape: Some(pb::TensorShapeProto {
+                    dim: vec![
+                        dim(DimParam("batch".into())),
+                        dim(DimValue(3)),
+                        dim(DimParam("h".into())),
+                        dim(DimParam("w".into())),
+                    ],
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let y = pb::ValueInfoProto {
+        name: "y".into(),
+        ..x.clone()
+    };
+    let node = |op: &str, i: Vec<&str>, o: &str| pb::NodeProto {
+        name: o.into(),
+        op_type: op.into(),
+        input: i.into_iter().map(String::from).collect(),
+        output: vec![o.into()],
+        ..Default::default()
+    };
+    let m = pb::ModelProto {
+        ir_version: 8,
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        metadata_props: imgsz
+            .map(|v| {
+                vec![pb::StringStringEntryProto {
+                    key: "imgsz".into(),
+                    value: v.into(),
+                }]
+            })
+            .unwrap_or_default(),
+        graph: Some(pb::GraphProto {
+            name: "g".into(),
+            node: vec![
+                node("Reshape", vec!["x", "shape"], "flat"),
+                node("Relu", vec!["flat"], "y"),
+            ],
+            initializer: vec![pb::TensorProto {
+                name: "shape".into(),
+                data_type: 7,
+                dims: vec![2],
+                int64_data: vec![1, 3 * hw.0 * hw.1],
+                ..Default::default()
+            }],
+            input: vec![x],
+            output: vec![pb::ValueInfoProto { r#type: None, ..y }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let p = dir.join(format!("image_{}x{}.onnx", hw.0, hw.1));
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    p
+}
+
+/// Symbolic image dims: the model's `imgsz` metadata first; without it, a guess checked against ONNX Runtime and
+/// replaced by a size real models use when rejected; the header says where each dim came from.
+#[test]
+fn symbolic_image_dims_get_realistic_sizes() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let j = json.to_str().unwrap();
+    let m = image_model(dir.path(), (64, 96), Some("[64, 96]"));
+    let (code, out, err) = phantom(&["onnx", m.to_str().unwrap(), "--json", j]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("dim `h` = 64: the model's imgsz metadata"),
+        "{out}"
+    );
+    assert_eq!(
+        read_json(&json)["inputs"][0]["shape"],
+        serde_json::json!([1, 3, 64, 96])
+    );
+    let m = image_model(dir.path(), (48, 320), None);
+    let (code, out, err) = phantom(&["onnx", m.to_str().unwrap(), "--json", j]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("48x320: ONNX Runtime rejected 320x320, accepted this"),
+        "{out}"
+    );
+    assert_eq!(
+        read_json(&json)["inputs"][0]["shape"],
+        serde_json::json!([1, 3, 48, 320])
+    );
+    // No size real models use fits: the error names the dims phantom chose and the flags that set them.
+    let m = image_model(dir.path(), (7, 9), None);
+    let (code, _, err) = phantom(&["onnx", m.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("phantom chose these input dims: x `batch` = 1")
+            && err.contains("x `h` = 320")
+            && err.contains("--shape INPUT=1x3xHxW")
+            && !err.contains("failed: ONNX Runtime failed"),
+        "{err}"
+    );
+    let (code, _, err) = phantom(&["onnx", m.to_str().unwrap(), "--shape", "x=1x3x7x9"]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -11,6 +11,7 @@ mod multi;
 mod oracle;
 mod precision;
 mod replay;
+mod samples;
 mod schema;
 mod snapshots;
 mod targets;

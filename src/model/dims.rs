@@ -1,0 +1,196 @@
+//! Sizes for the symbolic dims of generated inputs, before defaulting to 1: what the model says (ultralytics'
+//! `imgsz` metadata), then what real models of that input kind use — batch 1, image spatial dims 320 (a multiple of
+//! 32 that detectors, classifiers and OCR recognisers accept; a text line of fixed height gets width 320; a square
+//! image whose other side is fixed gets the same size), sequences 128 — each with the reason, so the report can say
+//! where every dim came from. A dim none of these covers is 1, said in a note.
+
+use prost::Message;
+
+use super::{Dim, Graph, ValueInfo};
+
+/// The reason given for an image side chosen with nothing to go on (checked against the runtime, see
+/// `pipeline::prepare`).
+pub const GUESSED_IMAGE: &str = "a common vision input size (a multiple of 32)";
+
+/// The reason given for a sequence length chosen from the dim's name (checked against the runtime like images).
+pub const GUESSED_LENGTH: &str = "a typical sequence length";
+
+/// Sequence lengths tried in order when ONNX Runtime rejects 128 (audio frames of 512 samples at 16 kHz, 1 s of
+/// audio, token windows).
+pub const LENGTHS: [usize; 6] = [512, 256, 64, 1024, 16000, 32];
+
+/// Image sizes (height, width) real models use, tried in order when ONNX Runtime rejects the first guess.
+pub const IMAGE_SIZES: [(usize, usize); 6] = [
+    (48, 320),
+    (32, 320),
+    (64, 256),
+    (224, 224),
+    (640, 640),
+    (96, 384),
+];
+
+/// A size chosen for a symbolic dim, and why.
+#[derive(Clone, Debug)]
+pub struct Chosen {
+    pub value: usize,
+    pub from: String,
+}
+
+/// What the model's metadata says about its input size.
+#[derive(Clone, Debug, Default)]
+pub struct Hints {
+    /// ultralytics' `imgsz`: (height, width).
+    pub imgsz: Option<(usize, usize)>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct MetadataOnly {
+    #[prost(message, repeated, tag = "14")]
+    metadata_props: Vec<tract_onnx::pb::StringStringEntryProto>,
+}
+
+impl Hints {
+    /// Reads the model's `metadata_props` (nothing else is decoded).
+    pub fn of(graph: &Graph) -> Hints {
+        let meta = MetadataOnly::decode(graph.bytes.as_slice()).unwrap_or_default();
+        let imgsz = meta
+            .metadata_props
+            .iter()
+            .find(|p| p.key == "imgsz")
+            .and_then(|p| parse_imgsz(&p.value));
+        Hints { imgsz }
+    }
+}
+
+/// `[640, 640]`, `640` or `(320, 320)`.
+fn parse_imgsz(v: &str) -> Option<(usize, usize)> {
+    let nums: Vec<usize> = v
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .filter(|&n| (1..=16384).contains(&n))
+        .collect();
+    match nums.as_slice() {
+        [s] => Some((*s, *s)),
+        [h, w] => Some((*h, *w)),
+        _ => None,
+    }
+}
+
+/// The spatial axes (height, width) of a 4-D float input laid out NCHW or NHWC (channels fixed at 1–4).
+pub fn spatial_axes(info: &ValueInfo) -> Option<(usize, usize)> {
+    let dims = info.dims.as_ref().filter(|d| d.len() == 4)?;
+    if !info.dtype.is_some_and(|d| d.is_float()) {
+        return None;
+    }
+    let channels = |a: usize| match dims[a] {
+        Dim::Fixed(c) if (1..=4).contains(&c) => Some(c as usize),
+        _ => None,
+    };
+    image_axes(channels(1), channels(3))
+}
+
+/// The (height, width) axes of a rank-4 image given the sizes of axes 1 and 3 when they could be channels (1–4):
+/// the one candidate, or — both plausible, as in a 3×3×3 image — the axis of size 3, else NCHW.
+pub fn image_axes(axis1: Option<usize>, axis3: Option<usize>) -> Option<(usize, usize)> {
+    match (axis1, axis3) {
+        (Some(_), None) => Some((2, 3)),
+        (None, Some(_)) => Some((1, 2)),
+        (Some(a), Some(b)) if b == 3 && a != 3 => Some((1, 2)),
+        (Some(_), Some(_)) => Some((2, 3)),
+        (None, None) => None,
+    }
+}
+
+fn fixed(info: &ValueInfo, axis: usize) -> Option<usize> {
+    match info.dims.as_ref()?.get(axis)? {
+        Dim::Fixed(v) if *v > 0 => Some(*v as usize),
+        _ => None,
+    }
+}
+
+/// The size for `axis` of `info` (a symbolic or unknown dim named `symbol` when it has a name).
+pub fn choose(hints: &Hints, info: &ValueInfo, axis: usize, symbol: Option<&str>) -> Chosen {
+    let name = symbol.unwrap_or("").to_lowercase();
+    let rank = info.dims.as_ref().map(Vec::len).unwrap_or(0);
+    let chosen = |value: usize, from: &str| Chosen {
+        value,
+        from: from.to_string(),
+    };
+    if (axis == 0 && rank >= 2) || name.contains("batch") || name == "n" {
+        return chosen(1, "batch");
+    }
+    if let Some((h, w)) = spatial_axes(info).filter(|(h, w)| axis == *h || axis == *w) {
+        let (is_h, other) = (axis == h, if axis == h { w } else { h });
+        if let Some((mh, mw)) = hints.imgsz {
+            return chosen(if is_h { mh } else { mw }, "the model's imgsz metadata");
+        }
+        return match fixed(info, other) {
+            Some(f) if !is_h && f <= 128 => {
+                let w = (4 * f).max(320).div_ceil(32) * 32;
+                chosen(w, "a text-line width for this fixed height")
+            }
+            Some(f) => chosen(f, "square, like the fixed other side"),
+            None => chosen(320, GUESSED_IMAGE),
+        };
+    }
+    let sequence = [
+        "seq", "len", "token", "time", "step", "frame", "word", "sentence", "sample", "audio",
+        "wav", "signal",
+    ];
+    if sequence.iter().any(|k| name.contains(k)) {
+        return chosen(128, GUESSED_LENGTH);
+    }
+    chosen(1, "no better guess")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::DType;
+
+    fn info(dims: Vec<Dim>) -> ValueInfo {
+        ValueInfo {
+            name: "x".into(),
+            dtype: Some(DType::F32),
+            dims: Some(dims),
+        }
+    }
+
+    fn sym(s: &str) -> Dim {
+        Dim::Symbolic(s.into())
+    }
+
+    #[test]
+    fn image_dims_follow_metadata_then_layout() {
+        let yolo = info(vec![sym("b"), Dim::Fixed(3), sym("h"), sym("w")]);
+        let meta = Hints {
+            imgsz: parse_imgsz("[320, 416]"),
+        };
+        assert_eq!(choose(&meta, &yolo, 2, Some("h")).value, 320);
+        assert_eq!(choose(&meta, &yolo, 3, Some("w")).value, 416);
+        assert_eq!(choose(&Hints::default(), &yolo, 0, Some("b")).value, 1);
+        assert_eq!(choose(&Hints::default(), &yolo, 3, Some("w")).value, 320);
+        let ocr = info(vec![sym("b"), Dim::Fixed(3), Dim::Fixed(48), sym("w")]);
+        let c = choose(&Hints::default(), &ocr, 3, Some("w"));
+        assert_eq!(
+            (c.value, c.from.as_str()),
+            (320, "a text-line width for this fixed height")
+        );
+        let nhwc = info(vec![sym("b"), sym("h"), Dim::Fixed(224), Dim::Fixed(3)]);
+        assert_eq!(choose(&Hints::default(), &nhwc, 1, Some("h")).value, 224);
+    }
+
+    #[test]
+    fn sequences_and_unknowns() {
+        let ids = info(vec![sym("batch"), sym("sequence_length")]);
+        assert_eq!(
+            choose(&Hints::default(), &ids, 1, Some("sequence_length")).value,
+            128
+        );
+        let odd = info(vec![Dim::Fixed(1), sym("k")]);
+        assert_eq!(choose(&Hints::default(), &odd, 1, Some("k")).value, 1);
+        assert_eq!(parse_imgsz("640"), Some((640, 640)));
+        assert_eq!(parse_imgsz("big"), None);
+    }
+}
