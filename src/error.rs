@@ -12,6 +12,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path}: {reason}")]
+    Limit { path: PathBuf, reason: String },
+    #[error("cannot write {path}: {reason}")]
+    Write { path: PathBuf, reason: String },
+    #[error("{stage} panicked at node {node}: {reason}\n  hint: the model is probably invalid there (phantom's checks missed it); please report it with the model")]
+    Panic {
+        stage: String,
+        node: String,
+        reason: String,
+    },
     #[error("{path} is not a valid ONNX model: {reason}\n  hint: check that the file is complete (not truncated or a Git LFS pointer) and was saved with onnx.save")]
     MalformedModel { path: PathBuf, reason: String },
     #[error("invalid input {name}: {reason}")]
@@ -31,10 +41,79 @@ pub enum Error {
 /// Shorthand used throughout the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+thread_local! {
+    /// The node an engine is evaluating on this thread, for [`guard`]'s message.
+    static CURRENT_NODE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Records the node an engine starts evaluating (named in the error if it panics).
+pub fn at_node(name: &str) {
+    CURRENT_NODE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.clear();
+        c.push_str(name);
+    });
+}
+
+/// Runs `f`, turning a panic inside it (an engine meeting input it does not check) into [`Error::Panic`] naming
+/// `stage` and the node being evaluated ("before any node" when none had started).
+pub fn guard<T>(stage: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    at_node("");
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let node = CURRENT_NODE.with(|c| c.borrow().clone());
+        let node = if node.is_empty() { "(before any node: while loading or typing the model)".into() } else { format!("`{node}`") };
+        let reason = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Err(Error::Panic {
+            stage: stage.into(),
+            node,
+            reason,
+        })
+    })
+}
+
 /// Reads a whole file, naming the path on failure.
 pub fn read_file(path: &std::path::Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Reads a regular file of at most `limit` bytes (`what` it is, for the message): special files such as
+/// `/dev/zero`, FIFOs and files larger than the limit are refused before anything is allocated.
+pub fn read_bounded(path: &std::path::Path, limit: u64, what: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let limit_error = |reason: String| Error::Limit {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(limit_error(format!("not a regular file; phantom reads a {what} only from a regular file")));
+    }
+    if meta.len() > limit {
+        return Err(limit_error(format!(
+            "{} is larger than phantom reads for a {what} ({})",
+            crate::fsutil::fmt_size(meta.len() as usize),
+            crate::fsutil::fmt_size(limit as usize)
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(limit_error(format!("grew beyond {limit} bytes while being read")));
+    }
+    Ok(bytes)
 }

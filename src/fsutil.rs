@@ -16,15 +16,9 @@ impl DirWriter {
     pub fn write(&mut self, rel: &str, bytes: &[u8]) -> Result<()> {
         let p = self.root.join(rel);
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| Error::Io {
-                path: parent.to_path_buf(),
-                source,
-            })?;
+            std::fs::create_dir_all(parent).map_err(|e| write_error(parent, e))?;
         }
-        std::fs::write(&p, bytes).map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        })?;
+        std::fs::write(&p, bytes).map_err(|e| write_error(&p, e))?;
         self.bytes += bytes.len() as u64;
         Ok(())
     }
@@ -51,29 +45,34 @@ pub fn write_dir_atomically(
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("out");
     let tmp = parent.join(format!(".{name}.tmp{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|source| Error::Io {
-        path: tmp.clone(),
-        source,
-    })?;
+    std::fs::create_dir_all(&tmp).map_err(|e| write_error(dir, e))?;
     let mut w = DirWriter {
         root: tmp.clone(),
         bytes: 0,
     };
-    if let Err(e) = fill(&mut w) {
+    let placed = fill(&mut w).and_then(|_| replace_dir(&tmp, dir));
+    if placed.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e);
     }
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|source| Error::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+    placed.map(|_| w.bytes)
+}
+
+/// Moves the finished `tmp` directory to `dir`, removing an existing `dir` first.
+fn replace_dir(tmp: &Path, dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        std::fs::remove_dir_all(dir).map_err(|e| write_error(dir, e))?;
+    } else if dir.exists() {
+        std::fs::remove_file(dir).map_err(|e| write_error(dir, e))?;
     }
-    std::fs::rename(&tmp, dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    Ok(w.bytes)
+    std::fs::rename(tmp, dir).map_err(|e| write_error(dir, e))
+}
+
+/// A failed write, naming the path the user gave.
+fn write_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Write {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
 }
 
 /// Parses `2GiB`, `512MiB`, `1.5G`, `800M`, `4096` (bytes).
@@ -89,7 +88,7 @@ pub fn parse_size(s: &str) -> Option<usize> {
         "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
         _ => return None,
     };
-    (n > 0.0).then_some((n * mult) as usize)
+    (n > 0.0 && (n * mult).is_finite() && n * mult < usize::MAX as f64).then_some((n * mult) as usize)
 }
 
 /// `2.0 GiB`, `512 MiB`, `64 KiB`.
@@ -102,4 +101,24 @@ pub fn fmt_size(b: usize) -> String {
     } else {
         format!("{:.0} KiB", b / 1024.0)
     }
+}
+
+/// The memory phantom plans with: half of the machine's physical memory (Linux `/proc/meminfo`), else 8 GiB.
+pub fn memory_budget() -> usize {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<usize>().ok())
+    });
+    match total_kib {
+        Some(k) => k.saturating_mul(1024) / 2,
+        None => 8 << 30,
+    }
+}
+
+/// The most bytes the model's inputs may take together, held as f64 while they are made: a quarter of
+/// [`memory_budget`] (the reference, the target and the comparison need the rest).
+pub fn input_budget() -> usize {
+    memory_budget() / 4
 }

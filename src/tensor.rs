@@ -186,6 +186,14 @@ impl ToF64 for bool {
     }
 }
 
+/// Bytes of a tensor of `shape` with `elem`-byte elements, or `None` when the product overflows.
+pub fn checked_nbytes(shape: &[usize], elem: usize) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))?
+        .checked_mul(elem)
+}
+
 impl Tensor {
     pub fn dtype(&self) -> DType {
         match self {

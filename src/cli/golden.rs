@@ -87,16 +87,17 @@ fn budget_map(list: &[String], flag: &str) -> anyhow::Result<HashMap<String, f64
             let (k, v) = s
                 .rsplit_once('=')
                 .with_context(|| format!("{flag} takes NAME=BUDGET, got `{s}`"))?;
-            Ok((
-                k.to_string(),
-                v.parse::<f64>()
-                    .with_context(|| format!("{flag} {s}: not a number"))?,
-            ))
+            let b = v
+                .parse::<f64>()
+                .with_context(|| format!("{flag} {s}: not a number"))?;
+            super::settings::finite_non_negative(flag, b)?;
+            Ok((k.to_string(), b))
         })
         .collect()
 }
 
 pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
+    super::settings::finite_non_negative("--budget", a.budget)?;
     let budgets = Budgets {
         default: a.budget,
         by_op: budget_map(&a.budget_op, "--budget-op")?,

@@ -35,7 +35,31 @@ pub fn run() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let result = match cli.command {
+    // A panic that escapes every engine guard still ends as exit 2 with one line, never a backtrace.
+    // PHANTOM_DEBUG=1 keeps Rust's own panic message and backtrace.
+    let default_hook = std::panic::take_hook();
+    let debug = std::env::var_os("PHANTOM_DEBUG").is_some();
+    std::panic::set_hook(Box::new(move |info| {
+        if debug {
+            default_hook(info)
+        }
+    }));
+    let result = std::panic::catch_unwind(|| dispatch(cli)).unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(anyhow::anyhow!(
+            "internal error: {why}\n  hint: this is a bug in phantom or an engine it uses; please report it with the model and command"
+        ))
+    });
+    exit_code(result)
+}
+
+/// Runs the subcommand.
+fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
         args::Command::Onnx(a) => onnx::run(*a),
         args::Command::Precision(a) => precision::run(*a),
         args::Command::Run(a) => run::run(*a),
@@ -46,7 +70,11 @@ pub fn run() -> ExitCode {
         args::Command::Info(a) => info::run(a),
         args::Command::Runtimes(a) => runtimes::run(a),
         args::Command::Devices(a) => devices::run(a),
-    };
+    }
+}
+
+/// 0 clean, 1 drift found, 2 error (printed with its chain of causes).
+fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Diverged) => ExitCode::from(1),

@@ -11,19 +11,25 @@ use crate::report::{json, terminal};
 
 fn check_tolerance(name: &str, v: Option<f64>) -> anyhow::Result<()> {
     match v {
-        Some(x) if !(x >= 0.0 && x.is_finite()) => {
-            anyhow::bail!("--{name} must be a finite number ≥ 0, got {x}")
-        }
-        _ => Ok(()),
+        Some(x) => super::settings::finite_non_negative(&format!("--{name}"), x),
+        None => Ok(()),
     }
 }
 
 pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     check_tolerance("atol", a.atol)?;
     check_tolerance("rtol", a.rtol)?;
-    if let Some(p) = &a.json {
-        if p.is_dir() {
-            anyhow::bail!("--json {}: is a directory; give a file name", p.display());
+    let outputs = [
+        ("--json", &a.json),
+        ("--junit", &a.junit),
+        ("--summary-md", &a.summary_md),
+        ("--html", &a.html),
+        ("--dot", &a.dot),
+        ("--save-target-model", &a.save_target_model),
+    ];
+    for (flag, p) in outputs {
+        if let Some(p) = p.as_ref().filter(|p| p.is_dir()) {
+            anyhow::bail!("{flag} {}: is a directory; give a file name to write", p.display());
         }
     }
     let settings = settings(&a)?;

@@ -19,6 +19,14 @@ fn parse_dims(s: &str) -> anyhow::Result<Vec<usize>> {
         .collect()
 }
 
+/// Refuses a tolerance or budget that is negative, NaN or infinite, naming the flag.
+pub fn finite_non_negative(flag: &str, v: f64) -> anyhow::Result<()> {
+    if !(v.is_finite() && v >= 0.0) {
+        bail!("{flag} must be a finite number ≥ 0, got {v}");
+    }
+    Ok(())
+}
+
 /// Resolves the input arguments into an [`InputSpec`].
 pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
     let mut spec = InputSpec {
@@ -40,6 +48,9 @@ pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
         if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
             bail!("--val-range: LO must be below HI");
         }
+        if !(hi - lo).is_finite() {
+            bail!("--val-range {r}: give finite bounds whose difference is finite too");
+        }
         spec.val_range = Some((lo, hi));
     }
     let mut dims = HashMap::new();
@@ -47,12 +58,14 @@ pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
         let (k, v) = d
             .split_once('=')
             .with_context(|| format!("--dim takes NAME=VALUE, got `{d}`"))?;
-        dims.insert(
-            k.trim().to_string(),
-            v.trim()
-                .parse()
-                .with_context(|| format!("--dim {d}: not an integer"))?,
-        );
+        let n: i64 = v
+            .trim()
+            .parse()
+            .with_context(|| format!("--dim {d}: not an integer"))?;
+        if n < 0 {
+            bail!("--dim {d}: a dim cannot be negative");
+        }
+        dims.insert(k.trim().to_string(), n);
     }
     spec.dims = dims;
     for s in &a.shapes {

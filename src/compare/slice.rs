@@ -43,7 +43,7 @@ fn parse_axis(s: &str) -> Result<AxisSpec, String> {
         let i = num(parts.first())?.ok_or_else(|| format!("`{s}`: empty axis"))?;
         return Ok(AxisSpec {
             start: Some(i),
-            stop: Some(if i == -1 { isize::MAX } else { i + 1 }),
+            stop: Some(if i == -1 { isize::MAX } else { i.saturating_add(1) }),
             step: 1,
         });
     }
@@ -51,11 +51,13 @@ fn parse_axis(s: &str) -> Result<AxisSpec, String> {
     if step <= 0 {
         return Err(format!("`{s}`: the step must be positive"));
     }
-    Ok(AxisSpec {
-        start: num(parts.first())?,
-        stop: num(parts.get(1))?,
-        step,
-    })
+    let (start, stop) = (num(parts.first())?, num(parts.get(1))?);
+    if let (Some(a), Some(b)) = (start, stop) {
+        if (a >= 0) == (b >= 0) && b <= a {
+            return Err(format!("`{s}`: selects nothing (stop {b} is not after start {a})"));
+        }
+    }
+    Ok(AxisSpec { start, stop, step })
 }
 
 impl SliceSpec {

@@ -16,7 +16,8 @@ use crate::tensor::DType;
 
 /// Loads and imports the model at `path`.
 pub fn load(path: &Path) -> Result<Graph> {
-    let bytes = crate::error::read_file(path)?;
+    // Protobuf caps a message at 2 GiB; weights beyond that live in external data files.
+    let bytes = crate::error::read_bounded(path, 2 << 30, "model")?;
     from_bytes(path, bytes)
 }
 

@@ -121,6 +121,7 @@ pub struct Inputs {
 
 /// Builds every graph input from `spec`.
 pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
+    check_names(graph, spec)?;
     let loaded = load_sources(graph, spec)?;
     let mut out = Inputs::default();
     let mut dims = Dims {
@@ -128,6 +129,9 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
         chosen: HashMap::new(),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed);
+    let mut budget = Budget {
+        left: crate::fsutil::input_budget(),
+    };
     for info in &graph.inputs {
         let dtype = info.dtype.ok_or_else(|| Error::Input {
             name: info.name.clone(),
@@ -138,6 +142,7 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
             Some((t, origin)) => (check_loaded(info, dtype, t)?, origin.clone()),
             None => {
                 let shape = resolve_shape(info, spec, &mut dims, &mut dims_from)?;
+                budget.take(info, &shape, &dims_from)?;
                 match image_for(spec, &info.name) {
                     Some(path) => super::image::load(path, info, dtype, &shape, &spec.image)?,
                     None => random_input(graph, info, dtype, &shape, spec, &mut rng)?,
@@ -182,6 +187,18 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
     Ok(out)
 }
 
+/// Adds a loaded input, refusing a second value for the same input.
+fn put(m: &mut HashMap<String, (Tensor, String)>, name: String, t: Tensor, origin: String) -> Result<()> {
+    if let Some((_, first)) = m.get(&name) {
+        return Err(Error::Input {
+            reason: format!("given twice: by {first} and by {origin}; keep one"),
+            name,
+        });
+    }
+    m.insert(name, (t, origin));
+    Ok(())
+}
+
 fn load_sources(graph: &Graph, spec: &InputSpec) -> Result<HashMap<String, (Tensor, String)>> {
     let mut m = HashMap::new();
     let dirs = spec
@@ -209,19 +226,15 @@ fn load_sources(graph: &Graph, spec: &InputSpec) -> Result<HashMap<String, (Tens
         match s {
             InputSource::Npy { name, path } => {
                 known(name)?;
-                m.insert(
-                    name.clone(),
-                    (
-                        super::npy::read_npy(path)?,
-                        format!("file {}", path.display()),
-                    ),
-                );
+                let t = super::npy::read_npy(path)?;
+                put(&mut m, name.clone(), t, format!("file {}", path.display()))?;
             }
             InputSource::Image { name, .. } => known(name)?,
             InputSource::Npz(path) => {
                 for (name, t) in super::npy::read_npz(path)? {
                     known(&name)?;
-                    m.insert(name.clone(), (t, format!("file {}:{name}", path.display())));
+                    let origin = format!("file {}:{name}", path.display());
+                    put(&mut m, name, t, origin)?;
                 }
             }
             InputSource::TestDataSet(dir) => {
@@ -264,12 +277,73 @@ fn load_sources(graph: &Graph, spec: &InputSpec) -> Result<HashMap<String, (Tens
                                 reason: format!("the model has only {} inputs", graph.inputs.len()),
                             })?
                     };
-                    m.insert(name, (t, format!("file {}", f.display())));
+                    put(&mut m, name, t, format!("file {}", f.display()))?;
                 }
             }
         }
     }
     Ok(m)
+}
+
+/// What generated inputs may still take (they are made as f64 first).
+struct Budget {
+    left: usize,
+}
+
+impl Budget {
+    /// Refuses an input of `shape` beyond what is left, with the numbers and the dims that made it.
+    fn take(&mut self, info: &ValueInfo, shape: &[usize], dims_from: &[String]) -> Result<()> {
+        let need = crate::tensor::checked_nbytes(shape, 8);
+        if let Some(n) = need.filter(|&n| n <= self.left) {
+            self.left -= n;
+            return Ok(());
+        }
+        let need = need.map(crate::fsutil::fmt_size).unwrap_or_else(|| "more bytes than can be addressed".into());
+        let from = match dims_from {
+            [] => String::new(),
+            d => format!(" (dims: {})", d.join("; ")),
+        };
+        Err(Error::Input {
+            name: info.name.clone(),
+            reason: format!(
+                "shape {shape:?}{from} needs {need} as f64, beyond what phantom allows inputs on this machine ({} \
+                 left of {}, an eighth of its memory): set smaller sizes with --dim NAME=VALUE or --shape {}=…",
+                crate::fsutil::fmt_size(self.left),
+                crate::fsutil::fmt_size(crate::fsutil::input_budget()),
+                info.name
+            ),
+        })
+    }
+}
+
+/// `--shape` names a graph input, `--dim` a symbolic dim some input declares: a typo is an error, not ignored.
+fn check_names(graph: &Graph, spec: &InputSpec) -> Result<()> {
+    let inputs: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    if let Some(bad) = spec.shapes.keys().find(|k| !inputs.contains(&k.as_str())) {
+        return Err(Error::Usage(format!(
+            "--shape {bad}=…: the model has no input `{bad}` (it has: {})",
+            inputs.join(", ")
+        )));
+    }
+    let symbols: Vec<&str> = graph
+        .inputs
+        .iter()
+        .flat_map(|i| i.dims.iter().flatten())
+        .filter_map(|d| match d {
+            Dim::Symbolic(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    if let Some(bad) = spec.dims.keys().find(|k| !symbols.contains(&k.as_str())) {
+        let have = match symbols.is_empty() {
+            true => "none: every input dim is fixed".to_string(),
+            false => symbols.join(", "),
+        };
+        return Err(Error::Usage(format!(
+            "--dim {bad}=…: no input has a symbolic dim `{bad}` (symbolic dims: {have})"
+        )));
+    }
+    Ok(())
 }
 
 /// The image given for input `name`, if any (decoded once its shape is known).
@@ -413,6 +487,34 @@ fn table_size(graph: &Graph, name: &str) -> Option<(i64, String)> {
     None
 }
 
+/// The integer range for a generated integer input: `--val-range` when given (refused beyond what the type, or
+/// f64 on the way, holds exactly), else [0, 16).
+fn int_range(info: &ValueInfo, dtype: DType, range: Option<(f64, f64)>) -> Result<(i64, i64)> {
+    let Some((lo, hi)) = range else {
+        return Ok((0, 16));
+    };
+    let exact = (1u64 << 53) as f64;
+    let (min, max) = match dtype {
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
+        DType::U64 => (0.0, exact),
+        _ => (-exact, exact),
+    };
+    if lo < min || hi > max {
+        return Err(Error::Input {
+            name: info.name.clone(),
+            reason: format!(
+                "--val-range {lo},{hi} is beyond what a {dtype} input holds ([{min}, {max}]); give a range inside it"
+            ),
+        });
+    }
+    Ok((lo.floor() as i64, hi.ceil() as i64))
+}
+
 fn random_input(
     graph: &Graph,
     info: &ValueInfo,
@@ -459,13 +561,10 @@ fn random_input(
             "positions 0..len".into(),
         )
     } else {
-        let (lo, hi) = spec
-            .val_range
-            .map(|(a, b)| (a as i64, b as i64))
-            .unwrap_or((0, 16));
+        let (lo, hi) = int_range(info, dtype, spec.val_range)?;
         (
             (0..n)
-                .map(|_| rng.random_range(lo..hi.max(lo + 1)) as f64)
+                .map(|_| rng.random_range(lo..hi.max(lo.saturating_add(1))) as f64)
                 .collect(),
             format!("integers in [{lo}, {hi}) seed {}", spec.seed),
         )

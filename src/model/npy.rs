@@ -27,7 +27,7 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(bad(name, "not a .npy file (missing the \\x93NUMPY magic)"));
     }
-    let (hlen, start) = match bytes[6] {
+    let (hlen, start): (usize, usize) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
         _ if bytes.len() >= 12 => (
             u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
@@ -36,7 +36,7 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
         _ => return Err(bad(name, "truncated .npy header")),
     };
     let header = bytes
-        .get(start..start + hlen)
+        .get(start..start.saturating_add(hlen))
         .ok_or_else(|| bad(name, "truncated .npy header"))?;
     let header = String::from_utf8_lossy(header);
     let descr = header_field(&header, "descr")
@@ -61,7 +61,6 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
         })
         .collect::<Result<_>>()?;
     let data = &bytes[start + hlen..];
-    let n: usize = shape.iter().product();
     if descr.starts_with('>') {
         return Err(bad(name, "big-endian arrays are not supported: save with arr.astype(arr.dtype.newbyteorder('<'))"));
     }
@@ -73,17 +72,18 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
         "i1" | "u1" | "b1" => 1,
         _ => return Err(bad(name, format!("unsupported .npy dtype `{descr}`"))),
     };
-    if data.len() < n * size {
+    let need = crate::tensor::checked_nbytes(&shape, size)
+        .ok_or_else(|| bad(name, format!("its shape {shape:?} has more elements than can be addressed")))?;
+    if data.len() < need {
         return Err(bad(
             name,
             format!(
-                "holds {} bytes of data, its shape {shape:?} needs {}",
-                data.len(),
-                n * size
+                "holds {} bytes of data, its shape {shape:?} needs {need}",
+                data.len()
             ),
         ));
     }
-    let data = &data[..n * size];
+    let data = &data[..need];
     fn arr<T>(shape: &[usize], v: Vec<T>) -> ArrayD<T> {
         ArrayD::from_shape_vec(IxDyn(shape), v).expect("length checked")
     }
@@ -116,7 +116,8 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
 
 /// Reads a `.npy` file.
 pub fn read_npy(path: &Path) -> Result<Tensor> {
-    parse_npy(&path.display().to_string(), &crate::error::read_file(path)?)
+    let limit = crate::fsutil::input_budget() as u64;
+    parse_npy(&path.display().to_string(), &crate::error::read_bounded(path, limit, ".npy input")?)
 }
 
 /// Reads every array of a `.npz` archive, keyed by name (without `.npy`).
@@ -132,10 +133,21 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i).map_err(|e| bad(&shown, e.to_string()))?;
         let name = entry.name().trim_end_matches(".npy").to_string();
+        let limit = crate::fsutil::input_budget() as u64;
+        if entry.size() > limit {
+            return Err(bad(
+                &shown,
+                format!("entry `{name}` unpacks to {} bytes, more than phantom reads for inputs ({limit})", entry.size()),
+            ));
+        }
         let mut bytes = Vec::new();
-        entry
+        (&mut entry)
+            .take(limit + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| bad(&shown, e.to_string()))?;
+            .map_err(|e| bad(&shown, format!("entry `{name}`: {e}")))?;
+        if bytes.len() as u64 > limit {
+            return Err(bad(&shown, format!("entry `{name}` unpacks beyond its declared size (a zip bomb?)")));
+        }
         out.push((name.clone(), parse_npy(&format!("{shown}:{name}"), &bytes)?));
     }
     Ok(out)
@@ -178,12 +190,10 @@ pub fn to_npy(t: &Tensor) -> Vec<u8> {
 
 /// Writes a `.npy` file.
 pub fn write_npy(path: &Path, t: &Tensor) -> Result<()> {
-    let mut f = std::fs::File::create(path).map_err(|source| Error::Io {
+    let fail = |e: std::io::Error| Error::Write {
         path: path.to_path_buf(),
-        source,
-    })?;
-    f.write_all(&to_npy(t)).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+        reason: e.to_string(),
+    };
+    let mut f = std::fs::File::create(path).map_err(fail)?;
+    f.write_all(&to_npy(t)).map_err(fail)
 }

@@ -12,12 +12,21 @@ use crate::tensor::{DType, Tensor};
 
 /// Reads a serialized `TensorProto` file (the `input_N.pb` of ONNX test data sets).
 pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor)> {
-    let bytes = crate::error::read_file(path)?;
-    let proto = TensorProto::decode(bytes.as_slice()).map_err(|e| Error::Input {
+    let limit = crate::fsutil::input_budget() as u64;
+    let bytes = crate::error::read_bounded(path, limit, "TensorProto input")?;
+    let bad = |reason: String| Error::Input {
         name: path.display().to_string(),
-        reason: format!("not a serialized TensorProto: {e}"),
+        reason,
+    };
+    if bytes.is_empty() {
+        return Err(bad("the file is empty; it should hold a serialized TensorProto".into()));
+    }
+    let proto = TensorProto::decode(bytes.as_slice())
+        .map_err(|e| bad(format!("not a serialized TensorProto: {e}")))?;
+    let t = tensor_from_proto(&proto, path.parent()).map_err(|e| match e {
+        Error::Input { name, reason } if name.is_empty() => bad(reason),
+        other => other,
     })?;
-    let t = tensor_from_proto(&proto, path.parent())?;
     Ok((proto.name.clone(), t))
 }
 
@@ -39,15 +48,40 @@ fn from_le<T, const N: usize>(raw: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
         .collect()
 }
 
+/// Exactly `len` bytes of the regular file `path` from `offset` (external data), without reading the rest.
+fn read_range(path: &Path, offset: u64, len: usize) -> std::result::Result<Vec<u8>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let end = offset.checked_add(len as u64).filter(|&e| e <= meta.len());
+    if end.is_none() {
+        return Err(format!(
+            "holds {} bytes; the tensor needs {len} from offset {offset}",
+            meta.len()
+        ));
+    }
+    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    f.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(len);
+    f.take(len as u64).read_to_end(&mut out).map_err(|e| e.to_string())?;
+    if out.len() != len {
+        return Err(format!("ended after {} of {len} bytes", out.len()));
+    }
+    Ok(out)
+}
+
 /// Decodes a `TensorProto` (raw_data, typed fields, or external data resolved against `base`).
 pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor> {
     let shape = shape_of(p)?;
-    let n: usize = shape.iter().product();
     let dtype = DType::from_onnx(p.data_type);
     let bad = |reason: String| Error::Input {
         name: p.name.clone(),
         reason,
     };
+    let n = crate::tensor::checked_nbytes(&shape, 1)
+        .ok_or_else(|| bad(format!("its dims {shape:?} have more elements than can be addressed")))?;
     let external;
     let raw: &[u8] = if p.data_location == Some(1) {
         let loc = p
@@ -57,19 +91,23 @@ pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor>
             .map(|e| e.value.clone());
         let loc = loc.ok_or_else(|| bad("external data without a location".into()))?;
         let path = base.unwrap_or(Path::new(".")).join(&loc);
-        let all = crate::error::read_file(&path)?;
         let get = |k: &str| {
             p.external_data
                 .iter()
                 .find(|e| e.key == k)
-                .and_then(|e| e.value.parse::<usize>().ok())
+                .and_then(|e| e.value.parse::<u64>().ok())
         };
-        let off = get("offset").unwrap_or(0);
-        let len = get("length").unwrap_or(all.len().saturating_sub(off));
-        external = all
-            .get(off..off + len)
-            .ok_or_else(|| bad(format!("{loc} is shorter than declared")))?
-            .to_vec();
+        let need = n
+            .checked_mul(dtype.size())
+            .filter(|_| dtype.size() > 0)
+            .ok_or_else(|| bad(format!("external {} data of dims {shape:?} cannot be sized", dtype.name())))?;
+        if let Some(len) = get("length").filter(|&l| l != need as u64) {
+            return Err(bad(format!(
+                "{loc}: declared length {len} bytes, its dims {shape:?} of {} need {need}",
+                dtype.name()
+            )));
+        }
+        external = read_range(&path, get("offset").unwrap_or(0), need).map_err(|why| bad(format!("{loc}: {why}")))?;
         &external
     } else {
         &p.raw_data

@@ -105,7 +105,30 @@ fn run(s: &CompareSettings) -> Result<Finished> {
     let t_all = Instant::now();
     let p = prepare(s)?;
     let summaries = p.inputs.summaries.clone();
-    stages(s, p, t_all).map_err(|e| shapes::with_dims_hint(e, &summaries))
+    let f = stages(s, p, t_all).map_err(|e| shapes::with_dims_hint(e, &summaries))?;
+    compared_something(s, &f)?;
+    Ok(f)
+}
+
+/// A comparison that compared no element is an error, not a clean verdict that would pass any CI gate.
+fn compared_something(s: &CompareSettings, f: &Finished) -> Result<()> {
+    let elements: u64 = f
+        .reports
+        .iter()
+        .flat_map(|r| r.values())
+        .filter_map(|(_, v)| v.metrics.as_ref())
+        .map(|m| m.elements)
+        .sum();
+    if elements > 0 {
+        return Ok(());
+    }
+    let why = match &s.slice {
+        Some(sp) => format!("--slice {} selects no element of any value", sp.source()),
+        None => "no value could be compared on both sides (run with --json to see each value's reason)".into(),
+    };
+    Err(Error::Usage(format!(
+        "nothing was compared: {why}; phantom gives no verdict on nothing"
+    )))
 }
 
 /// Capture, expected noise, stream-compare, then per lane attribute, explain and assemble.

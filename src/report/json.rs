@@ -15,8 +15,16 @@ pub fn write(report: &Report, path: &Path) -> Result<()> {
     write_atomic(path, to_string(report).as_bytes())
 }
 
-/// Writes `bytes` to `path` through a temporary sibling and a rename.
+/// Writes `bytes` to `path` through a temporary sibling and a rename; on any failure the temporary file is
+/// removed and the error names `path` (never the temporary).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let fail = |reason: String| Error::Write {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if path.is_dir() {
+        return Err(fail("it is a directory; give a file name".into()));
+    }
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -26,13 +34,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
         std::process::id()
     ));
-    std::fs::write(&tmp, bytes).map_err(|source| Error::Io {
-        path: tmp.clone(),
-        source,
-    })?;
-    std::fs::rename(&tmp, path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
+    let written = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e.to_string())
     })
 }
 

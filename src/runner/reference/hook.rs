@@ -285,6 +285,7 @@ impl<'g, 's> Evaluator<'g, 's> {
         node: &TypedNode,
         ins: TVec<TValue>,
     ) -> TractResult<TVec<TValue>> {
+        crate::error::at_node(&node.name);
         let mut out = self.eval_node(ctx, st, node, ins)?;
         self.round_outputs(node.id, &mut out)?;
         if node.inputs.is_empty() && self.needed.contains(&node.name) {

@@ -220,6 +220,16 @@ impl ReferenceRunner {
         inputs: &Inputs,
         sink: &mut hook::Sink<'_>,
     ) -> Result<RunOutput> {
+        crate::error::guard("the f64 reference (tract)", || self.run_guarded(graph, inputs, sink))
+    }
+
+    /// [`Self::run_streaming`] without the panic guard.
+    fn run_guarded(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+        sink: &mut hook::Sink<'_>,
+    ) -> Result<RunOutput> {
         let mut notes = Vec::new();
         let (typed, names, proto) = match self.parse(graph, inputs, true) {
             Ok(p) => p,

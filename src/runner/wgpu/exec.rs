@@ -128,6 +128,7 @@ pub fn execute(
     let mut placement = Placement::default();
     let mut pending = Pending::default();
     for node in &graph.nodes {
+        crate::error::at_node(&node.name);
         let p = &protos[node.source_index];
         if let Some(feed) = feed {
             for i in p.input.iter().filter(|i| !i.is_empty()) {

@@ -132,15 +132,9 @@ impl WgpuRunner {
     ) -> Result<HashMap<String, crate::tensor::Tensor>> {
         let proto = self.decode(graph)?;
         let mut out = RunOutput::default();
-        exec::execute(
-            &self.gpu,
-            &self.host,
-            graph,
-            &proto,
-            inputs,
-            &mut out,
-            Some(reference),
-        )?;
+        crate::error::guard("the wgpu target (each node alone)", || {
+            exec::execute(&self.gpu, &self.host, graph, &proto, inputs, &mut out, Some(reference))
+        })?;
         Ok(out.values)
     }
 
@@ -203,7 +197,9 @@ impl Runner for WgpuRunner {
         let proto = self.decode(graph)?;
         let mut out = RunOutput::default();
         *self.gpu.cut_nodes.borrow_mut() = 0;
-        let placed = exec::execute(&self.gpu, &self.host, graph, &proto, inputs, &mut out, None)?;
+        let placed = crate::error::guard("the wgpu target", || {
+            exec::execute(&self.gpu, &self.host, graph, &proto, inputs, &mut out, None)
+        })?;
         out.facts = Some(self.facts(&placed));
         let mut unchecked: HashMap<&str, usize> = HashMap::new();
         for (node, why) in &placed.host {
