@@ -48,6 +48,7 @@ thread_local! {
 
 /// Records the node an engine starts evaluating (named in the error if it panics).
 pub fn at_node(name: &str) {
+    crate::watchdog::node(name);
     CURRENT_NODE.with(|c| {
         let mut c = c.borrow_mut();
         c.clear();
@@ -58,10 +59,15 @@ pub fn at_node(name: &str) {
 /// Runs `f`, turning a panic inside it (an engine meeting input it does not check) into [`Error::Panic`] naming
 /// `stage` and the node being evaluated ("before any node" when none had started).
 pub fn guard<T>(stage: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    crate::watchdog::engine(stage);
     at_node("");
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
         let node = CURRENT_NODE.with(|c| c.borrow().clone());
-        let node = if node.is_empty() { "(before any node: while loading or typing the model)".into() } else { format!("`{node}`") };
+        let node = if node.is_empty() {
+            "(before any node: while loading or typing the model)".into()
+        } else {
+            format!("`{node}`")
+        };
         let reason = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
@@ -97,7 +103,9 @@ pub fn read_bounded(path: &std::path::Path, limit: u64, what: &str) -> Result<Ve
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if !meta.is_file() {
-        return Err(limit_error(format!("not a regular file; phantom reads a {what} only from a regular file")));
+        return Err(limit_error(format!(
+            "not a regular file; phantom reads a {what} only from a regular file"
+        )));
     }
     if meta.len() > limit {
         return Err(limit_error(format!(
@@ -113,7 +121,9 @@ pub fn read_bounded(path: &std::path::Path, limit: u64, what: &str) -> Result<Ve
         .read_to_end(&mut bytes)
         .map_err(io)?;
     if bytes.len() as u64 > limit {
-        return Err(limit_error(format!("grew beyond {limit} bytes while being read")));
+        return Err(limit_error(format!(
+            "grew beyond {limit} bytes while being read"
+        )));
     }
     Ok(bytes)
 }

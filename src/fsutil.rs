@@ -88,7 +88,8 @@ pub fn parse_size(s: &str) -> Option<usize> {
         "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
         _ => return None,
     };
-    (n > 0.0 && (n * mult).is_finite() && n * mult < usize::MAX as f64).then_some((n * mult) as usize)
+    (n > 0.0 && (n * mult).is_finite() && n * mult < usize::MAX as f64)
+        .then_some((n * mult) as usize)
 }
 
 /// `2.0 GiB`, `512 MiB`, `64 KiB`.
@@ -103,8 +104,15 @@ pub fn fmt_size(b: usize) -> String {
     }
 }
 
-/// The memory phantom plans with: half of the machine's physical memory (Linux `/proc/meminfo`), else 8 GiB.
+/// The memory phantom plans with: `PHANTOM_MEMORY_BUDGET` (a size such as `4GiB`) when set, else half of the
+/// machine's physical memory (Linux `/proc/meminfo`), else 8 GiB.
 pub fn memory_budget() -> usize {
+    if let Some(b) = std::env::var("PHANTOM_MEMORY_BUDGET")
+        .ok()
+        .and_then(|v| parse_size(&v))
+    {
+        return b;
+    }
     let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         m.lines()
             .find(|l| l.starts_with("MemTotal:"))

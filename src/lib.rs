@@ -38,5 +38,6 @@ pub mod report;
 pub mod runner;
 pub mod target;
 pub mod tensor;
+pub mod watchdog;
 
 pub use error::{Error, Result};

@@ -12,6 +12,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Stop with exit code 2 when the command runs longer than this many seconds, naming the stage and node it
+    /// was in (0: no limit).
+    #[arg(long, global = true, value_name = "SECS", default_value_t = crate::watchdog::DEFAULT_TIMEOUT_S)]
+    pub timeout: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -36,6 +36,7 @@ pub fn run() -> ExitCode {
         }
     };
     // A panic that escapes every engine guard still ends as exit 2 with one line, never a backtrace.
+    crate::watchdog::arm(std::time::Duration::from_secs(cli.timeout));
     // PHANTOM_DEBUG=1 keeps Rust's own panic message and backtrace.
     let default_hook = std::panic::take_hook();
     let debug = std::env::var_os("PHANTOM_DEBUG").is_some();

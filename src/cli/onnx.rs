@@ -29,7 +29,10 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     ];
     for (flag, p) in outputs {
         if let Some(p) = p.as_ref().filter(|p| p.is_dir()) {
-            anyhow::bail!("{flag} {}: is a directory; give a file name to write", p.display());
+            anyhow::bail!(
+                "{flag} {}: is a directory; give a file name to write",
+                p.display()
+            );
         }
     }
     let settings = settings(&a)?;

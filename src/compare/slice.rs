@@ -43,7 +43,11 @@ fn parse_axis(s: &str) -> Result<AxisSpec, String> {
         let i = num(parts.first())?.ok_or_else(|| format!("`{s}`: empty axis"))?;
         return Ok(AxisSpec {
             start: Some(i),
-            stop: Some(if i == -1 { isize::MAX } else { i.saturating_add(1) }),
+            stop: Some(if i == -1 {
+                isize::MAX
+            } else {
+                i.saturating_add(1)
+            }),
             step: 1,
         });
     }
@@ -54,7 +58,9 @@ fn parse_axis(s: &str) -> Result<AxisSpec, String> {
     let (start, stop) = (num(parts.first())?, num(parts.get(1))?);
     if let (Some(a), Some(b)) = (start, stop) {
         if (a >= 0) == (b >= 0) && b <= a {
-            return Err(format!("`{s}`: selects nothing (stop {b} is not after start {a})"));
+            return Err(format!(
+                "`{s}`: selects nothing (stop {b} is not after start {a})"
+            ));
         }
     }
     Ok(AxisSpec { start, stop, step })

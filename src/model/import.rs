@@ -44,6 +44,7 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
     if graph.node.is_empty() && graph.output.is_empty() {
         return Err(malformed("the graph has no nodes and no outputs".into()));
     }
+    super::validate::check(path, &model)?;
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
     let initializers: HashMap<String, InitInfo> = graph
         .initializer
@@ -216,8 +217,9 @@ fn sort_nodes(
                 return Err(Error::MalformedModel {
                     path: path.to_path_buf(),
                     reason: format!(
-                        "value `{o}` is produced by two nodes (`{}` and `{}`): ONNX graphs assign each value once",
-                        g.node[first].name, n.name
+                        "value `{o}` is produced by two nodes ({} and {}): ONNX graphs assign each value once",
+                        label(g, first),
+                        label(g, i)
                     ),
                 });
             }
@@ -236,13 +238,13 @@ fn sort_nodes(
                 .collect()
         })
         .collect();
-    for (n, d) in g.node.iter().zip(&deps) {
+    for (i, d) in deps.iter().enumerate() {
         if let Some(missing) = d.iter().find(|v| !producer.contains_key(v.as_str())) {
             return Err(Error::MalformedModel {
                 path: path.to_path_buf(),
                 reason: format!(
-                    "node `{}` ({}) reads `{missing}`, which is no graph input, initializer or node output",
-                    n.name, n.op_type
+                    "{} reads `{missing}`, which is no graph input, initializer or node output",
+                    label(g, i)
                 ),
             });
         }
@@ -281,13 +283,17 @@ fn sort_nodes(
         ready.extend(woken);
     }
     if order.len() != g.node.len() {
-        let stuck = (0..g.node.len())
-            .find(|i| !queued[*i])
-            .map(|i| g.node[i].name.clone())
-            .unwrap_or_default();
+        let stuck: Vec<String> = (0..g.node.len())
+            .filter(|i| !queued[*i])
+            .take(5)
+            .map(|i| label(g, i))
+            .collect();
         return Err(Error::MalformedModel {
             path: path.to_path_buf(),
-            reason: format!("the graph has a cycle (node `{stuck}` can never run)"),
+            reason: format!(
+                "the graph has a cycle: these nodes wait on each other and can never run: {}",
+                stuck.join(", ")
+            ),
         });
     }
     let unsorted = order.iter().enumerate().any(|(k, &i)| k != i);
@@ -319,4 +325,13 @@ fn sort_nodes(
         })
         .collect();
     Ok((nodes, unsorted))
+}
+
+/// `node `name` (Op)`, or `node #i (Op)` for an unnamed node.
+fn label(g: &pb::GraphProto, i: usize) -> String {
+    let n = &g.node[i];
+    match n.name.is_empty() {
+        true => format!("node #{i} ({})", n.op_type),
+        false => format!("node `{}` ({})", n.name, n.op_type),
+    }
 }

@@ -188,7 +188,12 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
 }
 
 /// Adds a loaded input, refusing a second value for the same input.
-fn put(m: &mut HashMap<String, (Tensor, String)>, name: String, t: Tensor, origin: String) -> Result<()> {
+fn put(
+    m: &mut HashMap<String, (Tensor, String)>,
+    name: String,
+    t: Tensor,
+    origin: String,
+) -> Result<()> {
     if let Some((_, first)) = m.get(&name) {
         return Err(Error::Input {
             reason: format!("given twice: by {first} and by {origin}; keep one"),
@@ -298,7 +303,9 @@ impl Budget {
             self.left -= n;
             return Ok(());
         }
-        let need = need.map(crate::fsutil::fmt_size).unwrap_or_else(|| "more bytes than can be addressed".into());
+        let need = need
+            .map(crate::fsutil::fmt_size)
+            .unwrap_or_else(|| "more bytes than can be addressed".into());
         let from = match dims_from {
             [] => String::new(),
             d => format!(" (dims: {})", d.join("; ")),

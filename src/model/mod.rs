@@ -9,6 +9,7 @@ pub mod import;
 pub mod inputs;
 pub mod npy;
 pub mod proto;
+pub mod validate;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

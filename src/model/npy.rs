@@ -72,8 +72,12 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
         "i1" | "u1" | "b1" => 1,
         _ => return Err(bad(name, format!("unsupported .npy dtype `{descr}`"))),
     };
-    let need = crate::tensor::checked_nbytes(&shape, size)
-        .ok_or_else(|| bad(name, format!("its shape {shape:?} has more elements than can be addressed")))?;
+    let need = crate::tensor::checked_nbytes(&shape, size).ok_or_else(|| {
+        bad(
+            name,
+            format!("its shape {shape:?} has more elements than can be addressed"),
+        )
+    })?;
     if data.len() < need {
         return Err(bad(
             name,
@@ -117,7 +121,10 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
 /// Reads a `.npy` file.
 pub fn read_npy(path: &Path) -> Result<Tensor> {
     let limit = crate::fsutil::input_budget() as u64;
-    parse_npy(&path.display().to_string(), &crate::error::read_bounded(path, limit, ".npy input")?)
+    parse_npy(
+        &path.display().to_string(),
+        &crate::error::read_bounded(path, limit, ".npy input")?,
+    )
 }
 
 /// Reads every array of a `.npz` archive, keyed by name (without `.npy`).
@@ -146,7 +153,10 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
             .read_to_end(&mut bytes)
             .map_err(|e| bad(&shown, format!("entry `{name}`: {e}")))?;
         if bytes.len() as u64 > limit {
-            return Err(bad(&shown, format!("entry `{name}` unpacks beyond its declared size (a zip bomb?)")));
+            return Err(bad(
+                &shown,
+                format!("entry `{name}` unpacks beyond its declared size (a zip bomb?)"),
+            ));
         }
         out.push((name.clone(), parse_npy(&format!("{shown}:{name}"), &bytes)?));
     }

@@ -19,12 +19,18 @@ pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor)> {
         reason,
     };
     if bytes.is_empty() {
-        return Err(bad("the file is empty; it should hold a serialized TensorProto".into()));
+        return Err(bad(
+            "the file is empty; it should hold a serialized TensorProto".into(),
+        ));
     }
     let proto = TensorProto::decode(bytes.as_slice())
         .map_err(|e| bad(format!("not a serialized TensorProto: {e}")))?;
     let t = tensor_from_proto(&proto, path.parent()).map_err(|e| match e {
         Error::Input { name, reason } if name.is_empty() => bad(reason),
+        Error::Input { name, reason } => Error::Input {
+            name: format!("{name} (file {})", path.display()),
+            reason,
+        },
         other => other,
     })?;
     Ok((proto.name.clone(), t))
@@ -65,7 +71,9 @@ fn read_range(path: &Path, offset: u64, len: usize) -> std::result::Result<Vec<u
     let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
     f.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(len);
-    f.take(len as u64).read_to_end(&mut out).map_err(|e| e.to_string())?;
+    f.take(len as u64)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
     if out.len() != len {
         return Err(format!("ended after {} of {len} bytes", out.len()));
     }
@@ -80,8 +88,11 @@ pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor>
         name: p.name.clone(),
         reason,
     };
-    let n = crate::tensor::checked_nbytes(&shape, 1)
-        .ok_or_else(|| bad(format!("its dims {shape:?} have more elements than can be addressed")))?;
+    let n = crate::tensor::checked_nbytes(&shape, 1).ok_or_else(|| {
+        bad(format!(
+            "its dims {shape:?} have more elements than can be addressed"
+        ))
+    })?;
     let external;
     let raw: &[u8] = if p.data_location == Some(1) {
         let loc = p
@@ -100,14 +111,20 @@ pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor>
         let need = n
             .checked_mul(dtype.size())
             .filter(|_| dtype.size() > 0)
-            .ok_or_else(|| bad(format!("external {} data of dims {shape:?} cannot be sized", dtype.name())))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "external {} data of dims {shape:?} cannot be sized",
+                    dtype.name()
+                ))
+            })?;
         if let Some(len) = get("length").filter(|&l| l != need as u64) {
             return Err(bad(format!(
                 "{loc}: declared length {len} bytes, its dims {shape:?} of {} need {need}",
                 dtype.name()
             )));
         }
-        external = read_range(&path, get("offset").unwrap_or(0), need).map_err(|why| bad(format!("{loc}: {why}")))?;
+        external = read_range(&path, get("offset").unwrap_or(0), need)
+            .map_err(|why| bad(format!("{loc}: {why}")))?;
         &external
     } else {
         &p.raw_data

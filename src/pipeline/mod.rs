@@ -124,7 +124,10 @@ fn compared_something(s: &CompareSettings, f: &Finished) -> Result<()> {
     }
     let why = match &s.slice {
         Some(sp) => format!("--slice {} selects no element of any value", sp.source()),
-        None => "no value could be compared on both sides (run with --json to see each value's reason)".into(),
+        None => {
+            "no value could be compared on both sides (run with --json to see each value's reason)"
+                .into()
+        }
     };
     Err(Error::Usage(format!(
         "nothing was compared: {why}; phantom gives no verdict on nothing"

@@ -8,6 +8,7 @@ use super::MAX_HEATMAPS;
 use crate::report::model::Environment;
 
 pub(super) fn stage(progress: bool, msg: &str) -> ProgressBar {
+    crate::watchdog::stage(msg);
     if !progress {
         return ProgressBar::hidden();
     }

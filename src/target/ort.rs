@@ -89,6 +89,7 @@ impl Target for OrtTarget {
     }
 
     fn run(&mut self, graph: &Graph, inputs: &Inputs, capture: Capture) -> Result<RunOutput> {
+        crate::watchdog::engine("ONNX Runtime");
         match capture {
             Capture::Outputs => self.runner.run_plain(graph, inputs),
             Capture::All => self.runner.run(graph, inputs),

@@ -197,3 +197,104 @@ pub fn scaled_weights_copy(src: &Path, name: &str, factor: f32, dst: &Path) {
     }
     std::fs::write(dst, m.encode_to_vec()).unwrap();
 }
+
+// Small ONNX builders for purpose-built test models.
+
+pub fn f32_tensor(name: &str, dims: Vec<i64>, data: Vec<f32>) -> pb::TensorProto {
+    pb::TensorProto {
+        name: name.into(),
+        data_type: 1,
+        dims,
+        float_data: data,
+        ..Default::default()
+    }
+}
+
+pub fn value(name: &str, dims: &[i64]) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{dimension::Value::DimValue, Dimension};
+    pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: 1,
+                shape: Some(pb::TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|d| Dimension {
+                            value: Some(DimValue(*d)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn node(op: &str, inputs: &[&str], out: &str) -> pb::NodeProto {
+    pb::NodeProto {
+        name: out.into(),
+        op_type: op.into(),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec![out.into()],
+        ..Default::default()
+    }
+}
+
+pub fn i64_tensor(name: &str, dims: Vec<i64>, data: Vec<i64>) -> pb::TensorProto {
+    pb::TensorProto {
+        name: name.into(),
+        data_type: 7,
+        dims,
+        int64_data: data,
+        ..Default::default()
+    }
+}
+
+pub fn attr_ints(name: &str, v: &[i64]) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: pb::attribute_proto::AttributeType::Ints as i32,
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+pub fn attr_int(name: &str, v: i64) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: pb::attribute_proto::AttributeType::Int as i32,
+        i: v,
+        ..Default::default()
+    }
+}
+
+pub fn attr_str(name: &str, v: &str) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: pb::attribute_proto::AttributeType::String as i32,
+        s: v.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A model of `graph` importing opset `opset` of the default domain.
+pub fn model_proto(graph: pb::GraphProto, opset: i64) -> pb::ModelProto {
+    pb::ModelProto {
+        ir_version: 8,
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: String::new(),
+            version: opset,
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+}
+
+/// Writes a one-graph model to `path`.
+pub fn write_model(path: &Path, graph: pb::GraphProto, opset: i64) -> PathBuf {
+    std::fs::write(path, model_proto(graph, opset).encode_to_vec()).unwrap();
+    path.to_path_buf()
+}

@@ -6,6 +6,7 @@ mod determinism;
 mod devices;
 mod errors;
 mod golden;
+mod hostile;
 mod inputs;
 mod multi;
 mod oracle;

@@ -7,49 +7,6 @@ use tract_onnx::pb;
 
 use crate::common::*;
 
-fn f32_tensor(name: &str, dims: Vec<i64>, data: Vec<f32>) -> pb::TensorProto {
-    pb::TensorProto {
-        name: name.into(),
-        data_type: 1,
-        dims,
-        float_data: data,
-        ..Default::default()
-    }
-}
-
-fn value(name: &str, dims: &[i64]) -> pb::ValueInfoProto {
-    use pb::tensor_shape_proto::{dimension::Value::DimValue, Dimension};
-    pb::ValueInfoProto {
-        name: name.into(),
-        r#type: Some(pb::TypeProto {
-            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
-                elem_type: 1,
-                shape: Some(pb::TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|d| Dimension {
-                            value: Some(DimValue(*d)),
-                            ..Default::default()
-                        })
-                        .collect(),
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn node(op: &str, inputs: &[&str], out: &str) -> pb::NodeProto {
-    pb::NodeProto {
-        name: out.into(),
-        op_type: op.into(),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: vec![out.into()],
-        ..Default::default()
-    }
-}
-
 /// A model `x[1, 4] → Clip(x, -hi, hi) → ×2 → y`; written to `dir/name`.
 fn clip_model(dir: &Path, name: &str, hi: f32) -> PathBuf {
     let m = pb::ModelProto {

@@ -220,7 +220,9 @@ impl ReferenceRunner {
         inputs: &Inputs,
         sink: &mut hook::Sink<'_>,
     ) -> Result<RunOutput> {
-        crate::error::guard("the f64 reference (tract)", || self.run_guarded(graph, inputs, sink))
+        crate::error::guard("the f64 reference (tract)", || {
+            self.run_guarded(graph, inputs, sink)
+        })
     }
 
     /// [`Self::run_streaming`] without the panic guard.

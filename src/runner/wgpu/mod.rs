@@ -133,7 +133,15 @@ impl WgpuRunner {
         let proto = self.decode(graph)?;
         let mut out = RunOutput::default();
         crate::error::guard("the wgpu target (each node alone)", || {
-            exec::execute(&self.gpu, &self.host, graph, &proto, inputs, &mut out, Some(reference))
+            exec::execute(
+                &self.gpu,
+                &self.host,
+                graph,
+                &proto,
+                inputs,
+                &mut out,
+                Some(reference),
+            )
         })?;
         Ok(out.values)
     }

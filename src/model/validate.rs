@@ -1,0 +1,331 @@
+//! One validation pass over every model phantom evaluates, before tract, ONNX Runtime or the shaders see it: what
+//! ONNX Runtime would refuse must not reach an engine that panics, divides by zero or loops on it (tract's type
+//! inference loops forever on a LayerNormalization axis below −rank). Checked: opset versions and node domains,
+//! `auto_pad` values, `kernel_shape`/`strides`/`dilations` (non-empty, positive) and `pads` (non-negative), Transpose
+//! `perm` (a permutation), `axis`/`axes` attributes (within the input's rank where it is declared, and never absurd),
+//! `If` branches (same number of outputs), and ConstantOfShape/Expand/Tile sizes given by constants (within the input
+//! memory budget). Bodies of control-flow nodes are checked like the main graph. Errors name the node and attribute.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use tract_onnx::pb::{self, attribute_proto::AttributeType, GraphProto, ModelProto, NodeProto};
+
+use crate::error::{Error, Result};
+
+/// The newest default-domain opset phantom accepts: ONNX 1.23 defines 28 (the oracle cases use it); a little room
+/// for newer releases, none for corrupt numbers such as 99.
+pub const MAX_OPSET: i64 = 30;
+
+/// No real tensor has this many axes; an axis attribute beyond it is corrupt whatever the rank.
+const MAX_RANK: i64 = 32;
+
+/// Domains with kernels in ONNX Runtime (the model's own functions are accepted too).
+const DOMAINS: [&str; 8] = [
+    "",
+    "ai.onnx",
+    "ai.onnx.ml",
+    "ai.onnx.training",
+    "ai.onnx.preview.training",
+    "com.microsoft",
+    "com.microsoft.nchwc",
+    "com.microsoft.experimental",
+];
+
+/// Checks `model` (read from `path`).
+pub fn check(path: &Path, model: &ModelProto) -> Result<()> {
+    let bad = |reason: String| Error::MalformedModel {
+        path: path.to_path_buf(),
+        reason,
+    };
+    for o in &model.opset_import {
+        let default = o.domain.is_empty() || o.domain == "ai.onnx";
+        if default && !(1..=MAX_OPSET).contains(&o.version) {
+            return Err(bad(format!(
+                "it imports opset {} of the default domain; phantom knows opsets 1 to {MAX_OPSET}",
+                o.version
+            )));
+        }
+    }
+    let local: Vec<&str> = model
+        .functions
+        .iter()
+        .filter_map(|f| f.domain.as_deref())
+        .collect();
+    let declared: Vec<&str> = model
+        .opset_import
+        .iter()
+        .map(|o| o.domain.as_str())
+        .collect();
+    let ctx = Ctx {
+        local,
+        declared,
+        budget: crate::fsutil::input_budget(),
+    };
+    if let Some(g) = &model.graph {
+        ctx.graph(g).map_err(bad)?;
+    }
+    Ok(())
+}
+
+struct Ctx<'m> {
+    local: Vec<&'m str>,
+    declared: Vec<&'m str>,
+    budget: usize,
+}
+
+/// What a graph declares about its values: ranks and constant integer tensors.
+struct Known<'g> {
+    ranks: HashMap<&'g str, usize>,
+    ints: HashMap<&'g str, Vec<i64>>,
+}
+
+impl<'g> Known<'g> {
+    fn of(g: &'g GraphProto) -> Known<'g> {
+        let mut ranks = HashMap::new();
+        for v in g.input.iter().chain(&g.value_info).chain(&g.output) {
+            if let Some(r) = declared_rank(v) {
+                ranks.insert(v.name.as_str(), r);
+            }
+        }
+        let mut ints = HashMap::new();
+        for t in &g.initializer {
+            ranks.insert(t.name.as_str(), t.dims.len());
+            if let Some(v) = int_values(t) {
+                ints.insert(t.name.as_str(), v);
+            }
+        }
+        for n in g.node.iter().filter(|n| n.op_type == "Constant") {
+            let t = n
+                .attribute
+                .iter()
+                .find(|a| a.name == "value")
+                .and_then(|a| a.t.as_ref());
+            if let (Some(t), Some(o)) = (t, n.output.first()) {
+                ranks.insert(o.as_str(), t.dims.len());
+                if let Some(v) = int_values(t) {
+                    ints.insert(o.as_str(), v);
+                }
+            }
+        }
+        Known { ranks, ints }
+    }
+}
+
+fn declared_rank(v: &pb::ValueInfoProto) -> Option<usize> {
+    let pb::type_proto::Value::TensorType(t) = v.r#type.as_ref()?.value.as_ref()?;
+    Some(t.shape.as_ref()?.dim.len())
+}
+
+/// The values of a small int64/int32 tensor (shapes, repeats, indices).
+fn int_values(t: &pb::TensorProto) -> Option<Vec<i64>> {
+    let n: usize = t
+        .dims
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .product::<Option<usize>>()?;
+    if n > 64 {
+        return None;
+    }
+    let v: Vec<i64> = match t.data_type {
+        7 if !t.int64_data.is_empty() => t.int64_data.clone(),
+        7 => t
+            .raw_data
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        6 if !t.int32_data.is_empty() => t.int32_data.iter().map(|&v| v as i64).collect(),
+        6 => t
+            .raw_data
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as i64)
+            .collect(),
+        _ => return None,
+    };
+    (v.len() == n).then_some(v)
+}
+
+impl Ctx<'_> {
+    fn graph(&self, g: &GraphProto) -> std::result::Result<(), String> {
+        let known = Known::of(g);
+        for (i, n) in g.node.iter().enumerate() {
+            let at = match n.name.is_empty() {
+                true => format!("node #{i} ({})", n.op_type),
+                false => format!("node `{}` ({})", n.name, n.op_type),
+            };
+            self.node(n, &known).map_err(|why| format!("{at}: {why}"))?;
+            for a in &n.attribute {
+                if let Some(body) = &a.g {
+                    self.graph(body)
+                        .map_err(|why| format!("{at}, attribute `{}`: {why}", a.name))?;
+                }
+                for body in &a.graphs {
+                    self.graph(body)
+                        .map_err(|why| format!("{at}, attribute `{}`: {why}", a.name))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn node(&self, n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
+        let domain = n.domain.as_str();
+        if !self.local.contains(&domain) {
+            if !DOMAINS.contains(&domain) {
+                return Err(format!(
+                    "domain `{domain}` is not one phantom or ONNX Runtime has kernels for (custom-op libraries are not \
+                     supported)"
+                ));
+            }
+            let default = domain.is_empty() || domain == "ai.onnx";
+            let declared = self
+                .declared
+                .iter()
+                .any(|d| *d == domain || default && (d.is_empty() || *d == "ai.onnx"));
+            if !declared {
+                return Err(format!(
+                    "domain `{domain}` is used but the model imports no opset for it"
+                ));
+            }
+        }
+        attributes(n, known)?;
+        match n.op_type.as_str() {
+            "If" => if_branches(n),
+            "ConstantOfShape" | "Expand" => self.constant_size(n, known, 1, false),
+            "Tile" => self.constant_size(n, known, 1, true),
+            _ => Ok(()),
+        }
+    }
+
+    /// A size given by the constant input `slot` (a shape, or repeats multiplying the data's shape when `repeats`)
+    /// must fit the input budget.
+    fn constant_size(
+        &self,
+        n: &NodeProto,
+        known: &Known,
+        slot: usize,
+        repeats: bool,
+    ) -> std::result::Result<(), String> {
+        let input = if n.op_type == "ConstantOfShape" {
+            0
+        } else {
+            slot
+        };
+        let Some(values) = n.input.get(input).and_then(|s| known.ints.get(s.as_str())) else {
+            return Ok(());
+        };
+        if let Some(v) = values.iter().find(|&&v| v < 0) {
+            return Err(format!(
+                "its {} holds {v}",
+                if repeats { "repeats" } else { "shape" }
+            ));
+        }
+        let dims: Vec<usize> = values.iter().map(|&v| v as usize).collect();
+        match crate::tensor::checked_nbytes(&dims, 4) {
+            Some(b) if b <= self.budget => Ok(()),
+            _ => Err(format!(
+                "its constant {} {values:?} make a tensor beyond the memory phantom allows ({})",
+                if repeats { "repeats" } else { "shape" },
+                crate::fsutil::fmt_size(self.budget)
+            )),
+        }
+    }
+}
+
+/// Attribute values every engine relies on.
+fn attributes(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
+    let rank = n
+        .input
+        .first()
+        .and_then(|i| known.ranks.get(i.as_str()))
+        .copied();
+    for a in &n.attribute {
+        let name = a.name.as_str();
+        let ints = a.r#type == AttributeType::Ints as i32;
+        match name {
+            "auto_pad" => {
+                let v = String::from_utf8_lossy(&a.s);
+                if !["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", ""].contains(&v.as_ref()) {
+                    return Err(format!(
+                        "auto_pad `{v}` is none of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
+                    ));
+                }
+            }
+            "kernel_shape" | "strides" | "dilations"
+                if ints && (a.ints.is_empty() || a.ints.iter().any(|&v| v <= 0)) =>
+            {
+                return Err(format!(
+                    "attribute `{name}` {:?} must list positive sizes",
+                    a.ints
+                ));
+            }
+            "pads" if ints && n.op_type != "Pad" && a.ints.iter().any(|&v| v < 0) => {
+                return Err(format!(
+                    "attribute `pads` {:?} must not be negative",
+                    a.ints
+                ));
+            }
+            "perm" if n.op_type == "Transpose" && !a.ints.is_empty() => {
+                let mut seen = vec![false; a.ints.len()];
+                let ok = a.ints.iter().all(|&p| {
+                    usize::try_from(p)
+                        .ok()
+                        .filter(|&p| p < seen.len())
+                        .is_some_and(|p| !std::mem::replace(&mut seen[p], true))
+                });
+                if !ok || rank.is_some_and(|r| r != a.ints.len()) {
+                    return Err(format!(
+                        "perm {:?} is not a permutation of the input's axes",
+                        a.ints
+                    ));
+                }
+            }
+            "axis" => axis_in_range(name, &[a.i], axis_rank(n, rank))?,
+            "axes" if ints => axis_in_range(name, &a.ints, axis_rank(n, rank))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The number of positions an axis attribute counts in: the input's rank, one more for ops that add an axis or
+/// accept the end (Flatten's axis may equal the rank).
+fn axis_rank(n: &NodeProto, rank: Option<usize>) -> Option<usize> {
+    match n.op_type.as_str() {
+        "Unsqueeze" | "ConcatFromSequence" => None,
+        "OneHot" | "Flatten" => rank.map(|r| r + 1),
+        _ => rank,
+    }
+}
+
+fn axis_in_range(name: &str, axes: &[i64], rank: Option<usize>) -> std::result::Result<(), String> {
+    let limit = rank.map(|r| r as i64).unwrap_or(MAX_RANK);
+    match axes.iter().find(|&&a| a < -limit || a >= limit) {
+        None => Ok(()),
+        Some(a) => Err(match rank {
+            Some(r) => {
+                format!("attribute `{name}` {a} is outside the input's {r} axes ([-{r}, {r}))")
+            }
+            None => format!("attribute `{name}` {a} is beyond any real tensor's rank"),
+        }),
+    }
+}
+
+/// Both branches of an `If` must produce the same number of outputs, as many as the node has.
+fn if_branches(n: &NodeProto) -> std::result::Result<(), String> {
+    let outputs = |name: &str| {
+        n.attribute
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| a.g.as_ref())
+            .map(|g| g.output.len())
+    };
+    match (outputs("then_branch"), outputs("else_branch")) {
+        (Some(t), Some(e)) if t == e && t == n.output.len() => Ok(()),
+        (Some(t), Some(e)) => Err(format!(
+            "its branches produce {t} and {e} outputs for the node's {}",
+            n.output.len()
+        )),
+        _ => Err("it lacks a then_branch or else_branch graph".into()),
+    }
+}
