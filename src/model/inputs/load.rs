@@ -1,0 +1,164 @@
+//! Inputs loaded from files (`.npy`, `.npz`, `test_data_set` directories, images), each given once, checked
+//! against the model's declaration.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::{InputSource, InputSpec};
+use crate::error::{Error, Result};
+use crate::model::{Dim, Graph, ValueInfo};
+use crate::tensor::{DType, Tensor};
+
+/// Adds a loaded input, refusing a second value for the same input.
+pub(super) fn put(
+    m: &mut HashMap<String, (Tensor, String)>,
+    name: String,
+    t: Tensor,
+    origin: String,
+) -> Result<()> {
+    if let Some((_, first)) = m.get(&name) {
+        return Err(Error::Input {
+            reason: format!("given twice: by {first} and by {origin}; keep one"),
+            name,
+        });
+    }
+    m.insert(name, (t, origin));
+    Ok(())
+}
+
+pub(super) fn load_sources(
+    graph: &Graph,
+    spec: &InputSpec,
+) -> Result<HashMap<String, (Tensor, String)>> {
+    let mut m = HashMap::new();
+    let dirs = spec
+        .sources
+        .iter()
+        .filter(|s| matches!(s, InputSource::TestDataSet(_)))
+        .count();
+    if dirs > 1 {
+        return Err(Error::Usage(format!(
+            "{dirs} test_data_set directories are {dirs} input samples: only `phantom onnx` with one target \
+             compares several samples; give one directory here"
+        )));
+    }
+    let known = |name: &str| -> Result<()> {
+        if graph.inputs.iter().any(|i| i.name == name) {
+            return Ok(());
+        }
+        let names: Vec<_> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+        Err(Error::Input {
+            name: name.into(),
+            reason: format!("the model has no such input (it has: {})", names.join(", ")),
+        })
+    };
+    for s in &spec.sources {
+        match s {
+            InputSource::Npy { name, path } => {
+                known(name)?;
+                let t = crate::model::npy::read_npy(path)?;
+                put(&mut m, name.clone(), t, format!("file {}", path.display()))?;
+            }
+            InputSource::Image { name, .. } => known(name)?,
+            InputSource::Npz(path) => {
+                for (name, t) in crate::model::npy::read_npz(path)? {
+                    known(&name)?;
+                    let origin = format!("file {}:{name}", path.display());
+                    put(&mut m, name, t, origin)?;
+                }
+            }
+            InputSource::TestDataSet(dir) => {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                    .map_err(|source| Error::Io {
+                        path: dir.clone(),
+                        source,
+                    })?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("input_") && n.ends_with(".pb"))
+                    })
+                    .collect();
+                files.sort_by_key(|p| {
+                    let n = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                    n.trim_start_matches("input_")
+                        .parse::<usize>()
+                        .unwrap_or(usize::MAX)
+                });
+                if files.is_empty() {
+                    return Err(Error::Input {
+                        name: dir.display().to_string(),
+                        reason: "no input_N.pb files in this directory".into(),
+                    });
+                }
+                for (k, f) in files.iter().enumerate() {
+                    let (pname, t) = crate::model::proto::read_tensor_pb(f)?;
+                    let name = if !pname.is_empty() && graph.inputs.iter().any(|i| i.name == pname)
+                    {
+                        pname
+                    } else {
+                        graph
+                            .inputs
+                            .get(k)
+                            .map(|i| i.name.clone())
+                            .ok_or_else(|| Error::Input {
+                                name: f.display().to_string(),
+                                reason: format!("the model has only {} inputs", graph.inputs.len()),
+                            })?
+                    };
+                    put(&mut m, name, t, format!("file {}", f.display()))?;
+                }
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// The image given for input `name`, if any (decoded once its shape is known).
+pub(super) fn image_for<'a>(spec: &'a InputSpec, name: &str) -> Option<&'a PathBuf> {
+    spec.sources.iter().find_map(|s| match s {
+        InputSource::Image { name: n, path } if n == name => Some(path),
+        _ => None,
+    })
+}
+
+pub(super) fn check_loaded(info: &ValueInfo, dtype: DType, t: &Tensor) -> Result<Tensor> {
+    if t.dtype() != dtype {
+        return Err(Error::Input {
+            name: info.name.clone(),
+            reason: format!("the file holds {} values, the model expects {dtype}: convert it (e.g. arr.astype(...))", t.dtype()),
+        });
+    }
+    if dtype.is_float() {
+        let bad = t.as_f64().iter().filter(|v| !v.is_finite()).count();
+        if bad > 0 {
+            return Err(Error::Input {
+                name: info.name.clone(),
+                reason: format!(
+                    "{bad} of its {} values are NaN or infinite; both runtimes would propagate them and every \
+                     comparison downstream would be meaningless: clean the input (np.nan_to_num) and run again",
+                    t.len()
+                ),
+            });
+        }
+    }
+    if let Some(dims) = &info.dims {
+        let fits = dims.len() == t.shape().len()
+            && dims
+                .iter()
+                .zip(t.shape())
+                .all(|(d, &s)| !matches!(d, Dim::Fixed(v) if *v >= 0 && *v as usize != s));
+        if !fits {
+            return Err(Error::Input {
+                name: info.name.clone(),
+                reason: format!(
+                    "wrong shape: the file holds {:?}, the model declares [{}]",
+                    t.shape(),
+                    info.shape_text()
+                ),
+            });
+        }
+    }
+    Ok(t.clone())
+}
