@@ -16,7 +16,7 @@ pub enum Error {
     Limit { path: PathBuf, reason: String },
     #[error("cannot write {path}: {reason}")]
     Write { path: PathBuf, reason: String },
-    #[error("{stage} panicked at node {node}: {reason}\n  hint: the model is probably invalid there (phantom's checks missed it); please report it with the model")]
+    #[error("{stage} failed unexpectedly at node {node}: {reason}\n  hint: the model is probably invalid there (phantom's checks missed it); please report it with the model")]
     Panic {
         stage: String,
         node: String,

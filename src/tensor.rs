@@ -194,6 +194,12 @@ pub fn checked_nbytes(shape: &[usize], elem: usize) -> Option<usize> {
         .checked_mul(elem)
 }
 
+/// Elements of ONNX `dims` (an initializer's), or `None` when one is negative or the product overflows.
+pub fn onnx_elements(dims: &[i64]) -> Option<usize> {
+    dims.iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(usize::try_from(d).ok()?))
+}
+
 impl Tensor {
     pub fn dtype(&self) -> DType {
         match self {

@@ -41,11 +41,16 @@ pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
         .map(|(d, v)| format!("{}={v}", if d.is_empty() { "ai.onnx" } else { d }))
         .collect();
     println!("opsets {}", opsets.join(", "));
-    let params: i64 = g
+    // Saturating: a corrupt initializer may declare dims whose product overflows.
+    let params: u128 = g
         .initializers
         .values()
-        .map(|i| i.dims.iter().product::<i64>())
-        .sum();
+        .map(|i| {
+            i.dims
+                .iter()
+                .fold(1u128, |a, &d| a.saturating_mul(d.max(0) as u128))
+        })
+        .fold(0u128, u128::saturating_add);
     println!(
         "{} nodes, {} initializers ({} parameters){}",
         g.nodes.len(),

@@ -119,11 +119,7 @@ fn declared_rank(v: &pb::ValueInfoProto) -> Option<usize> {
 
 /// The values of a small int64/int32 tensor (shapes, repeats, indices).
 fn int_values(t: &pb::TensorProto) -> Option<Vec<i64>> {
-    let n: usize = t
-        .dims
-        .iter()
-        .map(|&d| usize::try_from(d).ok())
-        .product::<Option<usize>>()?;
+    let n = crate::tensor::onnx_elements(&t.dims)?;
     if n > 64 {
         return None;
     }

@@ -14,7 +14,7 @@ pub(super) fn integer_arithmetic(g: &GraphProto, types: &HashMap<String, i32>) -
     let small: HashSet<&str> = g
         .initializer
         .iter()
-        .filter(|t| t.dims.iter().product::<i64>() <= 16)
+        .filter(|t| crate::tensor::onnx_elements(&t.dims).is_some_and(|n| n <= 16))
         .map(|t| t.name.as_str())
         .chain(
             g.node

@@ -582,3 +582,22 @@ fn int_value(name: &str, elem: i32) -> pb::ValueInfoProto {
         ..Default::default()
     }
 }
+
+/// Found by the mutation harness (seed 1 case 331, seed 3 case 274): an initializer whose dims overflow when
+/// multiplied (in the validation pass, in `info`'s parameter count).
+#[test]
+fn initializers_with_absurd_dims_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(model("convnet.onnx")).unwrap();
+    let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    g.initializer[0].dims.push(i64::MAX);
+    let p = dir.path().join("dims.onnx");
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    let p = p.to_str().unwrap();
+    refused(&["onnx", p, "-q", "--attribution", "off"], &["dims.onnx"]);
+    refused(&["run", p, "--runner", "reference"], &["dims.onnx"]);
+    let (code, out, err) = phantom(&["info", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("parameters"), "{out}");
+}

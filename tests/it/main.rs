@@ -5,6 +5,7 @@ mod compare;
 mod determinism;
 mod devices;
 mod errors;
+mod fuzz;
 mod golden;
 mod hostile;
 mod inputs;

@@ -100,7 +100,10 @@ impl<'a> Evidence<'a> {
         let initializers = g
             .initializer
             .iter()
-            .filter(|t| t.dims.iter().product::<i64>() <= 4096 || wanted.contains(t.name.as_str()))
+            .filter(|t| {
+                crate::tensor::onnx_elements(&t.dims).is_some_and(|n| n <= 4096)
+                    || wanted.contains(t.name.as_str())
+            })
             .filter_map(|t| {
                 crate::model::proto::tensor_from_proto(t, graph.path.parent())
                     .ok()
