@@ -601,3 +601,54 @@ fn initializers_with_absurd_dims_are_refused() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("parameters"), "{out}");
 }
+
+/// A value whose shape follows from the inputs (no constant the validation pass sees) and needs 64 GiB: an outer
+/// product of a 2^17-element input. The reference refuses it after typing, naming the node, before allocating; a
+/// size tract folds while typing (ConstantOfShape of a computed shape) fails its allocation inside the guard.
+#[test]
+fn computed_huge_shapes_are_refused_by_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = node("Transpose", &["x"], "t");
+    t.attribute = vec![attr_ints("perm", &[1, 0])];
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![
+            t,
+            pb::NodeProto {
+                name: "suspect".into(),
+                ..node("MatMul", &["x", "t"], "y")
+            },
+        ],
+        input: vec![value("x", &[1 << 17, 1])],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("outer.onnx"), g, 17);
+    refused(
+        &["run", m.to_str().unwrap(), "--runner", "reference"],
+        &["suspect", "beyond the memory"],
+    );
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![
+            node("Shape", &["x"], "s"),
+            node("Mul", &["s", "k"], "big"),
+            node("ConstantOfShape", &["big"], "y"),
+        ],
+        initializer: vec![i64_tensor("k", vec![2], vec![1 << 16, 1 << 16])],
+        input: vec![value("x", &[4, 4])],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("folded.onnx"), g, 17);
+    refused(
+        &["run", m.to_str().unwrap(), "--runner", "reference"],
+        &["f64 reference", "allocate"],
+    );
+}

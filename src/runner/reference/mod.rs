@@ -180,8 +180,37 @@ impl ReferenceRunner {
         let typed = model
             .into_typed()
             .map_err(|e| ref_err(graph, "typing", e))?;
+        within_memory(graph, &typed)?;
         Ok((typed, names, proto))
     }
+}
+
+/// Every value whose shape typing made concrete must fit the memory phantom plans with (a shape computed from the
+/// inputs, e.g. an Expand to 10⁶ × 10⁶, would otherwise abort the process when tract allocates it).
+fn within_memory(graph: &Graph, typed: &TypedModel) -> Result<()> {
+    let budget = crate::fsutil::memory_budget();
+    for node in typed.nodes() {
+        for o in &node.outputs {
+            let Some(shape) = o.fact.shape.as_concrete() else {
+                continue;
+            };
+            let bytes = crate::tensor::checked_nbytes(shape, o.fact.datum_type.size_of());
+            if bytes.is_none_or(|b| b > budget) {
+                return Err(ref_err(
+                    graph,
+                    "sizing",
+                    format!(
+                        "node `{}` makes a value of shape {shape:?} ({}), beyond the memory phantom plans with ({}): \
+                         check the model's shapes, or give smaller input dims with --dim/--shape",
+                        node.name,
+                        bytes.map(crate::fsutil::fmt_size).unwrap_or_else(|| "more bytes than can be addressed".into()),
+                        crate::fsutil::fmt_size(budget)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Runner for ReferenceRunner {
