@@ -16,10 +16,11 @@ pub enum Error {
     Limit { path: PathBuf, reason: String },
     #[error("cannot write {path}: {reason}")]
     Write { path: PathBuf, reason: String },
-    #[error("{stage} failed unexpectedly at node {node}: {reason}\n  hint: the model is probably invalid there (phantom's checks missed it); please report it with the model")]
+    #[error("{stage} failed unexpectedly {at}: {reason}\n  hint: the model is probably invalid there (phantom's checks missed it); please report it with the model", at = panic_site(.node))]
     Panic {
         stage: String,
-        node: String,
+        /// The node being evaluated, when one had started.
+        node: Option<String>,
         reason: String,
     },
     #[error("{path} is not a valid ONNX model: {reason}\n  hint: check that the file is complete (not truncated or a Git LFS pointer) and was saved with onnx.save")]
@@ -56,18 +57,20 @@ pub fn at_node(name: &str) {
     });
 }
 
+fn panic_site(node: &Option<String>) -> String {
+    match node {
+        Some(n) => format!("at node `{n}`"),
+        None => "before any node (while loading or typing the model)".into(),
+    }
+}
+
 /// Runs `f`, turning a panic inside it (an engine meeting input it does not check) into [`Error::Panic`] naming
 /// `stage` and the node being evaluated ("before any node" when none had started).
 pub fn guard<T>(stage: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     crate::watchdog::engine(stage);
     at_node("");
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
-        let node = CURRENT_NODE.with(|c| c.borrow().clone());
-        let node = if node.is_empty() {
-            "(before any node: while loading or typing the model)".into()
-        } else {
-            format!("`{node}`")
-        };
+        let node = Some(CURRENT_NODE.with(|c| c.borrow().clone())).filter(|n| !n.is_empty());
         let reason = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())

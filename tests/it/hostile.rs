@@ -12,6 +12,9 @@ use crate::common::*;
 /// Runs phantom with `args` and asserts exit 2, no panic text, and that stderr names each of `names`.
 fn refused(args: &[&str], names: &[&str]) -> String {
     let (code, out, err) = phantom(args);
+    if std::env::var_os("PHANTOM_SHOW_ERRORS").is_some() {
+        println!("phantom {}\n{err}", args.join(" "));
+    }
     assert_eq!(code, 2, "{args:?}\nstdout: {out}\nstderr: {err}");
     assert!(
         !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
@@ -650,5 +653,83 @@ fn computed_huge_shapes_are_refused_by_the_reference() {
     refused(
         &["run", m.to_str().unwrap(), "--runner", "reference"],
         &["f64 reference", "allocate"],
+    );
+}
+
+/// Gather with constant indices beyond the data, an initializer whose external data is `/dev/zero`: exit 2 on
+/// every path, never a panic or an endless read.
+#[test]
+fn bad_indices_and_special_external_data_are_refused() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![pb::NodeProto {
+            name: "suspect".into(),
+            ..node("Gather", &["x", "idx"], "y")
+        }],
+        initializer: vec![i64_tensor("idx", vec![2], vec![0, 1 << 40])],
+        input: vec![value("x", &[4, 3])],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("gather.onnx"), g, 17);
+    let m = m.to_str().unwrap();
+    for args in [
+        vec!["run", m, "--runner", "reference"],
+        vec!["onnx", m, "--ep", "wgpu"],
+        vec!["onnx", m],
+    ] {
+        refused(&args, &["error:"]);
+    }
+    let bytes = std::fs::read(model("convnet.onnx")).unwrap();
+    let mut cm = pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let t = &mut cm.graph.as_mut().unwrap().initializer[0];
+    t.raw_data.clear();
+    t.data_location = Some(1);
+    t.external_data = vec![pb::StringStringEntryProto {
+        key: "location".into(),
+        value: "/dev/zero".into(),
+    }];
+    let p = dir.path().join("zero.onnx");
+    std::fs::write(&p, cm.encode_to_vec()).unwrap();
+    let p = p.to_str().unwrap();
+    for args in [
+        vec!["run", p, "--runner", "reference"],
+        vec!["onnx", p, "--ep", "wgpu"],
+        vec!["onnx", p],
+    ] {
+        refused(&args, &["error:"]);
+    }
+}
+
+/// A golden record whose directory cannot be put in place leaves no hidden temporary directory.
+#[test]
+fn a_failed_record_leaves_no_temporary_directory() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("taken");
+    std::fs::write(&file, b"a file, not a directory").unwrap();
+    let out = file.join("golden");
+    refused(
+        &[
+            "record",
+            model("convnet.onnx").to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &["golden"],
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("taken")],
+        "leftovers: {left:?}"
     );
 }

@@ -54,6 +54,18 @@ fn onnx_index(tract_name: &str) -> Option<usize> {
 }
 
 /// Rewrites tract's internal node names in a message back to ONNX node names and ops.
+/// The ONNX name of the node tract calls `phantomN` (or `phantomN.suffix` for its expansions).
+fn onnx_name(tract_name: &str, graph: &Graph) -> String {
+    let index = tract_name
+        .strip_prefix(PREFIX)
+        .map(|t| t.split(|c: char| !c.is_ascii_digit()).next().unwrap_or(""))
+        .and_then(|d| d.parse::<usize>().ok());
+    match index.and_then(|i| graph.nodes.get(i)) {
+        Some(n) => n.name.clone(),
+        None => tract_name.to_string(),
+    }
+}
+
 fn humanize(msg: &str, graph: &Graph) -> String {
     let mut out = String::new();
     let mut rest = msg;
@@ -200,7 +212,7 @@ fn within_memory(graph: &Graph, typed: &TypedModel) -> Result<()> {
                     graph,
                     "sizing",
                     format!(
-                        "node `{}` makes a value of shape {shape:?} ({}), beyond the memory phantom plans with ({}): \
+                        "{} makes a value of shape {shape:?} ({}), beyond the memory phantom plans with ({}): \
                          check the model's shapes, or give smaller input dims with --dim/--shape",
                         node.name,
                         bytes.map(crate::fsutil::fmt_size).unwrap_or_else(|| "more bytes than can be addressed".into()),
@@ -249,8 +261,20 @@ impl ReferenceRunner {
         inputs: &Inputs,
         sink: &mut hook::Sink<'_>,
     ) -> Result<RunOutput> {
-        crate::error::guard("the f64 reference (tract)", || {
+        let guarded = crate::error::guard("the f64 reference (tract)", || {
             self.run_guarded(graph, inputs, sink)
+        });
+        guarded.map_err(|e| match e {
+            Error::Panic {
+                stage,
+                node,
+                reason,
+            } => Error::Panic {
+                stage,
+                node: node.map(|n| onnx_name(&n, graph)),
+                reason: humanize(&reason, graph),
+            },
+            other => other,
         })
     }
 
