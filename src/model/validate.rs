@@ -76,21 +76,23 @@ struct Ctx<'m> {
 
 /// What a graph declares about its values: ranks and constant integer tensors.
 struct Known<'g> {
-    ranks: HashMap<&'g str, usize>,
+    /// Declared dims (`None` where symbolic), by value name.
+    dims: HashMap<&'g str, Vec<Option<i64>>>,
     ints: HashMap<&'g str, Vec<i64>>,
 }
 
 impl<'g> Known<'g> {
     fn of(g: &'g GraphProto) -> Known<'g> {
-        let mut ranks = HashMap::new();
+        let mut dims = HashMap::new();
         for v in g.input.iter().chain(&g.value_info).chain(&g.output) {
-            if let Some(r) = declared_rank(v) {
-                ranks.insert(v.name.as_str(), r);
+            if let Some(d) = declared_dims(v) {
+                dims.insert(v.name.as_str(), d);
             }
         }
+        let fixed = |d: &[i64]| d.iter().map(|&v| Some(v)).collect::<Vec<_>>();
         let mut ints = HashMap::new();
         for t in &g.initializer {
-            ranks.insert(t.name.as_str(), t.dims.len());
+            dims.insert(t.name.as_str(), fixed(&t.dims));
             if let Some(v) = int_values(t) {
                 ints.insert(t.name.as_str(), v);
             }
@@ -102,19 +104,23 @@ impl<'g> Known<'g> {
                 .find(|a| a.name == "value")
                 .and_then(|a| a.t.as_ref());
             if let (Some(t), Some(o)) = (t, n.output.first()) {
-                ranks.insert(o.as_str(), t.dims.len());
+                dims.insert(o.as_str(), fixed(&t.dims));
                 if let Some(v) = int_values(t) {
                     ints.insert(o.as_str(), v);
                 }
             }
         }
-        Known { ranks, ints }
+        Known { dims, ints }
     }
 }
 
-fn declared_rank(v: &pb::ValueInfoProto) -> Option<usize> {
+fn declared_dims(v: &pb::ValueInfoProto) -> Option<Vec<Option<i64>>> {
     let pb::type_proto::Value::TensorType(t) = v.r#type.as_ref()?.value.as_ref()?;
-    Some(t.shape.as_ref()?.dim.len())
+    let dims = t.shape.as_ref()?.dim.iter().map(|d| match d.value {
+        Some(pb::tensor_shape_proto::dimension::Value::DimValue(v)) => Some(v),
+        _ => None,
+    });
+    Some(dims.collect())
 }
 
 /// The values of a small int64/int32 tensor (shapes, repeats, indices).
@@ -189,6 +195,7 @@ impl Ctx<'_> {
             "If" => if_branches(n),
             "ConstantOfShape" | "Expand" => self.constant_size(n, known, 1, false),
             "Tile" => self.constant_size(n, known, 1, true),
+            "Gather" => gather_indices(n, known),
             _ => Ok(()),
         }
     }
@@ -233,8 +240,8 @@ fn attributes(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
     let rank = n
         .input
         .first()
-        .and_then(|i| known.ranks.get(i.as_str()))
-        .copied();
+        .and_then(|i| known.dims.get(i.as_str()))
+        .map(Vec::len);
     for a in &n.attribute {
         let name = a.name.as_str();
         let ints = a.r#type == AttributeType::Ints as i32;
@@ -304,6 +311,38 @@ fn axis_in_range(name: &str, axes: &[i64], rank: Option<usize>) -> std::result::
             }
             None => format!("attribute `{name}` {a} is beyond any real tensor's rank"),
         }),
+    }
+}
+
+/// Constant Gather indices must address the data's axis when its size is declared.
+fn gather_indices(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
+    let (Some(data), Some(indices)) = (n.input.first(), n.input.get(1)) else {
+        return Ok(());
+    };
+    let (Some(dims), Some(idx)) = (
+        known.dims.get(data.as_str()),
+        known.ints.get(indices.as_str()),
+    ) else {
+        return Ok(());
+    };
+    let axis = n
+        .attribute
+        .iter()
+        .find(|a| a.name == "axis")
+        .map_or(0, |a| a.i);
+    let axis = if axis < 0 {
+        axis + dims.len() as i64
+    } else {
+        axis
+    };
+    let Some(Some(size)) = usize::try_from(axis).ok().and_then(|a| dims.get(a)) else {
+        return Ok(());
+    };
+    match idx.iter().find(|&&i| i < -size || i >= *size) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "constant index {i} is outside its data's axis {axis} of size {size} ([-{size}, {size}))"
+        )),
     }
 }
 

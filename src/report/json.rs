@@ -25,6 +25,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if path.is_dir() {
         return Err(fail("it is a directory; give a file name".into()));
     }
+    if path.symlink_metadata().is_ok() && !path.exists() {
+        return Err(fail(
+            "it is a symbolic link to nothing; remove it or give another name".into(),
+        ));
+    }
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
