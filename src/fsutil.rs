@@ -58,7 +58,7 @@ pub fn write_dir_atomically(
 }
 
 /// Moves the finished `tmp` directory to `dir`, removing an existing `dir` first.
-fn replace_dir(tmp: &Path, dir: &Path) -> Result<()> {
+pub fn replace_dir(tmp: &Path, dir: &Path) -> Result<()> {
     if dir.is_dir() {
         std::fs::remove_dir_all(dir).map_err(|e| write_error(dir, e))?;
     } else if dir.exists() {
@@ -68,7 +68,7 @@ fn replace_dir(tmp: &Path, dir: &Path) -> Result<()> {
 }
 
 /// A failed write, naming the path the user gave.
-fn write_error(path: &Path, e: std::io::Error) -> Error {
+pub fn write_error(path: &Path, e: std::io::Error) -> Error {
     Error::Write {
         path: path.to_path_buf(),
         reason: e.to_string(),

@@ -172,7 +172,11 @@ pub struct OnnxArgs {
     /// Save a replay directory: inputs (test_data_set layout), options, model sha256, environment, verdict.
     #[arg(long, value_name = "DIR")]
     pub save_run: Option<PathBuf>,
-    /// Replace an existing --save-run directory.
+    /// Write every compared value of both sides as .npy (reference/ in f64, one directory per target, index.json
+    /// mapping ONNX names to files), to diff or hand to other tools.
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+    /// Replace an existing --save-run or --dump directory.
     #[arg(long)]
     pub force: bool,
     /// Absolute tolerance for float values (default depends on the target dtype: f32 1e-4, f16 1e-2).

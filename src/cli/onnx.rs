@@ -46,11 +46,19 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     }
     if a.bisect {
         anyhow::ensure!(
+            a.dump.is_none(),
+            "--bisect exposes one value per run; --dump needs a whole run: drop one"
+        );
+        anyhow::ensure!(
             a.samples <= 1,
             "--bisect probes one input sample; drop --samples (or run --bisect with --seed K for sample K)"
         );
         return bisect(&settings, a.json.as_deref());
     }
+    anyhow::ensure!(
+        a.samples <= 1 || a.dump.is_none(),
+        "--dump writes one run's values; with --samples each sample is a run: drop one (or dump with --seed K)"
+    );
     if settings.targets.len() > 1 {
         return several(&a, &settings);
     }
@@ -176,6 +184,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
         super::args::Switch::Auto => true,
     };
     s.save_target_model = a.save_target_model.clone();
+    s.dump = a.dump.clone().map(|d| (d, a.force));
     Ok(s)
 }
 

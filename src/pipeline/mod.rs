@@ -15,6 +15,7 @@
 //! stream-compare stage. Bisection ([`crate::bisect`]) reuses [`prepare`].
 
 mod assemble;
+mod dump;
 mod explain;
 mod parts;
 mod samples;

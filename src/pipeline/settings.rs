@@ -47,6 +47,9 @@ pub struct CompareSettings {
     pub slice: Option<SliceSpec>,
     /// Draw |t − r| heatmaps (for the HTML report).
     pub heatmaps: bool,
+    /// `--dump DIR` (and whether `--force` replaces it): every compared value of both sides as `.npy`.
+    #[serde(skip)]
+    pub dump: Option<(PathBuf, bool)>,
     /// Where to write the model the target runs (`--save-target-model`).
     #[serde(skip)]
     pub save_target_model: Option<PathBuf>,
@@ -75,6 +78,7 @@ impl CompareSettings {
             slice: None,
             heatmaps: false,
             save_target_model: None,
+            dump: None,
             command: std::env::args().collect(),
             progress: false,
         }

@@ -59,7 +59,16 @@ pub fn compare(
         scales.record(n, t);
     }
     let mut compare_time = Duration::ZERO;
+    let mut dump = match &s.dump {
+        Some((dir, force)) => Some(super::dump::Dump::create(dir, *force)?),
+        None => None,
+    };
     let reference = match (s.budget(), lanes) {
+        (Some(_), _) if dump.is_some() => {
+            return Err(Error::Usage(
+                "--dump holds every value of a run; with --max-memory values are exposed chunk by chunk: drop one".into(),
+            ))
+        }
         (Some(budget), [lane]) => bounded(s, p, lane, budget, &mut compare_time)?,
         (Some(_), _) => {
             return Err(Error::Usage(
@@ -70,6 +79,10 @@ pub fn compare(
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
             ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
                 let c = Instant::now();
+                if let Some(d) = dump.as_mut() {
+                    let targets: Vec<_> = lanes.iter().map(|l| (l.spec.label(), l.out.values.get(name))).collect();
+                    d.value(name, &value, &targets);
+                }
                 let operands = scales.operands(name);
                 pairs.extend(pair_up(s, name, lanes, operands));
                 for lane in lanes.iter_mut() {
@@ -87,6 +100,9 @@ pub fn compare(
         }
     };
     pb.finish_and_clear();
+    if let Some(d) = dump {
+        d.finish()?;
+    }
     Ok(Compared {
         held,
         reference,

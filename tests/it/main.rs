@@ -4,6 +4,7 @@ mod common;
 mod compare;
 mod determinism;
 mod devices;
+mod dump;
 mod errors;
 mod fuzz;
 mod golden;
