@@ -9,32 +9,22 @@ use crate::common::*;
 
 /// A model `x[1, 4] → Clip(x, -hi, hi) → ×2 → y`; written to `dir/name`.
 fn clip_model(dir: &Path, name: &str, hi: f32) -> PathBuf {
-    let m = pb::ModelProto {
-        ir_version: 8,
-        opset_import: vec![pb::OperatorSetIdProto {
-            domain: String::new(),
-            version: 17,
-        }],
-        graph: Some(pb::GraphProto {
-            name: "g".into(),
-            node: vec![
-                node("Clip", &["x", "lo", "hi"], "c"),
-                node("Mul", &["c", "two"], "y"),
-            ],
-            initializer: vec![
-                f32_tensor("lo", vec![], vec![-hi]),
-                f32_tensor("hi", vec![], vec![hi]),
-                f32_tensor("two", vec![], vec![2.0]),
-            ],
-            input: vec![value("x", &[1, 4])],
-            output: vec![value("y", &[1, 4])],
-            ..Default::default()
-        }),
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![
+            node("Clip", &["x", "lo", "hi"], "c"),
+            node("Mul", &["c", "two"], "y"),
+        ],
+        initializer: vec![
+            f32_tensor("lo", vec![], vec![-hi]),
+            f32_tensor("hi", vec![], vec![hi]),
+            f32_tensor("two", vec![], vec![2.0]),
+        ],
+        input: vec![value("x", &[1, 4])],
+        output: vec![value("y", &[1, 4])],
         ..Default::default()
     };
-    let p = dir.join(name);
-    std::fs::write(&p, m.encode_to_vec()).unwrap();
-    p
+    write_model(&dir.join(name), g, 17)
 }
 
 /// A test_data_set directory holding `x`.
