@@ -36,6 +36,7 @@ pub mod precision;
 pub mod replay;
 pub mod report;
 pub mod runner;
+pub mod scan;
 pub mod target;
 pub mod tensor;
 pub mod watchdog;

@@ -36,6 +36,8 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Show a model's inputs, outputs, opsets and op histogram.
     Info(InfoArgs),
+    /// One f64 reference run, no target: which nodes are numerically fragile in fp16/bf16, and why.
+    Scan(Box<ScanArgs>),
     /// Show which ONNX Runtime phantom finds, its version and execution providers.
     Runtimes(RuntimeArgs),
     /// List the wgpu adapters (Vulkan, Metal, DX12; lavapipe in software) with their f16 support and limits.
@@ -378,6 +380,22 @@ pub struct ReplayArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    pub model: PathBuf,
+    /// The precision to judge the risks for.
+    #[arg(long, value_enum, default_value = "fp16")]
+    pub precision: PrecisionArg,
+    /// Write the scan as JSON here.
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    /// How many nodes each list shows.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    #[command(flatten)]
+    pub inputs: InputArgs,
 }
 
 #[derive(Debug, Args)]

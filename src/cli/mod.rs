@@ -11,6 +11,7 @@ mod precision;
 mod replay;
 mod run;
 mod runtimes;
+mod scan;
 pub mod settings;
 mod target;
 
@@ -69,6 +70,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
         args::Command::Check(a) => golden::check(*a),
         args::Command::Replay(a) => replay::run(a),
         args::Command::Info(a) => info::run(a),
+        args::Command::Scan(a) => scan::run(*a),
         args::Command::Runtimes(a) => runtimes::run(a),
         args::Command::Devices(a) => devices::run(a),
     }

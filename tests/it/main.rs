@@ -15,6 +15,7 @@ mod oracle;
 mod precision;
 mod replay;
 mod samples;
+mod scan;
 mod schema;
 mod snapshots;
 mod targets;

@@ -1,0 +1,30 @@
+//! `phantom scan`: numerically fragile nodes from one f64 reference run (see [`crate::scan`]).
+
+use anyhow::Context;
+
+use super::args::ScanArgs;
+use super::Outcome;
+use crate::report::json::write_atomic;
+
+pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
+    let precision = a
+        .precision
+        .low()
+        .context("--precision fp32: a scan judges fp16 or bf16; give --precision fp16 or bf16")?;
+    if let Some(p) = a.json.as_ref().filter(|p| p.is_dir()) {
+        anyhow::bail!(
+            "--json {}: is a directory; give a file name to write",
+            p.display()
+        );
+    }
+    let graph = crate::model::load(&a.model)?;
+    let inputs = crate::model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
+    crate::watchdog::stage("scan: reference run");
+    let scan = crate::scan::scan(&graph, &inputs, precision)?;
+    if let Some(p) = &a.json {
+        let bytes = serde_json::to_vec_pretty(&scan).context("serializing the scan")?;
+        write_atomic(p, &bytes).with_context(|| format!("writing the scan to {}", p.display()))?;
+    }
+    print!("{}", crate::scan::terminal(&scan, a.top));
+    Ok(Outcome::Clean)
+}
