@@ -13,7 +13,11 @@
 //!  │        model::load, inputs               runner::reference (tract f64)   analysis (culprits, causes)
 //!  │                                           compare (metrics, tolerance)
 //!  └─► bisect, golden (record/check), replay, determinism: the same targets
+//!      scan: the reference alone (fragile nodes before any conversion)
 //! ```
+//!
+//! Every model passes `model::validate` on import; engines run behind `error::guard` (a panic becomes an error
+//! naming the node) and `watchdog` (`--timeout`).
 //!
 //! Each target asked for (`--ep cpu --ep wgpu`) is a `pipeline::Lane` through the stages: the reference runs once,
 //! each lane gets its own `Report`, and `analysis::agreement` compares the lanes with each other into

@@ -24,6 +24,25 @@ pub fn render(r: &Report) -> String {
         super::terminal::verdict_sentence(r)
     );
     let _ = writeln!(s, "### phantom: `{}`\n\n{verdict}\n", r.model.path);
+    if !r.samples.is_empty() {
+        let _ = writeln!(
+            s,
+            "| input sample | verdict | values out of tolerance | culprits |\n|---|---|---|---|"
+        );
+        for k in &r.samples {
+            let decides = if k.decides { " (decides)" } else { "" };
+            let _ = writeln!(
+                s,
+                "| {} {}{decides} | {} | {} | {} |",
+                k.index,
+                k.label,
+                k.status.name(),
+                k.failing_values,
+                k.culprits.join(", ")
+            );
+        }
+        let _ = writeln!(s);
+    }
     if let Some(f) = &r.verdict.first_divergence {
         let _ = writeln!(
             s,

@@ -93,6 +93,19 @@ fn the_worst_sample_decides_and_is_named() {
         out.contains("sample 1 (") && out.contains("drift") && out.contains("← decides"),
         "{out}"
     );
+    let md = dir.path().join("r.md");
+    let owned = [
+        args(&calm, &wild),
+        vec!["--summary-md".into(), md.display().to_string()],
+    ]
+    .concat();
+    let (code, _, _) = phantom(&owned.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 1);
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("| 1 ") && md.contains("(decides) | drift |"),
+        "{md}"
+    );
     // Order does not matter: the worst sample still decides.
     let (code, _, _) = run(&wild, &calm);
     assert_eq!(code, 1);
