@@ -298,3 +298,23 @@ pub fn write_model(path: &Path, graph: pb::GraphProto, opset: i64) -> PathBuf {
     std::fs::write(path, model_proto(graph, opset).encode_to_vec()).unwrap();
     path.to_path_buf()
 }
+
+/// Runs phantom with `args` and asserts exit 2, no panic text, and that stderr names each of `names`.
+pub fn refused(args: &[&str], names: &[&str]) -> String {
+    let (code, out, err) = phantom(args);
+    if std::env::var_os("PHANTOM_SHOW_ERRORS").is_some() {
+        println!("phantom {}\n{err}", args.join(" "));
+    }
+    assert_eq!(code, 2, "{args:?}\nstdout: {out}\nstderr: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{args:?}: {err}"
+    );
+    for n in names {
+        assert!(
+            err.contains(n),
+            "{args:?}: stderr does not name `{n}`: {err}"
+        );
+    }
+    err
+}

@@ -9,6 +9,7 @@ mod errors;
 mod fuzz;
 mod golden;
 mod hostile;
+mod hostile_models;
 mod inputs;
 mod multi;
 mod oracle;

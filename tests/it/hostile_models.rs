@@ -1,0 +1,321 @@
+//! Hostile models (issue 20): what ONNX Runtime would refuse, absurd sizes and indices, branches that disagree —
+//! refused by the validation pass or the engine guards on every path, exit 2 naming the node, never a crash.
+
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use tract_onnx::pb;
+
+use crate::common::*;
+
+/// `x[1, 3, 8, 8] → <op> → y` with `attrs`, opset 17.
+fn one_node(
+    dir: &Path,
+    file: &str,
+    op: &str,
+    attrs: Vec<pb::AttributeProto>,
+    extra: Vec<pb::TensorProto>,
+) -> PathBuf {
+    let mut inputs = vec!["x".to_string()];
+    inputs.extend(extra.iter().map(|t| t.name.clone()));
+    let n = pb::NodeProto {
+        name: "suspect".into(),
+        op_type: op.into(),
+        input: inputs,
+        output: vec!["y".into()],
+        attribute: attrs,
+        ..Default::default()
+    };
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![n],
+        initializer: extra,
+        input: vec![value("x", &[1, 3, 8, 8])],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    write_model(&dir.join(file), g, 17)
+}
+
+fn conv_weights() -> pb::TensorProto {
+    f32_tensor("w", vec![3, 3, 3, 3], vec![0.1; 81])
+}
+
+/// What ONNX Runtime would refuse never reaches tract or the shaders: every path (the wgpu target, `run --runner
+/// reference`, `--target-model`) gets exit 2 naming the node and attribute.
+#[test]
+fn invalid_models_are_refused_on_every_path() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            one_node(
+                d,
+                "stride0.onnx",
+                "Conv",
+                vec![attr_ints("strides", &[0, 1])],
+                vec![conv_weights()],
+            ),
+            "strides",
+        ),
+        (
+            one_node(
+                d,
+                "kernel.onnx",
+                "Conv",
+                vec![attr_ints("kernel_shape", &[])],
+                vec![conv_weights()],
+            ),
+            "kernel_shape",
+        ),
+        (
+            one_node(
+                d,
+                "pad.onnx",
+                "Conv",
+                vec![attr_str("auto_pad", "BOGUS")],
+                vec![conv_weights()],
+            ),
+            "BOGUS",
+        ),
+        (
+            one_node(
+                d,
+                "perm.onnx",
+                "Transpose",
+                vec![attr_ints("perm", &[0, 1, 2, 7])],
+                vec![],
+            ),
+            "perm",
+        ),
+        (
+            one_node(
+                d,
+                "softmax.onnx",
+                "Softmax",
+                vec![attr_int("axis", 99)],
+                vec![],
+            ),
+            "axis",
+        ),
+        (
+            one_node(
+                d,
+                "layernorm.onnx",
+                "LayerNormalization",
+                vec![attr_int("axis", -7)],
+                vec![],
+            ),
+            "axis",
+        ),
+        (
+            one_node(
+                d,
+                "expand.onnx",
+                "Expand",
+                vec![],
+                vec![i64_tensor("s", vec![4], vec![1 << 20, 1 << 20, 8, 8])],
+            ),
+            "shape",
+        ),
+    ];
+    for (m, attr) in &cases {
+        let m = m.to_str().unwrap();
+        for args in [
+            vec!["onnx", m, "--ep", "wgpu"],
+            vec!["run", m, "--runner", "reference"],
+            vec!["onnx", m, "--target-model", m],
+        ] {
+            refused(&args, &["suspect", attr]);
+        }
+    }
+    // Opset 99 and an unknown domain.
+    let g = |op: &str, domain: &str| pb::GraphProto {
+        name: "g".into(),
+        node: vec![pb::NodeProto {
+            domain: domain.into(),
+            ..node(op, &["x"], "y")
+        }],
+        input: vec![value("x", &[1, 4])],
+        output: vec![value("y", &[1, 4])],
+        ..Default::default()
+    };
+    let m = write_model(&d.join("opset99.onnx"), g("Relu", ""), 99);
+    refused(
+        &["run", m.to_str().unwrap(), "--runner", "reference"],
+        &["opset 99"],
+    );
+    let m = write_model(&d.join("domain.onnx"), g("Relu", "com.example.custom"), 17);
+    refused(&["info", m.to_str().unwrap()], &["com.example.custom"]);
+}
+
+/// An `If` whose branches produce different numbers of outputs.
+#[test]
+fn if_branches_that_disagree_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let branch = |outs: usize| pb::GraphProto {
+        name: "b".into(),
+        node: vec![node("Relu", &["x"], "r")],
+        output: (0..outs).map(|_| value("r", &[1, 4])).collect(),
+        ..Default::default()
+    };
+    let graph_attr = |name: &str, g: pb::GraphProto| pb::AttributeProto {
+        name: name.into(),
+        r#type: pb::attribute_proto::AttributeType::Graph as i32,
+        g: Some(g),
+        ..Default::default()
+    };
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![pb::NodeProto {
+            name: "suspect".into(),
+            op_type: "If".into(),
+            input: vec!["c".into()],
+            output: vec!["y".into()],
+            attribute: vec![
+                graph_attr("then_branch", branch(1)),
+                graph_attr("else_branch", branch(2)),
+            ],
+            ..Default::default()
+        }],
+        initializer: vec![pb::TensorProto {
+            name: "c".into(),
+            data_type: 9,
+            dims: vec![],
+            int32_data: vec![1],
+            ..Default::default()
+        }],
+        input: vec![value("x", &[1, 4])],
+        output: vec![value("y", &[1, 4])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("if.onnx"), g, 17);
+    refused(
+        &["run", m.to_str().unwrap(), "--runner", "reference"],
+        &["suspect", "branches"],
+    );
+}
+
+/// Found by the mutation harness (seed 1 case 331, seed 3 case 274): an initializer whose dims overflow when
+/// multiplied (in the validation pass, in `info`'s parameter count).
+#[test]
+fn initializers_with_absurd_dims_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(model("convnet.onnx")).unwrap();
+    let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    g.initializer[0].dims.push(i64::MAX);
+    let p = dir.path().join("dims.onnx");
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    let p = p.to_str().unwrap();
+    refused(&["onnx", p, "-q", "--attribution", "off"], &["dims.onnx"]);
+    refused(&["run", p, "--runner", "reference"], &["dims.onnx"]);
+    let (code, out, err) = phantom(&["info", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("parameters"), "{out}");
+}
+
+/// A value whose shape follows from the inputs (no constant the validation pass sees) and needs 64 GiB: an outer
+/// product of a 2^17-element input. The reference refuses it after typing, naming the node, before allocating; a
+/// size tract folds while typing (ConstantOfShape of a computed shape) fails its allocation inside the guard.
+#[test]
+fn computed_huge_shapes_are_refused_by_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = node("Transpose", &["x"], "t");
+    t.attribute = vec![attr_ints("perm", &[1, 0])];
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![
+            t,
+            pb::NodeProto {
+                name: "suspect".into(),
+                ..node("MatMul", &["x", "t"], "y")
+            },
+        ],
+        input: vec![value("x", &[1 << 17, 1])],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("outer.onnx"), g, 17);
+    refused(
+        &["run", m.to_str().unwrap(), "--runner", "reference"],
+        &["suspect", "beyond the memory"],
+    );
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![
+            node("Shape", &["x"], "s"),
+            node("Mul", &["s", "k"], "big"),
+            node("ConstantOfShape", &["big"], "y"),
+        ],
+        initializer: vec![i64_tensor("k", vec![2], vec![1 << 16, 1 << 16])],
+        input: vec![value("x", &[4, 4])],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("folded.onnx"), g, 17);
+    refused(
+        &["run", m.to_str().unwrap(), "--runner", "reference"],
+        &["f64 reference", "allocate"],
+    );
+}
+
+/// Gather with constant indices beyond the data, an initializer whose external data is `/dev/zero`: exit 2 on
+/// every path, never a panic or an endless read.
+#[test]
+fn bad_indices_and_special_external_data_are_refused() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![pb::NodeProto {
+            name: "suspect".into(),
+            ..node("Gather", &["x", "idx"], "y")
+        }],
+        initializer: vec![i64_tensor("idx", vec![2], vec![0, 1 << 40])],
+        input: vec![value("x", &[4, 3])],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("gather.onnx"), g, 17);
+    let m = m.to_str().unwrap();
+    for args in [
+        vec!["run", m, "--runner", "reference"],
+        vec!["onnx", m, "--ep", "wgpu"],
+        vec!["onnx", m],
+    ] {
+        refused(&args, &["suspect", "constant index 1099511627776"]);
+    }
+    let bytes = std::fs::read(model("convnet.onnx")).unwrap();
+    let mut cm = pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let t = &mut cm.graph.as_mut().unwrap().initializer[0];
+    t.raw_data.clear();
+    t.data_location = Some(1);
+    t.external_data = vec![pb::StringStringEntryProto {
+        key: "location".into(),
+        value: "/dev/zero".into(),
+    }];
+    let p = dir.path().join("zero.onnx");
+    std::fs::write(&p, cm.encode_to_vec()).unwrap();
+    let p = p.to_str().unwrap();
+    for args in [
+        vec!["run", p, "--runner", "reference"],
+        vec!["onnx", p, "--ep", "wgpu"],
+        vec!["onnx", p],
+    ] {
+        refused(&args, &["error:"]);
+    }
+}
