@@ -106,6 +106,20 @@ fn the_worst_sample_decides_and_is_named() {
         md.contains("| 1 ") && md.contains("(decides) | drift |"),
         "{md}"
     );
+    let html = dir.path().join("r.html");
+    let owned = [
+        args(&calm, &wild),
+        vec!["--html".into(), html.display().to_string()],
+    ]
+    .concat();
+    let (code, _, _) = phantom(&owned.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 1);
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        html.contains("input sample 1") && html.contains(": drift, 2 value(s) out of tolerance"),
+        "samples missing from the HTML"
+    );
+    assert!(html.contains("— decides the verdict"));
     // Order does not matter: the worst sample still decides.
     let (code, _, _) = run(&wild, &calm);
     assert_eq!(code, 1);
