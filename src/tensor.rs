@@ -186,8 +186,17 @@ impl ToF64 for bool {
     }
 }
 
-/// Bytes of a tensor of `shape` with `elem`-byte elements, or `None` when the product overflows.
+/// Bytes of a tensor of `shape` with `elem`-byte elements, or `None` when the product overflows — or when the
+/// product of its non-zero dims exceeds `isize::MAX`, which ndarray refuses even for an empty array (a shape
+/// `(2^63, 0)` holds nothing but cannot be built).
 pub fn checked_nbytes(shape: &[usize], elem: usize) -> Option<usize> {
+    let nonzero = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |a, &d| a.checked_mul(d))?;
+    if nonzero > isize::MAX as usize {
+        return None;
+    }
     shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))?

@@ -93,6 +93,32 @@ fn huge_declarations_in_files_are_refused_before_allocating() {
         &["onnx", m, "--input", &format!("image={}", npy.display())],
         &["big.npy", "more elements"],
     );
+    // Found by the mutation harness (seeds 8 and 11): a zero dim beside a dim of 2^63 holds nothing, but ndarray
+    // cannot build the shape.
+    let h = "{'descr': '<f4', 'fortran_order': False, 'shape': (9223372036854775808, 0, 1, 1), }";
+    let h = format!("{h}{}\n", " ".repeat(128 - 10 - h.len() - 1));
+    let empty = dir.path().join("empty.npy");
+    std::fs::write(
+        &empty,
+        [
+            b"\x93NUMPY\x01\x00".as_slice(),
+            &(h.len() as u16).to_le_bytes(),
+            h.as_bytes(),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    refused(
+        &[
+            "run",
+            m,
+            "--runner",
+            "reference",
+            "--input",
+            &format!("image={}", empty.display()),
+        ],
+        &["empty.npy", "more elements"],
+    );
     // A TensorProto whose dims overflow, and one whose external data offset does.
     let tds = dir.path().join("tds");
     std::fs::create_dir(&tds).unwrap();
