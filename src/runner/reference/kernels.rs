@@ -73,9 +73,13 @@ fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
     None
 }
 
-/// Evaluates `node` with phantom's own f64 kernel when it is one of the ops tract lacks in f64 and its input
-/// is f64. `None` means: not ours, let tract evaluate it.
+/// Evaluates `node` with phantom's own f64 kernel when it is one of the ops tract lacks in f64, or one of the
+/// heavy ops phantom runs faster ([`super::fast`]), and its inputs are f64. `None` means: not ours, let tract
+/// evaluate it.
 pub fn eval_own(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    if let Some(r) = super::fast::eval(node, inputs) {
+        return Some(r);
+    }
     if let Some(r) = node.op_as::<Reduce>() {
         return reduce_extremum(r, inputs);
     }

@@ -4,6 +4,7 @@
 //! at all is marked unavailable, with everything downstream of it, and the comparison goes on.
 
 mod convert;
+pub mod fast;
 mod hook;
 pub mod kernels;
 mod rewrite;

@@ -1,0 +1,215 @@
+//! phantom's fast f64 kernels for the heavy ops, in place of tract's generic f64 loops: convolution
+//! ([`conv`]), transposed convolution ([`deconv`]) and two-operand contractions ([`einsum`]: MatMul, Gemm, Einsum, attention products), both on a
+//! parallel f64 GEMM ([`gemm`]). They take a tract node only when every operand is f64 and its form is one
+//! they cover; anything else (quantized, other layouts, reductions over one operand) stays with tract.
+
+mod conv;
+mod deconv;
+mod einsum;
+mod gemm;
+
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::ops::cnn::{Conv, Deconv, KernelFormat, PoolSpec};
+use tract_onnx::tract_core::ops::einsum::EinSum;
+use tract_onnx::tract_core::ops::nn::DataFormat;
+
+pub use conv::Geometry;
+pub use einsum::Roles;
+
+/// Evaluates `node` on a fast kernel when it is one; `None` means tract keeps it.
+pub fn eval(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    if inputs.iter().any(|i| i.datum_type() != f64::datum_type()) {
+        return None;
+    }
+    if let Some(c) = node.op_as::<Conv>() {
+        return conv_node(c, inputs);
+    }
+    if let Some(e) = node.op_as::<EinSum>() {
+        return einsum_node(e, inputs);
+    }
+    if let Some(d) = node.op_as::<Deconv>() {
+        return deconv_node(d, inputs);
+    }
+    None
+}
+
+/// The geometry of a float `Conv` on NCHW data with an OIHW kernel, 1 to 3 spatial axes.
+pub fn geometry(c: &Conv, x: &[usize], w: &[usize]) -> Option<Geometry> {
+    if c.q_params.is_some() || c.kernel_fmt != KernelFormat::OIHW || w.len() < 2 {
+        return None;
+    }
+    let (hw, c_in) = spatial(&c.pool_spec, x, w)?;
+    let pads = c.pool_spec.computed_padding(&hw);
+    let out: Vec<(usize, usize)> = pads.iter().map(|p| (p.convoluted, p.pad_before)).collect();
+    let g = laid_out(&c.pool_spec, x, w, c.group, (c_in, w[0]), &out)?;
+    (w[1] * c.group == c_in).then_some(g)
+}
+
+/// The geometry of a float `Deconv` (ONNX `ConvTranspose`, its kernel regrouped by tract-onnx to
+/// [C_out, C_in/group, *kernel]).
+pub fn deconv_geometry(d: &Deconv, x: &[usize], w: &[usize]) -> Option<Geometry> {
+    if d.kernel_format != KernelFormat::OIHW || w.len() < 2 {
+        return None;
+    }
+    let (hw, c_in) = spatial(&d.pool_spec, x, w)?;
+    let ps = &d.pool_spec;
+    let pads = (ps.padding)
+        .compute_for_deconv(
+            &hw,
+            &ps.kernel_shape,
+            &ps.dilations(),
+            &ps.strides(),
+            &d.adjustments,
+        )
+        .ok()?;
+    let out: Vec<(usize, usize)> = pads
+        .iter()
+        .map(|p| (p.deconvoluted, p.pad_before))
+        .collect();
+    let g = laid_out(ps, x, w, d.group, (c_in, w[0]), &out)?;
+    (w[1] * d.group == c_in && ps.output_channels == g.c_out).then_some(g)
+}
+
+/// The spatial extents of `x` and its channel count, for NCHW data and a kernel of the matching rank (1–3).
+fn spatial(ps: &PoolSpec, x: &[usize], w: &[usize]) -> Option<(Vec<usize>, usize)> {
+    if !matches!(ps.data_format, DataFormat::NCHW | DataFormat::CHW) {
+        return None;
+    }
+    let shape = ps.data_format.shape(x.to_vec()).ok()?;
+    let hw = shape.hw_dims().to_vec();
+    let rank = hw.len();
+    let ok = (1..=3).contains(&rank) && w.len() == rank + 2 && ps.kernel_shape.len() == rank;
+    ok.then(|| (hw, *shape.c()))
+}
+
+/// A [`Geometry`] with the spatial axes padded to three; `out` holds each axis' (output extent, pad before).
+fn laid_out(
+    ps: &PoolSpec,
+    x: &[usize],
+    w: &[usize],
+    group: usize,
+    (c_in, c_out): (usize, usize),
+    out: &[(usize, usize)],
+) -> Option<Geometry> {
+    if group == 0 || c_in % group != 0 || c_out % group != 0 {
+        return None;
+    }
+    let rank = out.len();
+    let pad3 = |f: &dyn Fn(usize) -> usize, fill: usize| {
+        let mut a = [fill; 3];
+        (0..rank).for_each(|i| a[3 - rank + i] = f(i));
+        a
+    };
+    let (strides, dilations) = (ps.strides(), ps.dilations());
+    Some(Geometry {
+        batch: if x.len() == rank + 2 { x[0] } else { 1 },
+        c_in,
+        c_out,
+        group,
+        input: pad3(&|i| x[x.len() - rank + i], 1),
+        kernel: pad3(&|i| w[2 + i], 1),
+        output: pad3(&|i| out[i].0, 1),
+        stride: pad3(&|i| strides[i], 1),
+        dilation: pad3(&|i| dilations[i], 1),
+        pad_before: pad3(&|i| out[i].1, 0),
+    })
+}
+
+fn conv_node(c: &Conv, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    let [x, w, _] = &inputs[..] else {
+        return None;
+    };
+    let g = geometry(c, x.shape(), w.shape())?;
+    spatial_node(g, inputs, conv::conv)
+}
+
+fn deconv_node(d: &Deconv, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    let [x, w, _] = &inputs[..] else {
+        return None;
+    };
+    let g = deconv_geometry(d, x.shape(), w.shape())?;
+    spatial_node(g, inputs, deconv::deconv)
+}
+
+/// Runs a convolution-like kernel on (x, w, bias) and shapes its result like x with the channel count and
+/// spatial extents of `g`.
+fn spatial_node(
+    g: Geometry,
+    inputs: &TVec<TValue>,
+    kernel: fn(&Geometry, &[f64], &[f64], &[f64]) -> Vec<f64>,
+) -> Option<TractResult<TVec<TValue>>> {
+    let [x, w, bias] = &inputs[..] else {
+        return None;
+    };
+    if bias.len() > 1 && bias.len() != g.c_out {
+        return None;
+    }
+    // [N,] C_out, *output: the input's layout with the channel and spatial extents replaced.
+    let mut out_shape: Vec<usize> = x.shape().to_vec();
+    let (rank, spatial) = (out_shape.len(), w.rank() - 2);
+    out_shape[rank - spatial - 1] = g.c_out;
+    out_shape[rank - spatial..].copy_from_slice(&g.output[3 - spatial..]);
+    Some((|| {
+        let (x, w, bias) = (
+            x.try_as_plain_ram()?,
+            w.try_as_plain_ram()?,
+            bias.try_as_plain_ram()?,
+        );
+        let y = kernel(
+            &g,
+            x.as_slice::<f64>()?,
+            w.as_slice::<f64>()?,
+            bias.as_slice::<f64>()?,
+        );
+        Ok(tvec!(
+            tract_ndarray::ArrayD::from_shape_vec(out_shape, y)?.into_tvalue()
+        ))
+    })())
+}
+
+/// The roles of each axis of a two-operand float `EinSum`, or `None` for forms the GEMM does not cover (an axis
+/// repeated in one operand, or summed over one operand alone).
+pub fn roles(e: &EinSum) -> Option<Roles> {
+    if e.q_params.is_some() || e.axes.input_count() != 2 || e.axes.output_count() != 1 {
+        return None;
+    }
+    let mut r = Roles::default();
+    for axis in e.axes.iter_all_axes() {
+        let one = |v: &TVec<usize>| {
+            if v.len() > 1 {
+                Err(())
+            } else {
+                Ok(v.first().copied())
+            }
+        };
+        let (a, b, o) = (
+            one(&axis.inputs[0]).ok()?,
+            one(&axis.inputs[1]).ok()?,
+            one(&axis.outputs[0]).ok()?,
+        );
+        match (a, b, o) {
+            (Some(a), Some(b), None) => r.k.push((a, b)),
+            (Some(a), None, Some(o)) => r.m.push((a, o)),
+            (None, Some(b), Some(o)) => r.n.push((b, o)),
+            (a, b, Some(o)) => r.batch.push((a, b, o)),
+            _ => return None,
+        }
+    }
+    Some(r)
+}
+
+fn einsum_node(e: &EinSum, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    let [a, b] = &inputs[..] else {
+        return None;
+    };
+    let r = roles(e)?;
+    let (a, b) = (
+        a.to_plain_array_view::<f64>().ok()?,
+        b.to_plain_array_view::<f64>().ok()?,
+    );
+    let y = einsum::contract(a, b, &r)?;
+    Some(Ok(tvec!(y.into_tvalue())))
+}
+
+#[cfg(test)]
+mod tests;

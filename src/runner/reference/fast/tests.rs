@@ -1,0 +1,212 @@
+//! The fast kernels against tract's own f64 evaluation of the same op, on randomized shapes, at rtol 1e-12.
+
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::axes::AxesMapping;
+use tract_onnx::tract_core::ops::cnn::{Conv, Deconv, KernelFormat, PaddingSpec, PoolSpec};
+use tract_onnx::tract_core::ops::einsum::EinSum;
+use tract_onnx::tract_core::ops::nn::DataFormat;
+
+const RTOL: f64 = 1e-12;
+
+/// A small deterministic generator (xorshift64*), so failures reproduce.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn upto(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn tensor(&mut self, shape: &[usize]) -> Tensor {
+        let len = shape.iter().product();
+        let v: Vec<f64> = (0..len)
+            .map(|_| (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+            .collect();
+        Tensor::from_shape(shape, &v).unwrap()
+    }
+}
+
+/// tract's own result (a one-node model run by tract, never through phantom's hook) and phantom's.
+fn both(
+    op: Box<dyn TypedOp>,
+    node_op: &dyn Fn(&TypedNode, &TVec<TValue>) -> Option<TractResult<TVec<TValue>>>,
+    ins: Vec<Tensor>,
+) -> (Tensor, Tensor) {
+    let mut model = TypedModel::default();
+    let wires: TVec<OutletId> = ins
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            model
+                .add_source(format!("i{i}"), TypedFact::shape_and_dt_of(t))
+                .unwrap()
+        })
+        .collect();
+    let out = model.wire_node("op", op, &wires).unwrap();
+    model.select_output_outlets(&out).unwrap();
+    let values: TVec<TValue> = ins.into_iter().map(|t| t.into_tvalue()).collect();
+    let node = model.node(out[0].node).clone();
+    let ours = node_op(&node, &values)
+        .expect("the fast kernel takes this op")
+        .unwrap();
+    let theirs = model.into_runnable().unwrap().run(values).unwrap();
+    (
+        theirs[0].clone().into_tensor(),
+        ours[0].clone().into_tensor(),
+    )
+}
+
+fn assert_close(theirs: &Tensor, ours: &Tensor, what: &str) {
+    assert_eq!(theirs.shape(), ours.shape(), "{what}");
+    let (t, o) = (
+        theirs.try_as_plain_ram().unwrap(),
+        ours.try_as_plain_ram().unwrap(),
+    );
+    let (t, o) = (t.as_slice::<f64>().unwrap(), o.as_slice::<f64>().unwrap());
+    let scale = t.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in t.iter().zip(o).enumerate() {
+        assert!(
+            (a - b).abs() <= RTOL * a.abs().max(scale * 1e-3),
+            "{what}: element {i}: tract {a} vs phantom {b}"
+        );
+    }
+}
+
+#[test]
+fn conv_matches_tract_f64_on_random_shapes() {
+    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    for case in 0..60 {
+        let rank = 1 + case % 3;
+        let group = [1, 1, 2, 3][g.upto(4)];
+        let depthwise = case % 5 == 4;
+        let (cg, og) = if depthwise {
+            (1, 1)
+        } else {
+            (1 + g.upto(4), 1 + g.upto(4))
+        };
+        let kernel: TVec<usize> = (0..rank).map(|_| 1 + g.upto(3)).collect();
+        let dil: TVec<usize> = (0..rank).map(|_| 1 + g.upto(2)).collect();
+        let strides: TVec<usize> = (0..rank).map(|_| 1 + g.upto(2)).collect();
+        let before: TVec<usize> = (0..rank).map(|_| g.upto(2)).collect();
+        let after: TVec<usize> = (0..rank).map(|_| g.upto(2)).collect();
+        let side = if rank == 3 { 5 } else { 9 };
+        let hw: Vec<usize> = (0..rank)
+            .map(|i| kernel[i] * dil[i] + g.upto(side))
+            .collect();
+        let (c_in, c_out) = (cg * group, og * group);
+        let batch = 1 + g.upto(2);
+        let x: Vec<usize> = [batch, c_in]
+            .into_iter()
+            .chain(hw.iter().copied())
+            .collect();
+        let w: Vec<usize> = [c_out, cg]
+            .into_iter()
+            .chain(kernel.iter().copied())
+            .collect();
+        let bias = if case % 2 == 0 {
+            g.tensor(&[c_out])
+        } else {
+            g.tensor(&[])
+        };
+        let conv = Conv {
+            pool_spec: PoolSpec {
+                data_format: DataFormat::NCHW,
+                kernel_shape: kernel.clone(),
+                padding: PaddingSpec::Explicit(before, after),
+                dilations: Some(dil),
+                strides: Some(strides),
+                input_channels: c_in,
+                output_channels: c_out,
+            },
+            kernel_fmt: KernelFormat::OIHW,
+            group,
+            q_params: None,
+        };
+        let what = format!("case {case}: {conv:?} x {x:?}");
+        let ins = vec![g.tensor(&x), g.tensor(&w), bias];
+        let (theirs, ours) = both(Box::new(conv), &super::eval, ins);
+        assert_close(&theirs, &ours, &what);
+    }
+}
+
+#[test]
+fn conv_transpose_matches_tract_f64_on_random_shapes() {
+    let mut g = Gen(7);
+    for case in 0..40 {
+        let rank = 1 + case % 3;
+        let group = [1, 1, 2][g.upto(3)];
+        let (cg, og) = (1 + g.upto(3), 1 + g.upto(3));
+        let kernel: TVec<usize> = (0..rank).map(|_| 1 + g.upto(3)).collect();
+        let dil: TVec<usize> = (0..rank).map(|_| 1 + g.upto(2)).collect();
+        let strides: TVec<usize> = (0..rank).map(|_| 1 + g.upto(3)).collect();
+        let before: TVec<usize> = (0..rank).map(|i| g.upto(kernel[i])).collect();
+        let after: TVec<usize> = (0..rank).map(|i| g.upto(kernel[i])).collect();
+        let adjustments: TVec<usize> = (0..rank).map(|i| g.upto(strides[i].min(dil[i]))).collect();
+        let hw: Vec<usize> = (0..rank)
+            .map(|_| 1 + g.upto(if rank == 3 { 4 } else { 7 }))
+            .collect();
+        let (c_in, c_out) = (cg * group, og * group);
+        let x: Vec<usize> = [1 + g.upto(2), c_in]
+            .into_iter()
+            .chain(hw.iter().copied())
+            .collect();
+        let w: Vec<usize> = [c_out, cg]
+            .into_iter()
+            .chain(kernel.iter().copied())
+            .collect();
+        let bias = if case % 2 == 0 {
+            g.tensor(&[c_out])
+        } else {
+            g.tensor(&[])
+        };
+        let pool_spec = PoolSpec {
+            data_format: DataFormat::NCHW,
+            kernel_shape: kernel.clone(),
+            padding: PaddingSpec::Explicit(before, after),
+            dilations: Some(dil),
+            strides: Some(strides),
+            input_channels: c_in,
+            output_channels: c_out,
+        };
+        let op = Deconv::new(pool_spec, KernelFormat::OIHW, adjustments, group);
+        let what = format!("case {case}: {op:?} x {x:?}");
+        let ins = vec![g.tensor(&x), g.tensor(&w), bias];
+        let (theirs, ours) = both(Box::new(op), &super::eval, ins);
+        assert_close(&theirs, &ours, &what);
+    }
+}
+
+#[test]
+fn contractions_match_tract_f64_on_random_shapes() {
+    let exprs = [
+        "mk,kn->mn",
+        "mk,nk->mn",
+        "km,kn->mn",
+        "bmk,bkn->bmn",
+        "bhmk,bhnk->bhmn",
+        "bmk,kn->bmn",
+        "k,kn->n",
+        "bmk,k->bm",
+        "mk,bkn->bnm",
+    ];
+    let mut g = Gen(42);
+    for (i, expr) in exprs.iter().cycle().take(45).enumerate() {
+        let axes: AxesMapping = expr.parse().unwrap();
+        let mut size = std::collections::HashMap::new();
+        for c in expr.chars().filter(|c| c.is_alphabetic()) {
+            size.entry(c)
+                .or_insert_with(|| 1 + g.upto(if i < 9 { 7 } else { 70 }));
+        }
+        let (lhs, _) = expr.split_once("->").unwrap();
+        let (sa, sb) = lhs.split_once(',').unwrap();
+        let shape = |s: &str| s.chars().map(|c| size[&c]).collect::<Vec<_>>();
+        let ins = vec![g.tensor(&shape(sa)), g.tensor(&shape(sb))];
+        let op = EinSum::new(axes, f64::datum_type());
+        let (theirs, ours) = both(Box::new(op), &super::eval, ins);
+        assert_close(&theirs, &ours, &format!("{expr} with {size:?}"));
+    }
+}
