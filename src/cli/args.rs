@@ -288,6 +288,10 @@ pub struct RunArgs {
     /// Which side to run.
     #[arg(long, value_enum, default_value = "reference")]
     pub runner: Side,
+    /// With --runner target: expose every intermediate value, as `phantom onnx` captures them (the reference
+    /// always computes every value).
+    #[arg(long)]
+    pub all_values: bool,
     /// Precision of the target: fp16/bf16 run phantom's conversion (ONNX Runtime) or f16 shaders (wgpu).
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,

@@ -1,5 +1,6 @@
-//! `phantom run`: one side only, the f64 reference or the target (`--ep`, plain: outputs only); prints what ran,
-//! each graph output's shape and statistics, and the time taken (also the baseline for the benchmarks).
+//! `phantom run`: one side only, the f64 reference or the target (`--ep`; outputs only, or every value with
+//! `--all-values`); prints what ran, each graph output's shape and statistics, and the time taken (also the
+//! baselines of the benchmarks).
 
 use std::time::Instant;
 
@@ -17,10 +18,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     let t = Instant::now();
     let out = match a.runner {
         Side::Reference => {
-            if a.engine.ep != ["cpu"] || a.precision.low().is_some() {
+            if a.engine.ep != ["cpu"] || a.precision.low().is_some() || a.all_values {
                 anyhow::bail!(
-                    "--runner reference runs the f64 reference: --ep and --precision choose a target; add \
-                     --runner target"
+                    "--runner reference runs the f64 reference, which computes every value: --ep, --precision \
+                     and --all-values choose what a target runs; add --runner target"
                 );
             }
             println!(
@@ -33,7 +34,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             let rt = &a.engine.runtime;
             let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
             let mut tg = target::open(&spec, &graph, &lib)?;
-            let out = tg.run(&graph, &inputs, Capture::Outputs)?;
+            let capture = if a.all_values {
+                Capture::All
+            } else {
+                Capture::Outputs
+            };
+            let out = tg.run(&graph, &inputs, capture)?;
             let facts = out.facts.clone().unwrap_or_else(|| tg.facts(&graph));
             let p = Provenance::from_facts(&tg.name(), &tg.version(), &facts, &graph.sha256);
             println!(
@@ -62,6 +68,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             ),
         }
     }
-    println!("{} values in {ms:.1} ms", out.values.len());
+    let bytes: usize = out.values.values().map(|t| t.nbytes()).sum();
+    println!(
+        "{} values ({}) in {ms:.1} ms",
+        out.values.len(),
+        crate::fsutil::fmt_size(bytes)
+    );
     Ok(Outcome::Clean)
 }

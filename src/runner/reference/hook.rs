@@ -156,6 +156,13 @@ impl Overrides {
     }
 }
 
+/// Ops tract evaluates for every numeric type, so an f64 failure would not pass in f32 either: binary
+/// arithmetic and comparisons, and axis changes (reshape, transpose, added or removed axes).
+fn never_narrower(node: &TypedNode) -> bool {
+    use tract_onnx::tract_core::ops::{binary::TypedBinOp, change_axes::AxisOp};
+    node.op_is::<TypedBinOp>() || node.op_is::<AxisOp>()
+}
+
 /// Receives each reference value by ONNX name as soon as it is computed, or why it could not be.
 pub type Sink<'s> = dyn FnMut(&str, Result<crate::tensor::Tensor, String>) + 's;
 
@@ -180,6 +187,8 @@ pub struct Evaluator<'g, 's> {
     pub tainted: HashMap<usize, String>,
     /// Element type each labelled value is rounded to (emulated low-precision run).
     round: Option<&'g super::Rounding>,
+    /// ONNX nodes tract imports unfaithfully, with the reason (computed as unavailable).
+    unfaithful: HashMap<usize, String>,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -208,7 +217,14 @@ impl<'g, 's> Evaluator<'g, 's> {
             precision,
             tainted: HashMap::new(),
             round: None,
+            unfaithful: HashMap::new(),
         }
+    }
+
+    /// ONNX nodes whose tract import departs from the ONNX definition: marked unavailable, never computed.
+    pub fn with_unfaithful(mut self, unfaithful: HashMap<usize, String>) -> Self {
+        self.unfaithful = unfaithful;
+        self
     }
 
     /// Rounds every labelled value to the element type `round` names for it, before it is used downstream.
@@ -378,6 +394,16 @@ impl<'g, 's> Evaluator<'g, 's> {
             );
             return zeros_for(node);
         }
+        if let Some(reason) = idx.and_then(|i| self.unfaithful.get(&i)) {
+            let what = idx
+                .and_then(|i| graph.nodes.get(i))
+                .map(|n| format!("{} `{}`", n.op_type, n.name))
+                .unwrap_or(node.name.clone());
+            tainted.insert(node.id, what);
+            let reason = reason.clone();
+            mark(precision, idx, RefPrecision::Unavailable { reason });
+            return zeros_for(node);
+        }
         if let Some(i) = idx.filter(|i| self.overrides.0.contains_key(i)) {
             if let Some(r) = self.overridden(node, i) {
                 return r;
@@ -411,6 +437,10 @@ impl<'g, 's> Evaluator<'g, 's> {
                     reason: why.to_string(),
                 },
             );
+        }
+        if never_narrower(node) {
+            // Without a kept copy the op may reuse its inputs' buffers in place (a clone would force a deep copy).
+            return tract_onnx::tract_core::plan::eval(ctx, st, node, ins);
         }
         let mut st = st;
         let first = tract_onnx::tract_core::plan::eval(ctx, st.as_deref_mut(), node, ins.clone());

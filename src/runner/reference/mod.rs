@@ -4,6 +4,7 @@
 //! at all is marked unavailable, with everything downstream of it, and the comparison goes on.
 
 mod convert;
+mod faithful;
 pub mod fast;
 mod hook;
 pub mod kernels;
@@ -381,6 +382,7 @@ impl ReferenceRunner {
         let overrides = hook::Overrides::collect(graph, &proto);
         let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
             .with_rounding(self.round.as_ref())
+            .with_unfaithful(faithful::unfaithful(graph, &proto))
             .with_constants(plan.model());
         state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))

@@ -43,6 +43,23 @@ impl Geometry {
             .checked_sub(self.pad_before[a])
             .filter(|&i| i < self.input[a])
     }
+
+    /// The outputs along the last axis whose tap `t` reads inside the input: `lo..hi`, reading from `first`
+    /// with step `stride[2]`.
+    #[inline]
+    fn span(&self, t: usize) -> (usize, usize, usize) {
+        let (s, off, pad) = (self.stride[2], t * self.dilation[2], self.pad_before[2]);
+        let lo = pad.saturating_sub(off).div_ceil(s);
+        // Outputs o with o·s + off − pad ≤ input − 1.
+        let hi = match (self.input[2] + pad).checked_sub(off + 1) {
+            Some(last) => (last / s + 1).min(self.output[2]),
+            None => 0,
+        };
+        if lo >= hi {
+            return (0, 0, 0);
+        }
+        (lo, hi, lo * s + off - pad)
+    }
 }
 
 /// `y = conv(x, w) + bias`: `x` is [N, C_in, *input] row-major, `w` [C_out, C_in/group, *kernel], `bias` empty,
@@ -118,9 +135,11 @@ fn im2col(g: &Geometry, xg: &[f64], rows: std::ops::Range<usize>, cols: &mut [f6
                 continue;
             };
             let xrow = &plane[(i0 * g.input[1] + i1) * g.input[2]..][..g.input[2]];
-            for (o2, v) in line.iter_mut().enumerate() {
-                *v = g.source(2, o2, t2).map_or(0.0, |i2| xrow[i2]);
-            }
+            let (lo, hi, first) = g.span(t2);
+            line[..lo].fill(0.0);
+            line[hi..].fill(0.0);
+            let src = xrow[first..].iter().step_by(g.stride[2]);
+            line[lo..hi].iter_mut().zip(src).for_each(|(v, &x)| *v = x);
         }
     });
 }
@@ -148,11 +167,12 @@ fn depthwise(g: &Geometry, x: &[f64], w: &[f64], y: &mut [f64]) {
                     };
                     let xrow = &plane[(i0 * g.input[1] + i1) * g.input[2]..][..g.input[2]];
                     let orow = &mut out[(o0 * g.output[1] + o1) * g.output[2]..][..g.output[2]];
-                    for (o2, v) in orow.iter_mut().enumerate() {
-                        if let Some(i2) = g.source(2, o2, t[2]) {
-                            *v += wv * xrow[i2];
-                        }
-                    }
+                    let (lo, hi, first) = g.span(t[2]);
+                    let src = xrow[first..].iter().step_by(g.stride[2]);
+                    orow[lo..hi]
+                        .iter_mut()
+                        .zip(src)
+                        .for_each(|(v, &x)| *v += wv * x);
                 }
             }
         }

@@ -38,6 +38,13 @@ struct SendPtr(*mut f64);
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
+impl SendPtr {
+    /// The pointer (a method, so closures capture the whole `Send` wrapper, not its raw field).
+    fn get(self) -> *mut f64 {
+        self.0
+    }
+}
+
 /// `C = A · B` with `A` m×k, `B` k×n and `C` row-major m×n (overwritten).
 pub fn matmul(m: usize, k: usize, n: usize, a: Mat, b: Mat, c: &mut [f64]) {
     assert!(
@@ -80,9 +87,8 @@ pub fn matmul(m: usize, k: usize, n: usize, a: Mat, b: Mat, c: &mut [f64]) {
                 data: &b.data[c0 * b.cs..],
                 ..b
             };
-            let base = base;
             // SAFETY: columns c0..c0+w of C belong to this worker alone; `sub` starts at column c0 of B.
-            unsafe { block(m, k, w, a, sub, base.0.add(c0), n) };
+            unsafe { block(m, k, w, a, sub, base.get().add(c0), n) };
         });
     }
 }

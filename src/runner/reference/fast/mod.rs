@@ -7,17 +7,32 @@ mod conv;
 mod deconv;
 mod einsum;
 mod gemm;
+mod sdpa;
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::cnn::{Conv, Deconv, KernelFormat, PoolSpec};
 use tract_onnx::tract_core::ops::einsum::EinSum;
 use tract_onnx::tract_core::ops::nn::DataFormat;
+use tract_transformers::ops::sdpa::Sdpa;
 
 pub use conv::Geometry;
 pub use einsum::Roles;
 
+/// `PHANTOM_TRACT_KERNELS=1` leaves every node to tract (to time the difference, or to rule these kernels out);
+/// each node's reference kind in the report says which ran.
+fn tract_only() -> bool {
+    static ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONLY.get_or_init(|| std::env::var_os("PHANTOM_TRACT_KERNELS").is_some_and(|v| v == "1"))
+}
+
 /// Evaluates `node` on a fast kernel when it is one; `None` means tract keeps it.
 pub fn eval(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    if tract_only() {
+        return None;
+    }
+    if let Some(s) = node.op_as::<Sdpa>() {
+        return sdpa_node(s, inputs);
+    }
     if inputs.iter().any(|i| i.datum_type() != f64::datum_type()) {
         return None;
     }
@@ -131,12 +146,15 @@ fn deconv_node(d: &Deconv, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TVa
     spatial_node(g, inputs, deconv::deconv)
 }
 
+/// A convolution-like kernel: (geometry, x, w, bias) → y.
+type SpatialKernel = fn(&Geometry, &[f64], &[f64], &[f64]) -> Vec<f64>;
+
 /// Runs a convolution-like kernel on (x, w, bias) and shapes its result like x with the channel count and
 /// spatial extents of `g`.
 fn spatial_node(
     g: Geometry,
     inputs: &TVec<TValue>,
-    kernel: fn(&Geometry, &[f64], &[f64], &[f64]) -> Vec<f64>,
+    kernel: SpatialKernel,
 ) -> Option<TractResult<TVec<TValue>>> {
     let [x, w, bias] = &inputs[..] else {
         return None;
@@ -209,6 +227,104 @@ fn einsum_node(e: &EinSum, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TVa
     );
     let y = einsum::contract(a, b, &r)?;
     Some(Ok(tvec!(y.into_tvalue())))
+}
+
+fn sdpa_node(s: &Sdpa, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    let f64s = |vs: &[TValue]| vs.iter().all(|v| v.datum_type() == f64::datum_type());
+    if inputs.len() < 3 || !f64s(&inputs[..3]) || (s.is_causal && inputs.len() > 3) {
+        return None;
+    }
+    let (q, k, v) = (inputs[0].shape(), inputs[1].shape(), inputs[2].shape());
+    let rank = q.len();
+    if !(rank == 3 || rank == 4) || k.len() != rank || v.len() != rank {
+        return None;
+    }
+    // Rank 3 is one head: [B, M, D].
+    let at = |s: &[usize], i: usize| {
+        if rank == 4 {
+            s[i]
+        } else if i == 1 {
+            1
+        } else {
+            s[i - 1]
+        }
+    };
+    let d = sdpa::Dims {
+        batch: q[0],
+        q_heads: at(q, 1),
+        kv_heads: at(k, 1),
+        rows: at(q, 2),
+        cols: at(k, 2),
+        depth: at(q, 3),
+        v_depth: at(v, 3),
+    };
+    let consistent = k[0] == d.batch
+        && v[0] == d.batch
+        && d.kv_heads > 0
+        && d.q_heads.is_multiple_of(d.kv_heads);
+    if !consistent || at(k, 3) != d.depth || at(v, 1) != d.kv_heads || at(v, 2) != d.cols {
+        return None;
+    }
+    let scale = match &s.scale {
+        Some(t) => t.cast_to_scalar::<f64>().ok()?,
+        None => 1.0 / (d.depth as f64).sqrt(),
+    };
+    Some((|| {
+        let plain: Vec<_> = inputs
+            .iter()
+            .map(|i| i.try_as_plain_ram())
+            .collect::<TractResult<_>>()?;
+        let mask = match inputs.get(3) {
+            None if s.is_causal => sdpa::Mask::Causal,
+            None => sdpa::Mask::None,
+            Some(m) => {
+                let Some(strides) = mask_strides(m.shape(), &d) else {
+                    anyhow::bail!(
+                        "attention mask of shape {:?} does not broadcast to the scores",
+                        m.shape()
+                    )
+                };
+                match m.datum_type() {
+                    DatumType::Bool => sdpa::Mask::Keep(plain[3].as_slice::<bool>()?, strides),
+                    DatumType::F64 => sdpa::Mask::Add(plain[3].as_slice::<f64>()?, strides),
+                    other => anyhow::bail!("attention mask of type {other:?}"),
+                }
+            }
+        };
+        let (qs, ks, vs) = (
+            plain[0].as_slice::<f64>()?,
+            plain[1].as_slice::<f64>()?,
+            plain[2].as_slice::<f64>()?,
+        );
+        let y = sdpa::attention(d, qs, ks, vs, &mask, scale);
+        let mut shape = q.to_vec();
+        shape[rank - 1] = d.v_depth;
+        Ok(tvec!(
+            tract_ndarray::ArrayD::from_shape_vec(shape, y)?.into_tvalue()
+        ))
+    })())
+}
+
+/// Element strides of a mask broadcast over the scores [B, Hq, M, N] (a rank-3 mask has no head axis); `None`
+/// when an extent is neither 1 nor the scores'.
+fn mask_strides(shape: &[usize], d: &sdpa::Dims) -> Option<[usize; 4]> {
+    let full = [d.batch, d.q_heads, d.rows, d.cols];
+    let shape: Vec<usize> = match shape.len() {
+        4 => shape.to_vec(),
+        3 => vec![shape[0], 1, shape[1], shape[2]],
+        _ => return None,
+    };
+    let mut strides = [0; 4];
+    let mut step = 1;
+    for a in (0..4).rev() {
+        if shape[a] == full[a] && full[a] != 1 {
+            strides[a] = step;
+        } else if shape[a] != 1 {
+            return None;
+        }
+        step *= shape[a];
+    }
+    Some(strides)
 }
 
 #[cfg(test)]

@@ -31,11 +31,7 @@ impl Gen {
 }
 
 /// tract's own result (a one-node model run by tract, never through phantom's hook) and phantom's.
-fn both(
-    op: Box<dyn TypedOp>,
-    node_op: &dyn Fn(&TypedNode, &TVec<TValue>) -> Option<TractResult<TVec<TValue>>>,
-    ins: Vec<Tensor>,
-) -> (Tensor, Tensor) {
+fn both(op: Box<dyn TypedOp>, ins: Vec<Tensor>) -> (Tensor, Tensor) {
     let mut model = TypedModel::default();
     let wires: TVec<OutletId> = ins
         .iter()
@@ -50,7 +46,7 @@ fn both(
     model.select_output_outlets(&out).unwrap();
     let values: TVec<TValue> = ins.into_iter().map(|t| t.into_tvalue()).collect();
     let node = model.node(out[0].node).clone();
-    let ours = node_op(&node, &values)
+    let ours = super::eval(&node, &values)
         .expect("the fast kernel takes this op")
         .unwrap();
     let theirs = model.into_runnable().unwrap().run(values).unwrap();
@@ -128,7 +124,7 @@ fn conv_matches_tract_f64_on_random_shapes() {
         };
         let what = format!("case {case}: {conv:?} x {x:?}");
         let ins = vec![g.tensor(&x), g.tensor(&w), bias];
-        let (theirs, ours) = both(Box::new(conv), &super::eval, ins);
+        let (theirs, ours) = both(Box::new(conv), ins);
         assert_close(&theirs, &ours, &what);
     }
 }
@@ -175,7 +171,7 @@ fn conv_transpose_matches_tract_f64_on_random_shapes() {
         let op = Deconv::new(pool_spec, KernelFormat::OIHW, adjustments, group);
         let what = format!("case {case}: {op:?} x {x:?}");
         let ins = vec![g.tensor(&x), g.tensor(&w), bias];
-        let (theirs, ours) = both(Box::new(op), &super::eval, ins);
+        let (theirs, ours) = both(Box::new(op), ins);
         assert_close(&theirs, &ours, &what);
     }
 }
@@ -206,7 +202,98 @@ fn contractions_match_tract_f64_on_random_shapes() {
         let shape = |s: &str| s.chars().map(|c| size[&c]).collect::<Vec<_>>();
         let ins = vec![g.tensor(&shape(sa)), g.tensor(&shape(sb))];
         let op = EinSum::new(axes, f64::datum_type());
-        let (theirs, ours) = both(Box::new(op), &super::eval, ins);
+        let (theirs, ours) = both(Box::new(op), ins);
         assert_close(&theirs, &ours, &format!("{expr} with {size:?}"));
+    }
+}
+
+/// Attention has no f64 path in tract (it falls back to f32): checked against the definition, written as loops.
+#[test]
+fn attention_matches_its_definition_in_f64() {
+    use tract_transformers::ops::sdpa::Sdpa;
+    let mut g = Gen(99);
+    for case in 0..24 {
+        let (b, kvh, group, m, n, dk, dv) = (
+            1 + g.upto(2),
+            1 + g.upto(2),
+            1 + g.upto(3),
+            1 + g.upto(6),
+            1 + g.upto(9),
+            1 + g.upto(8),
+            1 + g.upto(8),
+        );
+        let (m, hq) = (m.min(n), kvh * group);
+        let causal = case % 3 == 1;
+        let masked = case % 3 == 2;
+        let q = g.tensor(&[b, hq, m, dk]);
+        let k = g.tensor(&[b, kvh, n, dk]);
+        let v = g.tensor(&[b, kvh, n, dv]);
+        let mask = g.tensor(&[1, hq, m, n]);
+        let mut ins = vec![q.clone(), k.clone(), v.clone()];
+        if masked {
+            ins.push(mask.clone());
+        }
+        let op = Sdpa {
+            scale: None,
+            datum_type: f64::datum_type(),
+            acc_datum_type: f64::datum_type(),
+            is_causal: causal,
+        };
+        let mut model = TypedModel::default();
+        let wires: TVec<OutletId> = ins
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                model
+                    .add_source(format!("i{i}"), TypedFact::shape_and_dt_of(t))
+                    .unwrap()
+            })
+            .collect();
+        let out = model.wire_node("sdpa", op, &wires).unwrap();
+        let node = model.node(out[0].node).clone();
+        let values: TVec<TValue> = ins.into_iter().map(|t| t.into_tvalue()).collect();
+        let ours = super::eval(&node, &values)
+            .expect("the fast kernel takes Sdpa")
+            .unwrap();
+        let view = |t: &Tensor| t.to_plain_array_view::<f64>().unwrap().into_owned();
+        let (q, k, v, mask) = (view(&q), view(&k), view(&v), view(&mask));
+        let mut want = vec![];
+        for bi in 0..b {
+            for h in 0..hq {
+                for i in 0..m {
+                    let mut s: Vec<f64> = (0..n)
+                        .map(|j| {
+                            let dot: f64 = (0..dk)
+                                .map(|c| q[[bi, h, i, c]] * k[[bi, h / group, j, c]])
+                                .sum();
+                            let add = if masked {
+                                mask[[0, h, i, j]]
+                            } else if causal && j > i + n - m {
+                                f64::MIN
+                            } else {
+                                0.0
+                            };
+                            dot / (dk as f64).sqrt() + add
+                        })
+                        .collect();
+                    let max = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    s.iter_mut().for_each(|x| *x = (*x - max).exp());
+                    let sum: f64 = s.iter().sum();
+                    for c in 0..dv {
+                        want.push(
+                            (0..n)
+                                .map(|j| s[j] / sum * v[[bi, h / group, j, c]])
+                                .sum::<f64>(),
+                        );
+                    }
+                }
+            }
+        }
+        let want = Tensor::from_shape(&[b, hq, m, dv], &want).unwrap();
+        assert_close(
+            &want,
+            &ours[0].clone().into_tensor(),
+            &format!("case {case}: b{b} hq{hq} kvh{kvh} m{m} n{n}"),
+        );
     }
 }
