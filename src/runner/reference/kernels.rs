@@ -1,6 +1,6 @@
 //! phantom's own f64 kernels for the element-wise ops tract implements only in f16/f32 (Sigmoid, Erf,
-//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), and Max/Min
-//! reductions that handle all-infinite rows.
+//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), Max/Min
+//! reductions that handle all-infinite rows, and the entry to the heavy-op kernels of [`super::fast`].
 
 use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;

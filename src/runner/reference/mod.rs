@@ -1,5 +1,6 @@
 //! The f64 reference: tract at the typed level (never decluttered or optimized), f32 and f16 translated to f64,
-//! every value captured by ONNX name. Ops tract lacks in f64 run on phantom's own kernels ([`kernels`]); a node
+//! every value captured by ONNX name. Ops tract lacks in f64 run on phantom's own kernels ([`kernels`]), the heavy
+//! ones (convolutions, matrix products, attention) on phantom's parallel f64 GEMM ([`fast`]); a node
 //! tract can only run in f32 is evaluated in f32 and marked "reduced-precision reference"; a node it cannot run
 //! at all is marked unavailable, with everything downstream of it, and the comparison goes on.
 
