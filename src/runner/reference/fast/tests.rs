@@ -30,8 +30,8 @@ impl Gen {
     }
 }
 
-/// tract's own result (a one-node model run by tract, never through phantom's hook) and phantom's.
-fn both(op: Box<dyn TypedOp>, ins: Vec<Tensor>) -> (Tensor, Tensor) {
+/// A one-node model of `op` over sources shaped like `ins`, and phantom's result for that node.
+fn ours(op: Box<dyn TypedOp>, ins: Vec<Tensor>) -> (TypedModel, TVec<TValue>, Tensor) {
     let mut model = TypedModel::default();
     let wires: TVec<OutletId> = ins
         .iter()
@@ -46,14 +46,17 @@ fn both(op: Box<dyn TypedOp>, ins: Vec<Tensor>) -> (Tensor, Tensor) {
     model.select_output_outlets(&out).unwrap();
     let values: TVec<TValue> = ins.into_iter().map(|t| t.into_tvalue()).collect();
     let node = model.node(out[0].node).clone();
-    let ours = super::eval(&node, &values)
+    let result = super::eval(&node, &values)
         .expect("the fast kernel takes this op")
         .unwrap();
+    (model, values, result[0].clone().into_tensor())
+}
+
+/// tract's own result (the one-node model run by tract, never through phantom's hook) and phantom's.
+fn both(op: Box<dyn TypedOp>, ins: Vec<Tensor>) -> (Tensor, Tensor) {
+    let (model, values, ours) = ours(op, ins);
     let theirs = model.into_runnable().unwrap().run(values).unwrap();
-    (
-        theirs[0].clone().into_tensor(),
-        ours[0].clone().into_tensor(),
-    )
+    (theirs[0].clone().into_tensor(), ours)
 }
 
 fn assert_close(theirs: &Tensor, ours: &Tensor, what: &str) {
@@ -69,6 +72,50 @@ fn assert_close(theirs: &Tensor, ours: &Tensor, what: &str) {
             (a - b).abs() <= RTOL * a.abs().max(scale * 1e-3),
             "{what}: element {i}: tract {a} vs phantom {b}"
         );
+    }
+}
+
+/// Random x [batch, C_in, *hw], kernel [C_out, C_in/group, *kernel] and bias (per channel, or none): the
+/// operands and x's shape.
+fn operands(
+    g: &mut Gen,
+    [batch, c_in, c_out, cg]: [usize; 4],
+    kernel: &[usize],
+    hw: &[usize],
+    bias: bool,
+) -> (Vec<Tensor>, Vec<usize>) {
+    let x: Vec<usize> = [batch, c_in]
+        .into_iter()
+        .chain(hw.iter().copied())
+        .collect();
+    let w: Vec<usize> = [c_out, cg]
+        .into_iter()
+        .chain(kernel.iter().copied())
+        .collect();
+    let b = if bias {
+        g.tensor(&[c_out])
+    } else {
+        g.tensor(&[])
+    };
+    (vec![g.tensor(&x), g.tensor(&w), b], x)
+}
+
+/// An NCHW pool spec with explicit pads.
+fn pool(
+    kernel: TVec<usize>,
+    dil: TVec<usize>,
+    strides: TVec<usize>,
+    (before, after): (TVec<usize>, TVec<usize>),
+    (c_in, c_out): (usize, usize),
+) -> PoolSpec {
+    PoolSpec {
+        data_format: DataFormat::NCHW,
+        kernel_shape: kernel,
+        padding: PaddingSpec::Explicit(before, after),
+        dilations: Some(dil),
+        strides: Some(strides),
+        input_channels: c_in,
+        output_channels: c_out,
     }
 }
 
@@ -95,35 +142,20 @@ fn conv_matches_tract_f64_on_random_shapes() {
             .collect();
         let (c_in, c_out) = (cg * group, og * group);
         let batch = 1 + g.upto(2);
-        let x: Vec<usize> = [batch, c_in]
-            .into_iter()
-            .chain(hw.iter().copied())
-            .collect();
-        let w: Vec<usize> = [c_out, cg]
-            .into_iter()
-            .chain(kernel.iter().copied())
-            .collect();
-        let bias = if case % 2 == 0 {
-            g.tensor(&[c_out])
-        } else {
-            g.tensor(&[])
-        };
+        let (ins, x) = operands(
+            &mut g,
+            [batch, c_in, c_out, cg],
+            &kernel,
+            &hw,
+            case % 2 == 0,
+        );
         let conv = Conv {
-            pool_spec: PoolSpec {
-                data_format: DataFormat::NCHW,
-                kernel_shape: kernel.clone(),
-                padding: PaddingSpec::Explicit(before, after),
-                dilations: Some(dil),
-                strides: Some(strides),
-                input_channels: c_in,
-                output_channels: c_out,
-            },
+            pool_spec: pool(kernel, dil, strides, (before, after), (c_in, c_out)),
             kernel_fmt: KernelFormat::OIHW,
             group,
             q_params: None,
         };
         let what = format!("case {case}: {conv:?} x {x:?}");
-        let ins = vec![g.tensor(&x), g.tensor(&w), bias];
         let (theirs, ours) = both(Box::new(conv), ins);
         assert_close(&theirs, &ours, &what);
     }
@@ -146,31 +178,17 @@ fn conv_transpose_matches_tract_f64_on_random_shapes() {
             .map(|_| 1 + g.upto(if rank == 3 { 4 } else { 7 }))
             .collect();
         let (c_in, c_out) = (cg * group, og * group);
-        let x: Vec<usize> = [1 + g.upto(2), c_in]
-            .into_iter()
-            .chain(hw.iter().copied())
-            .collect();
-        let w: Vec<usize> = [c_out, cg]
-            .into_iter()
-            .chain(kernel.iter().copied())
-            .collect();
-        let bias = if case % 2 == 0 {
-            g.tensor(&[c_out])
-        } else {
-            g.tensor(&[])
-        };
-        let pool_spec = PoolSpec {
-            data_format: DataFormat::NCHW,
-            kernel_shape: kernel.clone(),
-            padding: PaddingSpec::Explicit(before, after),
-            dilations: Some(dil),
-            strides: Some(strides),
-            input_channels: c_in,
-            output_channels: c_out,
-        };
+        let batch = 1 + g.upto(2);
+        let (ins, x) = operands(
+            &mut g,
+            [batch, c_in, c_out, cg],
+            &kernel,
+            &hw,
+            case % 2 == 0,
+        );
+        let pool_spec = pool(kernel, dil, strides, (before, after), (c_in, c_out));
         let op = Deconv::new(pool_spec, KernelFormat::OIHW, adjustments, group);
         let what = format!("case {case}: {op:?} x {x:?}");
-        let ins = vec![g.tensor(&x), g.tensor(&w), bias];
         let (theirs, ours) = both(Box::new(op), ins);
         assert_close(&theirs, &ours, &what);
     }
@@ -239,22 +257,7 @@ fn attention_matches_its_definition_in_f64() {
             acc_datum_type: f64::datum_type(),
             is_causal: causal,
         };
-        let mut model = TypedModel::default();
-        let wires: TVec<OutletId> = ins
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                model
-                    .add_source(format!("i{i}"), TypedFact::shape_and_dt_of(t))
-                    .unwrap()
-            })
-            .collect();
-        let out = model.wire_node("sdpa", op, &wires).unwrap();
-        let node = model.node(out[0].node).clone();
-        let values: TVec<TValue> = ins.into_iter().map(|t| t.into_tvalue()).collect();
-        let ours = super::eval(&node, &values)
-            .expect("the fast kernel takes Sdpa")
-            .unwrap();
+        let (_, _, ours) = ours(Box::new(op), ins);
         let view = |t: &Tensor| t.to_plain_array_view::<f64>().unwrap().into_owned();
         let (q, k, v, mask) = (view(&q), view(&k), view(&v), view(&mask));
         let mut want = vec![];
@@ -292,7 +295,7 @@ fn attention_matches_its_definition_in_f64() {
         let want = Tensor::from_shape(&[b, hq, m, dv], &want).unwrap();
         assert_close(
             &want,
-            &ours[0].clone().into_tensor(),
+            &ours,
             &format!("case {case}: b{b} hq{hq} kvh{kvh} m{m} n{n}"),
         );
     }
