@@ -1,5 +1,5 @@
-//! `phantom run`: one side only, the f64 reference or the target (`--ep`; outputs only, or every value with
-//! `--all-values`); prints what ran, each graph output's shape and statistics, and the time taken (also the
+//! `phantom run`: one side only, the f64 reference (every value computed, streamed and dropped) or the target
+//! (`--ep`; outputs only, or every value with `--all-values`); prints what ran, each graph output's shape and statistics, and the time taken (also the
 //! baselines of the benchmarks).
 
 use std::time::Instant;
@@ -8,7 +8,7 @@ use super::args::{RunArgs, Side};
 use super::Outcome;
 use crate::golden::Provenance;
 use crate::model;
-use crate::runner::{ort_lib, reference::ReferenceRunner, Runner};
+use crate::runner::{ort_lib, reference::ReferenceRunner};
 use crate::target::{self, Capture};
 
 pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
@@ -16,6 +16,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     let graph = model::load(&a.model)?;
     let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
     let t = Instant::now();
+    // (values, bytes) the run computed; the reference streams them and keeps only the graph outputs.
+    let mut computed = (0, 0);
     let out = match a.runner {
         Side::Reference => {
             if a.engine.ep != ["cpu"] || a.precision.low().is_some() || a.all_values {
@@ -28,7 +30,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
                 "ran: tract {} in f64",
                 crate::runner::reference::TRACT_VERSION
             );
-            ReferenceRunner::default().run(&graph, &inputs)?
+            reference_outputs(&graph, &inputs, &mut computed)?
         }
         Side::Target => {
             let rt = &a.engine.runtime;
@@ -40,6 +42,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
                 Capture::Outputs
             };
             let out = tg.run(&graph, &inputs, capture)?;
+            computed = (
+                out.values.len(),
+                out.values.values().map(|t| t.nbytes()).sum(),
+            );
             let facts = out.facts.clone().unwrap_or_else(|| tg.facts(&graph));
             let p = Provenance::from_facts(&tg.name(), &tg.version(), &facts, &graph.sha256);
             println!(
@@ -68,11 +74,37 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             ),
         }
     }
-    let bytes: usize = out.values.values().map(|t| t.nbytes()).sum();
     println!(
         "{} values ({}) in {ms:.1} ms",
-        out.values.len(),
-        crate::fsutil::fmt_size(bytes)
+        computed.0,
+        crate::fsutil::fmt_size(computed.1)
     );
     Ok(Outcome::Clean)
+}
+
+/// The f64 reference, every value computed and dropped as it arrives except the graph outputs (`phantom run` prints
+/// only those); counts the values and their bytes into `computed`.
+fn reference_outputs(
+    graph: &crate::model::Graph,
+    inputs: &crate::model::inputs::Inputs,
+    computed: &mut (usize, usize),
+) -> crate::Result<crate::runner::RunOutput> {
+    let wanted: std::collections::HashSet<&str> =
+        graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    let (mut values, mut missing) = (std::collections::HashMap::new(), vec![]);
+    let mut out = ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| {
+        if let Ok(t) = &v {
+            *computed = (computed.0 + 1, computed.1 + t.nbytes());
+        }
+        match v {
+            Ok(t) if wanted.contains(name) => {
+                values.insert(name.to_string(), t);
+            }
+            Err(why) if wanted.contains(name) => missing.push((name.to_string(), why)),
+            _ => {}
+        }
+    })?;
+    out.values = values;
+    out.missing.extend(missing);
+    Ok(out)
 }

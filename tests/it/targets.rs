@@ -195,3 +195,55 @@ fn a_missing_provider_says_what_to_install() {
     assert!(err.contains("CUDAExecutionProvider"), "{err}");
     assert!(err.contains("pip install onnxruntime-gpu"), "{err}");
 }
+
+/// `phantom run`: the reference computes every value (f64) and prints only the outputs; the target runs plain, or
+/// exposing every value with `--all-values` (the same values, in f32: half the bytes); `--all-values` is refused
+/// for the reference.
+#[test]
+fn run_counts_what_each_side_computed() {
+    ensure_runtime();
+    let m = model("convnet.onnx");
+    let m = m.to_str().unwrap();
+    let counted = |args: &[&str]| {
+        let (code, out, err) = phantom(args);
+        assert_eq!(code, 0, "{err}");
+        let line = out
+            .lines()
+            .find(|l| l.contains(" values ("))
+            .unwrap()
+            .to_string();
+        let n: usize = line.split_whitespace().next().unwrap().parse().unwrap();
+        let min: f64 = out
+            .lines()
+            .find(|l| l.starts_with("probs "))
+            .unwrap()
+            .split(" min ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        (n, line, min)
+    };
+    let (n_ref, ref_line, ref_min) = counted(&["run", m, "--runner", "reference"]);
+    let (n_all, all_line, all_min) = counted(&["run", m, "--runner", "target", "--all-values"]);
+    let (n_plain, _, _) = counted(&["run", m, "--runner", "target"]);
+    assert_eq!(
+        (n_ref, n_all, n_plain),
+        (13, 13, 1),
+        "{ref_line} / {all_line}"
+    );
+    assert!(
+        ref_line.contains("737 KiB") && all_line.contains("368 KiB"),
+        "{ref_line} / {all_line}"
+    );
+    assert!(
+        (ref_min - all_min).abs() < 1e-6 * ref_min.abs(),
+        "{ref_min} vs {all_min}"
+    );
+    let (code, _, err) = phantom(&["run", m, "--runner", "reference", "--all-values"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--all-values"), "{err}");
+}

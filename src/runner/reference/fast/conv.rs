@@ -68,6 +68,9 @@ pub fn conv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64]) -> Vec<f64> {
     let (cg, og) = (g.c_in / g.group, g.c_out / g.group);
     let (pin, pout, k) = (g.in_size(), g.out_size(), cg * g.taps());
     let mut y = vec![0.0; g.batch * g.c_out * pout];
+    if y.is_empty() {
+        return y;
+    }
     if cg == 1 && og == 1 {
         depthwise(g, x, w, &mut y);
     } else {

@@ -21,6 +21,9 @@ pub fn deconv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64]) -> Vec<f64> {
     );
     let (pin, pout): (usize, usize) = (g.input.iter().product(), g.output.iter().product());
     let mut y = vec![0.0; g.batch * g.c_out * pout];
+    if y.is_empty() {
+        return y;
+    }
     let rows = og * taps;
     let per_tile = (TILE_ELEMS / rows.max(1)).clamp(1, pin.max(1));
     let mut cols = Vec::new();
