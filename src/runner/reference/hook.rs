@@ -376,33 +376,16 @@ impl<'g, 's> Evaluator<'g, 's> {
         node: &TypedNode,
         ins: TVec<TValue>,
     ) -> TractResult<TVec<TValue>> {
-        let graph = self.graph;
         let idx = self.onnx_of.get(&node.id).copied();
-        let (precision, tainted) = (&mut self.precision, &mut self.tainted);
         if let Some(src) = node
             .inputs
             .iter()
-            .find_map(|i| tainted.get(&i.node).cloned())
+            .find_map(|i| self.tainted.get(&i.node).cloned())
         {
-            tainted.insert(node.id, src.clone());
-            mark(
-                precision,
-                idx,
-                RefPrecision::Unavailable {
-                    reason: format!("depends on {src}"),
-                },
-            );
-            return zeros_for(node);
+            return self.give_up(node, idx, src.clone(), format!("depends on {src}"));
         }
-        if let Some(reason) = idx.and_then(|i| self.unfaithful.get(&i)) {
-            let what = idx
-                .and_then(|i| graph.nodes.get(i))
-                .map(|n| format!("{} `{}`", n.op_type, n.name))
-                .unwrap_or(node.name.clone());
-            tainted.insert(node.id, what);
-            let reason = reason.clone();
-            mark(precision, idx, RefPrecision::Unavailable { reason });
-            return zeros_for(node);
+        if let Some(reason) = idx.and_then(|i| self.unfaithful.get(&i)).cloned() {
+            return self.give_up(node, idx, self.describe(node, idx), reason);
         }
         if let Some(i) = idx.filter(|i| self.overrides.0.contains_key(i)) {
             if let Some(r) = self.overridden(node, i) {
@@ -414,7 +397,7 @@ impl<'g, 's> Evaluator<'g, 's> {
                 Err(_) => zeros_for(node),
             };
         }
-        let (precision, tainted) = (&mut self.precision, &mut self.tainted);
+        let precision = &mut self.precision;
         if let Some(ite) = node.op_as::<IfThenElse>() {
             if let Ok(o) = kernels::eval_if(ite, &ins) {
                 mark(precision, idx, RefPrecision::F64Phantom);
@@ -430,23 +413,30 @@ impl<'g, 's> Evaluator<'g, 's> {
             .iter()
             .find(|(k, _)| op_name.contains(k))
         {
-            mark(
-                precision,
-                idx,
-                RefPrecision::Reduced {
-                    reason: why.to_string(),
-                },
-            );
+            let reason = why.to_string();
+            mark(precision, idx, RefPrecision::Reduced { reason });
         }
+        self.eval_tract(ctx, st, node, ins, idx)
+    }
+
+    /// tract's own evaluation; where it has no f64 kernel, retried in f32 and marked reduced-precision, and where
+    /// that fails too, marked unavailable with everything downstream.
+    fn eval_tract(
+        &mut self,
+        ctx: &EvalContext,
+        mut st: Option<&mut (dyn OpState + 'static)>,
+        node: &TypedNode,
+        ins: TVec<TValue>,
+        idx: Option<usize>,
+    ) -> TractResult<TVec<TValue>> {
         if never_narrower(node) {
             // Without a kept copy the op may reuse its inputs' buffers in place (a clone would force a deep copy).
             return tract_onnx::tract_core::plan::eval(ctx, st, node, ins);
         }
-        let mut st = st;
         let first = tract_onnx::tract_core::plan::eval(ctx, st.as_deref_mut(), node, ins.clone());
         let err = match first {
             Ok(o) => return Ok(o),
-            Err(e) => first_line(&e),
+            Err(e) => humanize(&first_line(&e), self.graph),
         };
         let retry = cast_all(&ins, f64::datum_type(), f32::datum_type())
             .and_then(|ins32| tract_onnx::tract_core::plan::eval(ctx, st, node, ins32));
@@ -457,28 +447,36 @@ impl<'g, 's> Evaluator<'g, 's> {
                 .collect::<TractResult<TVec<TValue>>>()
         }) {
             Ok(o) => {
-                let reason = format!(
-                    "no f64 kernel in tract ({}), evaluated in f32",
-                    humanize(&err, graph)
-                );
-                mark(precision, idx, RefPrecision::Reduced { reason });
+                let reason = format!("no f64 kernel in tract ({err}), evaluated in f32");
+                mark(&mut self.precision, idx, RefPrecision::Reduced { reason });
                 Ok(o)
             }
-            Err(_) => {
-                let what = idx
-                    .and_then(|i| graph.nodes.get(i))
-                    .map(|n| format!("{} `{}`", n.op_type, n.name))
-                    .unwrap_or(node.name.clone());
-                tainted.insert(node.id, what);
-                mark(
-                    precision,
-                    idx,
-                    RefPrecision::Unavailable {
-                        reason: humanize(&err, graph),
-                    },
-                );
-                zeros_for(node)
-            }
+            Err(_) => self.give_up(node, idx, self.describe(node, idx), err),
         }
+    }
+
+    /// "Op `name`" of the ONNX node behind tract node `node`.
+    fn describe(&self, node: &TypedNode, idx: Option<usize>) -> String {
+        idx.and_then(|i| self.graph.nodes.get(i))
+            .map(|n| format!("{} `{}`", n.op_type, n.name))
+            .unwrap_or(node.name.clone())
+    }
+
+    /// Marks `node` unavailable for `reason`, taints what depends on it (naming `source`), and hands on zeros
+    /// that nothing downstream will report as values.
+    fn give_up(
+        &mut self,
+        node: &TypedNode,
+        idx: Option<usize>,
+        source: String,
+        reason: String,
+    ) -> TractResult<TVec<TValue>> {
+        self.tainted.insert(node.id, source);
+        mark(
+            &mut self.precision,
+            idx,
+            RefPrecision::Unavailable { reason },
+        );
+        zeros_for(node)
     }
 }
