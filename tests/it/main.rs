@@ -2,6 +2,7 @@
 
 mod common;
 mod compare;
+mod contrib;
 mod determinism;
 mod devices;
 mod dump;

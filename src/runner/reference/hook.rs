@@ -404,6 +404,18 @@ impl<'g, 's> Evaluator<'g, 's> {
                 return Ok(o);
             }
         }
+        if let Some(op) = node.op_as::<super::contrib::op::ContribOp>() {
+            return match op.run(&ins) {
+                Ok(o) => {
+                    mark(precision, idx, RefPrecision::F64Phantom);
+                    Ok(o)
+                }
+                Err(e) => {
+                    let why = humanize(&first_line(&e), self.graph);
+                    self.give_up(node, idx, self.describe(node, idx), why)
+                }
+            };
+        }
         if let Some(r) = kernels::eval_own(node, &ins) {
             mark(precision, idx, RefPrecision::F64Phantom);
             return r;

@@ -4,6 +4,7 @@
 //! tract can only run in f32 is evaluated in f32 and marked "reduced-precision reference"; a node it cannot run
 //! at all is marked unavailable, with everything downstream of it, and the comparison goes on.
 
+pub mod contrib;
 mod convert;
 mod faithful;
 pub mod fast;
@@ -141,13 +142,15 @@ impl ReferenceRunner {
                 .map_err(|e| ref_err(graph, "widening to f64", e))?;
             rewrite::rewrite(proto.graph.as_mut().expect("checked above"));
         }
+        contrib::claim(proto.graph.as_mut().expect("checked above"));
         let dir = graph
             .path
             .parent()
             .and_then(|p| p.to_str())
             .filter(|p| !p.is_empty())
             .unwrap_or(".");
-        let onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        contrib::register(&mut onnx);
         let ParseResult {
             mut model,
             unresolved_inputs,

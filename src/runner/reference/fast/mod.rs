@@ -6,7 +6,7 @@
 mod conv;
 mod deconv;
 mod einsum;
-mod gemm;
+pub mod gemm;
 mod sdpa;
 
 use tract_onnx::prelude::*;

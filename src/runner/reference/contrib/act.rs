@@ -1,0 +1,81 @@
+//! Fused activations: BiasGelu, FastGelu, Gelu, QuickGelu, BiasAdd, BiasSplitGelu (`com.microsoft`), with exact
+//! constants (tract's own versions of the first four build theirs in f32).
+
+use tract_onnx::prelude::tract_ndarray::Axis;
+use tract_onnx::prelude::*;
+
+use super::util::{add_into, f64s, f64s_opt, fact, float_type, tensor};
+use super::{Fact, Kernel, Node};
+
+pub const OPS: &[&str] = &[
+    "BiasGelu",
+    "FastGelu",
+    "Gelu",
+    "QuickGelu",
+    "BiasAdd",
+    "BiasSplitGelu",
+];
+
+/// GELU with the exact erf: x·Φ(x).
+pub fn gelu(x: f64) -> f64 {
+    0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))
+}
+
+/// GELU's tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+pub fn gelu_tanh(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+}
+
+struct Unary;
+
+/// The element-wise ops: y = f(x [+ bias] [+ skip]).
+impl Kernel for Unary {
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        let x = fact(n, ins, 0)?;
+        let dt = float_type(n, x)?;
+        let mut shape = x.1.clone();
+        if n.op() == "BiasSplitGelu" {
+            let last = shape
+                .last_mut()
+                .ok_or_else(|| anyhow::anyhow!("BiasSplitGelu of a scalar"))?;
+            anyhow::ensure!(
+                *last % 2 == 0,
+                "BiasSplitGelu needs an even last axis, got {last}"
+            );
+            *last /= 2;
+        }
+        Ok(vec![(dt, shape)])
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let mut x = f64s(n, ins, 0)?;
+        for slot in 1..ins.len() {
+            if let Some(b) = f64s_opt(ins, slot)? {
+                add_into(&mut x, &b, if slot == 1 { "bias" } else { "skip" })?;
+            }
+        }
+        let y = match n.op() {
+            "BiasGelu" | "Gelu" => x.mapv(gelu),
+            "FastGelu" => x.mapv(gelu_tanh),
+            "QuickGelu" => {
+                let alpha = n.float("alpha", 1.702);
+                x.mapv(|v| v * super::super::kernels::sigmoid(alpha * v))
+            }
+            "BiasAdd" => x,
+            "BiasSplitGelu" => {
+                let last = Axis(x.ndim() - 1);
+                let half = x.len_of(last) / 2;
+                let left = x.slice_axis(last, (..half).into()).to_owned();
+                let right = x.slice_axis(last, (half..).into());
+                left * right.mapv(gelu)
+            }
+            other => anyhow::bail!("no activation kernel for {other}"),
+        };
+        Ok(vec![tensor(y)])
+    }
+}
+
+pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
+    OPS.contains(&op).then_some(&Unary as &dyn Kernel)
+}

@@ -1,0 +1,152 @@
+//! phantom's own f64 kernels for ONNX Runtime's contrib ops (`com.microsoft`: the fused layer norms, GELUs,
+//! attention and quantized matmuls that ORT's optimizers and onnxruntime-genai write). tract implements few of
+//! them, some in f32 only, and reads a contrib `Attention` as the unrelated ONNX `Attention`; so before tract
+//! parses the model, every node phantom has a kernel for is renamed `phantom.<Op>` ([`claim`]) and built as one
+//! tract op ([`op::ContribOp`]) that evaluates the kernel in f64. Each kernel is written from the op's definition
+//! (ORT's ContribOperators.md and its CPU kernel, which decides where the two differ; each kernel says where).
+
+mod act;
+mod attention;
+mod embed;
+mod matmul;
+mod norm;
+pub mod op;
+mod util;
+
+use tract_onnx::pb::{GraphProto, NodeProto};
+use tract_onnx::prelude::*;
+
+/// Prefix of the op types phantom claims.
+pub const PREFIX: &str = "phantom.";
+
+/// Element type and concrete shape of one value.
+pub type Fact = (DatumType, Vec<usize>);
+
+/// A contrib node as its kernel sees it: the ONNX node, and where each ONNX input slot sits among the inputs
+/// tract wires (tract skips empty optional inputs and outputs).
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub proto: NodeProto,
+    /// tract input position of each ONNX input slot (`None`: absent).
+    slots: Vec<Option<usize>>,
+    /// The ONNX output slots tract exposes, in order.
+    pub outs: Vec<usize>,
+}
+
+impl Node {
+    pub fn new(proto: &NodeProto) -> Node {
+        let mut k = 0;
+        let slots = proto
+            .input
+            .iter()
+            .map(|i| {
+                (!i.is_empty()).then(|| {
+                    k += 1;
+                    k - 1
+                })
+            })
+            .collect();
+        let outs = (0..proto.output.len())
+            .filter(|&o| !proto.output[o].is_empty())
+            .collect();
+        Node {
+            proto: proto.clone(),
+            slots,
+            outs,
+        }
+    }
+
+    /// The op type without phantom's prefix.
+    pub fn op(&self) -> &str {
+        self.proto
+            .op_type
+            .strip_prefix(PREFIX)
+            .unwrap_or(&self.proto.op_type)
+    }
+
+    /// Reorders tract's inputs by ONNX slot (`None` for an absent optional input).
+    pub fn by_slot<'a, T>(&self, ins: &'a [T]) -> Vec<Option<&'a T>> {
+        self.slots
+            .iter()
+            .map(|s| s.and_then(|k| ins.get(k)))
+            .collect()
+    }
+
+    fn attr(&self, name: &str) -> Option<&tract_onnx::pb::AttributeProto> {
+        self.proto.attribute.iter().find(|a| a.name == name)
+    }
+
+    /// An integer attribute, or `default`.
+    pub fn int(&self, name: &str, default: i64) -> i64 {
+        self.attr(name).map(|a| a.i).unwrap_or(default)
+    }
+
+    /// A float attribute (ONNX stores it as float32) widened to f64, or `default`.
+    pub fn float(&self, name: &str, default: f32) -> f64 {
+        self.attr(name).map(|a| a.f).unwrap_or(default) as f64
+    }
+
+    /// A required integer attribute.
+    pub fn req_int(&self, name: &str) -> TractResult<i64> {
+        self.attr(name)
+            .map(|a| a.i)
+            .ok_or_else(|| anyhow::anyhow!("{} has no `{name}` attribute", self.op()))
+    }
+}
+
+/// One contrib op: the facts of its outputs and their values, both for every ONNX output slot.
+pub trait Kernel: Sync {
+    /// Element type and shape of every ONNX output, from the inputs' facts (indexed by ONNX slot).
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>>;
+    /// Every ONNX output, computed in f64 (integer outputs in their own type).
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>>;
+}
+
+/// The kernel phantom has for `op`.
+fn kernel(op: &str) -> Option<&'static dyn Kernel> {
+    act::kernel(op)
+        .or_else(|| norm::kernel(op))
+        .or_else(|| matmul::kernel(op))
+        .or_else(|| embed::kernel(op))
+        .or_else(|| attention::kernel(op))
+}
+
+/// Ops ORT registers in the ONNX domain although ONNX does not define them.
+const ANY_DOMAIN: &[&str] = &["SimplifiedLayerNormalization"];
+
+fn claims(n: &NodeProto) -> bool {
+    let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
+    ours && kernel(&n.op_type).is_some()
+}
+
+/// Renames every node phantom evaluates itself to `phantom.<Op>`, in `g` and its subgraphs. Returns how many.
+pub fn claim(g: &mut GraphProto) -> usize {
+    let mut count = 0;
+    for n in g.node.iter_mut() {
+        for a in n.attribute.iter_mut() {
+            for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                count += claim(sub);
+            }
+        }
+        if claims(n) {
+            n.op_type = format!("{PREFIX}{}", n.op_type);
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Registers phantom's kernels with tract's ONNX parser.
+pub fn register(onnx: &mut tract_onnx::Onnx) {
+    for op in act::OPS
+        .iter()
+        .chain(norm::OPS)
+        .chain(matmul::OPS)
+        .chain(embed::OPS)
+        .chain(attention::OPS)
+    {
+        onnx.op_register
+            .0
+            .insert(format!("{PREFIX}{op}"), op::build);
+    }
+}

@@ -1,0 +1,202 @@
+//! The tract side of a contrib kernel: an inference-time [`Expansion`] whose rules ask the kernel for its output
+//! facts once the inputs' types and shapes are known, and the typed op it wires, which evaluates the kernel.
+
+use std::sync::Arc;
+
+use tract_onnx::model::ParsingContext;
+use tract_onnx::pb::NodeProto;
+use tract_onnx::tract_hir::internal::*;
+
+use super::{kernel, Fact, Kernel, Node};
+
+/// Builds the tract op of a claimed node (registered under `phantom.<Op>`).
+pub fn build(
+    _ctx: &ParsingContext,
+    proto: &NodeProto,
+) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
+    let node = Node::new(proto);
+    let k = kernel(node.op()).ok_or_else(|| anyhow!("phantom has no kernel for {}", node.op()))?;
+    Ok((expand(ContribOp::new(node, k)), vec![]))
+}
+
+/// One contrib node, evaluated by phantom's f64 kernel.
+#[derive(Clone)]
+pub struct ContribOp {
+    pub node: Arc<Node>,
+    kernel: &'static dyn Kernel,
+}
+
+impl std::fmt::Debug for ContribOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({})", self.node.proto.op_type, self.node.proto.name)
+    }
+}
+
+impl PartialEq for ContribOp {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.node, &other.node)
+    }
+}
+impl Eq for ContribOp {}
+
+impl ContribOp {
+    fn new(node: Node, kernel: &'static dyn Kernel) -> ContribOp {
+        ContribOp {
+            node: Arc::new(node),
+            kernel,
+        }
+    }
+
+    /// The facts of the outputs tract exposes, from the facts of tract's inputs.
+    fn facts(&self, ins: &[Fact]) -> TractResult<Vec<Fact>> {
+        let by_slot = self.node.by_slot(ins);
+        let all = self
+            .kernel
+            .facts(&self.node, &by_slot)
+            .with_context(|| format!("typing {} `{}`", self.node.op(), self.node.proto.name))?;
+        self.node
+            .outs
+            .iter()
+            .map(|&o| {
+                all.get(o)
+                    .cloned()
+                    .ok_or_else(|| anyhow!("{} has no output {o}", self.node.op()))
+            })
+            .collect()
+    }
+
+    /// Evaluates the kernel on tract's inputs and returns the outputs tract exposes, each in its fact's type.
+    pub fn run(&self, inputs: &[TValue]) -> TractResult<TVec<TValue>> {
+        let tensors: Vec<&Tensor> = inputs.iter().map(|v| &**v).collect();
+        let by_slot: Vec<Option<&Tensor>> = self
+            .node
+            .by_slot(&tensors)
+            .into_iter()
+            .map(|t| t.copied())
+            .collect();
+        let facts: Vec<Fact> = inputs
+            .iter()
+            .map(|v| (v.datum_type(), v.shape().to_vec()))
+            .collect();
+        let want = self.facts(&facts)?;
+        let mut all = self.kernel.eval(&self.node, &by_slot)?;
+        self.node
+            .outs
+            .iter()
+            .zip(want)
+            .map(|(&o, (dt, shape))| {
+                let t = std::mem::take(
+                    all.get_mut(o)
+                        .ok_or_else(|| anyhow!("{} computed no output {o}", self.node.op()))?,
+                );
+                ensure!(
+                    t.shape() == shape.as_slice(),
+                    "{} output {o} has shape {:?}, expected {shape:?}",
+                    self.node.op(),
+                    t.shape()
+                );
+                Ok(t.cast_to_dt(dt)?.into_owned().into_tvalue())
+            })
+            .collect()
+    }
+}
+
+impl Op for ContribOp {
+    fn name(&self) -> StaticName {
+        self.node.proto.op_type.clone().into()
+    }
+    op_as_typed_op!();
+}
+
+impl EvalOp for ContribOp {
+    op_out_of_plan!();
+
+    fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        self.run(&inputs)
+    }
+}
+
+impl TypedOp for ContribOp {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        let ins = inputs
+            .iter()
+            .map(|f| {
+                let shape = f.shape.as_concrete().ok_or_else(|| {
+                    anyhow!(
+                        "{} `{}` needs concrete input shapes (got {:?}): give input dims with --dim/--shape",
+                        self.node.op(),
+                        self.node.proto.name,
+                        f.shape
+                    )
+                })?;
+                Ok((f.datum_type, shape.to_vec()))
+            })
+            .collect::<TractResult<Vec<Fact>>>()?;
+        Ok(self
+            .facts(&ins)?
+            .into_iter()
+            .map(|(dt, shape)| dt.fact(shape))
+            .collect())
+    }
+
+    as_op!();
+}
+
+impl Expansion for ContribOp {
+    fn name(&self) -> StaticName {
+        self.node.proto.op_type.clone().into()
+    }
+
+    fn nboutputs(&self) -> TractResult<usize> {
+        Ok(self.node.outs.len())
+    }
+
+    fn rules<'r, 'p: 'r, 's: 'r>(
+        &'s self,
+        s: &mut Solver<'r>,
+        inputs: &'p [TensorProxy],
+        outputs: &'p [TensorProxy],
+    ) -> InferenceResult {
+        check_output_arity(outputs, self.node.outs.len())?;
+        s.given_all(
+            inputs.iter().map(|i| &i.datum_type),
+            move |s, dts: Vec<DatumType>| {
+                s.given_all(
+                    inputs.iter().map(|i| &i.shape),
+                    move |s, shapes: Vec<TVec<TDim>>| {
+                        let ins = dts
+                            .iter()
+                            .zip(&shapes)
+                            .map(|(&dt, shape)| {
+                                let dims = shape
+                                    .iter()
+                                    .map(|d| d.to_usize().map_err(|e| anyhow!("{e:?}")))
+                                    .collect::<TractResult<Vec<usize>>>()?;
+                                Ok((dt, dims))
+                            })
+                            .collect::<TractResult<Vec<Fact>>>()?;
+                        for (o, (dt, shape)) in outputs.iter().zip(self.facts(&ins)?) {
+                            s.equals(&o.datum_type, dt)?;
+                            s.equals(
+                                &o.shape,
+                                ShapeFactoid::from(
+                                    shape.iter().map(|&d| d.to_dim()).collect::<TVec<_>>(),
+                                ),
+                            )?;
+                        }
+                        Ok(())
+                    },
+                )
+            },
+        )
+    }
+
+    fn wire(
+        &self,
+        prefix: &str,
+        model: &mut TypedModel,
+        inputs: &[OutletId],
+    ) -> TractResult<TVec<OutletId>> {
+        model.wire_node(prefix, self.clone(), inputs)
+    }
+}
