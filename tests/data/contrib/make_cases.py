@@ -151,7 +151,80 @@ def main():
     activations()
     norms()
     fused_matmul()
+    embed_layer_norm()
+    matmul_nbits()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}", file=sys.stderr)
+
+
+# ---- embeddings and quantized products (appended; main() calls them) ---------------------------------------------
+
+def embed_layer_norm():
+    b, s, h, vocab, npos, nseg = 2, 5, 16, 30, 8, 2
+    ids = RNG.integers(0, vocab, (b, s)).astype(np.int32)
+    segs = RNG.integers(0, nseg, (b, s)).astype(np.int32)
+    word, pos, seg = rand(vocab, h), rand(npos, h), rand(nseg, h)
+    gamma, beta = rand(h), rand(h)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32)
+    emb = f64(word)[ids] + f64(pos)[np.arange(s)][None] + f64(seg)[segs]
+    out = layer_norm(emb, f64(gamma), f64(beta), 1e-12, False)
+    write_case("embed_layer_norm", "EmbedLayerNormalization",
+               [("ids", ids), ("segs", segs), ("word", word), ("pos", pos), ("seg", seg), ("gamma", gamma),
+                ("beta", beta), ("mask", mask)],
+               [("y", out), ("mask_index", mask.sum(1).astype(np.int32)), ("emb", emb)],
+               inits={"word", "pos", "seg", "gamma", "beta"})
+    pos_ids = np.array([[3, 1, 4, 1, 5]], np.int32)
+    emb2 = f64(word)[ids] + f64(pos)[pos_ids[0]][None]
+    write_case("embed_layer_norm_pos_ids", "EmbedLayerNormalization",
+               [("ids", ids), ("segs", None), ("word", word), ("pos", pos), ("seg", None), ("gamma", gamma),
+                ("beta", beta), ("mask", None), ("pos_ids", pos_ids)],
+               [("y", layer_norm(emb2, f64(gamma), f64(beta), 1e-5, False)), ("mask_index", np.zeros(b, np.int32))],
+               {"epsilon": 1e-5}, inits={"word", "pos", "gamma", "beta"})
+
+
+def pack_codes(codes, bits):
+    """Packs the last axis of uint codes low bits first, padding it to whole bytes."""
+    per = 8 // bits
+    pad = (-codes.shape[-1]) % per
+    c = np.concatenate([codes, np.zeros(codes.shape[:-1] + (pad,), codes.dtype)], -1).astype(np.uint8)
+    c = c.reshape(codes.shape[:-1] + (-1, per))
+    out = np.zeros(c.shape[:-1], np.uint8)
+    for i in range(per):
+        out |= (c[..., i] << (bits * i)).astype(np.uint8)
+    return out
+
+
+def matmul_nbits_case(name, m_shape, k, n, bits, block, zp="packed", bias=False):
+    blocks = -(-k // block)
+    codes = RNG.integers(0, 1 << bits, (n, blocks * block)).astype(np.uint8)
+    scales = (RNG.random((n, blocks)) * 0.1 + 0.01).astype(np.float32)
+    if zp == "packed":
+        z = RNG.integers(0, 1 << bits, (n, blocks)).astype(np.uint8)
+        zp_in = pack_codes(z, bits).reshape(-1)
+        zf = z.astype(np.float64)
+    elif zp == "float":
+        zp_in = (RNG.random((n, blocks)) * (1 << bits)).astype(np.float32)
+        zf = f64(zp_in)
+    else:
+        zp_in, zf = None, np.full((n, blocks), float(1 << (bits - 1)))
+    blk = np.arange(k) // block
+    w = (codes[:, :k].astype(np.float64) - zf[:, blk]) * f64(scales)[:, blk]
+    a = rand(*m_shape, k)
+    bias_v = rand(n) if bias else None
+    y = f64(a) @ w.T + (f64(bias_v) if bias else 0.0)
+    bq = pack_codes(codes.reshape(n, blocks, block), bits)
+    write_case(name, "MatMulNBits",
+               [("a", a), ("b", bq), ("scales", scales.reshape(-1)), ("zp", zp_in), ("g_idx", None),
+                ("bias", bias_v)],
+               [("y", y)], {"K": k, "N": n, "bits": bits, "block_size": block},
+               inits={"b", "scales", "zp", "bias"})
+
+
+def matmul_nbits():
+    matmul_nbits_case("matmul_nbits_4_zp_bias", (2, 3), 64, 12, 4, 32, bias=True)
+    matmul_nbits_case("matmul_nbits_4_default_zp_ragged_k", (5,), 40, 7, 4, 16, zp=None)
+    matmul_nbits_case("matmul_nbits_4_float_zp", (3,), 32, 6, 4, 16, zp="float")
+    matmul_nbits_case("matmul_nbits_8", (4,), 48, 5, 8, 16)
+    matmul_nbits_case("matmul_nbits_2_odd_blocks", (4,), 48, 5, 2, 16)
 
 
 if __name__ == "__main__":

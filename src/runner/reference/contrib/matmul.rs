@@ -5,10 +5,10 @@ use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 
 use super::super::fast::gemm::{matmul, Mat};
-use super::util::{f64s, fact, float_type};
+use super::util::{f64s, f64s_opt, fact, float_type, opt, values};
 use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["FusedMatMul"];
+pub const OPS: &[&str] = &["FusedMatMul", "MatMulNBits"];
 
 /// A matrix operand: its batch shape and its last two extents after an optional transpose.
 struct Operand {
@@ -214,6 +214,156 @@ impl Kernel for Fused {
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
         "FusedMatMul" => Some(&Fused),
+        "MatMulNBits" => Some(&NBits),
         _ => None,
+    }
+}
+
+/// MatMulNBits: Y = A · Wᵀ (+ bias) with W[n, k] = (q[n, k] − zp[n, block]) · scale[n, block], dequantized exactly
+/// in f64. q is packed low bits first along K (`bits` = 2, 4 or 8), each row of B padded to whole blocks; packed
+/// uint8 zero points are padded to whole bytes per row, float zero points are used as they are, and the default
+/// zero point is 2^(bits−1). `g_idx` maps each k to its block. `accuracy_level` is an implementation choice (level 4
+/// quantizes A to int8 on CPU), not part of the product, so the reference ignores it.
+struct NBits;
+
+/// The [N, K] dequantized weight.
+fn dequantize(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<f64>> {
+    let (k, nn) = (n.req_int("K")? as usize, n.req_int("N")? as usize);
+    let bits = n.int("bits", 4) as usize;
+    let block = n.req_int("block_size")? as usize;
+    anyhow::ensure!(
+        matches!(bits, 2 | 4 | 8),
+        "bits = {bits}: MatMulNBits packs 2, 4 or 8 bits"
+    );
+    anyhow::ensure!(block > 0, "block_size must be positive");
+    let (pack, mask) = (8 / bits, (1u16 << bits) - 1);
+    let blocks = k.div_ceil(block);
+    let b = values::<u8>(opt(n, ins, 1)?)?;
+    let row_bytes = blocks * block.div_ceil(pack);
+    anyhow::ensure!(
+        b.len() == nn * row_bytes,
+        "B has {} bytes, expected N·blocks·blob = {}",
+        b.len(),
+        nn * row_bytes
+    );
+    let scales = f64s(n, ins, 2)?;
+    anyhow::ensure!(
+        scales.len() == nn * blocks,
+        "scales has {} values, expected N·blocks = {}",
+        scales.len(),
+        nn * blocks
+    );
+    let scales = scales.as_slice().expect("standard");
+    let zp = zero_points(n, ins, nn, blocks, bits)?;
+    let g_idx = match ins.get(4).copied().flatten() {
+        Some(t) => Some(values::<i64>(t)?),
+        None => None,
+    };
+    let unpack =
+        |bytes: &[u8], i: usize| ((bytes[i / pack] as u16 >> (bits * (i % pack))) & mask) as f64;
+    let mut w = vec![0.0; nn * k];
+    for r in 0..nn {
+        let bytes = &b[r * row_bytes..][..row_bytes];
+        for c in 0..k {
+            let blk = match &g_idx {
+                Some(g) => {
+                    let j = g[c];
+                    anyhow::ensure!(
+                        j >= 0 && (j as usize) < blocks,
+                        "g_idx[{c}] = {j} is not a block"
+                    );
+                    j as usize
+                }
+                None => c / block,
+            };
+            // Blocks are contiguous and hold a whole number of bytes, so element c is at bit offset c·bits.
+            w[r * k + c] = (unpack(bytes, c) - zp[r * blocks + blk]) * scales[r * blocks + blk];
+        }
+    }
+    Ok(w)
+}
+
+/// Zero point of every (row, block): packed uint8, float, or the default 2^(bits−1).
+fn zero_points(
+    n: &Node,
+    ins: &[Option<&Tensor>],
+    rows: usize,
+    blocks: usize,
+    bits: usize,
+) -> TractResult<Vec<f64>> {
+    let Some(t) = ins.get(3).copied().flatten() else {
+        return Ok(vec![(1u32 << (bits - 1)) as f64; rows * blocks]);
+    };
+    if t.datum_type().is_float() {
+        let z = f64s(n, ins, 3)?;
+        anyhow::ensure!(
+            z.len() == rows * blocks,
+            "float zero_points has {} values, expected {}",
+            z.len(),
+            rows * blocks
+        );
+        return Ok(z.iter().copied().collect());
+    }
+    let pack = 8 / bits;
+    let per_row = blocks.div_ceil(pack);
+    let z = values::<u8>(t)?;
+    anyhow::ensure!(
+        z.len() == rows * per_row,
+        "zero_points has {} bytes, expected {}",
+        z.len(),
+        rows * per_row
+    );
+    let mask = (1u16 << bits) - 1;
+    Ok((0..rows * blocks)
+        .map(|i| {
+            let (r, j) = (i / blocks, i % blocks);
+            ((z[r * per_row + j / pack] as u16 >> (bits * (j % pack))) & mask) as f64
+        })
+        .collect())
+}
+
+impl Kernel for NBits {
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        let a = fact(n, ins, 0)?;
+        let dt = float_type(n, a)?;
+        let k = n.req_int("K")? as usize;
+        anyhow::ensure!(
+            a.1.last() == Some(&k),
+            "A's last axis is {:?}, K = {k}",
+            a.1.last()
+        );
+        let mut shape = a.1.clone();
+        *shape.last_mut().expect("checked") = n.req_int("N")? as usize;
+        Ok(vec![(dt, shape)])
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let a = f64s(n, ins, 0)?;
+        let (k, nn) = (n.req_int("K")? as usize, n.req_int("N")? as usize);
+        let w = dequantize(n, ins)?;
+        let m = a.len() / k.max(1);
+        let mut y = vec![0.0; m * nn];
+        let wt = Mat {
+            data: &w,
+            rs: 1,
+            cs: k,
+        };
+        matmul(
+            m,
+            k,
+            nn,
+            Mat::rows(a.as_slice().expect("standard"), k),
+            wt,
+            &mut y,
+        );
+        if let Some(bias) = f64s_opt(ins, 5)? {
+            anyhow::ensure!(bias.len() == nn, "bias has {} values, N = {nn}", bias.len());
+            for row in y.chunks_mut(nn.max(1)) {
+                row.iter_mut().zip(bias.iter()).for_each(|(v, b)| *v += b);
+            }
+        }
+        let mut shape = a.shape().to_vec();
+        *shape.last_mut().expect("A has rank ≥ 1") = nn;
+        Ok(vec![ArrayD::from_shape_vec(IxDyn(&shape), y)?.into_tensor()])
     }
 }

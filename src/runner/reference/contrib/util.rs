@@ -110,3 +110,12 @@ pub fn float_type(n: &Node, f: &Fact) -> TractResult<DatumType> {
     );
     Ok(f.0)
 }
+
+/// Every element of `t`, cast to `T`, in row-major order.
+pub fn values<T: Datum + Copy>(t: &Tensor) -> TractResult<Vec<T>> {
+    Ok(t.cast_to::<T>()?
+        .to_plain_array_view::<T>()?
+        .iter()
+        .copied()
+        .collect())
+}
