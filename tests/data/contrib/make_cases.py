@@ -153,6 +153,10 @@ def main():
     fused_matmul()
     embed_layer_norm()
     matmul_nbits()
+    attention_cases()
+    mha_cases()
+    rotary_cases()
+    gqa_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}", file=sys.stderr)
 
 
@@ -225,6 +229,235 @@ def matmul_nbits():
     matmul_nbits_case("matmul_nbits_4_float_zp", (3,), 32, 6, 4, 16, zp="float")
     matmul_nbits_case("matmul_nbits_8", (4,), 48, 5, 8, 16)
     matmul_nbits_case("matmul_nbits_2_odd_blocks", (4,), 48, 5, 2, 16)
+
+# ---- attention -----------------------------------------------------------------------------------------------------
+
+LOW = float(np.finfo(np.float32).min)
+
+
+def softmax(x, sink=None):
+    m = x.max(-1, keepdims=True)
+    if sink is not None:
+        m = np.maximum(m, sink)
+    e = np.exp(x - m)
+    den = e.sum(-1, keepdims=True) + (np.exp(sink - m) if sink is not None else 0.0)
+    return e / den
+
+
+def heads(x, n):
+    """(B, S, N*H) -> (B, N, S, H)"""
+    b, s, w = x.shape
+    return x.reshape(b, s, n, w // n).transpose(0, 2, 1, 3)
+
+
+def merge(x):
+    """(B, N, S, H) -> (B, S, N*H)"""
+    b, n, s, h = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, n * h)
+
+
+def bert_core(q, k, v, scale, pad_add, bias, causal, past):
+    """q (B,N,S,H), k/v (B,N,T,*); pad_add (B,S,T) additive; returns output (B,N,S,Hv), pre-softmax scores."""
+    sc = scale * q @ np.swapaxes(k, -1, -2)
+    if bias is not None:
+        sc = sc + bias
+    if pad_add is not None:
+        sc = sc + pad_add[:, None]
+    if causal:
+        t = k.shape[2]
+        for i in range(q.shape[2]):
+            sc[:, :, i, past + i + 1:t] += LOW
+    return softmax(sc) @ v, sc
+
+
+def attention_cases():
+    b, s, din, n = 2, 4, 12, 2
+    d = 8
+    x, w, bias = rand(b, s, din), rand(din, 3 * d, scale=0.5), rand(3 * d)
+    qkv = f64(x) @ f64(w) + f64(bias)
+    q, k, v = heads(qkv[..., :d], n), heads(qkv[..., d:2 * d], n), heads(qkv[..., 2 * d:], n)
+    lens = np.array([3, 4], np.int32)
+    pad = np.zeros((b, s, s))
+    for bi in range(b):
+        pad[bi, :, lens[bi]:] = -10000.0
+    out, _ = bert_core(q, k, v, 1 / math.sqrt(d // n), pad, None, False, 0)
+    write_case("attention_lengths", "Attention", [("x", x), ("w", w), ("bias", bias), ("mask", lens)],
+               [("y", merge(out))], {"num_heads": n}, inits={"w", "bias"})
+    # raw mask, unidirectional, past
+    p = 3
+    past = rand(2, b, n, p, d // n)
+    kc, vc = np.concatenate([f64(past[0]), k], 2), np.concatenate([f64(past[1]), v], 2)
+    raw = np.ones((b, p + s), np.int32)
+    raw[0, 1] = 0
+    pad = np.where(raw[:, None, :] > 0, 0.0, -10000.0).repeat(s, 1)
+    out, _ = bert_core(q, kc, vc, 1 / math.sqrt(d // n), pad, None, True, p)
+    write_case("attention_raw_mask_causal_past", "Attention",
+               [("x", x), ("w", w), ("bias", bias), ("mask", raw), ("past", past)],
+               [("y", merge(out)), ("present", np.stack([kc, vc]))], {"num_heads": n, "unidirectional": 1},
+               inits={"w", "bias"})
+    # qkv_hidden_sizes with a wider V, a (2B) span mask, an attention bias broadcast over the batch
+    dv = 12
+    w2, bias2 = rand(din, 2 * d + dv, scale=0.5), rand(2 * d + dv)
+    qkv = f64(x) @ f64(w2) + f64(bias2)
+    q, k, v = heads(qkv[..., :d], n), heads(qkv[..., d:2 * d], n), heads(qkv[..., 2 * d:], n)
+    span = np.array([4, 3, 1, 0], np.int32)  # ends, then starts
+    pad = np.zeros((b, s, s))
+    for bi in range(b):
+        for j in range(s):
+            if j >= span[bi] or j < span[b + bi]:
+                pad[bi, :, j] = -10000.0
+    ab = rand(1, n, s, s)
+    out, _ = bert_core(q, k, v, float(np.float32(0.3)), pad, f64(ab), False, 0)  # attributes are float32
+    write_case("attention_span_mask_bias_sizes", "Attention",
+               [("x", x), ("w", w2), ("bias", bias2), ("mask", span), ("past", None), ("ab", ab)],
+               [("y", merge(out))], {"num_heads": n, "qkv_hidden_sizes": [d, d, dv], "scale": 0.3},
+               inits={"w", "bias"})
+
+
+def mha_cases():
+    b, s, l, n, h = 2, 3, 5, 2, 4
+    d = n * h
+    q, k, v, bias = rand(b, s, d), rand(b, l, d), rand(b, l, d), rand(3 * d)
+    Q, K, V = heads(f64(q) + f64(bias[:d]), n), heads(f64(k) + f64(bias[d:2 * d]), n), heads(f64(v) + f64(bias[2 * d:]), n)
+    raw = np.ones((b, l), np.int32)
+    raw[1, 3:] = 0
+    pad = np.where(raw[:, None, :] > 0, 0.0, -10000.0).repeat(s, 1)
+    out, sc = bert_core(Q, K, V, 1 / math.sqrt(h), pad, None, False, 0)
+    write_case("mha_cross_bias_mask_qk", "MultiHeadAttention",
+               [("q", q), ("k", k), ("v", v), ("bias", bias), ("mask", raw)],
+               [("y", merge(out)), ("present_key", None), ("present_value", None), ("qk", sc)], {"num_heads": n})
+    p = 4
+    q3, k3, v3 = rand(b, s, d), rand(b, s, d), rand(b, s, d)
+    pk, pv = rand(b, n, p, h), rand(b, n, p, h)
+    ab = rand(b, 1, s, p + s)
+    K = np.concatenate([f64(pk), heads(f64(k3), n)], 2)
+    V = np.concatenate([f64(pv), heads(f64(v3), n)], 2)
+    out, _ = bert_core(heads(f64(q3), n), K, V, 1 / math.sqrt(h), None, f64(ab), True, p)
+    write_case("mha_past_causal_bias", "MultiHeadAttention",
+               [("q", q3), ("k", k3), ("v", v3), ("bias", None), ("mask", None), ("ab", ab), ("pk", pk), ("pv", pv)],
+               [("y", merge(out)), ("present_key", K), ("present_value", V)], {"num_heads": n, "unidirectional": 1})
+    k4, v4 = rand(b, n, l, h), rand(b, n, l, h)
+    out, _ = bert_core(heads(f64(q) + f64(bias[:d]), n), f64(k4), f64(v4), 1 / math.sqrt(h), None, None, False, 0)
+    write_case("mha_split_kv", "MultiHeadAttention", [("q", q), ("k", k4), ("v", v4), ("bias", bias)],
+               [("y", merge(out))], {"num_heads": n})
+
+
+# ---- rotary and grouped-query attention ----------------------------------------------------------------------------
+
+def rope(x, cos, sin, interleaved):
+    """Rotates the first 2*cos.shape[-1] values of x's last axis; cos/sin broadcast against x[..., :R/2]."""
+    r2 = cos.shape[-1]
+    y = x.copy()
+    if interleaved:
+        a, b = x[..., 0:2 * r2:2], x[..., 1:2 * r2:2]
+        y[..., 0:2 * r2:2], y[..., 1:2 * r2:2] = a * cos - b * sin, a * sin + b * cos
+    else:
+        a, b = x[..., :r2], x[..., r2:2 * r2]
+        y[..., :r2], y[..., r2:2 * r2] = a * cos - b * sin, a * sin + b * cos
+    return y
+
+
+def caches(max_pos, half, base=10000.0):
+    inv = 1.0 / base ** (np.arange(half) / half)
+    ang = np.arange(max_pos)[:, None] * inv[None]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def rotary_cases():
+    b, s, n, h = 2, 3, 2, 16
+    cos, sin = caches(12, h // 2)
+    x = rand(b, s, n * h)
+    pos = np.array([4], np.int64)
+    xr = f64(x).reshape(b, s, n, h)
+    p = np.arange(s) + 4
+    y = rope(xr, f64(cos)[p][None, :, None], f64(sin)[p][None, :, None], False).reshape(b, s, n * h)
+    write_case("rotary_offset", "RotaryEmbedding", [("x", x), ("pos", pos), ("cos", cos), ("sin", sin)],
+               [("y", y)], inits={"cos", "sin"})
+    x4 = rand(b, n, s, h)
+    ids = np.array([[0, 5, 2], [7, 7, 1]], np.int64)
+    y4 = rope(f64(x4), f64(cos)[ids][:, None], f64(sin)[ids][:, None], True)
+    write_case("rotary_4d_ids_interleaved", "RotaryEmbedding", [("x", x4), ("pos", ids), ("cos", cos), ("sin", sin)],
+               [("y", y4)], {"interleaved": 1}, inits={"cos", "sin"})
+    cos8, sin8 = caches(12, 4)
+    y = rope(xr, f64(cos8)[p][None, :, None], f64(sin8)[p][None, :, None], False).reshape(b, s, n * h)
+    write_case("rotary_partial", "RotaryEmbedding", [("x", x), ("pos", pos), ("cos", cos8), ("sin", sin8)],
+               [("y", y)], {"rotary_embedding_dim": 8, "num_heads": n}, inits={"cos", "sin"})
+
+
+def gqa_ref(q, k, v, pk, pv, seqlens, tsl, n, nkv, rot=None, window=-1, softcap=0.0, bias=None, sink=None):
+    b, s, _ = q.shape
+    h = q.shape[2] // n
+    Q, K, V = heads(f64(q), n), heads(f64(k), nkv), heads(f64(v), nkv)
+    p = 0 if pk is None else pk.shape[2]
+    first = s == tsl
+    if rot is not None:
+        cos, sin, inter = rot
+        for bi in range(b):
+            for si in range(s):
+                pos = si if first else seqlens[bi] + 1 - s + si
+                Q[bi, :, si] = rope(Q[bi, :, si], f64(cos)[pos], f64(sin)[pos], inter)
+                K[bi, :, si] = rope(K[bi, :, si], f64(cos)[pos], f64(sin)[pos], inter)
+    lp = p + s
+    PK, PV = np.zeros((b, nkv, lp, h)), np.zeros((b, nkv, lp, h))
+    out = np.zeros((b, s, n, h))
+    for bi in range(b):
+        tot = int(seqlens[bi]) + 1
+        pb = 0 if first else tot - s
+        if pk is not None:
+            PK[bi, :, :pb], PV[bi, :, :pb] = f64(pk)[bi, :, :pb], f64(pv)[bi, :, :pb]
+        PK[bi, :, pb:pb + s], PV[bi, :, pb:pb + s] = K[bi], V[bi]
+        for ni in range(n):
+            g = ni // (n // nkv)
+            sc = (Q[bi, ni] @ PK[bi, g, :tot].T) / math.sqrt(h)
+            for i in range(s):
+                eff = min(pb + i + 1, tot)
+                lo = eff - window if 0 <= window < eff else 0
+                xr = sc[i, lo:eff]
+                if softcap > 0:
+                    xr = softcap * np.tanh(xr / softcap)
+                if bias is not None:
+                    xr = xr + f64(bias)[0, ni, i, lo:eff]
+                pr = softmax(xr[None], None if sink is None else float(sink[ni]))[0]
+                out[bi, i, ni] = pr @ PV[bi, g, lo:eff]
+    return out.reshape(b, s, n * h), PK, PV
+
+
+def gqa_cases():
+    n, nkv, h = 4, 2, 16
+    b, s = 2, 5
+    q, k, v = rand(b, s, n * h), rand(b, s, nkv * h), rand(b, s, nkv * h)
+    cos, sin = caches(16, h // 2)
+    seqlens, tsl = np.array([4, 2], np.int32), np.array(5, np.int32)
+    y, pk_, pv_ = gqa_ref(q, k, v, None, None, seqlens, 5, n, nkv, rot=(cos, sin, False))
+    write_case("gqa_prompt_rotary_padded", "GroupQueryAttention",
+               [("q", q), ("k", k), ("v", v), ("pk", None), ("pv", None), ("seqlens", seqlens), ("tsl", tsl),
+                ("cos", cos), ("sin", sin)],
+               [("y", y), ("present_key", pk_), ("present_value", pv_)],
+               {"num_heads": n, "kv_num_heads": nkv, "do_rotary": 1}, inits={"cos", "sin"})
+    h2, p = 32, 6
+    q, k, v = rand(b, 1, n * h2), rand(b, 1, nkv * h2), rand(b, 1, nkv * h2)
+    pk, pv = rand(b, nkv, p, h2), rand(b, nkv, p, h2)
+    cos, sin = caches(16, 8)
+    seqlens, tsl = np.array([6, 4], np.int32), np.array(7, np.int32)
+    y, pk_, pv_ = gqa_ref(q, k, v, pk, pv, seqlens, 7, n, nkv, rot=(cos, sin, True), window=3, softcap=2.0)
+    write_case("gqa_decode_window_softcap_partial_rotary", "GroupQueryAttention",
+               [("q", q), ("k", k), ("v", v), ("pk", pk), ("pv", pv), ("seqlens", seqlens), ("tsl", tsl),
+                ("cos", cos), ("sin", sin)],
+               [("y", y), ("present_key", pk_), ("present_value", pv_)],
+               {"num_heads": n, "kv_num_heads": nkv, "do_rotary": 1, "rotary_interleaved": 1,
+                "local_window_size": 3, "softcap": 2.0}, inits={"cos", "sin"})
+    b, s, p = 1, 3, 4
+    qkv = rand(b, s, (n + 2 * nkv) * h)
+    pk, pv = rand(b, nkv, p, h), rand(b, nkv, p, h)
+    ab, sink = rand(1, n, s, p + s), rand(n)
+    seqlens, tsl = np.array([6], np.int32), np.array(7, np.int32)
+    qq, kk, vv = qkv[..., :n * h], qkv[..., n * h:(n + nkv) * h], qkv[..., (n + nkv) * h:]
+    y, pk_, pv_ = gqa_ref(qq, kk, vv, pk, pv, seqlens, 7, n, nkv, bias=ab, sink=sink)
+    write_case("gqa_packed_chunk_bias_sink", "GroupQueryAttention",
+               [("qkv", qkv), ("k", None), ("v", None), ("pk", pk), ("pv", pv), ("seqlens", seqlens), ("tsl", tsl),
+                ("cos", None), ("sin", None), ("pos", None), ("ab", ab), ("sink", sink)],
+               [("y", y), ("present_key", pk_), ("present_value", pv_)],
+               {"num_heads": n, "kv_num_heads": nkv})
 
 
 if __name__ == "__main__":

@@ -6,11 +6,15 @@
 //! (ORT's ContribOperators.md and its CPU kernel, which decides where the two differ; each kernel says where).
 
 mod act;
+mod attend;
 mod attention;
 mod embed;
+mod gqa;
 mod matmul;
+mod mha;
 mod norm;
 pub mod op;
+mod rotary;
 mod util;
 
 use tract_onnx::pb::{GraphProto, NodeProto};
@@ -86,6 +90,11 @@ impl Node {
         self.attr(name).map(|a| a.f).unwrap_or(default) as f64
     }
 
+    /// An integer-list attribute (empty when absent).
+    pub fn ints(&self, name: &str) -> Vec<i64> {
+        self.attr(name).map(|a| a.ints.clone()).unwrap_or_default()
+    }
+
     /// A required integer attribute.
     pub fn req_int(&self, name: &str) -> TractResult<i64> {
         self.attr(name)
@@ -109,6 +118,8 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| matmul::kernel(op))
         .or_else(|| embed::kernel(op))
         .or_else(|| attention::kernel(op))
+        .or_else(|| gqa::kernel(op))
+        .or_else(|| rotary::kernel(op))
 }
 
 /// Ops ORT registers in the ONNX domain although ONNX does not define them.
@@ -144,6 +155,8 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(matmul::OPS)
         .chain(embed::OPS)
         .chain(attention::OPS)
+        .chain(gqa::OPS)
+        .chain(rotary::OPS)
     {
         onnx.op_register
             .0
