@@ -252,6 +252,10 @@ pub struct InputArgs {
     /// Value of a symbolic dim, e.g. --dim batch=1 --dim seq=128.
     #[arg(long = "dim", value_name = "NAME=VALUE")]
     pub dims: Vec<String>,
+    /// KV-cache decoders: tokens already in the cache fed to past inputs (`past_key_values.*`, `past_key`...);
+    /// 0 (the default) is a first prompt. Total-length dims (`total_sequence_length`) follow as past + new.
+    #[arg(long, value_name = "N")]
+    pub past: Option<usize>,
     /// Whole shape of an input, e.g. --shape input=1x3x224x224.
     #[arg(long = "shape", value_name = "INPUT=AxBxC")]
     pub shapes: Vec<String>,

@@ -68,6 +68,7 @@ pub fn input_spec(a: &InputArgs) -> anyhow::Result<InputSpec> {
         dims.insert(k.trim().to_string(), n);
     }
     spec.dims = dims;
+    spec.past = a.past.unwrap_or(0);
     for s in &a.shapes {
         let (k, v) = s
             .split_once('=')

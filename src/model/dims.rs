@@ -144,6 +144,52 @@ pub fn choose(hints: &Hints, info: &ValueInfo, axis: usize, symbol: Option<&str>
     chosen(1, "no better guess")
 }
 
+/// Whether a dim name is a KV cache's past length.
+fn is_past(name: &str) -> bool {
+    name.contains("past") || name.contains("cache_len")
+}
+
+/// Whether a dim name is a decoder's total length (past + new tokens).
+fn is_total(name: &str) -> bool {
+    name.contains("total") || name.contains("present") || name.contains('+')
+}
+
+/// KV-cache decoders' dims: a past length (`past_sequence_length`) is `--past` (0: a first prompt); a total length
+/// (`total_sequence_length`, or a sum such as `past_sequence_length + 1`) is the past plus the new tokens, so the
+/// attention mask and the cache agree. `known` gives sizes already set or chosen. `None`: not a decoder dim.
+pub fn decoder(symbol: &str, past: usize, known: &dyn Fn(&str) -> Option<usize>) -> Option<Chosen> {
+    let name = symbol.to_lowercase();
+    if symbol.contains('+') {
+        let mut sum = 0;
+        for term in symbol.split('+').map(str::trim) {
+            sum += match term.parse::<usize>() {
+                Ok(v) => v,
+                Err(_) if is_past(&term.to_lowercase()) => past,
+                Err(_) => known(term).unwrap_or(128),
+            };
+        }
+        return Some(Chosen {
+            value: sum,
+            from: "the sum it names (past + new tokens)".into(),
+        });
+    }
+    if is_past(&name) {
+        let from = format!("the KV cache's past length (--past {past}; 0 is a first prompt)");
+        return Some(Chosen { value: past, from });
+    }
+    if is_total(&name) {
+        let new = ["sequence_length", "seq_len", "sequence", "seq"]
+            .iter()
+            .find_map(|s| known(s))
+            .unwrap_or(128);
+        return Some(Chosen {
+            value: past + new,
+            from: format!("past {past} + {new} new tokens"),
+        });
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +225,18 @@ mod tests {
         );
         let nhwc = info(vec![sym("b"), sym("h"), Dim::Fixed(224), Dim::Fixed(3)]);
         assert_eq!(choose(&Hints::default(), &nhwc, 1, Some("h")).value, 224);
+    }
+
+    #[test]
+    fn decoder_dims_follow_the_past_and_the_new_tokens() {
+        let known = |n: &str| (n == "sequence_length").then_some(12);
+        let d = |s: &str, past| decoder(s, past, &known).map(|c| c.value);
+        assert_eq!(d("past_sequence_length", 5), Some(5));
+        assert_eq!(d("total_sequence_length", 5), Some(17));
+        assert_eq!(d("past_sequence_length + 1", 4), Some(5));
+        assert_eq!(d("past_sequence_length + sequence_length", 4), Some(16));
+        assert_eq!(d("sequence_length", 4), None);
+        assert_eq!(d("batch_size", 4), None);
     }
 
     #[test]

@@ -95,6 +95,7 @@ fn node_types(n: &NodeProto, known: &HashMap<String, i32>) -> Vec<Option<i32>> {
         // ONNX Runtime's contrib ops whose first input is not of the output's type.
         "EmbedLayerNormalization" => vec![input(2), Some(INT32), input(2)],
         "GatherBlockQuantized" | "DynamicQuantizeMatMul" | "MatMulIntegerToFloat" => all(input(2)),
+        "MatMulNBits" | "RotaryEmbedding" => all(input(0)),
         "OneHot" => all(input(2)),
         "Multinomial" => all(attr_i(n, "dtype").map(|d| d as i32).or(Some(INT32))),
         "EyeLike" | "RandomNormalLike" | "RandomUniformLike" | "Bernoulli" => {

@@ -103,3 +103,133 @@ fn contrib_kernels_match_float64_definitions_and_ort() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+fn contrib_model(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/contrib")
+        .join(name)
+}
+
+/// Runs `phantom onnx` with `extra` arguments; returns (exit code, terminal output, JSON report).
+fn onnx_report(model: &Path, extra: &[&str]) -> (i32, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut args = vec![
+        "onnx",
+        model.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, out, err) = crate::common::phantom(&args);
+    assert!(json.exists(), "no report\n{out}\n{err}");
+    (
+        code,
+        format!("{out}\n{err}"),
+        crate::common::read_json(&json),
+    )
+}
+
+/// Every contrib node of the report ran on phantom's own f64 kernel; every value was compared.
+fn assert_contrib_nodes_are_f64(r: &serde_json::Value, want_ops: &[&str]) {
+    let mut seen = std::collections::BTreeSet::new();
+    for n in r["nodes"].as_array().unwrap() {
+        let op = n["op_type"].as_str().unwrap();
+        if n["domain"] == "com.microsoft" || op.starts_with("Simplified") {
+            assert_eq!(
+                n["reference"]["kind"], "f64_phantom",
+                "{op} `{}`: {}",
+                n["name"], n["reference"]
+            );
+            seen.insert(op.to_string());
+        }
+    }
+    for op in want_ops {
+        assert!(seen.contains(*op), "no {op} node in the report: {seen:?}");
+    }
+    let cov = &r["coverage"];
+    assert_eq!(
+        cov["compared"], cov["values"],
+        "every value compared: {cov}"
+    );
+}
+
+#[test]
+fn ort_optimized_bert_compares_clean_on_phantom_kernels() {
+    ensure_runtime();
+    let (code, out, r) = onnx_report(
+        &contrib_model("bert_opt.onnx"),
+        &["--dim", "sequence_length=16"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_contrib_nodes_are_f64(
+        &r,
+        &[
+            "EmbedLayerNormalization",
+            "Attention",
+            "SkipLayerNormalization",
+            "BiasGelu",
+        ],
+    );
+}
+
+#[test]
+fn genai_style_decoder_is_clean_with_an_empty_and_a_filled_cache() {
+    ensure_runtime();
+    for past in ["0", "5"] {
+        let (code, out, r) = onnx_report(
+            &contrib_model("decoder_int4.onnx"),
+            &["--past", past, "--dim", "sequence_length=12"],
+        );
+        assert_eq!(code, 0, "--past {past}\n{out}");
+        assert!(
+            out.contains(&format!(
+                "`total_sequence_length` = {}",
+                12 + past.parse::<usize>().unwrap()
+            )),
+            "{out}"
+        );
+        assert_contrib_nodes_are_f64(
+            &r,
+            &[
+                "MatMulNBits",
+                "GroupQueryAttention",
+                "SkipSimplifiedLayerNormalization",
+                "SimplifiedLayerNormalization",
+            ],
+        );
+    }
+}
+
+#[test]
+fn drift_inside_a_decoder_is_found_at_its_attention_node() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("perturbed.onnx");
+    crate::common::perturbed_copy(
+        &contrib_model("decoder_int4.onnx"),
+        "layers.1.attn.gqa_node",
+        1.01,
+        &target,
+    );
+    let (code, out, r) = onnx_report(
+        &contrib_model("decoder_int4.onnx"),
+        &[
+            "--target-model",
+            target.to_str().unwrap(),
+            "--past",
+            "3",
+            "--dim",
+            "sequence_length=8",
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        r["verdict"]["first_divergence"]["node"], "layers.1.attn.gqa_node",
+        "{out}"
+    );
+    assert_eq!(
+        r["verdict"]["first_divergence"]["value"], "layers.1.attn.gqa",
+        "{out}"
+    );
+}

@@ -11,7 +11,7 @@ use crate::model::{Graph, ValueInfo};
 use crate::tensor::{DType, Tensor};
 
 /// The size of the table an integer input indexes, when it (possibly through casts and reshapes) feeds the
-/// indices of a `Gather` whose data is an initializer.
+/// indices of a `Gather` whose data is an initializer, or the ids of an `EmbedLayerNormalization`.
 pub(super) fn table_size(graph: &Graph, name: &str) -> Option<(i64, String)> {
     let consumers = graph.consumers();
     let mut frontier = vec![name.to_string()];
@@ -28,6 +28,13 @@ pub(super) fn table_size(graph: &Graph, name: &str) -> Option<(i64, String)> {
                     "Gather" if n.inputs.get(1) == Some(v) => {
                         if let Some(init) = graph.initializers.get(&n.inputs[0]) {
                             return init.dims.first().map(|&d| (d, n.inputs[0].clone()));
+                        }
+                    }
+                    // ONNX Runtime's fused BERT embedding: input_ids index the word table (input 2).
+                    "EmbedLayerNormalization" if n.inputs.first() == Some(v) => {
+                        let table = n.inputs.get(2)?;
+                        if let Some(init) = graph.initializers.get(table) {
+                            return init.dims.first().map(|&d| (d, table.clone()));
                         }
                     }
                     "Cast" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Identity" => {

@@ -41,6 +41,9 @@ pub struct InputSpec {
     pub val_range: Option<(f64, f64)>,
     /// Values for symbolic dims (`--dim batch=1`).
     pub dims: HashMap<String, i64>,
+    /// KV-cache length for decoders' past inputs (`--past N`; 0 is a first prompt).
+    #[serde(default)]
+    pub past: usize,
     /// Whole shapes (`--shape input=1x3x224x224`).
     pub shapes: HashMap<String, Vec<usize>>,
     pub sources: Vec<InputSource>,
@@ -244,7 +247,15 @@ fn resolve_shape(
                     Dim::Symbolic(s) => (format!("`{s}`"), Some(s.as_str())),
                     _ => (format!("axis {axis}"), None),
                 };
-                let c = super::dims::choose(&dims_state.hints, info, axis, symbol);
+                let known = |name: &str| {
+                    spec.dims
+                        .get(name)
+                        .map(|&v| v.max(0) as usize)
+                        .or_else(|| dims_state.chosen.get(name).copied())
+                };
+                let c = symbol
+                    .and_then(|s| super::dims::decoder(s, spec.past, &known))
+                    .unwrap_or_else(|| super::dims::choose(&dims_state.hints, info, axis, symbol));
                 if let Some(s) = symbol {
                     dims_state.chosen.insert(s.to_string(), c.value);
                 }

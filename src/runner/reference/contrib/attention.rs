@@ -139,7 +139,7 @@ impl Rows for Bert {
 
 pub(super) fn head_split(total: usize, heads: usize, what: &str) -> TractResult<usize> {
     anyhow::ensure!(
-        heads > 0 && total % heads == 0,
+        heads > 0 && total.is_multiple_of(heads),
         "{what} {total} is not divisible by num_heads {heads}"
     );
     Ok(total / heads)
@@ -150,7 +150,7 @@ fn qkv_sizes(n: &Node, cols: usize) -> TractResult<(usize, usize)> {
     let sizes = n.ints("qkv_hidden_sizes");
     if sizes.is_empty() {
         anyhow::ensure!(
-            cols % 3 == 0,
+            cols.is_multiple_of(3),
             "weights have {cols} columns, not three equal blocks"
         );
         return Ok((cols / 3, cols / 3));

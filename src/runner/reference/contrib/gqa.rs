@@ -52,7 +52,7 @@ impl Geo {
         let packed = key.is_none();
         let parts = if packed { heads + 2 * kv } else { heads };
         anyhow::ensure!(
-            q[2] % parts == 0,
+            q[2].is_multiple_of(parts),
             "query width {} is not {parts} heads",
             q[2]
         );

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Generates the end-to-end contrib models of tests/it/contrib.rs (random weights, a few hundred KB):
+- bert_opt.onnx: a 2-layer BERT written in the pattern torch exports, then fused by ONNX Runtime's own
+  `onnxruntime.transformers.optimizer` (opt_level 0): EmbedLayerNormalization, Attention, SkipLayerNormalization,
+  BiasGelu;
+- decoder_int4.onnx: a 2-layer decoder in the structure onnxruntime-genai's builder writes: MatMulNBits int4
+  projections, SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization, GroupQueryAttention with rotary and a
+  KV cache (seqlens_k and total_sequence_length computed from attention_mask), SiLU MLP.
+Run: python3 tests/data/contrib/make_models.py (needs onnx, numpy, onnxruntime)."""
+
+import math
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP, helper as oh, numpy_helper as nh
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MS = "com.microsoft"
+
+
+class Builder:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+
+    def init(self, name, arr):
+        self.inits.append(nh.from_array(np.asarray(arr), name))
+        return name
+
+    def const(self, name, v, dt=np.float32):
+        return self.init(name, np.array(v, dt))
+
+    def weight(self, name, *shape, s=0.2):
+        return self.init(name, (self.rng.standard_normal(shape) * s).astype(np.float32))
+
+    def node(self, op, ins, outs, domain="", **kw):
+        outs = [outs] if isinstance(outs, str) else outs
+        self.nodes.append(oh.make_node(op, ins, outs, name=outs[0] + "_node", domain=domain, **kw))
+        return outs[0] if len(outs) == 1 else outs
+
+    def save(self, name, inputs, outputs, path, ms=False):
+        g = oh.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        opsets = [oh.make_opsetid("", 17)] + ([oh.make_opsetid(MS, 1)] if ms else [])
+        m = oh.make_model(g, opset_imports=opsets)
+        m.ir_version = 8
+        onnx.save(m, path)
+
+
+def bert(path):
+    V, P, D, N, FF, L = 100, 64, 32, 2, 64, 2
+    H = D // N
+    b = Builder(1)
+    n, c, w = b.node, b.const, b.weight
+    e1 = n("Gather", [w("word_embeddings", V, D), "input_ids"], "emb_word")
+    shape = n("Shape", ["input_ids"], "ids_shape")
+    seqlen = n("Gather", [shape, c("one_i", 1, np.int64)], "seq_len")
+    rng = n("Range", [c("zero_i", 0, np.int64), seqlen, c("one_i2", 1, np.int64)], "pos_range")
+    posids = n("Unsqueeze", [rng, c("ax0", [0], np.int64)], "position_ids")
+    e2 = n("Gather", [w("position_embeddings", P, D), posids], "emb_pos")
+    tts = n("ConstantOfShape", [shape], "token_types", value=oh.make_tensor("v", TP.INT64, [1], [0]))
+    e3 = n("Gather", [w("token_type_embeddings", 2, D), tts], "emb_tt")
+    s2 = n("Add", [n("Add", [e1, e2], "emb_sum1"), e3], "emb_sum2")
+    x = n("LayerNormalization", [s2, w("emb_ln_g", D), w("emb_ln_b", D)], "emb_ln", epsilon=1e-12, axis=-1)
+    m2 = n("Unsqueeze", [n("Unsqueeze", ["attention_mask", c("ax1", [1], np.int64)], "mask_u1"),
+                         c("ax2", [2], np.int64)], "mask_u2")
+    m4 = n("Sub", [c("onef", 1.0), n("Cast", [m2], "mask_f", to=TP.FLOAT)], "mask_inv")
+    mask = n("Mul", [m4, c("neg", -10000.0)], "mask_add")
+    for layer in range(L):
+        p = f"l{layer}_"
+
+        def proj(nm, x_in, din, dout):
+            mm = n("MatMul", [x_in, w(p + nm + "_w", din, dout)], p + nm + "_mm")
+            return n("Add", [mm, w(p + nm + "_b", dout, s=0.05)], p + nm)
+
+        shp = c(p + "shape4", [0, 0, N, H], np.int64)
+        q = n("Transpose", [n("Reshape", [proj("q", x, D, D), shp], p + "q_r")], p + "q_t", perm=[0, 2, 1, 3])
+        k = n("Transpose", [n("Reshape", [proj("k", x, D, D), shp], p + "k_r")], p + "k_t", perm=[0, 2, 3, 1])
+        v = n("Transpose", [n("Reshape", [proj("v", x, D, D), shp], p + "v_r")], p + "v_t", perm=[0, 2, 1, 3])
+        qk = n("Div", [n("MatMul", [q, k], p + "qk"), c(p + "sqrt_h", math.sqrt(H))], p + "qk_s")
+        pr = n("Softmax", [n("Add", [qk, mask], p + "qk_m")], p + "probs", axis=-1)
+        ctx = n("Transpose", [n("MatMul", [pr, v], p + "ctx")], p + "ctx_t", perm=[0, 2, 1, 3])
+        ctx = n("Reshape", [ctx, c(p + "shape3", [0, 0, D], np.int64)], p + "ctx_r")
+        r = n("Add", [proj("o", ctx, D, D), x], p + "res1")
+        x1 = n("LayerNormalization", [r, w(p + "ln1_g", D), w(p + "ln1_b", D)], p + "ln1", epsilon=1e-12, axis=-1)
+        f = proj("ff1", x1, D, FF)
+        g3 = n("Add", [n("Erf", [n("Div", [f, c(p + "sqrt2", math.sqrt(2.0))], p + "g_div")], p + "g_erf"),
+                       c(p + "g_one", 1.0)], p + "g_add")
+        g5 = n("Mul", [n("Mul", [f, g3], p + "g_mul"), c(p + "g_half", 0.5)], p + "gelu")
+        r2 = n("Add", [proj("ff2", g5, FF, D), x1], p + "res2")
+        x = n("LayerNormalization", [r2, w(p + "ln2_g", D), w(p + "ln2_b", D)], p + "ln2", epsilon=1e-12, axis=-1)
+    n("Identity", [x], "last_hidden_state")
+    raw = path + ".unfused.onnx"
+    b.save("tiny_bert",
+           [oh.make_tensor_value_info("input_ids", TP.INT64, ["batch_size", "sequence_length"]),
+            oh.make_tensor_value_info("attention_mask", TP.INT64, ["batch_size", "sequence_length"])],
+           [oh.make_tensor_value_info("last_hidden_state", TP.FLOAT, ["batch_size", "sequence_length", D])], raw)
+    from onnxruntime.transformers import optimizer
+    om = optimizer.optimize_model(raw, model_type="bert", num_heads=N, hidden_size=D, opt_level=0)
+    om.save_model_to_file(path)
+    os.remove(raw)
+    ops = sorted({nd.op_type for nd in om.model.graph.node if nd.domain == MS})
+    assert ops == ["Attention", "BiasGelu", "EmbedLayerNormalization", "SkipLayerNormalization"], ops
+
+
+def decoder(path):
+    V, D, N, NKV, H, FF, L, MAXP, BLOCK = 128, 64, 4, 2, 16, 128, 2, 256, 32
+    b = Builder(2)
+    n, c = b.node, b.const
+
+    def nbits(name, x, k, out, zp=False):
+        wt = b.rng.standard_normal((out, k)).astype(np.float32) * (1.0 / math.sqrt(k))
+        blocks = k // BLOCK
+        scale = (np.abs(wt.reshape(out, blocks, BLOCK)).max(-1) / 7.0).astype(np.float32)
+        codes = np.clip(np.round(wt.reshape(out, blocks, BLOCK) / scale[..., None]) + 8, 0, 15).astype(np.uint8)
+        packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+        ins = [x, b.init(name + ".qweight", packed), b.init(name + ".scales", scale.reshape(-1))]
+        if zp:
+            z = np.full((out, blocks), 8, np.uint8)
+            z[:, 0] = 7
+            ins.append(b.init(name + ".qzeros", (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8).reshape(-1)))
+        return n("MatMulNBits", ins, name, domain=MS, K=k, N=out, bits=4, block_size=BLOCK)
+
+    def norm_weight(name):
+        return b.init(name, (1.0 + 0.1 * b.rng.standard_normal(D)).astype(np.float32))
+
+    x = n("Gather", [b.init("model.embed_tokens.weight", (b.rng.standard_normal((V, D)) * 0.5).astype(np.float32)),
+                     "input_ids"], "embed_out")
+    ms = n("ReduceSum", ["attention_mask", c("rs_axes", [1], np.int64)], "mask_sum", keepdims=0)
+    seqlens = n("Cast", [n("Sub", [ms, c("one64", 1, np.int64)], "seqlens_sub")], "seqlens_k", to=TP.INT32)
+    tot = n("Gather", [n("Shape", ["attention_mask"], "mask_shape"), c("idx1", 1, np.int64)], "total_len64", axis=0)
+    total = n("Cast", [tot], "total_seq_len", to=TP.INT32)
+    ang = np.arange(MAXP)[:, None] * (1.0 / 10000 ** (np.arange(H // 2) / (H // 2)))[None]
+    cos = b.init("cos_cache", np.cos(ang).astype(np.float32))
+    sin = b.init("sin_cache", np.sin(ang).astype(np.float32))
+    h = n("SimplifiedLayerNormalization", [x, norm_weight("layers.0.input_layernorm.weight")],
+          "layers.0.input_layernorm", epsilon=1e-6)
+    res = x
+    inputs = [oh.make_tensor_value_info("input_ids", TP.INT64, ["batch_size", "sequence_length"]),
+              oh.make_tensor_value_info("attention_mask", TP.INT64, ["batch_size", "total_sequence_length"])]
+    outputs = [oh.make_tensor_value_info("logits", TP.FLOAT, ["batch_size", "sequence_length", V])]
+    for layer in range(L):
+        p = f"layers.{layer}."
+        pk, pv = f"past_key_values.{layer}.key", f"past_key_values.{layer}.value"
+        inputs += [oh.make_tensor_value_info(nm, TP.FLOAT, ["batch_size", NKV, "past_sequence_length", H])
+                   for nm in (pk, pv)]
+        outputs += [oh.make_tensor_value_info(nm, TP.FLOAT, ["batch_size", NKV, "total_sequence_length", H])
+                    for nm in (f"present.{layer}.key", f"present.{layer}.value")]
+        q = nbits(p + "attn.q_proj", h, D, N * H, zp=(layer == 0))
+        k = nbits(p + "attn.k_proj", h, D, NKV * H)
+        v = nbits(p + "attn.v_proj", h, D, NKV * H)
+        attn = n("GroupQueryAttention", [q, k, v, pk, pv, seqlens, total, cos, sin],
+                 [p + "attn.gqa", f"present.{layer}.key", f"present.{layer}.value"], domain=MS,
+                 num_heads=N, kv_num_heads=NKV, do_rotary=1)[0]
+        h2, _, _, res = n("SkipSimplifiedLayerNormalization",
+                          [nbits(p + "attn.o_proj", attn, N * H, D), res, norm_weight(p + "post_attention_layernorm.weight")],
+                          [p + "post_attention_layernorm", "", "", p + "post_attention_layernorm.sum"], domain=MS,
+                          epsilon=1e-6)
+        gate = nbits(p + "mlp.gate_proj", h2, D, FF)
+        act = n("Mul", [gate, n("Sigmoid", [gate], p + "mlp.act.sigmoid")], p + "mlp.act")
+        m = n("Mul", [act, nbits(p + "mlp.up_proj", h2, D, FF)], p + "mlp.mul")
+        last = layer + 1 == L
+        name = "final_norm" if last else f"layers.{layer + 1}.input_layernorm"
+        h, _, _, res = n("SkipSimplifiedLayerNormalization",
+                         [nbits(p + "mlp.down_proj", m, FF, D), res, norm_weight(name + ".weight")],
+                         [name, "", "", name + ".sum"], domain=MS, epsilon=1e-6)
+    n("Identity", [nbits("lm_head", h, D, V)], "logits")
+    b.save("tiny_decoder", inputs, outputs, path, ms=True)
+
+
+if __name__ == "__main__":
+    bert(os.path.join(HERE, "bert_opt.onnx"))
+    decoder(os.path.join(HERE, "decoder_int4.onnx"))
