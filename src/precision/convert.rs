@@ -303,6 +303,24 @@ fn convert_graph(
     // Cast produces the declared one.
     let mut tail: Vec<NodeProto> = vec![];
     let mut renamed: HashSet<String> = HashSet::new();
+    // The declared shapes of graph inputs and outputs, given to the values cast from or to them too: without them
+    // ONNX Runtime's memory planner may let an in-place op (GroupQueryAttention's present over its past) reuse a
+    // cast buffer of another size and fail at run time.
+    let io_shapes: HashMap<String, tract_onnx::pb::ValueInfoProto> = g
+        .input
+        .iter()
+        .chain(g.output.iter())
+        .map(|v| (v.name.clone(), v.clone()))
+        .collect();
+    let mut cast_infos: Vec<tract_onnx::pb::ValueInfoProto> = vec![];
+    let mut shaped_like = |from: &str, name: &str, code: i32| {
+        if let Some(vi) = io_shapes.get(from) {
+            let mut vi = vi.clone();
+            vi.name = name.to_string();
+            set_declared(&mut vi, code);
+            cast_infos.push(vi);
+        }
+    };
     for o in g.output.iter_mut().filter(|o| is_float(&o.name)) {
         let want = if main { FLOAT } else { ctx.code };
         if !main {
@@ -347,6 +365,7 @@ fn convert_graph(
             ctx.counter += 1;
             cast_name = format!("phantom_cast{}_{}", ctx.counter, o.name);
         }
+        shaped_like(&o.name, &inner, have);
         tail.push(cast_node(cast_name, &inner, &o.name, want));
     }
 
@@ -395,6 +414,7 @@ fn convert_graph(
                         &to,
                         want,
                     ));
+                    shaped_like(&v, &to, want);
                     ctx.out.inserted_casts += 1;
                     to
                 })
@@ -417,6 +437,7 @@ fn convert_graph(
     ctx.out.inserted_casts += tail.len();
     nodes.extend(tail);
     g.node = nodes;
+    g.value_info.extend(cast_infos);
 
     // Declared types follow the storage.
     for i in g.input.iter_mut() {

@@ -233,3 +233,59 @@ fn drift_inside_a_decoder_is_found_at_its_attention_node() {
         "{out}"
     );
 }
+
+#[test]
+fn fp16_decoder_runs_and_scan_names_the_rms_norm_statistics_overflow() {
+    ensure_runtime();
+    // The fp16 conversion keeps the KV cache's I/O in fp32 behind casts; ORT must accept it (its planner needs
+    // the casts' shapes to keep GroupQueryAttention's present from reusing the past's buffer).
+    let (code, out, _) = onnx_report(
+        &contrib_model("decoder_int4.onnx"),
+        &[
+            "--precision",
+            "fp16",
+            "--past",
+            "5",
+            "--dim",
+            "sequence_length=8",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    // A large activation into the residual stream: rows whose mean of squares exceeds 65504 (elements do not).
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.onnx");
+    crate::common::scaled_weights_copy(
+        &contrib_model("decoder_int4.onnx"),
+        "layers.0.attn.o_proj.scales",
+        400.0,
+        &big,
+    );
+    let json = dir.path().join("scan.json");
+    let (code, out, err) = crate::common::phantom(&[
+        "scan",
+        big.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let s = crate::common::read_json(&json);
+    let risk = s["risks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["node"] == "layers.0.post_attention_layernorm_node")
+        .unwrap_or_else(|| {
+            panic!(
+                "the SkipSimplifiedLayerNormalization is not at risk: {:#}",
+                s["risks"]
+            )
+        });
+    let cause = &risk["causes"][0];
+    assert_eq!(cause["kind"], "overflow_inside", "{cause:#}");
+    let ms = cause["evidence"]["row_mean_square"].as_f64().unwrap();
+    assert!(ms > 65504.0, "{cause:#}");
+    assert!(
+        cause["summary"].as_str().unwrap().contains("input + skip"),
+        "{cause:#}"
+    );
+}

@@ -101,14 +101,18 @@ pub(super) fn overflow(c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
         }
     }
 
-    // Overflow inside: squares of the input (variance, Pow, sum of squares).
-    if matches!(
+    // Overflow inside: a normalization's statistics, or squares of the input (Pow, sum of squares).
+    if let Some(c) = norm_statistics(node, op, ev, l, keep) {
+        out.push(c);
+    } else if matches!(
         op,
         "LayerNormalization"
             | "InstanceNormalization"
             | "GroupNormalization"
             | "RMSNormalization"
             | "SimplifiedLayerNormalization"
+            | "SkipLayerNormalization"
+            | "SkipSimplifiedLayerNormalization"
             | "ReduceSumSquare"
             | "ReduceL2"
             | "Pow"
@@ -129,6 +133,88 @@ pub(super) fn overflow(c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
             }
         }
     }
+}
+
+/// The value a normalization normalizes, by rows of its last axis: its input, or for ONNX Runtime's fused
+/// Skip(Simplified)LayerNormalization the sum input + skip (+ bias) it forms first.
+fn normalized_rows(
+    node: &crate::model::Node,
+    op: &str,
+    ev: &Evidence,
+) -> Option<(Vec<f64>, usize)> {
+    let x = ev.value(node.inputs.first()?)?;
+    let h = *x.shape().last()?;
+    let mut v: Vec<f64> = x.iter().copied().collect();
+    if op.starts_with("Skip") {
+        let skip: Vec<f64> = ev.value(node.inputs.get(1)?)?.iter().copied().collect();
+        let bias_slot = if op == "SkipSimplifiedLayerNormalization" {
+            3
+        } else {
+            4
+        };
+        let bias = node
+            .inputs
+            .get(bias_slot)
+            .filter(|b| !b.is_empty())
+            .and_then(|b| ev.value(b));
+        if skip.is_empty() || v.len() % skip.len() != 0 {
+            return None;
+        }
+        for (i, x) in v.iter_mut().enumerate() {
+            *x += skip[i % skip.len()]
+                + bias
+                    .as_ref()
+                    .and_then(|b| b.iter().nth(i % h))
+                    .copied()
+                    .unwrap_or(0.0);
+        }
+    }
+    (h > 0).then_some((v, h))
+}
+
+/// A row whose mean of squares exceeds the target type's max: statistics kept in that type overflow to inf and the
+/// row normalizes to 0 (or NaN) — the silent zeros of fp16 RMS norms once |x| > √(max·H).
+fn norm_statistics(
+    node: &crate::model::Node,
+    op: &str,
+    ev: &Evidence,
+    l: super::Limits,
+    keep: &str,
+) -> Option<Cause> {
+    let norms = [
+        "LayerNormalization",
+        "RMSNormalization",
+        "SimplifiedLayerNormalization",
+        "SkipLayerNormalization",
+        "SkipSimplifiedLayerNormalization",
+    ];
+    if !norms.contains(&op) {
+        return None;
+    }
+    let (v, h) = normalized_rows(node, op, ev)?;
+    let worst = v
+        .chunks(h)
+        .map(|r| r.iter().map(|x| x * x).sum::<f64>() / h as f64)
+        .fold(0.0f64, f64::max);
+    if !(worst > l.max) {
+        return None;
+    }
+    let what = if op.starts_with("Skip") {
+        "the sum input + skip"
+    } else {
+        "the input"
+    };
+    let bound = (l.max * h as f64).sqrt();
+    Some(cause(
+        CauseKind::OverflowInside,
+        format!(
+            "a row of {what} has a mean of squares of {} over its {h} values, beyond {}'s max {}: statistics kept in {} overflow to inf and the row normalizes to 0 (one value beyond √({}·{h}) = {} is enough)",
+            num(worst), l.name, num(l.max), l.name, num(l.max), num(bound)
+        ),
+        &[("row_mean_square", worst), ("hidden", h as f64), ("bound_abs", bound), ("type_max", l.max)],
+        Confidence::High,
+        format!("{keep} (compute the statistics in fp32), or scale the input down"),
+    ))
 }
 
 /// NaN/Inf the reference does not have.
