@@ -157,7 +157,7 @@ fn normalized_rows(
             .get(bias_slot)
             .filter(|b| !b.is_empty())
             .and_then(|b| ev.value(b));
-        if skip.is_empty() || v.len() % skip.len() != 0 {
+        if skip.is_empty() || !v.len().is_multiple_of(skip.len()) {
             return None;
         }
         for (i, x) in v.iter_mut().enumerate() {
@@ -196,7 +196,7 @@ fn norm_statistics(
         .chunks(h)
         .map(|r| r.iter().map(|x| x * x).sum::<f64>() / h as f64)
         .fold(0.0f64, f64::max);
-    if !(worst > l.max) {
+    if worst.is_nan() || worst <= l.max {
         return None;
     }
     let what = if op.starts_with("Skip") {
