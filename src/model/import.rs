@@ -123,6 +123,7 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
         value_info,
         hidden,
         was_unsorted,
+        notes: vec![],
     })
 }
 

@@ -6,6 +6,7 @@
 pub mod dims;
 pub mod image;
 pub mod import;
+pub mod inline;
 pub mod inputs;
 pub mod npy;
 pub mod proto;
@@ -120,6 +121,8 @@ pub struct Graph {
     pub hidden: Vec<HiddenValue>,
     /// True when the file's node order was not topological (valid for ORT, rejected by onnx.checker).
     pub was_unsorted: bool,
+    /// What phantom changed before comparing (an `If` replaced by its taken branch...).
+    pub notes: Vec<String>,
 }
 
 impl Graph {

@@ -86,6 +86,7 @@ fn notes(p: &Prepared, lane: &Lane, cmp: &Compared) -> Vec<String> {
     if p.graph.was_unsorted {
         notes.push("the model's node list is not topologically sorted; phantom sorted it".into());
     }
+    notes.extend(p.graph.notes.iter().cloned());
     notes
 }
 

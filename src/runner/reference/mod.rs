@@ -5,7 +5,7 @@
 //! at all is marked unavailable, with everything downstream of it, and the comparison goes on.
 
 pub mod contrib;
-mod convert;
+pub mod convert;
 mod faithful;
 pub mod fast;
 mod hook;

@@ -1,0 +1,162 @@
+//! Control flow resolved for the inputs at hand: a top-level `If` whose condition can be computed before the run
+//! (from the graph inputs, initializers and the nodes in front of it — a sample rate, a shape test) is replaced by
+//! the branch the condition selects, for the reference and the target alike. tract then never has to type the
+//! branch not taken (Silero VAD's 8 kHz branch does not type with 16 kHz inputs), and every node of the taken branch
+//! becomes a top-level node whose values both sides expose and phantom compares. Repeated until no `If` is left
+//! that can be resolved, so nested ones unfold too. The report says which branch ran in place of which `If`.
+
+use std::collections::{HashMap, HashSet};
+
+use prost::Message;
+use tract_onnx::pb::{GraphProto, ModelProto, NodeProto, ValueInfoProto};
+use tract_onnx::prelude::*;
+
+use super::inputs::Inputs;
+use super::Graph;
+use crate::error::Result;
+use crate::runner::reference::convert::{datum_type, from_tract, to_tract_f64};
+
+/// The most nodes evaluated in front of one condition (beyond, the `If` stays as it is).
+const MAX_ANCESTORS: usize = 400;
+
+/// How many `If`s may be unfolded in one model.
+const MAX_INLINED: usize = 256;
+
+/// Replaces every top-level `If` whose condition the inputs decide by its taken branch. Returns the graph to compare
+/// (the original when nothing was inlined) and a note per inlined `If`.
+pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
+    if !graph.nodes.iter().any(|n| n.op_type == "If") {
+        return Ok(graph);
+    }
+    let Ok(mut proto) = ModelProto::decode(graph.bytes.as_slice()) else {
+        return Ok(graph);
+    };
+    let mut notes = vec![];
+    while notes.len() < MAX_INLINED {
+        let Some(g) = proto.graph.as_ref() else { break };
+        let Some((at, taken)) = resolvable(&proto, g, inputs) else { break };
+        let g = proto.graph.as_mut().expect("checked");
+        let n = g.node[at].clone();
+        let count = inline(g, at, taken);
+        notes.push(format!(
+            "If `{}`: its condition is {taken} for these inputs, so its {} branch ({count} nodes) runs in its place on both sides and its nodes are compared",
+            n.name,
+            if taken { "then" } else { "else" }
+        ));
+    }
+    if notes.is_empty() {
+        return Ok(graph);
+    }
+    let mut inlined = super::import::from_bytes(&graph.path, proto.encode_to_vec())?;
+    inlined.sha256 = graph.sha256.clone();
+    inlined.was_unsorted |= graph.was_unsorted;
+    inlined.notes = graph.notes.iter().cloned().chain(notes).collect();
+    Ok(inlined)
+}
+
+/// The first top-level `If` whose condition can be computed now, with its value.
+fn resolvable(m: &ModelProto, g: &GraphProto, inputs: &Inputs) -> Option<(usize, bool)> {
+    let producer: HashMap<&str, usize> = g
+        .node
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
+        .collect();
+    for (at, n) in g.node.iter().enumerate().filter(|(_, n)| n.op_type == "If") {
+        let cond = n.input.first()?;
+        let Some(nodes) = ancestors(g, &producer, cond) else { continue };
+        if let Some(v) = evaluate(m, g, &nodes, cond, inputs) {
+            return Some((at, v));
+        }
+    }
+    None
+}
+
+/// Indices (in graph order) of the nodes `value` depends on, when none has a body and there are few enough.
+fn ancestors(g: &GraphProto, producer: &HashMap<&str, usize>, value: &str) -> Option<Vec<usize>> {
+    let mut seen = HashSet::new();
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        let Some(&i) = producer.get(v) else { continue };
+        if !seen.insert(i) {
+            continue;
+        }
+        let n = &g.node[i];
+        if n.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty()) || seen.len() > MAX_ANCESTORS {
+            return None;
+        }
+        stack.extend(n.input.iter().filter(|s| !s.is_empty()).map(|s| s.as_str()));
+    }
+    let mut v: Vec<usize> = seen.into_iter().collect();
+    v.sort_unstable();
+    Some(v)
+}
+
+/// Computes `cond` with tract on the sub-model of `nodes`, fed the prepared inputs. `None` when it cannot.
+fn evaluate(m: &ModelProto, g: &GraphProto, nodes: &[usize], cond: &str, inputs: &Inputs) -> Option<bool> {
+    let used: HashSet<&str> = nodes
+        .iter()
+        .flat_map(|&i| g.node[i].input.iter().map(|s| s.as_str()))
+        .chain(std::iter::once(cond))
+        .collect();
+    let sub_inputs: Vec<ValueInfoProto> = g.input.iter().filter(|i| used.contains(i.name.as_str())).cloned().collect();
+    let sub = GraphProto {
+        node: nodes.iter().map(|&i| g.node[i].clone()).collect(),
+        initializer: g.initializer.iter().filter(|t| used.contains(t.name.as_str())).cloned().collect(),
+        input: sub_inputs.clone(),
+        output: vec![ValueInfoProto { name: cond.to_string(), ..Default::default() }],
+        name: "phantom_condition".into(),
+        ..Default::default()
+    };
+    let sub_model = ModelProto { graph: Some(sub), ..m.clone() };
+    let mut model = tract_onnx::onnx().with_ignore_value_info(true).model_for_proto_model(&sub_model).ok()?;
+    let mut feeds = tvec![];
+    for (k, i) in sub_inputs.iter().enumerate() {
+        let t = inputs.tensors.iter().find(|(n, _)| *n == i.name).map(|(_, t)| t)?;
+        let dt = datum_type(t.dtype());
+        let v = to_tract_f64(t).into_tensor().cast_to_dt(dt).ok()?.into_owned();
+        model.set_input_fact(k, InferenceFact::dt_shape(dt, v.shape())).ok()?;
+        feeds.push(v.into_tvalue());
+    }
+    let plan = model.into_typed().ok()?.into_runnable().ok()?;
+    let out = plan.run(feeds).ok()?;
+    let c = from_tract(out.first()?)?;
+    (c.len() == 1).then(|| c.to_f64_array().iter().next().is_some_and(|&v| v != 0.0))
+}
+
+/// Replaces node `at` (an `If`) by the nodes of its `then` (`taken`) or `else` branch; returns how many.
+fn inline(g: &mut GraphProto, at: usize, taken: bool) -> usize {
+    let n = g.node.remove(at);
+    let name = if taken { "then_branch" } else { "else_branch" };
+    let Some(body) = n.attribute.iter().find(|a| a.name == name).and_then(|a| a.g.clone()) else {
+        return 0;
+    };
+    let names: HashSet<String> = g.node.iter().map(|x| x.name.clone()).collect();
+    let mut nodes: Vec<NodeProto> = body
+        .node
+        .into_iter()
+        .map(|mut x| {
+            if x.name.is_empty() || names.contains(&x.name) {
+                x.name = format!("{}/{}", n.name, if x.name.is_empty() { &x.op_type } else { &x.name });
+            }
+            x
+        })
+        .collect();
+    let count = nodes.len();
+    for (k, (out, inner)) in n.output.iter().zip(&body.output).enumerate() {
+        if out.is_empty() {
+            continue;
+        }
+        nodes.push(NodeProto {
+            name: format!("{}/output{k}", n.name),
+            op_type: "Identity".into(),
+            input: vec![inner.name.clone()],
+            output: vec![out.clone()],
+            ..Default::default()
+        });
+    }
+    g.initializer.extend(body.initializer);
+    g.value_info.extend(body.value_info);
+    g.node.splice(at..at, nodes);
+    count
+}
