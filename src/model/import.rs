@@ -2,7 +2,8 @@
 //! initializers repeated in `graph.input`, external data, other domains, `-1` and symbolic dims, and values
 //! hidden inside `If`/`Loop`/`Scan` bodies (listed, not captured).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -250,6 +251,11 @@ fn sort_nodes(
             });
         }
     }
+    // A file order that is already topological is kept as it is.
+    let in_order = deps
+        .iter()
+        .enumerate()
+        .all(|(i, d)| d.iter().all(|v| producer[v.as_str()] < i));
     let mut pending: Vec<usize> = deps.iter().map(|d| d.len()).collect();
     let mut users: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, d) in deps.iter().enumerate() {
@@ -265,10 +271,18 @@ fn sort_nodes(
                 .push(i);
         }
     }
-    let mut ready: VecDeque<usize> = (0..g.node.len()).filter(|&i| pending[i] == 0).collect();
+    // Otherwise the earliest ready node in file order runs first.
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..g.node.len())
+        .filter(|&i| pending[i] == 0 && !in_order)
+        .map(Reverse)
+        .collect();
     let mut order = Vec::with_capacity(g.node.len());
     let mut queued: Vec<bool> = pending.iter().map(|&p| p == 0).collect();
-    while let Some(i) = ready.pop_front() {
+    if in_order {
+        order.extend(0..g.node.len());
+        queued.iter_mut().for_each(|q| *q = true);
+    }
+    while let Some(Reverse(i)) = ready.pop() {
         order.push(i);
         let mut woken = Vec::new();
         for o in g.node[i].output.iter().filter(|o| !o.is_empty()) {
@@ -280,8 +294,7 @@ fn sort_nodes(
                 }
             }
         }
-        woken.sort_unstable();
-        ready.extend(woken);
+        ready.extend(woken.into_iter().map(Reverse));
     }
     if order.len() != g.node.len() {
         let stuck: Vec<String> = (0..g.node.len())

@@ -34,7 +34,9 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     let mut notes = vec![];
     while notes.len() < MAX_INLINED {
         let Some(g) = proto.graph.as_ref() else { break };
-        let Some((at, taken)) = resolvable(&proto, g, inputs) else { break };
+        let Some((at, taken)) = resolvable(&proto, g, inputs) else {
+            break;
+        };
         let g = proto.graph.as_mut().expect("checked");
         let n = g.node[at].clone();
         let count = inline(g, at, taken);
@@ -64,7 +66,9 @@ fn resolvable(m: &ModelProto, g: &GraphProto, inputs: &Inputs) -> Option<(usize,
         .collect();
     for (at, n) in g.node.iter().enumerate().filter(|(_, n)| n.op_type == "If") {
         let cond = n.input.first()?;
-        let Some(nodes) = ancestors(g, &producer, cond) else { continue };
+        let Some(nodes) = ancestors(g, &producer, cond) else {
+            continue;
+        };
         if let Some(v) = evaluate(m, g, &nodes, cond, inputs) {
             return Some((at, v));
         }
@@ -82,7 +86,11 @@ fn ancestors(g: &GraphProto, producer: &HashMap<&str, usize>, value: &str) -> Op
             continue;
         }
         let n = &g.node[i];
-        if n.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty()) || seen.len() > MAX_ANCESTORS {
+        if n.attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+            || seen.len() > MAX_ANCESTORS
+        {
             return None;
         }
         stack.extend(n.input.iter().filter(|s| !s.is_empty()).map(|s| s.as_str()));
@@ -93,29 +101,64 @@ fn ancestors(g: &GraphProto, producer: &HashMap<&str, usize>, value: &str) -> Op
 }
 
 /// Computes `cond` with tract on the sub-model of `nodes`, fed the prepared inputs. `None` when it cannot.
-fn evaluate(m: &ModelProto, g: &GraphProto, nodes: &[usize], cond: &str, inputs: &Inputs) -> Option<bool> {
+fn evaluate(
+    m: &ModelProto,
+    g: &GraphProto,
+    nodes: &[usize],
+    cond: &str,
+    inputs: &Inputs,
+) -> Option<bool> {
     let used: HashSet<&str> = nodes
         .iter()
         .flat_map(|&i| g.node[i].input.iter().map(|s| s.as_str()))
         .chain(std::iter::once(cond))
         .collect();
-    let sub_inputs: Vec<ValueInfoProto> = g.input.iter().filter(|i| used.contains(i.name.as_str())).cloned().collect();
+    let sub_inputs: Vec<ValueInfoProto> = g
+        .input
+        .iter()
+        .filter(|i| used.contains(i.name.as_str()))
+        .cloned()
+        .collect();
     let sub = GraphProto {
         node: nodes.iter().map(|&i| g.node[i].clone()).collect(),
-        initializer: g.initializer.iter().filter(|t| used.contains(t.name.as_str())).cloned().collect(),
+        initializer: g
+            .initializer
+            .iter()
+            .filter(|t| used.contains(t.name.as_str()))
+            .cloned()
+            .collect(),
         input: sub_inputs.clone(),
-        output: vec![ValueInfoProto { name: cond.to_string(), ..Default::default() }],
+        output: vec![ValueInfoProto {
+            name: cond.to_string(),
+            ..Default::default()
+        }],
         name: "phantom_condition".into(),
         ..Default::default()
     };
-    let sub_model = ModelProto { graph: Some(sub), ..m.clone() };
-    let mut model = tract_onnx::onnx().with_ignore_value_info(true).model_for_proto_model(&sub_model).ok()?;
+    let sub_model = ModelProto {
+        graph: Some(sub),
+        ..m.clone()
+    };
+    let mut model = tract_onnx::onnx()
+        .with_ignore_value_info(true)
+        .model_for_proto_model(&sub_model)
+        .ok()?;
     let mut feeds = tvec![];
     for (k, i) in sub_inputs.iter().enumerate() {
-        let t = inputs.tensors.iter().find(|(n, _)| *n == i.name).map(|(_, t)| t)?;
+        let t = inputs
+            .tensors
+            .iter()
+            .find(|(n, _)| *n == i.name)
+            .map(|(_, t)| t)?;
         let dt = datum_type(t.dtype());
-        let v = to_tract_f64(t).into_tensor().cast_to_dt(dt).ok()?.into_owned();
-        model.set_input_fact(k, InferenceFact::dt_shape(dt, v.shape())).ok()?;
+        let v = to_tract_f64(t)
+            .into_tensor()
+            .cast_to_dt(dt)
+            .ok()?
+            .into_owned();
+        model
+            .set_input_fact(k, InferenceFact::dt_shape(dt, v.shape()))
+            .ok()?;
         feeds.push(v.into_tvalue());
     }
     let plan = model.into_typed().ok()?.into_runnable().ok()?;
@@ -128,7 +171,12 @@ fn evaluate(m: &ModelProto, g: &GraphProto, nodes: &[usize], cond: &str, inputs:
 fn inline(g: &mut GraphProto, at: usize, taken: bool) -> usize {
     let n = g.node.remove(at);
     let name = if taken { "then_branch" } else { "else_branch" };
-    let Some(body) = n.attribute.iter().find(|a| a.name == name).and_then(|a| a.g.clone()) else {
+    let Some(body) = n
+        .attribute
+        .iter()
+        .find(|a| a.name == name)
+        .and_then(|a| a.g.clone())
+    else {
         return 0;
     };
     let names: HashSet<String> = g.node.iter().map(|x| x.name.clone()).collect();
@@ -137,7 +185,15 @@ fn inline(g: &mut GraphProto, at: usize, taken: bool) -> usize {
         .into_iter()
         .map(|mut x| {
             if x.name.is_empty() || names.contains(&x.name) {
-                x.name = format!("{}/{}", n.name, if x.name.is_empty() { &x.op_type } else { &x.name });
+                x.name = format!(
+                    "{}/{}",
+                    n.name,
+                    if x.name.is_empty() {
+                        &x.op_type
+                    } else {
+                        &x.name
+                    }
+                );
             }
             x
         })

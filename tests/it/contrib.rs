@@ -289,3 +289,35 @@ fn fp16_decoder_runs_and_scan_names_the_rms_norm_statistics_overflow() {
         "{cause:#}"
     );
 }
+
+#[test]
+fn an_if_decided_by_the_inputs_runs_its_taken_branch_on_both_sides() {
+    ensure_runtime();
+    let m = contrib_model("if_sample_rate.onnx");
+    // 16 kHz and 8 samples: the then branch, and inside it the then branch of the shape test. The else branch
+    // (a Reshape to 3×7) does not type for 8 samples: tract must never see it.
+    for (samples, inner) in [("8", "inner_sigmoid"), ("9", "inner_tanh")] {
+        let (code, out, r) = onnx_report(&m, &["--dim", &format!("samples={samples}")]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("If `top_if`: its condition is true"), "{out}");
+        let names: Vec<&str> = r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.contains(&inner) && names.contains(&"then_relu"),
+            "inner nodes compared: {names:?}"
+        );
+        assert!(!names.contains(&"else_reshape"), "{names:?}");
+        let cov = &r["coverage"];
+        assert!(cov["compared"].as_u64().unwrap() >= 8, "{cov}");
+        use sha2::Digest;
+        let sha = format!("{:x}", sha2::Sha256::digest(std::fs::read(&m).unwrap()));
+        assert_eq!(
+            r["model"]["sha256"], sha,
+            "the report names the file as read, not the inlined model"
+        );
+    }
+}

@@ -168,6 +168,44 @@ def decoder(path):
     b.save("tiny_decoder", inputs, outputs, path, ms=True)
 
 
+def if_sample_rate(path):
+    """Silero VAD's shape: an If on the sample rate at the top, an If on a shape inside the taken branch, and an
+    untaken branch that does not type for the inputs given (a Reshape to 3×7 of 8 samples)."""
+    T = TP.FLOAT
+    inner_then = oh.make_graph([oh.make_node("Sigmoid", ["y"], ["z_then"], name="inner_sigmoid")], "inner_then",
+                               [], [oh.make_tensor_value_info("z_then", T, None)])
+    inner_else = oh.make_graph([oh.make_node("Tanh", ["y"], ["z_else"], name="inner_tanh")], "inner_else",
+                               [], [oh.make_tensor_value_info("z_else", T, None)])
+    then_nodes = [
+        oh.make_node("Mul", ["x", "two"], ["x2"], name="then_mul"),
+        oh.make_node("Relu", ["x2"], ["y"], name="then_relu"),
+        oh.make_node("Shape", ["x"], ["xs"], name="then_shape"),
+        oh.make_node("Gather", ["xs", "one"], ["n"], name="then_len", axis=0),
+        oh.make_node("Equal", ["n", "eight"], ["is8"], name="then_is8"),
+        oh.make_node("If", ["is8"], ["z"], name="inner_if", then_branch=inner_then, else_branch=inner_else),
+        oh.make_node("Add", ["z", "x"], ["t_out"], name="then_add"),
+    ]
+    then_g = oh.make_graph(then_nodes, "then", [], [oh.make_tensor_value_info("t_out", T, None)],
+                           [nh.from_array(np.array(2.0, np.float32), "two"), nh.from_array(np.array(1, np.int64), "one"),
+                            nh.from_array(np.array(8, np.int64), "eight")])
+    else_g = oh.make_graph([oh.make_node("Reshape", ["x", "shape37"], ["r"], name="else_reshape"),
+                            oh.make_node("Reshape", ["r", "shape_back"], ["e_out"], name="else_back")], "else", [],
+                           [oh.make_tensor_value_info("e_out", T, None)],
+                           [nh.from_array(np.array([-1, 3, 7], np.int64), "shape37"),
+                            nh.from_array(np.array([1, -1], np.int64), "shape_back")])
+    nodes = [oh.make_node("Constant", [], ["sr16k"], name="sr16k", value=nh.from_array(np.array(16000, np.int64))),
+             oh.make_node("Equal", ["sr", "sr16k"], ["is16k"], name="is16k"),
+             oh.make_node("If", ["is16k"], ["out"], name="top_if", then_branch=then_g, else_branch=else_g)]
+    g = oh.make_graph(nodes, "if_sample_rate",
+                      [oh.make_tensor_value_info("x", T, [1, "samples"]), oh.make_tensor_value_info("sr", TP.INT64, [])],
+                      [oh.make_tensor_value_info("out", T, [1, "samples"])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 if __name__ == "__main__":
+    if_sample_rate(os.path.join(HERE, "if_sample_rate.onnx"))
     bert(os.path.join(HERE, "bert_opt.onnx"))
     decoder(os.path.join(HERE, "decoder_int4.onnx"))
