@@ -61,7 +61,10 @@ fn contrib_kernels_match_float64_definitions_and_ort() {
         .map(|e| e.unwrap().path())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 14, "contrib cases missing");
+    assert!(
+        dirs.len() >= 37,
+        "contrib cases missing: run python3 tests/data/contrib/make_cases.py"
+    );
     let lib = phantom::runner::ort_lib::locate(None, false).unwrap();
     let mut failures = vec![];
     for dir in &dirs {

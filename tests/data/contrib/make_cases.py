@@ -157,6 +157,7 @@ def main():
     mha_cases()
     rotary_cases()
     gqa_cases()
+    quantized_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}", file=sys.stderr)
 
 
@@ -458,6 +459,46 @@ def gqa_cases():
                 ("cos", None), ("sin", None), ("pos", None), ("ab", ab), ("sink", sink)],
                [("y", y), ("present_key", pk_), ("present_value", pv_)],
                {"num_heads": n, "kv_num_heads": nkv})
+
+
+# ---- quantized ops -------------------------------------------------------------------------------------------------
+
+def quantized_cases():
+    v, h, block, bits = 10, 64, 32, 4
+    blocks = h // block
+    codes = RNG.integers(0, 16, (v, h)).astype(np.uint8)
+    z = RNG.integers(0, 16, (v, blocks)).astype(np.uint8)
+    scales = (RNG.random((v, blocks)) * 0.1 + 0.01).astype(np.float32)
+    table = (codes.astype(np.float64) - z.repeat(block, 1)) * f64(scales).repeat(block, 1)
+    idx = np.array([[0, 9, -1], [3, 3, 7]], np.int64)
+    write_case("gather_block_quantized_zp", "GatherBlockQuantized",
+               [("data", pack_codes(codes, bits)), ("idx", idx), ("scales", scales), ("zp", pack_codes(z, bits))],
+               [("y", table[idx % v])], {"block_size": block, "bits": bits, "quantize_axis": 1},
+               inits={"data", "scales", "zp"})
+    table8 = (codes.astype(np.float64) - 8) * f64(scales).repeat(block, 1)
+    write_case("gather_block_quantized_default_zp", "GatherBlockQuantized",
+               [("data", pack_codes(codes, bits)), ("idx", idx[0]), ("scales", scales)],
+               [("y", table8[idx[0] % v])], {"block_size": block, "bits": bits, "quantize_axis": 1},
+               inits={"data", "scales"})
+    m, k, n = 6, 16, 5
+    a = RNG.integers(0, 256, (2, m // 2, k)).astype(np.uint8)
+    b = RNG.integers(-128, 128, (k, n)).astype(np.int8)
+    sa, sb = np.array(0.02, np.float32), (RNG.random(n) * 0.01 + 0.001).astype(np.float32)
+    za, zb = np.array(120, np.uint8), np.zeros(n, np.int8)
+    bias = rand(n)
+    y = ((a.astype(np.float64) - 120) @ b.astype(np.float64)) * (float(sa) * f64(sb)) + f64(bias)
+    write_case("matmul_integer_to_float", "MatMulIntegerToFloat",
+               [("a", a), ("b", b), ("sa", sa), ("sb", sb), ("za", za), ("zb", zb), ("bias", bias)], [("y", y)],
+               inits={"b", "sa", "sb", "za", "zb", "bias"})
+    af = rand(3, k, scale=2.0)
+    lo, hi = min(f64(af).min(), 0.0), max(f64(af).max(), 0.0)
+    s = (hi - lo) / 255.0
+    zp = np.clip(np.round(-lo / s), 0, 255)
+    qa = np.clip(np.round(f64(af) / s) + zp, 0, 255)
+    y = ((qa - zp) @ b.astype(np.float64)) * (s * f64(sb)) + f64(bias)
+    write_case("dynamic_quantize_matmul", "DynamicQuantizeMatMul",
+               [("a", af), ("b", b), ("sb", sb), ("zb", zb), ("bias", bias)], [("y", y)],
+               inits={"b", "sb", "zb", "bias"})
 
 
 if __name__ == "__main__":

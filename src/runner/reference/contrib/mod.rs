@@ -14,6 +14,7 @@ mod matmul;
 mod mha;
 mod norm;
 pub mod op;
+mod quant;
 mod rotary;
 mod util;
 
@@ -120,6 +121,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| attention::kernel(op))
         .or_else(|| gqa::kernel(op))
         .or_else(|| rotary::kernel(op))
+        .or_else(|| quant::kernel(op))
 }
 
 /// Ops ORT registers in the ONNX domain although ONNX does not define them.
@@ -157,6 +159,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(attention::OPS)
         .chain(gqa::OPS)
         .chain(rotary::OPS)
+        .chain(quant::OPS)
     {
         onnx.op_register
             .0
