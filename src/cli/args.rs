@@ -156,6 +156,10 @@ pub struct OnnxArgs {
     /// Write the fp16/bf16 model the target runs here.
     #[arg(long, value_name = "OUT.onnx", requires = "precision")]
     pub save_target_model: Option<PathBuf>,
+    /// Run If and Loop nodes as the file has them: no branch the inputs decide is inlined, no loop with a known trip
+    /// count unrolled (values inside bodies are then not compared, and tract must type every branch).
+    #[arg(long)]
+    pub keep_control_flow: bool,
     /// Write the JSON report here.
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,

@@ -184,6 +184,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
         super::args::Switch::Auto => true,
     };
     s.save_target_model = a.save_target_model.clone();
+    s.keep_control_flow = a.keep_control_flow;
     s.dump = a.dump.clone().map(|d| (d, a.force));
     Ok(s)
 }

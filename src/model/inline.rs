@@ -4,6 +4,7 @@
 //! branch not taken (Silero VAD's 8 kHz branch does not type with 16 kHz inputs), and every node of the taken branch
 //! becomes a top-level node whose values both sides expose and phantom compares. Repeated until no `If` is left
 //! that can be resolved, so nested ones unfold too. The report says which branch ran in place of which `If`.
+//! A `Loop` whose trip count is known the same way is unrolled ([`super::unroll`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,7 +26,11 @@ const MAX_INLINED: usize = 256;
 /// Replaces every top-level `If` whose condition the inputs decide by its taken branch. Returns the graph to compare
 /// (the original when nothing was inlined) and a note per inlined `If`.
 pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
-    if !graph.nodes.iter().any(|n| n.op_type == "If") {
+    if !graph
+        .nodes
+        .iter()
+        .any(|n| n.op_type == "If" || n.op_type == "Loop")
+    {
         return Ok(graph);
     }
     let Ok(mut proto) = ModelProto::decode(graph.bytes.as_slice()) else {
@@ -33,6 +38,10 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     };
     let mut notes = vec![];
     while notes.len() < MAX_INLINED {
+        if let Some(note) = unroll_one(&mut proto, inputs) {
+            notes.push(note);
+            continue;
+        }
         let Some(g) = proto.graph.as_ref() else { break };
         let Some((at, taken)) = resolvable(&proto, g, inputs) else {
             break;
@@ -56,6 +65,58 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     Ok(inlined)
 }
 
+/// Unrolls the first top-level `Loop` whose trip count the inputs decide and that nothing else can stop.
+fn unroll_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
+    let g = m.graph.as_ref()?;
+    let producer = producers(g);
+    let opset = m
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map_or(13, |o| o.version);
+    let mut found = None;
+    for (at, n) in g
+        .node
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.op_type == "Loop")
+    {
+        let value =
+            |v: &str| ancestors(g, &producer, v).and_then(|a| evaluate(m, g, &a, v, inputs));
+        let trips = n
+            .input
+            .first()
+            .filter(|t| !t.is_empty())
+            .and_then(|t| value(t));
+        let cond = n
+            .input
+            .get(1)
+            .filter(|c| !c.is_empty())
+            .and_then(|c| value(c))
+            .map(|c| c != 0.0);
+        if let Some(t) =
+            trips.filter(|&t| t >= 0.0 && super::unroll::stops_only_at_trip_count(n, cond))
+        {
+            found = Some((at, t as usize, n.name.clone()));
+            break;
+        }
+    }
+    let (at, trips, name) = found?;
+    let g = m.graph.as_mut()?;
+    let added = super::unroll::unroll(g, at, &super::unroll::Plan { trips }, opset)?;
+    Some(format!(
+        "Loop `{name}`: {trips} iterations for these inputs, unrolled into {added} nodes on both sides (values `<name>.iter<t>`), so each iteration is computed in f64 and compared"
+    ))
+}
+
+fn producers(g: &GraphProto) -> HashMap<&str, usize> {
+    g.node
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
+        .collect()
+}
+
 /// The first top-level `If` whose condition can be computed now, with its value.
 fn resolvable(m: &ModelProto, g: &GraphProto, inputs: &Inputs) -> Option<(usize, bool)> {
     let producer: HashMap<&str, usize> = g
@@ -70,7 +131,7 @@ fn resolvable(m: &ModelProto, g: &GraphProto, inputs: &Inputs) -> Option<(usize,
             continue;
         };
         if let Some(v) = evaluate(m, g, &nodes, cond, inputs) {
-            return Some((at, v));
+            return Some((at, v != 0.0));
         }
     }
     None
@@ -107,7 +168,7 @@ fn evaluate(
     nodes: &[usize],
     cond: &str,
     inputs: &Inputs,
-) -> Option<bool> {
+) -> Option<f64> {
     let used: HashSet<&str> = nodes
         .iter()
         .flat_map(|&i| g.node[i].input.iter().map(|s| s.as_str()))
@@ -164,7 +225,9 @@ fn evaluate(
     let plan = model.into_typed().ok()?.into_runnable().ok()?;
     let out = plan.run(feeds).ok()?;
     let c = from_tract(out.first()?)?;
-    (c.len() == 1).then(|| c.to_f64_array().iter().next().is_some_and(|&v| v != 0.0))
+    (c.len() == 1)
+        .then(|| c.to_f64_array().iter().next().copied())
+        .flatten()
 }
 
 /// Replaces node `at` (an `If`) by the nodes of its `then` (`taken`) or `else` branch; returns how many.

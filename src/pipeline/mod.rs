@@ -165,7 +165,10 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let inputs = model::inputs::prepare(&graph, &s.inputs)?;
     let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
     let inputs = shapes::checked(&graph, &s.inputs, inputs, &lib)?;
-    let graph = model::inline::taken_branches(graph, &inputs)?;
+    let graph = match s.keep_control_flow {
+        true => graph,
+        false => model::inline::taken_branches(graph, &inputs)?,
+    };
     let targets = s
         .targets
         .iter()

@@ -53,6 +53,9 @@ pub struct CompareSettings {
     /// Where to write the model the target runs (`--save-target-model`).
     #[serde(skip)]
     pub save_target_model: Option<PathBuf>,
+    /// `--keep-control-flow`: If/Loop nodes run as the file has them (no inlining or unrolling).
+    #[serde(default)]
+    pub keep_control_flow: bool,
     /// The command line, recorded in the report.
     #[serde(skip)]
     pub command: Vec<String>,
@@ -78,6 +81,7 @@ impl CompareSettings {
             slice: None,
             heatmaps: false,
             save_target_model: None,
+            keep_control_flow: false,
             dump: None,
             command: std::env::args().collect(),
             progress: false,

@@ -430,6 +430,7 @@ fn ir3_initializers_and_loop_bodies_convert_consistently() {
             "fp16",
             "--save-target-model",
             saved.to_str().unwrap(),
+            "--keep-control-flow",
         ]);
         if name == "loop_body" {
             // tract cannot type Loop, so there is no f64 reference; the converted model is still written, and it

@@ -205,7 +205,37 @@ def if_sample_rate(path):
     onnx.save(m, path)
 
 
+def loop_scan(path):
+    """A recurrence written as a Loop: trip count from the input's shape, a carried state, a scan output."""
+    T = TP.FLOAT
+    body = oh.make_graph(
+        [oh.make_node("Gather", ["x", "i"], ["xi"], name="body_gather", axis=0),
+         oh.make_node("Mul", ["h_in", "w"], ["hw"], name="body_mul"),
+         oh.make_node("Add", ["hw", "xi"], ["pre"], name="body_add"),
+         oh.make_node("Tanh", ["pre"], ["h_out"], name="body_tanh"),
+         oh.make_node("Identity", ["h_out"], ["h_scan"], name="body_scan"),
+         oh.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")],
+        "body",
+        [oh.make_tensor_value_info("i", TP.INT64, []), oh.make_tensor_value_info("cond_in", TP.BOOL, []),
+         oh.make_tensor_value_info("h_in", T, None)],
+        [oh.make_tensor_value_info("cond_out", TP.BOOL, []), oh.make_tensor_value_info("h_out", T, None),
+         oh.make_tensor_value_info("h_scan", T, None)])
+    nodes = [oh.make_node("Shape", ["x"], ["xs"], name="x_shape"),
+             oh.make_node("Gather", ["xs", "zero"], ["steps"], name="steps", axis=0),
+             oh.make_node("Loop", ["steps", "yes", "h0"], ["h_final", "hs"], name="recurrence", body=body)]
+    g = oh.make_graph(nodes, "loop_scan",
+                      [oh.make_tensor_value_info("x", T, ["steps", 4]), oh.make_tensor_value_info("h0", T, [1, 4])],
+                      [oh.make_tensor_value_info("h_final", T, [1, 4]), oh.make_tensor_value_info("hs", T, ["steps", 1, 4])],
+                      [nh.from_array(np.array(0, np.int64), "zero"), nh.from_array(np.array(True), "yes"),
+                       nh.from_array(np.array([0.9, -0.5, 0.3, 1.1], np.float32), "w")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 if __name__ == "__main__":
+    loop_scan(os.path.join(HERE, "loop_scan.onnx"))
     if_sample_rate(os.path.join(HERE, "if_sample_rate.onnx"))
     bert(os.path.join(HERE, "bert_opt.onnx"))
     decoder(os.path.join(HERE, "decoder_int4.onnx"))
