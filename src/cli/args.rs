@@ -156,6 +156,10 @@ pub struct OnnxArgs {
     /// Write the fp16/bf16 model the target runs here.
     #[arg(long, value_name = "OUT.onnx", requires = "precision")]
     pub save_target_model: Option<PathBuf>,
+    /// KV-cache decoders: run N decoding steps (the prompt, then one greedy token at a time), each side fed its own
+    /// cache from the step before; the report notes the drift per step.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub steps: u64,
     /// Run If and Loop nodes as the file has them: no branch the inputs decide is inlined, no loop with a known trip
     /// count unrolled (values inside bodies are then not compared, and tract must type every branch).
     #[arg(long)]

@@ -53,6 +53,10 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
             a.samples <= 1,
             "--bisect probes one input sample; drop --samples (or run --bisect with --seed K for sample K)"
         );
+        anyhow::ensure!(
+            a.steps <= 1,
+            "--bisect probes one forward pass: drop --steps"
+        );
         return bisect(&settings, a.json.as_deref());
     }
     anyhow::ensure!(
@@ -62,7 +66,14 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     if settings.targets.len() > 1 {
         return several(&a, &settings);
     }
-    let (report, inputs) = compare_samples(&settings)?;
+    anyhow::ensure!(
+        a.steps <= 1 || (a.samples <= 1 && a.dump.is_none() && a.save_run.is_none()),
+        "--steps runs several passes of one input sample: drop --samples, --dump and --save-run"
+    );
+    let (report, inputs) = match a.steps > 1 {
+        true => crate::pipeline::compare_steps(&settings)?,
+        false => compare_samples(&settings)?,
+    };
     if let Some(d) = &a.save_run {
         let run = crate::replay::SavedRun::from_report(&report, &settings, &inputs.tensors);
         crate::replay::save(d, &run, &inputs.tensors, a.force)?;
@@ -185,6 +196,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     };
     s.save_target_model = a.save_target_model.clone();
     s.keep_control_flow = a.keep_control_flow;
+    s.steps = a.steps as usize;
     s.dump = a.dump.clone().map(|d| (d, a.force));
     Ok(s)
 }
@@ -198,6 +210,7 @@ fn refuse_with_several(a: &OnnxArgs) -> anyhow::Result<()> {
         ("--save-target-model", a.save_target_model.is_some()),
         ("--dot", a.dot.is_some()),
         ("--samples", a.samples > 1),
+        ("--steps", a.steps > 1),
     ];
     match one_only.iter().find(|(_, on)| *on) {
         Some((name, _)) => anyhow::bail!(

@@ -4,7 +4,7 @@
 //! branch not taken (Silero VAD's 8 kHz branch does not type with 16 kHz inputs), and every node of the taken branch
 //! becomes a top-level node whose values both sides expose and phantom compares. Repeated until no `If` is left
 //! that can be resolved, so nested ones unfold too. The report says which branch ran in place of which `If`.
-//! A `Loop` whose trip count is known the same way is unrolled ([`super::unroll`]).
+//! A `Loop` whose trip count is known the same way, or a `Scan` whose scan length is, is unrolled ([`super::unroll`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,7 +29,7 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     if !graph
         .nodes
         .iter()
-        .any(|n| n.op_type == "If" || n.op_type == "Loop")
+        .any(|n| matches!(n.op_type.as_str(), "If" | "Loop" | "Scan"))
     {
         return Ok(graph);
     }
@@ -38,7 +38,9 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     };
     let mut notes = vec![];
     while notes.len() < MAX_INLINED {
-        if let Some(note) = unroll_one(&mut proto, inputs) {
+        if let Some(note) =
+            unroll_one(&mut proto, inputs).or_else(|| unroll_scan_one(&mut proto, inputs))
+        {
             notes.push(note);
             continue;
         }
@@ -55,25 +57,27 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
             if taken { "then" } else { "else" }
         ));
     }
+    reimported(graph, proto, notes)
+}
+
+/// `proto`, changed from `graph` as `notes` say, imported in its place (the report keeps naming the file as read);
+/// `graph` itself when nothing changed.
+pub(crate) fn reimported(graph: Graph, proto: ModelProto, notes: Vec<String>) -> Result<Graph> {
     if notes.is_empty() {
         return Ok(graph);
     }
-    let mut inlined = super::import::from_bytes(&graph.path, proto.encode_to_vec())?;
-    inlined.sha256 = graph.sha256.clone();
-    inlined.was_unsorted |= graph.was_unsorted;
-    inlined.notes = graph.notes.iter().cloned().chain(notes).collect();
-    Ok(inlined)
+    let mut changed = super::import::from_bytes(&graph.path, proto.encode_to_vec())?;
+    changed.sha256 = graph.sha256.clone();
+    changed.was_unsorted |= graph.was_unsorted;
+    changed.notes = graph.notes.iter().cloned().chain(notes).collect();
+    Ok(changed)
 }
 
 /// Unrolls the first top-level `Loop` whose trip count the inputs decide and that nothing else can stop.
 fn unroll_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
     let g = m.graph.as_ref()?;
     let producer = producers(g);
-    let opset = m
-        .opset_import
-        .iter()
-        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
-        .map_or(13, |o| o.version);
+    let opset = opset_of(m);
     let mut found = None;
     for (at, n) in g
         .node
@@ -104,9 +108,45 @@ fn unroll_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
     let (at, trips, name) = found?;
     let g = m.graph.as_mut()?;
     let added = super::unroll::unroll(g, at, &super::unroll::Plan { trips }, opset)?;
-    Some(format!(
-        "Loop `{name}`: {trips} iterations for these inputs, unrolled into {added} nodes on both sides (values `<name>.iter<t>`), so each iteration is computed in f64 and compared"
-    ))
+    Some(unrolled_note("Loop", &name, trips, added))
+}
+
+fn unrolled_note(op: &str, name: &str, trips: usize, added: usize) -> String {
+    format!(
+        "{op} `{name}`: {trips} iterations for these inputs, unrolled into {added} nodes on both sides (values `<name>.iter<t>`), so each iteration is computed in f64 and compared"
+    )
+}
+
+/// Unrolls the first top-level `Scan` whose scan length the inputs decide.
+fn unroll_scan_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
+    let g = m.graph.as_ref()?;
+    let producer = producers(g);
+    let found = g
+        .node
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.op_type == "Scan")
+        .find_map(|(at, n)| {
+            let scan = super::unroll::scan_shape(n)?;
+            let (input, axis) = &scan.first_scan;
+            let t = ancestors(g, &producer, input)
+                .and_then(|a| evaluate_tensor(m, g, &a, input, inputs))?;
+            let rank = t.shape().len() as i64;
+            let axis = if *axis < 0 { axis + rank } else { *axis };
+            let trips = *t.shape().get(usize::try_from(axis).ok()?)?;
+            Some((at, trips, n.name.clone()))
+        });
+    let (at, trips, name) = found?;
+    let opset = opset_of(m);
+    let added = super::unroll::unroll_scan(m.graph.as_mut()?, at, trips, opset)?;
+    Some(unrolled_note("Scan", &name, trips, added))
+}
+
+pub(crate) fn opset_of(m: &ModelProto) -> i64 {
+    m.opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map_or(13, |o| o.version)
 }
 
 fn producers(g: &GraphProto) -> HashMap<&str, usize> {
@@ -161,7 +201,7 @@ fn ancestors(g: &GraphProto, producer: &HashMap<&str, usize>, value: &str) -> Op
     Some(v)
 }
 
-/// Computes `cond` with tract on the sub-model of `nodes`, fed the prepared inputs. `None` when it cannot.
+/// Computes the scalar `cond` with tract on the sub-model of `nodes`, fed the prepared inputs. `None` when it cannot.
 fn evaluate(
     m: &ModelProto,
     g: &GraphProto,
@@ -169,6 +209,20 @@ fn evaluate(
     cond: &str,
     inputs: &Inputs,
 ) -> Option<f64> {
+    let c = evaluate_tensor(m, g, nodes, cond, inputs)?;
+    (c.len() == 1)
+        .then(|| c.to_f64_array().iter().next().copied())
+        .flatten()
+}
+
+/// Computes the value `cond` with tract on the sub-model of `nodes`, fed the prepared inputs.
+fn evaluate_tensor(
+    m: &ModelProto,
+    g: &GraphProto,
+    nodes: &[usize],
+    cond: &str,
+    inputs: &Inputs,
+) -> Option<crate::tensor::Tensor> {
     let used: HashSet<&str> = nodes
         .iter()
         .flat_map(|&i| g.node[i].input.iter().map(|s| s.as_str()))
@@ -224,10 +278,7 @@ fn evaluate(
     }
     let plan = model.into_typed().ok()?.into_runnable().ok()?;
     let out = plan.run(feeds).ok()?;
-    let c = from_tract(out.first()?)?;
-    (c.len() == 1)
-        .then(|| c.to_f64_array().iter().next().copied())
-        .flatten()
+    from_tract(out.first()?)
 }
 
 /// Replaces node `at` (an `If`) by the nodes of its `then` (`taken`) or `else` branch; returns how many.

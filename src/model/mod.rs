@@ -10,6 +10,7 @@ pub mod inline;
 pub mod inputs;
 pub mod npy;
 pub mod proto;
+pub mod random;
 pub mod unroll;
 pub mod validate;
 

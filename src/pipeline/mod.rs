@@ -21,6 +21,7 @@ mod parts;
 mod samples;
 mod settings;
 mod shapes;
+mod steps;
 mod stream;
 
 use std::collections::HashMap;
@@ -41,6 +42,7 @@ pub use parts::environment;
 use parts::{ms, stage};
 pub use samples::compare_samples;
 pub use settings::{CompareSettings, RuntimeSpec, Strategy};
+pub use steps::compare_steps;
 
 /// Heatmaps kept per report: those of the values using most of their tolerance (a few kilobytes each).
 pub const MAX_HEATMAPS: usize = 200;
@@ -49,6 +51,8 @@ pub const MAX_HEATMAPS: usize = 200;
 pub struct Prepared {
     pub graph: Graph,
     pub inputs: Inputs,
+    /// Inputs for the target where they differ from the reference's (`--steps`: each side's own KV cache).
+    pub target_inputs: Option<Inputs>,
     pub lib: Located,
     pub targets: Vec<Box<dyn Target>>,
     pub import_ms: f64,
@@ -77,6 +81,9 @@ struct Finished {
     reports: Vec<Report>,
     pairs: Vec<PairValue>,
     inputs: Inputs,
+    /// The graph outputs of the reference and of the (first) target (`--steps` only).
+    ref_outputs: HashMap<String, Tensor>,
+    target_outputs: HashMap<String, Tensor>,
 }
 
 /// Runs the comparison of the one target and builds its report.
@@ -104,9 +111,9 @@ pub fn compare_targets(s: &CompareSettings) -> Result<(MultiReport, Inputs)> {
 /// The stages, for every lane.
 fn run(s: &CompareSettings) -> Result<Finished> {
     let t_all = Instant::now();
-    let p = prepare(s)?;
+    let mut p = prepare(s)?;
     let summaries = p.inputs.summaries.clone();
-    let f = stages(s, p, t_all).map_err(|e| shapes::with_dims_hint(e, &summaries))?;
+    let f = stages(s, &mut p, t_all).map_err(|e| shapes::with_dims_hint(e, &summaries))?;
     compared_something(s, &f)?;
     Ok(f)
 }
@@ -136,25 +143,37 @@ fn compared_something(s: &CompareSettings, f: &Finished) -> Result<()> {
 }
 
 /// Capture, expected noise, stream-compare, then per lane attribute, explain and assemble.
-fn stages(s: &CompareSettings, mut p: Prepared, t_all: Instant) -> Result<Finished> {
+/// The targets go back into `p` afterwards, so the stages can run again (`--steps`).
+fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finished> {
     let attribution = s.attribution && s.budget().is_none();
-    let mut lanes = capture(s, &mut p, attribution)?;
+    let mut lanes = capture(s, p, attribution)?;
     for lane in lanes.iter_mut() {
-        lane.emulated = expected_noise(s, &p, lane.rounding.as_ref())?;
+        lane.emulated = expected_noise(s, p, lane.rounding.as_ref())?;
     }
-    let mut cmp = stream::compare(s, &mut p, &mut lanes, attribution)?;
+    let mut cmp = stream::compare(s, p, &mut lanes, attribution)?;
     let mut reports = vec![];
+    let mut target_outputs = HashMap::new();
     for mut lane in lanes {
         if let Some(round) = lane.rounding.clone() {
-            explain::attribute(s, &p, &mut lane, &cmp, &round)?;
+            explain::attribute(s, p, &mut lane, &cmp, &round)?;
         }
-        let found = explain::explain(s, &p, &cmp, &mut lane)?;
-        reports.push(assemble::report(s, &p, &lane, &cmp, found, t_all));
+        let found = explain::explain(s, p, &cmp, &mut lane)?;
+        reports.push(assemble::report(s, p, &lane, &cmp, found, t_all));
+        if s.steps > 1 && target_outputs.is_empty() {
+            for o in &p.graph.outputs {
+                if let Some(v) = lane.out.values.remove(&o.name) {
+                    target_outputs.insert(o.name.clone(), v);
+                }
+            }
+        }
+        p.targets.push(lane.target);
     }
     Ok(Finished {
         reports,
         pairs: std::mem::take(&mut cmp.pairs),
-        inputs: p.inputs,
+        inputs: p.inputs.clone(),
+        ref_outputs: std::mem::take(&mut cmp.outputs),
+        target_outputs,
     })
 }
 
@@ -169,6 +188,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         true => graph,
         false => model::inline::taken_branches(graph, &inputs)?,
     };
+    let graph = model::random::seeded(graph, s.inputs.seed)?;
     let targets = s
         .targets
         .iter()
@@ -185,6 +205,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     Ok(Prepared {
         graph,
         inputs,
+        target_inputs: None,
         lib,
         targets,
         import_ms: ms(t),
@@ -199,7 +220,10 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
         let t = Instant::now();
         let pb = stage(s.progress, &format!("target: {}", spec.label()));
         let out = match s.strategy {
-            Strategy::Whole => target.run(&p.graph, &p.inputs, Capture::All)?,
+            Strategy::Whole => {
+                let inputs = p.target_inputs.as_ref().unwrap_or(&p.inputs);
+                target.run(&p.graph, inputs, Capture::All)?
+            }
             Strategy::Bounded { .. } => RunOutput::default(),
         };
         pb.finish_and_clear();

@@ -53,6 +53,9 @@ pub struct CompareSettings {
     /// Where to write the model the target runs (`--save-target-model`).
     #[serde(skip)]
     pub save_target_model: Option<PathBuf>,
+    /// `--steps N`: decoding steps, each side fed its own KV cache (1: one forward pass).
+    #[serde(default)]
+    pub steps: usize,
     /// `--keep-control-flow`: If/Loop nodes run as the file has them (no inlining or unrolling).
     #[serde(default)]
     pub keep_control_flow: bool,
@@ -82,6 +85,7 @@ impl CompareSettings {
             heatmaps: false,
             save_target_model: None,
             keep_control_flow: false,
+            steps: 1,
             dump: None,
             command: std::env::args().collect(),
             progress: false,

@@ -33,6 +33,8 @@ pub struct Compared {
     pub pairs: Vec<PairValue>,
     /// The reference's RMS per value, to scale the default atol of the values computed from them.
     pub scales: Scales,
+    /// The reference's graph outputs (`--steps`: the next step's cache and token come from them).
+    pub outputs: HashMap<String, Tensor>,
 }
 
 /// Compares every reference value with each target's (and the targets' with each other) as the reference computes
@@ -59,6 +61,7 @@ pub fn compare(
         scales.record(n, t);
     }
     let mut compare_time = Duration::ZERO;
+    let mut kept_outputs: HashMap<String, Tensor> = HashMap::new();
     let mut dump = match &s.dump {
         Some((dir, force)) => Some(super::dump::Dump::create(dir, *force)?),
         None => None,
@@ -91,6 +94,9 @@ pub fn compare(
                 }
                 if let Ok(v) = &value {
                     scales.record(name, v);
+                    if s.steps > 1 && outputs.contains(name) {
+                        kept_outputs.insert(name.to_string(), v.clone());
+                    }
                 }
                 if let (true, Ok(r)) = (keep, value) {
                     held.insert(name.to_string(), r);
@@ -110,6 +116,7 @@ pub fn compare(
         reference_ms: t.elapsed().as_secs_f64() * 1e3 - compare_time.as_secs_f64() * 1e3,
         pairs,
         scales,
+        outputs: kept_outputs,
     })
 }
 
@@ -198,7 +205,12 @@ fn judge(
         .get(name)
         .map(String::as_str)
         .unwrap_or("not produced");
-    let tgt = target.values.remove(name).map(cut);
+    let tgt = target.values.remove(name);
+    if let (true, Some(v)) = (s.steps > 1 && is_output, &tgt) {
+        // `--steps` feeds the graph outputs (cache, logits) to the next step.
+        target.values.insert(name.to_string(), v.clone());
+    }
+    let tgt = tgt.map(cut);
     let sliced = s
         .slice
         .as_ref()

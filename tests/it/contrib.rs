@@ -345,6 +345,7 @@ fn unrolled_loops_and_inlined_ifs_compute_what_ort_computes_on_the_original() {
             "Loop `recurrence`: 5 iterations",
         ),
         ("if_sample_rate.onnx", vec![("samples", 9)], "If `top_if`"),
+        ("scan.onnx", vec![("steps", 5)], "Scan `scan`: 5 iterations"),
     ] {
         let graph = phantom::model::load(&contrib_model(name)).unwrap();
         let inputs = prepared(&graph, &dims);
@@ -359,7 +360,7 @@ fn unrolled_loops_and_inlined_ifs_compute_what_ort_computes_on_the_original() {
             resolved
                 .nodes
                 .iter()
-                .all(|n| n.op_type != "Loop" && n.op_type != "If"),
+                .all(|n| !matches!(n.op_type.as_str(), "Loop" | "If" | "Scan")),
             "{name}"
         );
         let reference = ReferenceRunner::default().run(&resolved, &inputs).unwrap();
@@ -373,4 +374,129 @@ fn unrolled_loops_and_inlined_ifs_compute_what_ort_computes_on_the_original() {
             );
         }
     }
+}
+
+#[test]
+fn decoder_steps_feed_each_side_its_own_cache() {
+    ensure_runtime();
+    let m = contrib_model("decoder_int4.onnx");
+    let (code, out, r) = onnx_report(&m, &["--steps", "4", "--dim", "sequence_length=6"]);
+    assert_eq!(code, 0, "{out}");
+    let notes: Vec<&str> = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    for k in 0..4 {
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&format!("step {k}: clean"))),
+            "step {k}: {notes:#?}"
+        );
+    }
+    // The report shown is the last step's: one new token on a cache of 6 + 2 tokens.
+    let inputs = r["inputs"].as_array().unwrap();
+    let shape = |name: &str| inputs.iter().find(|i| i["name"] == name).unwrap()["shape"].clone();
+    assert_eq!(shape("input_ids"), serde_json::json!([1, 1]));
+    assert_eq!(shape("attention_mask"), serde_json::json!([1, 9]));
+    assert_eq!(
+        shape("past_key_values.0.key"),
+        serde_json::json!([1, 2, 8, 16])
+    );
+    // A fault in the attention shows at every step, and the first failing step is the one reported.
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("perturbed.onnx");
+    crate::common::perturbed_copy(&m, "layers.0.attn.gqa_node", 1.02, &target);
+    let (code, out, r) = onnx_report(
+        &m,
+        &[
+            "--steps",
+            "3",
+            "--dim",
+            "sequence_length=6",
+            "--target-model",
+            target.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        r["verdict"]["first_divergence"]["node"],
+        "layers.0.attn.gqa_node"
+    );
+    let notes: Vec<&str> = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("step 2: drift")),
+        "{notes:#?}"
+    );
+    assert!(notes[0].contains("this report is step 0"), "{notes:#?}");
+}
+
+/// Mean and standard deviation.
+fn moments(t: &Tensor) -> (f64, f64) {
+    let a = t.to_f64_array();
+    let n = a.len() as f64;
+    let mean = a.sum() / n;
+    (
+        mean,
+        (a.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt(),
+    )
+}
+
+#[test]
+fn random_ops_draw_the_same_seeded_noise_on_both_sides() {
+    ensure_runtime();
+    let m = contrib_model("random_ops.onnx");
+    let (code, out, r) = onnx_report(&m, &["--dim", "n=64"]);
+    assert_eq!(code, 0, "{out}");
+    let notes = r["notes"].to_string();
+    for node in ["RandomNormalLike `noise`", "RandomUniform `uniform`"] {
+        assert!(
+            notes.contains(&format!("{node}: replaced on both sides")),
+            "{notes}"
+        );
+    }
+    let compared = |name: &str| {
+        let n = r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap();
+        n["values"][0]["metrics"]["max_abs"].as_f64().unwrap()
+    };
+    // Both sides draw the same numbers: what is left is fp32 rounding.
+    assert!(
+        compared("noise") < 1e-5 && compared("uniform") < 1e-6,
+        "{out}"
+    );
+    // The draw has the distribution the node asks for, and the seed decides it.
+    let graph = phantom::model::load(&m).unwrap();
+    let inputs = prepared(&graph, &[("n", 64)]);
+    let draw = |seed: u64| {
+        let g = phantom::model::random::seeded(graph.clone(), seed).unwrap();
+        ReferenceRunner::default().run(&g, &inputs).unwrap().values
+    };
+    let (a, b) = (draw(0), draw(1));
+    let (mean, std) = moments(&a["noise"]);
+    assert!(
+        (mean - 0.5).abs() < 0.1 && (std - 2.0).abs() < 0.1,
+        "normal(0.5, 2): {mean} {std}"
+    );
+    let u = a["u"].to_f64_array();
+    let (lo, hi) = u
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+    assert!(
+        lo >= -1.0 && hi < 3.0 && (moments(&a["u"]).0 - 1.0).abs() < 0.1,
+        "uniform[-1, 3): {lo} {hi}"
+    );
+    let diff = rel_err(&b["noise"], &a["noise"].to_f64_array(), "noise");
+    assert!(diff > 0.1, "another seed draws other numbers");
 }

@@ -1,5 +1,5 @@
 //! The per-node evaluation hook of the reference run: phantom's own f64 kernels, `If` bodies with those kernels,
-//! ONNX-level f64 implementations of ops tract fuses into f32-only kernels (LSTM), the f32 fallback that marks a
+//! ONNX-level f64 implementations of ops tract fuses into f32-only kernels (LSTM, GRU), the f32 fallback that marks a
 //! node "reduced-precision", and the taint that marks everything downstream of an unavailable node.
 
 use std::collections::HashMap;
@@ -72,6 +72,9 @@ fn cast_all(values: &TVec<TValue>, from: DatumType, to: DatumType) -> TractResul
         .collect()
 }
 
+/// Recurrent ops phantom evaluates at the ONNX level.
+const RNNS: &[&str] = &["LSTM", "GRU"];
+
 /// An ONNX node phantom evaluates itself, at the ONNX level, with its constant inputs decoded up front.
 struct Override {
     proto: NodeProto,
@@ -79,7 +82,7 @@ struct Override {
     result: Option<Result<Vec<TValue>, String>>,
 }
 
-/// ONNX nodes of the top-level graph that phantom evaluates itself (LSTM).
+/// ONNX nodes of the top-level graph that phantom evaluates itself (LSTM, GRU).
 pub struct Overrides(HashMap<usize, Override>);
 
 impl Overrides {
@@ -102,11 +105,15 @@ impl Overrides {
                 consts.insert(o.as_str(), t);
             }
         }
-        for n in graph.nodes.iter().filter(|n| n.op_type == "LSTM") {
+        for n in graph
+            .nodes
+            .iter()
+            .filter(|n| RNNS.contains(&n.op_type.as_str()))
+        {
             let Some(p) = g
                 .node
                 .iter()
-                .find(|p| p.output == n.outputs && p.op_type == "LSTM")
+                .find(|p| p.output == n.outputs && p.op_type == n.op_type)
             else {
                 continue;
             };
@@ -151,7 +158,10 @@ impl Overrides {
                 ));
             }
         }
-        let outs = rnn::lstm(&o.proto, &inputs)?;
+        let outs = match o.proto.op_type.as_str() {
+            "GRU" => rnn::gru(&o.proto, &inputs)?,
+            _ => rnn::lstm(&o.proto, &inputs)?,
+        };
         Ok(outs.into_iter().map(|a| a.into_tvalue()).collect())
     }
 }

@@ -170,7 +170,6 @@ pub const F32_INSIDE: &[(&str, &str)] = &[
     ("Sdpa", "tract's attention kernel accumulates in f32"),
     ("MatMulNBits", "tract dequantizes MatMulNBits in f32"),
     ("DequantizeLinear", "tract dequantizes in f32"),
-    ("DynamicQuantizeLinear", "tract quantizes in f32"),
     ("MelWeightMatrix", "tract computes MelWeightMatrix in f32"),
 ];
 

@@ -103,13 +103,22 @@ fn ref_err(graph: &Graph, stage: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Translates f32 and f16 to f64, including `If` bodies (tract's translator leaves those alone).
+/// Translates f32 and f16 to f64, including `If` bodies (tract's translator leaves those alone). tract's IsNaN and
+/// IsInf type their output as their input when it is f64 (they have no f64 kernel; phantom's own computes them), so
+/// they are told their output is bool before the translation types what reads them (a `Where`).
 fn to_f64(model: &TypedModel) -> TractResult<TypedModel> {
+    use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
+    use tract_onnx::tract_core::ops::math::{IsInf, IsNan};
     let mut m = model.clone();
     for node in m.nodes.iter_mut() {
         if let Some(ite) = node.op_as_mut::<IfThenElse>() {
             ite.then_body = to_f64(&ite.then_body)?;
             ite.else_body = to_f64(&ite.else_body)?;
+        }
+        if let Some(ew) = node.op_as_mut::<ElementWiseOp>() {
+            if ew.0.downcast_ref::<IsNan>().is_some() || ew.0.downcast_ref::<IsInf>().is_some() {
+                ew.1 = Some(bool::datum_type());
+            }
         }
     }
     let translate = |m: &TypedModel, from: DatumType| {

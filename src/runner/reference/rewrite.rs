@@ -3,6 +3,8 @@
 //! - `Gelu` (exact and tanh): tract expands it with float32 constants; rewritten with f64 constants, so its `Erf`
 //!   and `Tanh` run on f64 kernels.
 //! - `Swish`: tract ignores its `alpha`; rewritten as `x · sigmoid(alpha · x)`.
+//! - `IsNaN`, `IsInf`: tract has no f64 kernel for them and types their output as f64 when their input is, which a
+//!   `Where` reading them refuses; rewritten as comparisons (`x ≠ x`, `x = ±∞`), exact in f64.
 //! - `Selu`: tract's built-in defaults are truncated; the spec defaults are written out as attributes.
 //!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
@@ -91,6 +93,31 @@ fn replace(n: &NodeProto) -> Option<(Vec<NodeProto>, Vec<TensorProto>)> {
             let ax = b.op("Mul", &[x, &a], None);
             let s = b.op("Sigmoid", &[&ax], None);
             b.op("Mul", &[x, &s], Some(y));
+        }
+        "IsNaN" => {
+            let same = b.op("Equal", &[x, x], None);
+            b.op("Not", &[&same], Some(y));
+        }
+        "IsInf" => {
+            let flag = |name: &str| attr(n, name).is_none_or(|a| a.i != 0);
+            let mut hits = vec![];
+            for (on, v) in [
+                (flag("detect_positive"), f64::INFINITY),
+                (flag("detect_negative"), f64::NEG_INFINITY),
+            ] {
+                if on {
+                    let c = b.constant(v);
+                    hits.push(b.op("Equal", &[x, &c], None));
+                }
+            }
+            match hits.as_slice() {
+                [one] => b.op("Identity", &[one], Some(y)),
+                [p, q] => b.op("Or", &[p, q], Some(y)),
+                _ => {
+                    let same = b.op("Equal", &[x, x], None);
+                    b.op("Xor", &[&same, &same], Some(y))
+                }
+            };
         }
         _ => return None,
     }

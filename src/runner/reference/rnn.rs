@@ -1,8 +1,9 @@
-//! phantom's own f64 ONNX `LSTM` (tract fuses its cell into an f32-only epilogue). Follows the ONNX spec:
-//! gates i, o, f, c; default activations (Sigmoid, Tanh, Tanh); forward, reverse and bidirectional; biases,
-//! peepholes, `sequence_lens`, initial states, `layout`, `clip` and `input_forget`.
+//! phantom's own f64 ONNX `LSTM` and `GRU` (tract fuses their cells into f32-only kernels). Both follow the ONNX
+//! spec: default activations (LSTM: Sigmoid, Tanh, Tanh; GRU: Sigmoid, Tanh); forward, reverse and bidirectional;
+//! biases, `sequence_lens` (outputs past a sequence's end stay zero), initial states, `layout` and `clip`; LSTM's
+//! peepholes and `input_forget`, GRU's `linear_before_reset`.
 
-use ndarray::{s, Array2, Array3, Array4, ArrayD, Axis, Ix2, Ix3};
+use ndarray::{s, Array2, Array3, Array4, ArrayD, ArrayView1, ArrayView2, Axis, Ix2, Ix3};
 use tract_onnx::pb::NodeProto;
 
 use super::kernels::sigmoid;
@@ -14,68 +15,170 @@ fn attr_i(n: &NodeProto, name: &str) -> Option<i64> {
 fn dims3(a: &ArrayD<f64>, what: &str) -> Result<Array3<f64>, String> {
     a.clone()
         .into_dimensionality::<Ix3>()
-        .map_err(|_| format!("LSTM {what} must have rank 3"))
+        .map_err(|_| format!("{what} must have rank 3"))
 }
 
-/// Evaluates an ONNX LSTM node. `inputs[k]` is the k-th ONNX input (None when omitted), as f64.
-/// Returns (Y, Y_h, Y_c).
-pub fn lstm(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<[ArrayD<f64>; 3], String> {
-    let get = |k: usize| inputs.get(k).and_then(|v| v.as_ref());
-    for a in &node.attribute {
-        if a.name == "activations" {
-            let acts: Vec<String> = a
+/// What LSTM and GRU share: the sequence, the weights, the directions, sequence lengths and the layout.
+struct Recurrence {
+    op: &'static str,
+    /// X as [seq, batch, input].
+    x: Array3<f64>,
+    w: Array3<f64>,
+    r: Array3<f64>,
+    /// B as [dirs, 2 · gates · hidden] (zeros when absent).
+    b: Array2<f64>,
+    lens: Vec<usize>,
+    hidden: usize,
+    layout: i64,
+    clip: Option<f64>,
+    reverse_only: bool,
+}
+
+impl Recurrence {
+    /// Reads the inputs and attributes; `gates` is 4 for LSTM, 3 for GRU, `acts` the only activations supported.
+    fn read(
+        op: &'static str,
+        node: &NodeProto,
+        inputs: &[Option<ArrayD<f64>>],
+        gates: usize,
+        acts: &[&str],
+    ) -> Result<Recurrence, String> {
+        let get = |k: usize| inputs.get(k).and_then(|v| v.as_ref());
+        if let Some(a) = node.attribute.iter().find(|a| a.name == "activations") {
+            let given: Vec<String> = a
                 .strings
                 .iter()
                 .map(|s| String::from_utf8_lossy(s).to_lowercase())
                 .collect();
-            if acts.chunks(3).any(|c| c != ["sigmoid", "tanh", "tanh"]) {
+            if given.chunks(acts.len()).any(|c| c != acts) {
                 return Err(format!(
-                    "LSTM activations {acts:?} are not supported by phantom's f64 LSTM"
+                    "{op} activations {given:?} are not supported by phantom's f64 {op}"
                 ));
             }
         }
+        let layout = attr_i(node, "layout").unwrap_or(0);
+        let mut x = dims3(get(0).ok_or(format!("{op} without X"))?, &format!("{op} X"))?;
+        if layout == 1 {
+            x = x.permuted_axes([1, 0, 2]).as_standard_layout().to_owned();
+        }
+        let w = dims3(get(1).ok_or(format!("{op} without W"))?, &format!("{op} W"))?;
+        let r = dims3(get(2).ok_or(format!("{op} without R"))?, &format!("{op} R"))?;
+        let (seq, batch, _) = x.dim();
+        let (dirs, rows, _) = w.dim();
+        let hidden = rows / gates;
+        let b = match get(3) {
+            Some(b) => b
+                .clone()
+                .into_dimensionality::<Ix2>()
+                .map_err(|_| format!("{op} B must have rank 2"))?,
+            None => Array2::zeros((dirs, 2 * gates * hidden)),
+        };
+        let lens = match get(4) {
+            Some(l) => l.iter().map(|&v| (v.max(0.0) as usize).min(seq)).collect(),
+            None => vec![seq; batch],
+        };
+        if lens.len() != batch {
+            return Err(format!(
+                "{op} sequence_lens has {} entries for a batch of {batch}",
+                lens.len()
+            ));
+        }
+        let clip = node
+            .attribute
+            .iter()
+            .find(|a| a.name == "clip")
+            .map(|a| a.f as f64);
+        let reverse_only = node
+            .attribute
+            .iter()
+            .any(|a| a.name == "direction" && a.s == b"reverse");
+        Ok(Recurrence {
+            op,
+            x,
+            w,
+            r,
+            b,
+            lens,
+            hidden,
+            layout,
+            clip,
+            reverse_only,
+        })
     }
-    let layout = attr_i(node, "layout").unwrap_or(0);
-    let input_forget = attr_i(node, "input_forget").unwrap_or(0) != 0;
-    let clip = node
-        .attribute
-        .iter()
-        .find(|a| a.name == "clip")
-        .map(|a| a.f as f64);
-    let mut x = dims3(get(0).ok_or("LSTM without X")?, "X")?;
-    if layout == 1 {
-        x = x.permuted_axes([1, 0, 2]).as_standard_layout().to_owned();
+
+    fn dirs(&self) -> usize {
+        self.w.dim().0
     }
-    let w = dims3(get(1).ok_or("LSTM without W")?, "W")?;
-    let r = dims3(get(2).ok_or("LSTM without R")?, "R")?;
-    let (seq, batch, _) = x.dim();
-    let (dirs, four_h, _) = w.dim();
-    let h = four_h / 4;
-    let b = match get(3) {
-        Some(b) => b
-            .clone()
-            .into_dimensionality::<Ix2>()
-            .map_err(|_| "LSTM B must have rank 2")?,
-        None => Array2::zeros((dirs, 8 * h)),
-    };
-    let lens: Vec<usize> = match get(4) {
-        Some(l) => l.iter().map(|&v| v as usize).collect(),
-        None => vec![seq; batch],
-    };
-    let init = |k: usize| -> Result<Array3<f64>, String> {
-        match get(k) {
+
+    /// An initial state input (`[dirs, batch, hidden]`, or batch first under `layout` 1), zeros when absent.
+    fn initial(&self, a: Option<&ArrayD<f64>>) -> Result<Array3<f64>, String> {
+        let (_, batch, _) = self.x.dim();
+        match a {
             Some(a) => {
-                let a = dims3(a, "initial state")?;
-                Ok(if layout == 1 {
+                let a = dims3(a, &format!("{} initial state", self.op))?;
+                Ok(if self.layout == 1 {
                     a.permuted_axes([1, 0, 2]).as_standard_layout().to_owned()
                 } else {
                     a
                 })
             }
-            None => Ok(Array3::zeros((dirs, batch, h))),
+            None => Ok(Array3::zeros((self.dirs(), batch, self.hidden))),
         }
-    };
-    let (h0, c0) = (init(5)?, init(6)?);
+    }
+
+    /// The time steps of one direction, in the order they are taken.
+    fn steps(&self, d: usize, len: usize) -> impl Iterator<Item = usize> {
+        let backward = self.reverse_only || d == 1;
+        (0..len).map(move |step| if backward { len - 1 - step } else { step })
+    }
+
+    fn clipped(&self, v: f64) -> f64 {
+        self.clip.map_or(v, |c| v.clamp(-c, c))
+    }
+
+    /// Y in the caller's layout.
+    fn y_out(&self, y: Array4<f64>) -> ArrayD<f64> {
+        match self.layout {
+            1 => y
+                .permuted_axes([2, 0, 1, 3])
+                .as_standard_layout()
+                .to_owned()
+                .into_dyn(),
+            _ => y.into_dyn(),
+        }
+    }
+
+    /// A final state in the caller's layout.
+    fn state_out(&self, s: Array3<f64>) -> ArrayD<f64> {
+        match self.layout {
+            1 => s
+                .permuted_axes([1, 0, 2])
+                .as_standard_layout()
+                .to_owned()
+                .into_dyn(),
+            _ => s.into_dyn(),
+        }
+    }
+}
+
+fn dot(a: ArrayView1<f64>, b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Row k of `m` times `v`, for every k.
+fn matvec(m: &ArrayView2<f64>, v: &[f64]) -> Vec<f64> {
+    m.rows().into_iter().map(|row| dot(row, v)).collect()
+}
+
+/// Evaluates an ONNX LSTM node. `inputs[k]` is the k-th ONNX input (None when omitted), as f64.
+/// Returns (Y, Y_h, Y_c).
+pub fn lstm(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<Vec<ArrayD<f64>>, String> {
+    let rc = Recurrence::read("LSTM", node, inputs, 4, &["sigmoid", "tanh", "tanh"])?;
+    let get = |k: usize| inputs.get(k).and_then(|v| v.as_ref());
+    let input_forget = attr_i(node, "input_forget").unwrap_or(0) != 0;
+    let (h0, c0) = (rc.initial(get(5))?, rc.initial(get(6))?);
+    let (seq, batch, _) = rc.x.dim();
+    let (dirs, h) = (rc.dirs(), rc.hidden);
     let p = match get(7) {
         Some(p) => p
             .clone()
@@ -83,71 +186,95 @@ pub fn lstm(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<[ArrayD<
             .map_err(|_| "LSTM P must have rank 2")?,
         None => Array2::zeros((dirs, 3 * h)),
     };
-    let reverse_only = node
-        .attribute
-        .iter()
-        .any(|a| a.name == "direction" && a.s == b"reverse");
     let mut y = Array4::<f64>::zeros((seq, dirs, batch, h));
     let mut yh = Array3::<f64>::zeros((dirs, batch, h));
     let mut yc = Array3::<f64>::zeros((dirs, batch, h));
-    let act = |v: f64| clip.map_or(v, |c| v.clamp(-c, c));
     for d in 0..dirs {
-        let backward = reverse_only || d == 1;
-        let (wd, rd) = (w.index_axis(Axis(0), d), r.index_axis(Axis(0), d));
-        let (bd, pd) = (b.row(d), p.row(d));
+        let (wd, rd) = (rc.w.index_axis(Axis(0), d), rc.r.index_axis(Axis(0), d));
+        let (bd, pd) = (rc.b.row(d), p.row(d));
         for bi in 0..batch {
-            let len = lens[bi].min(seq);
             let mut hs: Vec<f64> = h0.slice(s![d, bi, ..]).to_vec();
             let mut cs: Vec<f64> = c0.slice(s![d, bi, ..]).to_vec();
-            for step in 0..len {
-                let t = if backward { len - 1 - step } else { step };
-                let xt = x.slice(s![t, bi, ..]);
+            for t in rc.steps(d, rc.lens[bi]) {
+                let xt = rc.x.slice(s![t, bi, ..]).to_vec();
                 // gates[g*h + j] = W x + R h + Wb + Rb, g in (i, o, f, c)
-                let mut gates = vec![0.0; 4 * h];
-                for (k, g) in gates.iter_mut().enumerate() {
-                    let wx: f64 = wd.row(k).iter().zip(xt.iter()).map(|(a, b)| a * b).sum();
-                    let rh: f64 = rd.row(k).iter().zip(hs.iter()).map(|(a, b)| a * b).sum();
-                    *g = wx + rh + bd[k] + bd[4 * h + k];
-                }
+                let (wx, rh) = (matvec(&wd, &xt), matvec(&rd, &hs));
+                let gates: Vec<f64> = (0..4 * h)
+                    .map(|k| wx[k] + rh[k] + bd[k] + bd[4 * h + k])
+                    .collect();
                 for j in 0..h {
-                    let i_g = sigmoid(act(gates[j] + pd[j] * cs[j]));
-                    let f_g = if input_forget {
-                        1.0 - i_g
-                    } else {
-                        sigmoid(act(gates[2 * h + j] + pd[2 * h + j] * cs[j]))
+                    let i_g = sigmoid(rc.clipped(gates[j] + pd[j] * cs[j]));
+                    let f_g = match input_forget {
+                        true => 1.0 - i_g,
+                        false => sigmoid(rc.clipped(gates[2 * h + j] + pd[2 * h + j] * cs[j])),
                     };
-                    let c_g = act(gates[3 * h + j]).tanh();
+                    let c_g = rc.clipped(gates[3 * h + j]).tanh();
                     cs[j] = f_g * cs[j] + i_g * c_g;
-                    let o_g = sigmoid(act(gates[h + j] + pd[h + j] * cs[j]));
+                    let o_g = sigmoid(rc.clipped(gates[h + j] + pd[h + j] * cs[j]));
                     hs[j] = o_g * cs[j].tanh();
                 }
-                for j in 0..h {
-                    y[[t, d, bi, j]] = hs[j];
-                }
+                y.slice_mut(s![t, d, bi, ..]).assign(&ndarray::aview1(&hs));
             }
-            for j in 0..h {
-                yh[[d, bi, j]] = hs[j];
-                yc[[d, bi, j]] = cs[j];
-            }
+            yh.slice_mut(s![d, bi, ..]).assign(&ndarray::aview1(&hs));
+            yc.slice_mut(s![d, bi, ..]).assign(&ndarray::aview1(&cs));
         }
     }
-    let (y, yh, yc) = if layout == 1 {
-        (
-            y.permuted_axes([2, 0, 1, 3])
-                .as_standard_layout()
-                .to_owned()
-                .into_dyn(),
-            yh.permuted_axes([1, 0, 2])
-                .as_standard_layout()
-                .to_owned()
-                .into_dyn(),
-            yc.permuted_axes([1, 0, 2])
-                .as_standard_layout()
-                .to_owned()
-                .into_dyn(),
-        )
-    } else {
-        (y.into_dyn(), yh.into_dyn(), yc.into_dyn())
-    };
-    Ok([y, yh, yc])
+    Ok(vec![rc.y_out(y), rc.state_out(yh), rc.state_out(yc)])
+}
+
+/// Evaluates an ONNX GRU node (gates z, r, h). `inputs[k]` is the k-th ONNX input (None when omitted), as f64.
+/// Returns (Y, Y_h).
+pub fn gru(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<Vec<ArrayD<f64>>, String> {
+    let rc = Recurrence::read("GRU", node, inputs, 3, &["sigmoid", "tanh"])?;
+    let linear_before_reset = attr_i(node, "linear_before_reset").unwrap_or(0) != 0;
+    let h0 = rc.initial(inputs.get(5).and_then(|v| v.as_ref()))?;
+    let (seq, batch, _) = rc.x.dim();
+    let (dirs, h) = (rc.dirs(), rc.hidden);
+    let mut y = Array4::<f64>::zeros((seq, dirs, batch, h));
+    let mut yh = Array3::<f64>::zeros((dirs, batch, h));
+    for d in 0..dirs {
+        let (wd, rd) = (rc.w.index_axis(Axis(0), d), rc.r.index_axis(Axis(0), d));
+        let bd = rc.b.row(d);
+        let (wb, rb) = (|k: usize| bd[k], |k: usize| bd[3 * h + k]);
+        for bi in 0..batch {
+            let mut hs: Vec<f64> = h0.slice(s![d, bi, ..]).to_vec();
+            for t in rc.steps(d, rc.lens[bi]) {
+                let xt = rc.x.slice(s![t, bi, ..]).to_vec();
+                let wx = matvec(&wd, &xt);
+                let rh = matvec(&rd.slice(s![..2 * h, ..]), &hs);
+                let z: Vec<f64> = (0..h)
+                    .map(|j| sigmoid(rc.clipped(wx[j] + rh[j] + wb(j) + rb(j))))
+                    .collect();
+                let r: Vec<f64> = (0..h)
+                    .map(|j| sigmoid(rc.clipped(wx[h + j] + rh[h + j] + wb(h + j) + rb(h + j))))
+                    .collect();
+                let rh_h = rd.slice(s![2 * h.., ..]);
+                // ONNX: linear_before_reset applies r after (R_h · H + Rb_h); otherwise to H before R_h.
+                let recurrent: Vec<f64> = match linear_before_reset {
+                    true => matvec(&rh_h, &hs)
+                        .iter()
+                        .enumerate()
+                        .map(|(j, v)| r[j] * (v + rb(2 * h + j)))
+                        .collect(),
+                    false => {
+                        let reset: Vec<f64> = hs.iter().zip(&r).map(|(a, b)| a * b).collect();
+                        matvec(&rh_h, &reset)
+                            .iter()
+                            .enumerate()
+                            .map(|(j, v)| v + rb(2 * h + j))
+                            .collect()
+                    }
+                };
+                for j in 0..h {
+                    let cand = rc
+                        .clipped(wx[2 * h + j] + wb(2 * h + j) + recurrent[j])
+                        .tanh();
+                    hs[j] = (1.0 - z[j]) * cand + z[j] * hs[j];
+                }
+                y.slice_mut(s![t, d, bi, ..]).assign(&ndarray::aview1(&hs));
+            }
+            yh.slice_mut(s![d, bi, ..]).assign(&ndarray::aview1(&hs));
+        }
+    }
+    Ok(vec![rc.y_out(y), rc.state_out(yh)])
 }

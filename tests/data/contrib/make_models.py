@@ -234,7 +234,56 @@ def loop_scan(path):
     onnx.save(m, path)
 
 
+def scan(path):
+    """A recurrence written as a Scan: one input scanned forward along axis 0, one backward along axis 1, a carried
+    state, a scan output stacked backward along axis 1."""
+    T = TP.FLOAT
+    body = oh.make_graph(
+        [oh.make_node("Mul", ["h_in", "w"], ["hw"], name="body_mul"),
+         oh.make_node("Add", ["hw", "x_t"], ["pre"], name="body_add"),
+         oh.make_node("Sub", ["pre", "y_t"], ["pre2"], name="body_sub"),
+         oh.make_node("Tanh", ["pre2"], ["h_out"], name="body_tanh"),
+         oh.make_node("Identity", ["h_out"], ["h_scan"], name="body_scan")],
+        "body",
+        [oh.make_tensor_value_info("h_in", T, [1, 4]), oh.make_tensor_value_info("x_t", T, [4]),
+         oh.make_tensor_value_info("y_t", T, [4])],
+        [oh.make_tensor_value_info("h_out", T, [1, 4]), oh.make_tensor_value_info("h_scan", T, [1, 4])],
+        [nh.from_array(np.array([0.9, -0.5, 0.3, 1.1], np.float32), "w")])
+    nodes = [oh.make_node("Scan", ["h0", "x", "y"], ["h_final", "hs"], name="scan", body=body, num_scan_inputs=2,
+                          scan_input_axes=[0, 1], scan_input_directions=[0, 1], scan_output_axes=[1],
+                          scan_output_directions=[1])]
+    g = oh.make_graph(nodes, "scan",
+                      [oh.make_tensor_value_info("h0", T, [1, 4]), oh.make_tensor_value_info("x", T, ["steps", 4]),
+                       oh.make_tensor_value_info("y", T, [4, "steps"])],
+                      [oh.make_tensor_value_info("h_final", T, [1, 4]),
+                       oh.make_tensor_value_info("hs", T, [1, "steps", 4])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def random_ops(path):
+    """Random ops as VITS uses them: noise shaped like a computed value, scaled and added; a uniform of fixed shape."""
+    T = TP.FLOAT
+    nodes = [oh.make_node("Relu", ["x"], ["h"], name="relu"),
+             oh.make_node("RandomNormalLike", ["h"], ["noise"], name="noise", mean=0.5, scale=2.0),
+             oh.make_node("Mul", ["noise", "s"], ["scaled"], name="scale"),
+             oh.make_node("Add", ["h", "scaled"], ["y"], name="add"),
+             oh.make_node("RandomUniform", [], ["u"], name="uniform", shape=[64, 64], low=-1.0, high=3.0,
+                          dtype=TP.FLOAT)]
+    g = oh.make_graph(nodes, "random_ops", [oh.make_tensor_value_info("x", T, [64, "n"])],
+                      [oh.make_tensor_value_info("y", T, [64, "n"]), oh.make_tensor_value_info("u", T, [64, 64])],
+                      [nh.from_array(np.array(0.3, np.float32), "s")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 if __name__ == "__main__":
+    random_ops(os.path.join(HERE, "random_ops.onnx"))
+    scan(os.path.join(HERE, "scan.onnx"))
     loop_scan(os.path.join(HERE, "loop_scan.onnx"))
     if_sample_rate(os.path.join(HERE, "if_sample_rate.onnx"))
     bert(os.path.join(HERE, "bert_opt.onnx"))

@@ -42,7 +42,7 @@ class HardSwish(OpRun):
 
 OPS = {
     # FINDINGS: no f64 kernel in tract
-    "Sigmoid", "Erf", "Gelu", "HardSwish", "LeakyRelu", "Pow", "IsNaN", "IsInf", "Round", "LSTM", "Attention",
+    "Sigmoid", "Erf", "Gelu", "HardSwish", "LeakyRelu", "Pow", "IsNaN", "IsInf", "Round", "LSTM", "GRU", "Attention",
     # FINDINGS: computed in f32 inside tract, or constants folded / truncated
     "Resize", "GridSample", "RMSNormalization", "Selu", "BatchNormalization", "Gemm",
     # common float ops the reference must get right

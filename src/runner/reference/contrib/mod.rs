@@ -124,8 +124,9 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| quant::kernel(op))
 }
 
-/// Ops ORT registers in the ONNX domain although ONNX does not define them.
-const ANY_DOMAIN: &[&str] = &["SimplifiedLayerNormalization"];
+/// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
+/// although ONNX does not define it) and DynamicQuantizeLinear (ONNX's, which tract computes in f32).
+const ANY_DOMAIN: &[&str] = &["SimplifiedLayerNormalization", "DynamicQuantizeLinear"];
 
 fn claims(n: &NodeProto) -> bool {
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());

@@ -18,6 +18,7 @@ pub const OPS: &[&str] = &[
     "GatherBlockQuantized",
     "MatMulIntegerToFloat",
     "DynamicQuantizeMatMul",
+    "DynamicQuantizeLinear",
 ];
 
 struct Gather;
@@ -217,6 +218,33 @@ impl Kernel for IntMatMul {
     }
 }
 
+/// ONNX DynamicQuantizeLinear in f64 (tract computes it in f32): y = saturate(round(x / scale) + zp) with scale =
+/// (max(x, 0) − min(x, 0)) / 255 and zp = saturate(round(−min / scale)), rounding half to even; an all-zero input
+/// gets scale 1, as ORT gives it (the ONNX formula divides by zero).
+struct DynQuant;
+
+impl Kernel for DynQuant {
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        let x = fact(n, ins, 0)?;
+        Ok(vec![
+            (u8::datum_type(), x.1.clone()),
+            (x.0, vec![]),
+            (u8::datum_type(), vec![]),
+        ])
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let x = f64s(n, ins, 0)?;
+        let (q, scale, zp) = quantize_u8(x.as_slice().expect("standard"));
+        let y: Vec<u8> = q.iter().map(|&v| v as u8).collect();
+        Ok(vec![
+            tract_onnx::prelude::tract_ndarray::ArrayD::from_shape_vec(x.shape(), y)?.into_tensor(),
+            tensor0(scale),
+            tensor0(zp as u8),
+        ])
+    }
+}
+
 /// ORT's per-tensor uint8 quantization of A: (codes, scale, zero point).
 fn quantize_u8(a: &[f64]) -> (Vec<f64>, f64, f64) {
     let lo = a.iter().copied().fold(0.0f64, f64::min);
@@ -234,6 +262,7 @@ pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
         "GatherBlockQuantized" => Some(&Gather),
         "MatMulIntegerToFloat" | "DynamicQuantizeMatMul" => Some(&IntMatMul),
+        "DynamicQuantizeLinear" => Some(&DynQuant),
         _ => None,
     }
 }

@@ -1,0 +1,288 @@
+//! Random ops made deterministic and identical on both sides. ONNX Runtime and the reference cannot draw the same
+//! numbers from `RandomNormal(Like)`, `RandomUniform(Like)` or `Bernoulli` (different generators, no shared state),
+//! so comparing them would only compare two draws. Before the run, each such node is replaced — for the reference
+//! and every target alike — by phantom's seeded *hash noise*: ONNX integer ops hash each element's flat index with a
+//! per-node salt (from the node's name, its `seed` attribute and `--seed`) into two 30-bit integers, exact on every
+//! runtime; those become uniforms in (0, 1) (floored at 2⁻¹⁴ so fp16 can hold them; a normal's tails are cut at
+//! 4.4σ), and a normal draw is made from them by Box–Muller (`mean + scale·√(−2 ln u₁)·cos 2πu₂`). The float part is
+//! computed by each side in its own precision, so the differences left are rounding, which is what phantom
+//! measures. The report notes each replacement. Models below opset 11 (no `Range`) keep their random ops.
+
+use prost::Message;
+use tract_onnx::pb::{
+    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
+};
+
+use super::Graph;
+use crate::error::Result;
+
+const RANDOM: &[&str] = &[
+    "RandomNormal",
+    "RandomUniform",
+    "RandomNormalLike",
+    "RandomUniformLike",
+    "Bernoulli",
+];
+
+/// The hash's modulus, a prime below 2³¹ (squares stay within int64).
+const PRIME: i64 = 2_147_483_647;
+
+/// The graph with its top-level random ops replaced by hash noise seeded with `seed` (the same graph when it has
+/// none).
+pub fn seeded(graph: Graph, seed: u64) -> Result<Graph> {
+    if !graph
+        .nodes
+        .iter()
+        .any(|n| RANDOM.contains(&n.op_type.as_str()))
+    {
+        return Ok(graph);
+    }
+    let Ok(mut proto) = ModelProto::decode(graph.bytes.as_slice()) else {
+        return Ok(graph);
+    };
+    let opset = super::inline::opset_of(&proto);
+    let Some(g) = proto.graph.as_mut() else {
+        return Ok(graph);
+    };
+    let notes = replace(g, opset, seed);
+    super::inline::reimported(graph, proto, notes)
+}
+
+/// Replaces every top-level random op of `g` by hash noise seeded with `seed`; returns a note per replacement.
+pub fn replace(g: &mut GraphProto, opset: i64, seed: u64) -> Vec<String> {
+    if opset < 11 {
+        return vec![];
+    }
+    let mut notes = vec![];
+    let mut at = 0;
+    while at < g.node.len() {
+        let n = g.node[at].clone();
+        if !RANDOM.contains(&n.op_type.as_str()) || !(n.domain.is_empty() || n.domain == "ai.onnx")
+        {
+            at += 1;
+            continue;
+        }
+        let mut b = Builder {
+            prefix: format!("{}/phantom_random", label(&n)),
+            nodes: vec![],
+            inits: vec![],
+            k: 0,
+        };
+        let salt = salt(&n, seed);
+        if b.noise(&n, salt, opset).is_none() {
+            at += 1;
+            continue;
+        }
+        let count = b.nodes.len();
+        g.node.splice(at..at + 1, b.nodes);
+        g.initializer.extend(b.inits);
+        notes.push(format!(
+            "{} `{}`: replaced on both sides by phantom's seeded hash noise (salt {salt}), so both draw the same numbers",
+            n.op_type,
+            label(&n)
+        ));
+        at += count;
+    }
+    notes
+}
+
+fn label(n: &NodeProto) -> String {
+    match n.name.is_empty() {
+        true => n
+            .output
+            .first()
+            .cloned()
+            .unwrap_or_else(|| n.op_type.clone()),
+        false => n.name.clone(),
+    }
+}
+
+/// FNV-1a of the node's name and `seed` attribute, mixed with the run's seed, below [`PRIME`].
+fn salt(n: &NodeProto, seed: u64) -> i64 {
+    let own = n
+        .attribute
+        .iter()
+        .find(|a| a.name == "seed")
+        .map(|a| a.f.to_bits())
+        .unwrap_or(0);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in label(n)
+        .bytes()
+        .chain(own.to_le_bytes())
+        .chain(seed.to_le_bytes())
+    {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % (PRIME as u64 - 1)) as i64 + 1
+}
+
+fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    n.attribute.iter().find(|a| a.name == name)
+}
+
+struct Builder {
+    prefix: String,
+    nodes: Vec<NodeProto>,
+    inits: Vec<TensorProto>,
+    k: usize,
+}
+
+impl Builder {
+    /// A fresh value name.
+    fn fresh(&mut self, what: &str) -> String {
+        self.k += 1;
+        format!("{}/{what}{}", self.prefix, self.k)
+    }
+
+    fn op(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> String {
+        let out = self.fresh(&op.to_lowercase());
+        self.nodes.push(NodeProto {
+            name: out.clone(),
+            op_type: op.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.clone()],
+            attribute: attrs,
+            ..Default::default()
+        });
+        out
+    }
+
+    fn int(&mut self, v: i64) -> String {
+        let name = self.fresh("i");
+        self.inits.push(TensorProto {
+            name: name.clone(),
+            data_type: 7,
+            int64_data: vec![v],
+            ..Default::default()
+        });
+        name
+    }
+
+    fn float(&mut self, v: f32) -> String {
+        let name = self.fresh("f");
+        self.inits.push(TensorProto {
+            name: name.clone(),
+            data_type: 1,
+            float_data: vec![v],
+            ..Default::default()
+        });
+        name
+    }
+
+    /// Emits the replacement of random node `n`; its last node takes `n`'s name and output.
+    fn noise(&mut self, n: &NodeProto, salt: i64, opset: i64) -> Option<()> {
+        let out = n.output.first().filter(|o| !o.is_empty())?.clone();
+        let like = n.op_type.ends_with("Like") || n.op_type == "Bernoulli";
+        let shape = match like {
+            true => self.op("Shape", &[n.input.first()?], vec![]),
+            false => {
+                let dims = attr(n, "shape")?.ints.clone();
+                let name = self.fresh("shape");
+                let t = TensorProto {
+                    name: name.clone(),
+                    data_type: 7,
+                    dims: vec![dims.len() as i64],
+                    int64_data: dims,
+                    ..Default::default()
+                };
+                self.inits.push(t);
+                name
+            }
+        };
+        let index = self.index(&shape);
+        let u1 = self.uniform(&index, salt);
+        let f = |n: &NodeProto, k: &str, d: f32| attr(n, k).map_or(d, |a| a.f);
+        let value = match n.op_type.as_str() {
+            "RandomNormal" | "RandomNormalLike" => {
+                let u2 = self.uniform(&index, (salt * 7 + 13) % PRIME);
+                let z = self.box_muller(&u1, &u2);
+                self.affine(&z, f(n, "scale", 1.0), f(n, "mean", 0.0))
+            }
+            "Bernoulli" => self.op("Less", &[&u1, n.input.first()?], vec![]),
+            _ => {
+                let (lo, hi) = (f(n, "low", 0.0), f(n, "high", 1.0));
+                self.affine(&u1, hi - lo, lo)
+            }
+        };
+        let cast = match attr(n, "dtype") {
+            Some(d) => ("Cast", vec![value], vec![int_attr("to", d.i)]),
+            None if like && opset >= 15 => ("CastLike", vec![value, n.input[0].clone()], vec![]),
+            None => ("Cast", vec![value], vec![int_attr("to", 1)]),
+        };
+        self.nodes.push(NodeProto {
+            name: label(n),
+            op_type: cast.0.into(),
+            input: cast.1,
+            output: vec![out],
+            attribute: cast.2,
+            ..Default::default()
+        });
+        Some(())
+    }
+
+    /// Each element's flat index, in `shape`.
+    fn index(&mut self, shape: &str) -> String {
+        let count = self.op("ReduceProd", &[shape], vec![int_attr("keepdims", 0)]);
+        let (zero, one) = (self.int(0), self.int(1));
+        let flat = self.op("Range", &[&zero, &count, &one], vec![]);
+        self.op("Reshape", &[&flat, shape], vec![])
+    }
+
+    /// `(x·a + c) mod p`, then two rounds of `(x² + c) mod p` (nonlinear, so neighbours do not correlate); as a
+    /// uniform in (0, 1) of 30 bits built from two 15-bit halves (every constant fits fp16), floored at 2⁻¹⁴.
+    fn uniform(&mut self, index: &str, salt: i64) -> String {
+        let (a, c, p) = (self.int(48_271), self.int(salt), self.int(PRIME));
+        let x = self.op("Mul", &[index, &a], vec![]);
+        let x = self.op("Add", &[&x, &c], vec![]);
+        let mut x = self.op("Mod", &[&x, &p], vec![]);
+        for round in [salt ^ 0x5bd1, salt ^ 0x2c1b_3c6d] {
+            let c = self.int(round % PRIME);
+            let sq = self.op("Mul", &[&x, &x], vec![]);
+            let sq = self.op("Add", &[&sq, &c], vec![]);
+            x = self.op("Mod", &[&sq, &p], vec![]);
+        }
+        let (half, mask) = (self.int(32_768), self.int(1 << 30));
+        let x = self.op("Mod", &[&x, &mask], vec![]);
+        let hi = self.op("Div", &[&x, &half], vec![]);
+        let lo = self.op("Mod", &[&x, &half], vec![]);
+        let (hi, lo) = (
+            self.op("Cast", &[&hi], vec![int_attr("to", 1)]),
+            self.op("Cast", &[&lo], vec![int_attr("to", 1)]),
+        );
+        let (h, s, floor) = (
+            self.float(0.5),
+            self.float(32_768.0),
+            self.float(1.0 / 16_384.0),
+        );
+        let lo = self.op("Add", &[&lo, &h], vec![]);
+        let lo = self.op("Div", &[&lo, &s], vec![]);
+        let u = self.op("Add", &[&hi, &lo], vec![]);
+        let u = self.op("Div", &[&u, &s], vec![]);
+        self.op("Max", &[&u, &floor], vec![])
+    }
+
+    fn box_muller(&mut self, u1: &str, u2: &str) -> String {
+        let (m2, tau) = (self.float(-2.0), self.float(std::f32::consts::TAU));
+        let l = self.op("Log", &[u1], vec![]);
+        let l = self.op("Mul", &[&l, &m2], vec![]);
+        let r = self.op("Sqrt", &[&l], vec![]);
+        let a = self.op("Mul", &[u2, &tau], vec![]);
+        let c = self.op("Cos", &[&a], vec![]);
+        self.op("Mul", &[&r, &c], vec![])
+    }
+
+    fn affine(&mut self, x: &str, scale: f32, shift: f32) -> String {
+        let (s, b) = (self.float(scale), self.float(shift));
+        let y = self.op("Mul", &[x, &s], vec![]);
+        self.op("Add", &[&y, &b], vec![])
+    }
+}
+
+fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Int as i32,
+        i: v,
+        ..Default::default()
+    }
+}
