@@ -235,7 +235,14 @@ fn evaluate_tensor(
         .cloned()
         .collect();
     let sub = GraphProto {
-        node: nodes.iter().map(|&i| g.node[i].clone()).collect(),
+        // Unique names: tract refuses a node named like another node or an initializer.
+        node: nodes
+            .iter()
+            .map(|&i| NodeProto {
+                name: format!("phantom_eval_{i}"),
+                ..g.node[i].clone()
+            })
+            .collect(),
         initializer: g
             .initializer
             .iter()
@@ -293,13 +300,13 @@ fn inline(g: &mut GraphProto, at: usize, taken: bool) -> usize {
     else {
         return 0;
     };
-    let names: HashSet<String> = g.node.iter().map(|x| x.name.clone()).collect();
+    let mut names: HashSet<String> = g.node.iter().map(|x| x.name.clone()).collect();
     let mut nodes: Vec<NodeProto> = body
         .node
         .into_iter()
         .map(|mut x| {
             if x.name.is_empty() || names.contains(&x.name) {
-                x.name = format!(
+                let base = format!(
                     "{}/{}",
                     n.name,
                     if x.name.is_empty() {
@@ -308,7 +315,18 @@ fn inline(g: &mut GraphProto, at: usize, taken: bool) -> usize {
                         &x.name
                     }
                 );
+                x.name = (0..)
+                    .map(|k| {
+                        if k == 0 {
+                            base.clone()
+                        } else {
+                            format!("{base}.{k}")
+                        }
+                    })
+                    .find(|c| !names.contains(c))
+                    .expect("a free name");
             }
+            names.insert(x.name.clone());
             x
         })
         .collect();

@@ -346,6 +346,11 @@ fn unrolled_loops_and_inlined_ifs_compute_what_ort_computes_on_the_original() {
         ),
         ("if_sample_rate.onnx", vec![("samples", 9)], "If `top_if`"),
         ("scan.onnx", vec![("steps", 5)], "Scan `scan`: 5 iterations"),
+        (
+            "if_unnamed.onnx",
+            vec![("samples", 8)],
+            "If `inner`: its condition is true",
+        ),
     ] {
         let graph = phantom::model::load(&contrib_model(name)).unwrap();
         let inputs = prepared(&graph, &dims);

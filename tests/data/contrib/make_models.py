@@ -281,7 +281,43 @@ def random_ops(path):
     onnx.save(m, path)
 
 
+def if_unnamed(path):
+    """Silero VAD v6's shape: a top If on the sample rate whose branch holds unnamed Constants and a nested If whose
+    condition is a shape computed inside the branch (tract refuses duplicate node names while evaluating it)."""
+    T = TP.FLOAT
+    inner_then = oh.make_graph([oh.make_node("Sigmoid", ["y"], ["z1"], name="inner_sigmoid")], "inner_then", [],
+                               [oh.make_tensor_value_info("z1", T, None)])
+    inner_else = oh.make_graph([oh.make_node("Tanh", ["y"], ["z2"], name="inner_tanh")], "inner_else", [],
+                               [oh.make_tensor_value_info("z2", T, None)])
+    then_g = oh.make_graph(
+        [oh.make_node("Constant", [], ["c1"], value=nh.from_array(np.array(1.5, np.float32))),
+         oh.make_node("Constant", [], ["c2"], value=nh.from_array(np.array(-0.25, np.float32))),
+         oh.make_node("Constant", [], ["one"], value=nh.from_array(np.array(1, np.int64))),
+         oh.make_node("Constant", [], ["eight"], value=nh.from_array(np.array(8, np.int64))),
+         oh.make_node("Mul", ["x", "c1"], ["xm"]),
+         oh.make_node("Add", ["xm", "c2"], ["y"]),
+         oh.make_node("Shape", ["y"], ["ys"]),
+         oh.make_node("Gather", ["ys", "one"], ["len"], axis=0),
+         oh.make_node("Equal", ["len", "eight"], ["is8"]),
+         oh.make_node("If", ["is8"], ["z"], name="inner", then_branch=inner_then, else_branch=inner_else),
+         oh.make_node("Identity", ["z"], ["then_out"])],
+        "then", [], [oh.make_tensor_value_info("then_out", T, None)])
+    else_g = oh.make_graph([oh.make_node("Neg", ["x"], ["else_out"], name="else_neg")], "else", [],
+                           [oh.make_tensor_value_info("else_out", T, None)])
+    nodes = [oh.make_node("Constant", [], ["sr16k"], value=nh.from_array(np.array(16000, np.int64))),
+             oh.make_node("Equal", ["sr", "sr16k"], ["is16k"]),
+             oh.make_node("If", ["is16k"], ["out"], name="top_if", then_branch=then_g, else_branch=else_g)]
+    g = oh.make_graph(nodes, "if_unnamed",
+                      [oh.make_tensor_value_info("x", T, [1, "samples"]), oh.make_tensor_value_info("sr", TP.INT64, [])],
+                      [oh.make_tensor_value_info("out", T, [1, "samples"])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 if __name__ == "__main__":
+    if_unnamed(os.path.join(HERE, "if_unnamed.onnx"))
     random_ops(os.path.join(HERE, "random_ops.onnx"))
     scan(os.path.join(HERE, "scan.onnx"))
     loop_scan(os.path.join(HERE, "loop_scan.onnx"))
