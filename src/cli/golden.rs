@@ -37,7 +37,8 @@ pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
     if a.output.exists() && !a.force {
         anyhow::bail!("{} already exists; phantom never overwrites a golden record: pass --force to replace it", a.output.display());
     }
-    let graph = model::load(&a.model)?;
+    // Random ops draw phantom's seeded hash noise, so a rerun draws the same numbers.
+    let graph = model::random::seeded(model::load(&a.model)?, a.inputs.seed)?;
     let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
     let (out, provenance, spec) = run_target(&graph, &inputs, &a.target, "record")?;
     let mut values = vec![];
@@ -104,7 +105,12 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
         by_node: budget_map(&a.budget_node, "--budget-node")?,
     };
     let g = golden::read(&a.golden)?;
-    let graph = model::load(&a.model)?;
+    let seed = g
+        .options
+        .get("seed")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let graph = model::random::seeded(model::load(&a.model)?, seed)?;
     let tensors = golden::read_inputs(&a.golden, &g)?;
     let inputs = Inputs {
         tensors,

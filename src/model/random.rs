@@ -220,12 +220,26 @@ impl Builder {
         Some(())
     }
 
-    /// Each element's flat index, in `shape`.
+    /// Each element's flat index plus one, in `shape` (ones cumulated along the flattened tensor, then put back in
+    /// shape: no `Range`, whose length tract cannot relate to a shape computed from the data).
     fn index(&mut self, shape: &str) -> String {
-        let count = self.op("ReduceProd", &[shape], vec![int_attr("keepdims", 0)]);
-        let (zero, one) = (self.int(0), self.int(1));
-        let flat = self.op("Range", &[&zero, &count, &one], vec![]);
-        self.op("Reshape", &[&flat, shape], vec![])
+        let one = TensorProto {
+            data_type: 7,
+            dims: vec![1],
+            int64_data: vec![1],
+            ..Default::default()
+        };
+        let value = AttributeProto {
+            name: "value".into(),
+            r#type: AttributeType::Tensor as i32,
+            t: Some(one),
+            ..Default::default()
+        };
+        let ones = self.op("ConstantOfShape", &[shape], vec![value]);
+        let flat = self.op("Flatten", &[&ones], vec![int_attr("axis", 0)]);
+        let axis = self.int(1);
+        let count = self.op("CumSum", &[&flat, &axis], vec![]);
+        self.op("Reshape", &[&count, shape], vec![])
     }
 
     /// `(x·a + c) mod p`, then two rounds of `(x² + c) mod p` (nonlinear, so neighbours do not correlate); as a

@@ -505,3 +505,23 @@ fn random_ops_draw_the_same_seeded_noise_on_both_sides() {
     let diff = rel_err(&b["noise"], &a["noise"].to_f64_array(), "noise");
     assert!(diff > 0.1, "another seed draws other numbers");
 }
+
+#[test]
+fn slice_to_the_end_built_from_a_shape_keeps_every_element() {
+    ensure_runtime();
+    // tract turned the INT64_MAX of a concatenated end into −1 and cut one column too many.
+    let m = contrib_model("slice_to_end.onnx");
+    let (code, out, r) = onnx_report(&m, &[]);
+    assert_eq!(code, 0, "{out}");
+    // Every value but the concatenated bound itself, which tract cannot hold (said on the node).
+    assert_eq!(r["coverage"]["unchecked"], 1, "{out}");
+    assert!(
+        out.contains("tract turns INT64_MAX in this slice bound into -1"),
+        "{out}"
+    );
+    let graph = phantom::model::load(&m).unwrap();
+    let reference = ReferenceRunner::default()
+        .run(&graph, &prepared(&graph, &[]))
+        .unwrap();
+    assert_eq!(reference.values["z"].shape(), &[1, 2, 16, 16]);
+}

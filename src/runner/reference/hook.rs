@@ -46,15 +46,19 @@ fn first_line(e: &impl std::fmt::Display) -> String {
     }
 }
 
+/// Placeholder outputs of a node that is not computed: zeros, and a dim the data decides (unknown here) empty.
+/// They only ever reach nodes that are not computed either (the taint), never a kernel or the report.
 fn zeros_for(node: &TypedNode) -> TractResult<TVec<TValue>> {
     node.outputs
         .iter()
         .map(|o| {
-            let shape =
-                o.fact.shape.as_concrete().ok_or_else(|| {
-                    anyhow::anyhow!("output shape of {} is not concrete", node.name)
-                })?;
-            Ok(Tensor::zero_dt(o.fact.datum_type, shape)?.into_tvalue())
+            let shape: Vec<usize> = o
+                .fact
+                .shape
+                .iter()
+                .map(|d| d.as_i64().map_or(0, |v| v.max(0) as usize))
+                .collect();
+            Ok(Tensor::zero_dt(o.fact.datum_type, &shape)?.into_tvalue())
         })
         .collect()
 }
@@ -276,6 +280,21 @@ impl<'g, 's> Evaluator<'g, 's> {
             })
             .collect();
         for (id, v) in consts {
+            // A constant tract folded from a node it imports unfaithfully is not a value to hand on.
+            let idx = self.onnx_of.get(&id).copied();
+            if let Some(reason) = idx.and_then(|i| self.unfaithful.get(&i)).cloned() {
+                let what = self
+                    .graph
+                    .nodes
+                    .get(idx.unwrap_or(0))
+                    .map(|n| format!("{} `{}`", n.op_type, n.name));
+                self.tainted.insert(id, what.unwrap_or_default());
+                mark(
+                    &mut self.precision,
+                    idx,
+                    RefPrecision::Unavailable { reason },
+                );
+            }
             self.emit(id, &tvec!(v));
         }
         self

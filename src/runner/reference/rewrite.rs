@@ -5,6 +5,10 @@
 //! - `Swish`: tract ignores its `alpha`; rewritten as `x · sigmoid(alpha · x)`.
 //! - `IsNaN`, `IsInf`: tract has no f64 kernel for them and types their output as f64 when their input is, which a
 //!   `Where` reading them refuses; rewritten as comparisons (`x ≠ x`, `x = ±∞`), exact in f64.
+//! - Slice bounds built by a `Concat` of shape values and an int64 constant holding i64::MAX ("to the end", as torch
+//!   exports write it): tract turns that constant into −1 in the concatenated value, which cuts one element too
+//!   many; the `Slice` reads a copy of the `Concat` with the constant clamped to the i32 range (the same slice for
+//!   any axis shorter than 2³¹), and the original `Concat` is marked unavailable.
 //! - `Selu`: tract's built-in defaults are truncated; the spec defaults are written out as attributes.
 //!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
@@ -58,6 +62,7 @@ fn replace(n: &NodeProto) -> Option<(Vec<NodeProto>, Vec<TensorProto>)> {
     {
         return None;
     }
+
     let mut b = Builder {
         node: n,
         nodes: vec![],
@@ -124,9 +129,88 @@ fn replace(n: &NodeProto) -> Option<(Vec<NodeProto>, Vec<TensorProto>)> {
     Some((b.nodes, b.consts))
 }
 
+/// Name prefix of the copies [`clamp_slice_sentinels`] makes (no ONNX node index: never attributed to a node).
+pub const I32_COPY: &str = "i32_copy/";
+
+/// Where a `Concat` joins an int64 initializer holding a value beyond the i32 range into a `Slice`'s starts or
+/// ends, the `Slice` reads a copy of that `Concat` with the value clamped (the same slice for any axis shorter than
+/// 2³¹); the original `Concat` is left for [`super::faithful`] to mark unavailable. Returns how many were copied.
+fn clamp_slice_sentinels(g: &mut GraphProto) -> usize {
+    use std::collections::{HashMap, HashSet};
+    let bounds: HashSet<String> = g
+        .node
+        .iter()
+        .filter(|n| n.op_type == "Slice")
+        .flat_map(|n| n.input.iter().skip(1).take(2).cloned())
+        .collect();
+    let (lo, hi) = (i32::MIN as i64, i32::MAX as i64);
+    let mut clamped: HashMap<String, String> = HashMap::new();
+    let mut new_inits = vec![];
+    for t in g.initializer.iter().filter(|t| t.data_type == 7) {
+        let Ok(crate::tensor::Tensor::I64(a)) = crate::model::proto::tensor_from_proto(t, None)
+        else {
+            continue;
+        };
+        if a.iter().any(|&x| x < lo || x > hi) {
+            let name = format!("{}\u{1}i32", t.name);
+            new_inits.push(TensorProto {
+                name: name.clone(),
+                dims: t.dims.clone(),
+                data_type: 7,
+                int64_data: a.iter().map(|&x| x.clamp(lo, hi)).collect(),
+                ..Default::default()
+            });
+            clamped.insert(t.name.clone(), name);
+        }
+    }
+    let mut copies: HashMap<String, String> = HashMap::new();
+    let mut added = vec![];
+    for n in g.node.iter().filter(|n| n.op_type == "Concat") {
+        let Some(out) = n.output.first().filter(|o| bounds.contains(*o)) else {
+            continue;
+        };
+        if !n.input.iter().any(|i| clamped.contains_key(i)) {
+            continue;
+        }
+        let copy = format!("{out}\u{1}i32");
+        let mut c = n.clone();
+        c.name = format!("{I32_COPY}{}", n.name);
+        c.output = vec![copy.clone()];
+        for i in c.input.iter_mut() {
+            if let Some(k) = clamped.get(i) {
+                *i = k.clone();
+            }
+        }
+        added.push(c);
+        copies.insert(out.clone(), copy);
+    }
+    for n in g.node.iter_mut().filter(|n| n.op_type == "Slice") {
+        for i in n.input.iter_mut().skip(1).take(2) {
+            if let Some(c) = copies.get(i) {
+                *i = c.clone();
+            }
+        }
+    }
+    let count = added.len();
+    if count > 0 {
+        // Each copy goes right after the node it copies: before every Slice that reads it.
+        for c in added {
+            let original = c.name.trim_start_matches(I32_COPY);
+            let at = g
+                .node
+                .iter()
+                .position(|n| n.name == original)
+                .map_or(0, |k| k + 1);
+            g.node.insert(at, c);
+        }
+        g.initializer.extend(new_inits);
+    }
+    count
+}
+
 /// Applies the rewrites to `g` and its bodies; returns how many nodes were rewritten.
 pub fn rewrite(g: &mut GraphProto) -> usize {
-    let mut count = 0;
+    let mut count = clamp_slice_sentinels(g);
     let mut out = Vec::with_capacity(g.node.len());
     for mut n in std::mem::take(&mut g.node) {
         for a in n.attribute.iter_mut() {

@@ -158,6 +158,7 @@ def main():
     rotary_cases()
     gqa_cases()
     quantized_cases()
+    dynamic_quantize_linear()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}", file=sys.stderr)
 
 
@@ -499,6 +500,21 @@ def quantized_cases():
     write_case("dynamic_quantize_matmul", "DynamicQuantizeMatMul",
                [("a", af), ("b", b), ("sb", sb), ("zb", zb), ("bias", bias)], [("y", y)],
                inits={"b", "sb", "zb", "bias"})
+
+
+
+def dynamic_quantize_linear():
+    """ONNX DynamicQuantizeLinear: values on a grid whose range is exactly 255 (scale 1, zero point 100), with
+    half-way values that round half to even; exact in fp32 too, so ORT must agree code for code."""
+    grid = np.arange(-100, 156, dtype=np.float64)
+    halves = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 100.5, 101.5])
+    x = np.concatenate([RNG.permutation(grid), halves]).reshape(8, 33)
+    lo, hi = min(x.min(), 0.0), max(x.max(), 0.0)
+    scale = (hi - lo) / 255.0
+    zp = np.clip(np.round(-lo / scale), 0, 255)
+    y = np.clip(np.round(x / scale) + zp, 0, 255).astype(np.uint8)
+    write_case("dynamic_quantize_linear", "DynamicQuantizeLinear", [("x", x.astype(np.float32))],
+               [("y", y), ("y_scale", np.array(scale)), ("y_zero_point", np.array(zp, np.uint8))], domain="")
 
 
 if __name__ == "__main__":

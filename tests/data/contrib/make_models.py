@@ -316,7 +316,32 @@ def if_unnamed(path):
     onnx.save(m, path)
 
 
+def slice_to_end(path):
+    """Slice bounds as torch exports write them: ends = Concat(a length computed from a shape, INT64_MAX)."""
+    T = TP.FLOAT
+    big = np.iinfo(np.int64).max
+    nodes = [oh.make_node("Shape", ["x"], ["s"], name="shape"),
+             oh.make_node("Gather", ["s", "two"], ["d2"], name="rows", axis=0),
+             oh.make_node("Sub", ["d2", "one"], ["n"], name="n"),
+             oh.make_node("Unsqueeze", ["n", "ax0"], ["nu"], name="n1"),
+             oh.make_node("Concat", ["nu", "to_end"], ["ends"], name="ends", axis=0),
+             oh.make_node("Slice", ["x", "starts", "ends", "axes"], ["y"], name="slice"),
+             oh.make_node("Relu", ["y"], ["z"], name="relu")]
+    g = oh.make_graph(nodes, "slice_to_end", [oh.make_tensor_value_info("x", T, [1, 2, 17, 31])],
+                      [oh.make_tensor_value_info("z", T, [1, 2, 16, 16])],
+                      [nh.from_array(np.array(2, np.int64), "two"), nh.from_array(np.array(1, np.int64), "one"),
+                       nh.from_array(np.array([0], np.int64), "ax0"),
+                       nh.from_array(np.array([big], np.int64), "to_end"),
+                       nh.from_array(np.array([0, 15], np.int64), "starts"),
+                       nh.from_array(np.array([2, 3], np.int64), "axes")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 if __name__ == "__main__":
+    slice_to_end(os.path.join(HERE, "slice_to_end.onnx"))
     if_unnamed(os.path.join(HERE, "if_unnamed.onnx"))
     random_ops(os.path.join(HERE, "random_ops.onnx"))
     scan(os.path.join(HERE, "scan.onnx"))
