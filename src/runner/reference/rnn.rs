@@ -1,7 +1,8 @@
 //! phantom's own f64 ONNX `LSTM` and `GRU` (tract fuses their cells into f32-only kernels). Both follow the ONNX
 //! spec: default activations (LSTM: Sigmoid, Tanh, Tanh; GRU: Sigmoid, Tanh); forward, reverse and bidirectional;
 //! biases, `sequence_lens` (outputs past a sequence's end stay zero), initial states, `layout` and `clip`; LSTM's
-//! peepholes and `input_forget`, GRU's `linear_before_reset`.
+//! peepholes and `input_forget`, GRU's `linear_before_reset`. Also ORT's contrib `DynamicQuantizeLSTM` (int8/uint8
+//! weights, activations requantized per GEMM call as ORT's CPU kernel does).
 
 use ndarray::{s, Array2, Array3, Array4, ArrayD, ArrayView1, ArrayView2, Axis, Ix2, Ix3};
 use tract_onnx::pb::NodeProto;
@@ -126,10 +127,17 @@ impl Recurrence {
         }
     }
 
+    /// The time index of `step` in direction `d` of a sequence of `len`.
+    fn time(&self, d: usize, len: usize, step: usize) -> usize {
+        match self.reverse_only || d == 1 {
+            true => len - 1 - step,
+            false => step,
+        }
+    }
+
     /// The time steps of one direction, in the order they are taken.
-    fn steps(&self, d: usize, len: usize) -> impl Iterator<Item = usize> {
-        let backward = self.reverse_only || d == 1;
-        (0..len).map(move |step| if backward { len - 1 - step } else { step })
+    fn steps(&self, d: usize, len: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..len).map(move |step| self.time(d, len, step))
     }
 
     fn clipped(&self, v: f64) -> f64 {
@@ -174,6 +182,20 @@ fn matvec(m: &ArrayView2<f64>, v: &[f64]) -> Vec<f64> {
 /// Returns (Y, Y_h, Y_c).
 pub fn lstm(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<Vec<ArrayD<f64>>, String> {
     let rc = Recurrence::read("LSTM", node, inputs, 4, &["sigmoid", "tanh", "tanh"])?;
+    lstm_with(&rc, node, inputs, None)
+}
+
+/// Requantizes a matrix of hidden states, as ORT's quantized recurrent product reads them.
+pub type Requantize<'a> = &'a dyn Fn(&[f64]) -> Vec<f64>;
+
+/// The LSTM recurrence of `rc`, steps outer and batch rows inner. With `requantize`, the hidden state each step's
+/// recurrent product reads is requantized first, per sequence (see [`dq_lstm`]).
+fn lstm_with(
+    rc: &Recurrence,
+    node: &NodeProto,
+    inputs: &[Option<ArrayD<f64>>],
+    requantize: Option<Requantize>,
+) -> Result<Vec<ArrayD<f64>>, String> {
     let get = |k: usize| inputs.get(k).and_then(|v| v.as_ref());
     let input_forget = attr_i(node, "input_forget").unwrap_or(0) != 0;
     let (h0, c0) = (rc.initial(get(5))?, rc.initial(get(6))?);
@@ -189,37 +211,115 @@ pub fn lstm(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<Vec<Arra
     let mut y = Array4::<f64>::zeros((seq, dirs, batch, h));
     let mut yh = Array3::<f64>::zeros((dirs, batch, h));
     let mut yc = Array3::<f64>::zeros((dirs, batch, h));
+    let max_len = rc.lens.iter().copied().max().unwrap_or(0);
     for d in 0..dirs {
         let (wd, rd) = (rc.w.index_axis(Axis(0), d), rc.r.index_axis(Axis(0), d));
         let (bd, pd) = (rc.b.row(d), p.row(d));
-        for bi in 0..batch {
-            let mut hs: Vec<f64> = h0.slice(s![d, bi, ..]).to_vec();
-            let mut cs: Vec<f64> = c0.slice(s![d, bi, ..]).to_vec();
-            for t in rc.steps(d, rc.lens[bi]) {
+        let mut hs: Vec<Vec<f64>> = (0..batch)
+            .map(|bi| h0.slice(s![d, bi, ..]).to_vec())
+            .collect();
+        let mut cs: Vec<Vec<f64>> = (0..batch)
+            .map(|bi| c0.slice(s![d, bi, ..]).to_vec())
+            .collect();
+        for step in 0..max_len {
+            let read = recurrent_reads(&hs, requantize);
+            for bi in (0..batch).filter(|&bi| step < rc.lens[bi]) {
+                let t = rc.time(d, rc.lens[bi], step);
                 let xt = rc.x.slice(s![t, bi, ..]).to_vec();
                 // gates[g*h + j] = W x + R h + Wb + Rb, g in (i, o, f, c)
-                let (wx, rh) = (matvec(&wd, &xt), matvec(&rd, &hs));
+                let (wx, rh) = (matvec(&wd, &xt), matvec(&rd, &read[bi]));
                 let gates: Vec<f64> = (0..4 * h)
                     .map(|k| wx[k] + rh[k] + bd[k] + bd[4 * h + k])
                     .collect();
+                let (hb, cb) = (&mut hs[bi], &mut cs[bi]);
                 for j in 0..h {
-                    let i_g = sigmoid(rc.clipped(gates[j] + pd[j] * cs[j]));
+                    let i_g = sigmoid(rc.clipped(gates[j] + pd[j] * cb[j]));
                     let f_g = match input_forget {
                         true => 1.0 - i_g,
-                        false => sigmoid(rc.clipped(gates[2 * h + j] + pd[2 * h + j] * cs[j])),
+                        false => sigmoid(rc.clipped(gates[2 * h + j] + pd[2 * h + j] * cb[j])),
                     };
                     let c_g = rc.clipped(gates[3 * h + j]).tanh();
-                    cs[j] = f_g * cs[j] + i_g * c_g;
-                    let o_g = sigmoid(rc.clipped(gates[h + j] + pd[h + j] * cs[j]));
-                    hs[j] = o_g * cs[j].tanh();
+                    cb[j] = f_g * cb[j] + i_g * c_g;
+                    let o_g = sigmoid(rc.clipped(gates[h + j] + pd[h + j] * cb[j]));
+                    hb[j] = o_g * cb[j].tanh();
                 }
-                y.slice_mut(s![t, d, bi, ..]).assign(&ndarray::aview1(&hs));
+                y.slice_mut(s![t, d, bi, ..]).assign(&ndarray::aview1(hb));
             }
-            yh.slice_mut(s![d, bi, ..]).assign(&ndarray::aview1(&hs));
-            yc.slice_mut(s![d, bi, ..]).assign(&ndarray::aview1(&cs));
+        }
+        for bi in 0..batch {
+            yh.slice_mut(s![d, bi, ..])
+                .assign(&ndarray::aview1(&hs[bi]));
+            yc.slice_mut(s![d, bi, ..])
+                .assign(&ndarray::aview1(&cs[bi]));
         }
     }
     Ok(vec![rc.y_out(y), rc.state_out(yh), rc.state_out(yc)])
+}
+
+/// The hidden state each batch row's recurrent product reads: its own, requantized with `requantize`.
+fn recurrent_reads(hs: &[Vec<f64>], requantize: Option<Requantize>) -> Vec<Vec<f64>> {
+    match requantize {
+        Some(q) => hs.iter().map(|row| q(row)).collect(),
+        None => hs.to_vec(),
+    }
+}
+
+/// Evaluates ORT's DynamicQuantizeLSTM: W `[dirs, input, 4H]` and R `[dirs, H, 4H]` quantized with per-direction
+/// (or per-column) scales, dequantized exactly (ORT uses only the first zero point of a direction; so does this);
+/// X requantized per tensor over the steps ORT computes, and each step's hidden state per sequence, by
+/// `requantize`. ORT's quantized GEMM requantizes its A operand on every call, and its CPU kernel groups
+/// ⌈batch / threads⌉ sequences per call when it splits the batch across threads (batch > 4, or ≥ 2 with hidden ≤
+/// 256), all of them otherwise: its result depends on its thread count. The reference takes one sequence per
+/// group, which is ORT's grouping at batch 1 and whenever it has a thread per sequence. Returns (Y, Y_h, Y_c).
+pub fn dq_lstm(
+    node: &NodeProto,
+    inputs: &[Option<ArrayD<f64>>],
+    requantize: Requantize,
+) -> Result<Vec<ArrayD<f64>>, String> {
+    let get = |k: usize| inputs.get(k).and_then(|v| v.as_ref());
+    let weights = |k: usize, scale: usize, zero: usize| -> Result<ArrayD<f64>, String> {
+        let q = dims3(
+            get(k).ok_or(format!("DynamicQuantizeLSTM lacks input {k}"))?,
+            "DynamicQuantizeLSTM weights",
+        )?;
+        let (dirs, _, cols) = q.dim();
+        let s = get(scale).ok_or(format!("DynamicQuantizeLSTM lacks input {scale}"))?;
+        let per_col = s.len() == dirs * cols;
+        let z = get(zero);
+        let mut w = Array3::<f64>::zeros((dirs, cols, q.dim().1));
+        for ((d, r, c), v) in q.indexed_iter() {
+            let zp = z
+                .and_then(|z| z.iter().nth(d * z.len() / dirs.max(1)))
+                .copied()
+                .unwrap_or(0.0);
+            let sc = if per_col {
+                s.iter().nth(d * cols + c)
+            } else {
+                s.iter().nth(d)
+            };
+            w[[d, c, r]] = (v - zp) * sc.copied().ok_or("DynamicQuantizeLSTM scale too short")?;
+        }
+        Ok(w.into_dyn())
+    };
+    let mut ins: Vec<Option<ArrayD<f64>>> = inputs.iter().take(8).cloned().collect();
+    ins.resize(8, None);
+    ins[1] = Some(weights(1, 8, 9)?);
+    ins[2] = Some(weights(2, 10, 11)?);
+    let mut rc = Recurrence::read(
+        "DynamicQuantizeLSTM",
+        node,
+        &ins,
+        4,
+        &["sigmoid", "tanh", "tanh"],
+    )?;
+    let max_len = rc.lens.iter().copied().max().unwrap_or(0);
+    let computed: Vec<f64> = rc.x.slice(s![..max_len, .., ..]).iter().copied().collect();
+    let requantized = requantize(&computed);
+    rc.x.slice_mut(s![..max_len, .., ..])
+        .iter_mut()
+        .zip(requantized)
+        .for_each(|(x, q)| *x = q);
+    lstm_with(&rc, node, &ins, Some(requantize))
 }
 
 /// Evaluates an ONNX GRU node (gates z, r, h). `inputs[k]` is the k-th ONNX input (None when omitted), as f64.

@@ -159,6 +159,7 @@ def main():
     gqa_cases()
     quantized_cases()
     dynamic_quantize_linear()
+    dynamic_quantize_lstm()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}", file=sys.stderr)
 
 
@@ -515,6 +516,51 @@ def dynamic_quantize_linear():
     y = np.clip(np.round(x / scale) + zp, 0, 255).astype(np.uint8)
     write_case("dynamic_quantize_linear", "DynamicQuantizeLinear", [("x", x.astype(np.float32))],
                [("y", y), ("y_scale", np.array(scale)), ("y_zero_point", np.array(zp, np.uint8))], domain="")
+
+
+
+def requant(a):
+    """ORT's per-tensor uint8 dynamic quantization of a GEMM operand, dequantized (float64)."""
+    lo, hi = min(a.min(), 0.0), max(a.max(), 0.0)
+    scale = 1.0 if hi == lo else (hi - lo) / 255.0
+    zp = np.clip(np.round(-lo / scale), 0, 255)
+    return (np.clip(np.round(a / scale) + zp, 0, 255) - zp) * scale
+
+
+def dynamic_quantize_lstm():
+    """com.microsoft DynamicQuantizeLSTM, forward, one sequence of length 4 in 5 steps: X requantized once over the
+    steps computed, the hidden state before every recurrent product (one sequence: ORT's grouping of sequences per
+    quantization follows its thread count beyond batch 1)."""
+    seq, batch, inp, h = 5, 1, 6, 8
+    x = rand(seq, batch, inp)
+    w = RNG.integers(-100, 100, (1, inp, 4 * h)).astype(np.int8)
+    r = RNG.integers(-100, 100, (1, h, 4 * h)).astype(np.int8)
+    b = rand(1, 8 * h, scale=0.1)
+    lens = np.array([4], np.int32)
+    ws, rs = np.array([0.004], np.float32), np.array([0.003], np.float32)
+    wz, rz = np.zeros(1, np.int8), np.zeros(1, np.int8)
+    W = w[0].astype(np.float64) * float(ws[0])
+    R = r[0].astype(np.float64) * float(rs[0])
+    xq = requant(f64(x))
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    hs, cs = np.zeros((batch, h)), np.zeros((batch, h))
+    y = np.zeros((seq, 1, batch, h))
+    bias = f64(b[0, :4 * h]) + f64(b[0, 4 * h:])
+    for t in range(seq):
+        read = np.stack([requant(row) for row in hs])
+        for bi in range(batch):
+            if t >= lens[bi]:
+                continue
+            g = xq[t, bi] @ W + read[bi] @ R + bias
+            i, o, f, c = g[:h], g[h:2 * h], g[2 * h:3 * h], g[3 * h:]
+            cs[bi] = sig(f) * cs[bi] + sig(i) * np.tanh(c)
+            hs[bi] = sig(o) * np.tanh(cs[bi])
+            y[t, 0, bi] = hs[bi]
+    write_case("dynamic_quantize_lstm", "DynamicQuantizeLSTM",
+               [("x", x), ("w", w), ("r", r), ("b", b), ("lens", lens), ("h0", None), ("c0", None), ("p", None),
+                ("ws", ws), ("wz", wz), ("rs", rs), ("rz", rz)],
+               [("y", y), ("y_h", hs[None]), ("y_c", cs[None])], {"hidden_size": h},
+               inits={"w", "r", "b", "ws", "wz", "rs", "rz"})
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ mod attend;
 mod attention;
 mod embed;
 mod gqa;
+mod lstm;
 mod matmul;
 mod mha;
 mod norm;
@@ -122,6 +123,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| gqa::kernel(op))
         .or_else(|| rotary::kernel(op))
         .or_else(|| quant::kernel(op))
+        .or_else(|| lstm::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -161,6 +163,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(gqa::OPS)
         .chain(rotary::OPS)
         .chain(quant::OPS)
+        .chain(lstm::OPS)
     {
         onnx.op_register
             .0

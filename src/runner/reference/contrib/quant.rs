@@ -245,6 +245,12 @@ impl Kernel for DynQuant {
     }
 }
 
+/// `a` quantized per tensor to uint8 as ORT's dynamic quantization does, and dequantized exactly.
+pub fn requantized(a: &[f64]) -> Vec<f64> {
+    let (q, scale, zp) = quantize_u8(a);
+    q.iter().map(|v| (v - zp) * scale).collect()
+}
+
 /// ORT's per-tensor uint8 quantization of A: (codes, scale, zero point).
 fn quantize_u8(a: &[f64]) -> (Vec<f64>, f64, f64) {
     let lo = a.iter().copied().fold(0.0f64, f64::min);
