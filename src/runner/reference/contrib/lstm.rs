@@ -4,7 +4,7 @@
 use tract_onnx::prelude::*;
 
 use super::super::rnn;
-use super::util::{f64s_opt, fact, float_type, shaped};
+use super::util::{f64s_opt, fact, float_type, tensor};
 use super::{Fact, Kernel, Node};
 
 pub const OPS: &[&str] = &["DynamicQuantizeLSTM"];
