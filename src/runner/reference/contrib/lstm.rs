@@ -35,9 +35,7 @@ impl Kernel for DqLstm {
             .collect::<TractResult<Vec<_>>>()?;
         let outs = rnn::dq_lstm(&n.proto, &inputs, &super::quant::requantized)
             .map_err(|e| anyhow::anyhow!(e))?;
-        outs.into_iter()
-            .map(|a| shaped(&a.shape().to_vec(), a.iter().copied().collect()))
-            .collect()
+        Ok(outs.into_iter().map(tensor).collect())
     }
 }
 
