@@ -14,7 +14,11 @@ use crate::target::{self, Capture};
 pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     let spec = super::target::one("run", &a.engine, a.precision, None)?;
     let graph = model::load(&a.model)?;
-    let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
+    let spec_in = super::settings::input_spec(&a.inputs)?;
+    let inputs = model::inputs::prepare(&graph, &spec_in)?;
+    // As `phantom onnx` runs it: Ifs and Loops the inputs decide resolved, random ops drawing phantom's noise.
+    let graph =
+        model::random::seeded(model::inline::taken_branches(graph, &inputs)?, spec_in.seed)?;
     let t = Instant::now();
     // (values, bytes) the run computed; the reference streams them and keeps only the graph outputs.
     let mut computed = (0, 0);

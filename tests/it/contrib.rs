@@ -504,6 +504,25 @@ fn random_ops_draw_the_same_seeded_noise_on_both_sides() {
     );
     let diff = rel_err(&b["noise"], &a["noise"].to_f64_array(), "noise");
     assert!(diff > 0.1, "another seed draws other numbers");
+    // `phantom run` on ORT draws the same numbers from run to run (ORT's own op would not).
+    let run = || {
+        let (code, out, err) = crate::common::phantom(&[
+            "run",
+            m.to_str().unwrap(),
+            "--runner",
+            "target",
+            "--dim",
+            "n=64",
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        out.lines()
+            .filter(|l| l.starts_with("y ") || l.starts_with("u "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let first = run();
+    assert!(first.contains("u f32 [64, 64]"), "{first}");
+    assert_eq!(first, run());
 }
 
 #[test]
