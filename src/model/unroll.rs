@@ -210,7 +210,7 @@ pub fn unroll(g: &mut GraphProto, at: usize, plan: &Plan, opset: i64) -> Option<
         .and_then(|a| a.g.clone())?;
     let carried = n.input.len().saturating_sub(2);
     let scans = body.output.len().checked_sub(1 + carried)?;
-    if plan.trips == 0 || plan.trips * (body.node.len() + 2) > MAX_NODES {
+    if plan.trips == 0 || plan.trips.saturating_mul(body.node.len() + 2) > MAX_NODES {
         return None;
     }
     if clashes(g, &body, plan.trips) {
@@ -320,7 +320,7 @@ pub fn unroll_scan(g: &mut GraphProto, at: usize, trips: usize, opset: i64) -> O
     let m = n.input.len() - shape.states;
     let k_out = body.output.len().checked_sub(shape.states)?;
     if trips == 0
-        || trips * (body.node.len() + m + 2) > MAX_NODES
+        || trips.saturating_mul(body.node.len() + m + 2) > MAX_NODES
         || opset < 11
         || clashes(g, &body, trips)
     {

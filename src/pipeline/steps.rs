@@ -173,7 +173,11 @@ fn greedy(logits: &Tensor) -> Option<i64> {
     let a = logits.to_f64_array();
     let vocab = *a.shape().last()?;
     let rows = a.len() / vocab.max(1);
-    let first_seq = a.shape().get(1).map_or(1, |&s| s.max(1));
+    // [batch, seq, vocab]: the first sequence's last position; [batch, vocab]: the first row.
+    let first_seq = match a.ndim() {
+        0..=2 => 1,
+        _ => a.shape()[1].max(1),
+    };
     let row = (first_seq.min(rows)).checked_sub(1)?;
     let last = a.as_slice()?.get(row * vocab..(row + 1) * vocab)?;
     last.iter()
@@ -255,4 +259,25 @@ pub fn compare_steps(s: &CompareSettings) -> Result<(Report, Inputs)> {
         report.notes.insert(1 + k, l);
     }
     Ok((report, inputs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Logits of `shape`, zero but for a 1 at each of `hot` (flat indices).
+    fn logits(shape: &[usize], hot: &[usize]) -> Tensor {
+        let mut v = vec![0.0; shape.iter().product()];
+        hot.iter().for_each(|&k| v[k] = 1.0 + k as f64);
+        Tensor::F64(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
+    }
+
+    #[test]
+    fn greedy_reads_the_first_sequences_last_position() {
+        // [batch 2, seq 3, vocab 4]: the first sequence's last position is elements 8..12; the second sequence's
+        // larger logit (element 13) is not read.
+        assert_eq!(greedy(&logits(&[2, 3, 4], &[8 + 2, 13])), Some(2));
+        // [batch 2, vocab 4]: the first row.
+        assert_eq!(greedy(&logits(&[2, 4], &[1, 4 + 3])), Some(1));
+    }
 }
