@@ -5,7 +5,7 @@ use std::path::Path;
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use prost::Message;
-use tract_onnx::pb::TensorProto;
+use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, TensorProto};
 
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
@@ -245,6 +245,36 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: t.dtype().onnx_code(),
         raw_data: raw,
+        ..Default::default()
+    }
+}
+
+/// An int64 scalar initializer (for the nodes phantom writes into a graph).
+pub fn scalar_i64(name: &str, v: i64) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        data_type: 7,
+        int64_data: vec![v],
+        ..Default::default()
+    }
+}
+
+/// An integer attribute.
+pub fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Int as i32,
+        i: v,
+        ..Default::default()
+    }
+}
+
+/// An integer-list attribute.
+pub fn ints_attr(name: &str, v: Vec<i64>) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Ints as i32,
+        ints: v,
         ..Default::default()
     }
 }

@@ -13,6 +13,7 @@ use tract_onnx::pb::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 };
 
+use super::proto::{int_attr, scalar_i64};
 use super::Graph;
 use crate::error::Result;
 
@@ -149,12 +150,7 @@ impl Builder {
 
     fn int(&mut self, v: i64) -> String {
         let name = self.fresh("i");
-        self.inits.push(TensorProto {
-            name: name.clone(),
-            data_type: 7,
-            int64_data: vec![v],
-            ..Default::default()
-        });
+        self.inits.push(scalar_i64(&name, v));
         name
     }
 
@@ -289,14 +285,5 @@ impl Builder {
         let (s, b) = (self.float(scale), self.float(shift));
         let y = self.op("Mul", &[x, &s], vec![]);
         self.op("Add", &[&y, &b], vec![])
-    }
-}
-
-fn int_attr(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: AttributeType::Int as i32,
-        i: v,
-        ..Default::default()
     }
 }

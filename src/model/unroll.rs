@@ -7,9 +7,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tract_onnx::pb::{
-    attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto, TensorProto,
-};
+use super::proto::{int_attr, ints_attr, scalar_i64};
+use tract_onnx::pb::{GraphProto, NodeProto, TensorProto};
 
 /// The most nodes an unrolled loop may add.
 pub const MAX_NODES: usize = 20_000;
@@ -23,19 +22,10 @@ pub struct Plan {
 /// Whether the loop's body can only be stopped by its trip count: no condition input, or a condition that starts
 /// true (`cond_true`) and that the body passes through unchanged.
 pub fn stops_only_at_trip_count(n: &NodeProto, cond_true: Option<bool>) -> bool {
-    let Some(body) = n
-        .attribute
-        .iter()
-        .find(|a| a.name == "body")
-        .and_then(|a| a.g.as_ref())
-    else {
+    let Some(body) = body_of(n) else {
         return false;
     };
-    if body.node.iter().any(|x| {
-        x.attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-    }) {
+    if nested(body) {
         return false;
     }
     let has_cond = n.input.get(1).is_some_and(|c| !c.is_empty());
@@ -54,26 +44,33 @@ pub fn stops_only_at_trip_count(n: &NodeProto, cond_true: Option<bool>) -> bool 
         })
 }
 
+/// A Loop's or Scan's body.
+fn body_of(n: &NodeProto) -> Option<&GraphProto> {
+    n.attribute
+        .iter()
+        .find(|a| a.name == "body")
+        .and_then(|a| a.g.as_ref())
+}
+
+/// Whether a body holds nodes with bodies of their own (not unrolled).
+fn nested(body: &GraphProto) -> bool {
+    body.node.iter().any(|x| {
+        x.attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+    })
+}
+
+/// Puts `nodes` in place of node `at` and adds `inits`; returns how many nodes were added.
+fn replace(g: &mut GraphProto, at: usize, nodes: Vec<NodeProto>, inits: Vec<TensorProto>) -> usize {
+    let count = nodes.len();
+    g.node.splice(at..at + 1, nodes);
+    g.initializer.extend(inits);
+    count
+}
+
 fn tag(v: &str, t: usize) -> String {
     format!("{v}.iter{t}")
-}
-
-fn scalar_i64(name: &str, v: i64) -> TensorProto {
-    TensorProto {
-        name: name.into(),
-        data_type: 7,
-        int64_data: vec![v],
-        ..Default::default()
-    }
-}
-
-fn ints_attr(name: &str, v: Vec<i64>) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: AttributeType::Ints as i32,
-        ints: v,
-        ..Default::default()
-    }
 }
 
 /// Appends iteration `t` of `body` to `nodes`: node names and the body's own values tagged `.iter<t>`, the
@@ -177,15 +174,6 @@ fn stack(
     });
 }
 
-fn int_attr(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: AttributeType::Int as i32,
-        i: v,
-        ..Default::default()
-    }
-}
-
 /// Whether a tagged body value would take a name the graph already has.
 fn clashes(g: &GraphProto, body: &GraphProto, trips: usize) -> bool {
     let existing: HashSet<&str> = g
@@ -203,11 +191,7 @@ fn clashes(g: &GraphProto, body: &GraphProto, trips: usize) -> bool {
 /// untouched) when the unrolled loop would be too large or names would clash.
 pub fn unroll(g: &mut GraphProto, at: usize, plan: &Plan, opset: i64) -> Option<usize> {
     let n = g.node[at].clone();
-    let body = n
-        .attribute
-        .iter()
-        .find(|a| a.name == "body")
-        .and_then(|a| a.g.clone())?;
+    let body = body_of(&n).cloned()?;
     let carried = n.input.len().saturating_sub(2);
     let scans = body.output.len().checked_sub(1 + carried)?;
     if plan.trips == 0 || plan.trips.saturating_mul(body.node.len() + 2) > MAX_NODES {
@@ -259,10 +243,7 @@ pub fn unroll(g: &mut GraphProto, at: usize, plan: &Plan, opset: i64) -> Option<
             stack(&n.name, j, parts, o, 0, opset, &mut nodes, &mut inits);
         }
     }
-    let count = nodes.len();
-    g.node.splice(at..at + 1, nodes);
-    g.initializer.extend(inits);
-    Some(count)
+    Some(replace(g, at, nodes, inits))
 }
 
 fn ints(n: &NodeProto, name: &str) -> Vec<i64> {
@@ -284,16 +265,8 @@ pub struct ScanShape {
 /// The states and first scan input of a `Scan` node, `None` when it is not a Scan of opset 9 or later or has a
 /// nested body.
 pub fn scan_shape(n: &NodeProto) -> Option<ScanShape> {
-    let body = n
-        .attribute
-        .iter()
-        .find(|a| a.name == "body")
-        .and_then(|a| a.g.as_ref())?;
-    if body.node.iter().any(|x| {
-        x.attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-    }) {
+    let body = body_of(n)?;
+    if nested(body) {
         return None;
     }
     let m = n.attribute.iter().find(|a| a.name == "num_scan_inputs")?.i as usize;
@@ -311,11 +284,7 @@ pub fn scan_shape(n: &NodeProto) -> Option<ScanShape> {
 /// their direction is 1). Returns the nodes added, or `None` (graph untouched) as [`unroll`] does.
 pub fn unroll_scan(g: &mut GraphProto, at: usize, trips: usize, opset: i64) -> Option<usize> {
     let n = g.node[at].clone();
-    let body = n
-        .attribute
-        .iter()
-        .find(|a| a.name == "body")
-        .and_then(|a| a.g.clone())?;
+    let body = body_of(&n).cloned()?;
     let shape = scan_shape(&n)?;
     let m = n.input.len() - shape.states;
     let k_out = body.output.len().checked_sub(shape.states)?;
@@ -383,8 +352,5 @@ pub fn unroll_scan(g: &mut GraphProto, at: usize, trips: usize, opset: i64) -> O
             );
         }
     }
-    let count = nodes.len();
-    g.node.splice(at..at + 1, nodes);
-    g.initializer.extend(inits);
-    Some(count)
+    Some(replace(g, at, nodes, inits))
 }

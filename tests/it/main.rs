@@ -16,6 +16,7 @@ mod multi;
 mod oracle;
 mod precision;
 mod replay;
+mod resolved;
 mod samples;
 mod scan;
 mod schema;

@@ -143,10 +143,21 @@ fn clamp_slice_sentinels(g: &mut GraphProto) -> usize {
         .filter(|n| n.op_type == "Slice")
         .flat_map(|n| n.input.iter().skip(1).take(2).cloned())
         .collect();
+    // Only the initializers a Concat joins into a bound are decoded (a model's int64 tables can be large).
+    let joined: HashSet<&str> = g
+        .node
+        .iter()
+        .filter(|n| n.op_type == "Concat" && n.output.first().is_some_and(|o| bounds.contains(o)))
+        .flat_map(|n| n.input.iter().map(|s| s.as_str()))
+        .collect();
     let (lo, hi) = (i32::MIN as i64, i32::MAX as i64);
     let mut clamped: HashMap<String, String> = HashMap::new();
     let mut new_inits = vec![];
-    for t in g.initializer.iter().filter(|t| t.data_type == 7) {
+    for t in g
+        .initializer
+        .iter()
+        .filter(|t| t.data_type == 7 && joined.contains(t.name.as_str()))
+    {
         let Ok(crate::tensor::Tensor::I64(a)) = crate::model::proto::tensor_from_proto(t, None)
         else {
             continue;
