@@ -197,3 +197,31 @@ fn slice_to_the_end_built_from_a_shape_keeps_every_element() {
         .unwrap();
     assert_eq!(reference.values["z"].shape(), &[1, 2, 16, 16]);
 }
+
+#[test]
+fn shapes_the_data_decides_are_resolved_as_the_run_goes() {
+    ensure_runtime();
+    // A Range as long as the summed durations, arange over that length in float (read back through Shape), and a
+    // Slice ending at a NonZero count: tract minted symbols it then could not resolve (VITS voices).
+    let m = contrib_model("data_dependent.onnx");
+    let (code, out, r) = onnx_report(&m, &[]);
+    assert_eq!(code, 0, "{out}");
+    // Only `row`, which nothing but a Shape reads, is left out of tract's run.
+    assert_eq!(r["coverage"]["unchecked"], 1, "{out}");
+    let graph = phantom::model::load(&m).unwrap();
+    let inputs = prepared(&graph, &[]);
+    let x: Vec<f64> = inputs.tensors[0].1.to_f64_array().iter().copied().collect();
+    let reference = ReferenceRunner::default().run(&graph, &inputs).unwrap();
+    let t: f64 = x.iter().map(|v| (2.0 * v.abs()).ceil()).sum();
+    let y: Vec<f64> = reference.values["y"]
+        .to_f64_array()
+        .iter()
+        .copied()
+        .collect();
+    let want: Vec<f64> = (0..t as usize).map(|i| 2.0 * i as f64).collect();
+    assert_eq!(y, want);
+    let k = x.iter().filter(|v| **v > 0.0).count();
+    let z = reference.values["z"].to_f64_array();
+    assert_eq!(z.shape(), &[1, k]);
+    assert_eq!(z[[0, k - 1]], 2.0 * x[k - 1]);
+}

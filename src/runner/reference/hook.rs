@@ -47,8 +47,9 @@ fn first_line(e: &impl std::fmt::Display) -> String {
 }
 
 /// Placeholder outputs of a node that is not computed: zeros, and a dim the data decides (unknown here) empty.
-/// They only ever reach nodes that are not computed either (the taint), never a kernel or the report.
-fn zeros_for(node: &TypedNode) -> TractResult<TVec<TValue>> {
+/// They only ever reach nodes that are not computed either (the taint), never a kernel or the report. Dims of
+/// symbols already resolved in this run take their value: tract checks every output against its resolved symbols.
+fn zeros_for(node: &TypedNode, symbols: &SymbolValues) -> TractResult<TVec<TValue>> {
     node.outputs
         .iter()
         .map(|o| {
@@ -56,7 +57,7 @@ fn zeros_for(node: &TypedNode) -> TractResult<TVec<TValue>> {
                 .fact
                 .shape
                 .iter()
-                .map(|d| d.as_i64().map_or(0, |v| v.max(0) as usize))
+                .map(|d| d.eval(symbols).as_i64().map_or(0, |v| v.max(0) as usize))
                 .collect();
             Ok(Tensor::zero_dt(o.fact.datum_type, &shape)?.into_tvalue())
         })
@@ -203,6 +204,22 @@ pub struct Evaluator<'g, 's> {
     round: Option<&'g super::Rounding>,
     /// ONNX nodes tract imports unfaithfully, with the reason (computed as unavailable).
     unfaithful: HashMap<usize, String>,
+    /// The symbols resolved so far in this run.
+    symbols: SymbolValues,
+    /// Constants naming symbols not resolved yet (see [`Self::finish`]).
+    deferred: Vec<(usize, TValue)>,
+}
+
+/// Whether shape value `v` names no symbol.
+fn resolved_dims(v: &TValue) -> bool {
+    v.try_as_plain_ram()
+        .ok()
+        .and_then(|r| {
+            r.as_slice::<TDim>()
+                .ok()
+                .map(|d| d.iter().all(|d| d.symbols().is_empty()))
+        })
+        .unwrap_or(true)
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -232,6 +249,8 @@ impl<'g, 's> Evaluator<'g, 's> {
             tainted: HashMap::new(),
             round: None,
             unfaithful: HashMap::new(),
+            symbols: SymbolValues::default(),
+            deferred: vec![],
         }
     }
 
@@ -295,9 +314,22 @@ impl<'g, 's> Evaluator<'g, 's> {
                     RefPrecision::Unavailable { reason },
                 );
             }
-            self.emit(id, &tvec!(v));
+            // A shape value naming a symbol the run decides is handed on once the run has resolved it.
+            if v.datum_type() == TDim::datum_type() && !resolved_dims(&v) {
+                self.deferred.push((id, v));
+            } else {
+                self.emit(id, &tvec!(v));
+            }
         }
         self
+    }
+
+    /// Hands on the constants deferred until the run resolved their symbols.
+    pub fn finish(&mut self) {
+        for (id, v) in std::mem::take(&mut self.deferred) {
+            let v = super::symbols::resolved(v.clone(), &self.symbols).unwrap_or(v);
+            self.emit(id, &tvec!(v));
+        }
     }
 
     /// Hands the labelled outputs of tract node `id` to the sink (and keeps those overrides need).
@@ -331,6 +363,12 @@ impl<'g, 's> Evaluator<'g, 's> {
         ins: TVec<TValue>,
     ) -> TractResult<TVec<TValue>> {
         crate::error::at_node(&node.name);
+        // Few entries: the placeholders of nodes not computed need them (see `zeros_for`).
+        self.symbols = ctx.symbols.clone();
+        let ins = ins
+            .into_iter()
+            .map(|v| super::symbols::resolved(v, ctx.symbols))
+            .collect::<TractResult<TVec<_>>>()?;
         let mut out = self.eval_node(ctx, st, node, ins)?;
         self.round_outputs(node.id, &mut out)?;
         if node.inputs.is_empty() && self.needed.contains(&node.name) {
@@ -381,10 +419,10 @@ impl<'g, 's> Evaluator<'g, 's> {
                     Some(idx),
                     RefPrecision::Unavailable { reason },
                 );
-                return Some(zeros_for(node));
+                return Some(zeros_for(node, &self.symbols));
             }
         };
-        let mut out = match zeros_for(node) {
+        let mut out = match zeros_for(node, &self.symbols) {
             Ok(z) => z,
             Err(e) => return Some(Err(e)),
         };
@@ -423,7 +461,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             // A node inside the overridden op's tract expansion: its result is replaced, so a failure is harmless.
             return match tract_onnx::tract_core::plan::eval(ctx, st, node, ins) {
                 Ok(o) => Ok(o),
-                Err(_) => zeros_for(node),
+                Err(_) => zeros_for(node, &self.symbols),
             };
         }
         let precision = &mut self.precision;
@@ -518,6 +556,6 @@ impl<'g, 's> Evaluator<'g, 's> {
             idx,
             RefPrecision::Unavailable { reason },
         );
-        zeros_for(node)
+        zeros_for(node, &self.symbols)
     }
 }

@@ -12,6 +12,7 @@ mod hook;
 pub mod kernels;
 mod rewrite;
 mod rnn;
+mod symbols;
 mod widen;
 
 use std::collections::{HashMap, HashSet};
@@ -333,8 +334,7 @@ impl ReferenceRunner {
             }
         }
         let mut t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
-        // Every ONNX name was a model output, in `names` order (several names may share one outlet); remember
-        // where each lives, then keep only the graph outputs so tract frees intermediates after their last use.
+        symbols::unmint_sized_ranges(&mut t64);
         let mut labels: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
         for (outlet, name) in t64.outputs.iter().zip(&names) {
             labels
@@ -342,7 +342,7 @@ impl ReferenceRunner {
                 .or_default()
                 .push((outlet.slot, name.clone()));
         }
-        let graph_outputs: Vec<OutletId> = graph
+        let mut graph_outputs: Vec<OutletId> = graph
             .outputs
             .iter()
             .filter_map(|o| {
@@ -353,6 +353,7 @@ impl ReferenceRunner {
             })
             .collect();
         if !graph_outputs.is_empty() {
+            graph_outputs.extend(symbols::definers(&t64));
             t64.select_output_outlets(&graph_outputs)
                 .map_err(|e| ref_err(graph, "selecting outputs of", e))?;
         }
@@ -400,6 +401,7 @@ impl ReferenceRunner {
         state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
             .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
+        ev.finish();
         let mut out = RunOutput {
             notes,
             ..Default::default()

@@ -340,7 +340,48 @@ def slice_to_end(path):
     onnx.save(m, path)
 
 
+def data_dependent(path):
+    """Shapes the data decides, as VITS voices compute them: a Range whose length is a sum of rounded durations,
+    `arange(t)` in float over the length of that Range (read back through Shape), and a Slice that ends at the
+    count of a NonZero."""
+    T = TP.FLOAT
+    nodes = [oh.make_node("Abs", ["x"], ["ax"], name="abs"),
+             oh.make_node("Mul", ["ax", "two_f"], ["ax2"], name="scale"),
+             oh.make_node("Ceil", ["ax2"], ["dur"], name="durations"),
+             oh.make_node("ReduceSum", ["dur", "ax1"], ["total"], name="total", keepdims=0),
+             oh.make_node("Cast", ["total"], ["total_i"], name="total_int", to=TP.INT64),
+             oh.make_node("ReduceMax", ["total_i"], ["t"], name="t", keepdims=0),
+             oh.make_node("Range", ["zero_i", "t", "one_i"], ["frames"], name="frames"),
+             oh.make_node("Cast", ["frames"], ["frames_f"], name="frames_f", to=T),
+             oh.make_node("Unsqueeze", ["frames_f", "ax0"], ["row"], name="row"),
+             oh.make_node("Shape", ["row"], ["row_shape"], name="row_shape"),
+             oh.make_node("Gather", ["row_shape", "one_i"], ["t_y"], name="t_y", axis=0),
+             oh.make_node("Cast", ["t_y"], ["t_yf"], name="t_yf", to=T),
+             oh.make_node("Range", ["zero_f", "t_yf", "one_f"], ["arange"], name="arange"),
+             oh.make_node("Add", ["arange", "frames_f"], ["y"], name="y"),
+             oh.make_node("Greater", ["x", "zero_f"], ["pos"], name="pos"),
+             oh.make_node("NonZero", ["pos"], ["nz"], name="nonzero"),
+             oh.make_node("Shape", ["nz"], ["nz_shape"], name="nz_shape"),
+             oh.make_node("Gather", ["nz_shape", "ax1"], ["k"], name="k", axis=0),
+             oh.make_node("Slice", ["x", "ax0", "k", "ax1"], ["head"], name="head"),
+             oh.make_node("Mul", ["head", "two_f"], ["z"], name="z")]
+    g = oh.make_graph(nodes, "data_dependent", [oh.make_tensor_value_info("x", T, [1, 8])],
+                      [oh.make_tensor_value_info("y", T, ["t"]), oh.make_tensor_value_info("z", T, [1, "k"])],
+                      [nh.from_array(np.array(2, np.float32), "two_f"),
+                       nh.from_array(np.array(0, np.float32), "zero_f"),
+                       nh.from_array(np.array(1, np.float32), "one_f"),
+                       nh.from_array(np.array(0, np.int64), "zero_i"),
+                       nh.from_array(np.array(1, np.int64), "one_i"),
+                       nh.from_array(np.array([0], np.int64), "ax0"),
+                       nh.from_array(np.array([1], np.int64), "ax1")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 if __name__ == "__main__":
+    data_dependent(os.path.join(HERE, "data_dependent.onnx"))
     slice_to_end(os.path.join(HERE, "slice_to_end.onnx"))
     if_unnamed(os.path.join(HERE, "if_unnamed.onnx"))
     random_ops(os.path.join(HERE, "random_ops.onnx"))
