@@ -136,7 +136,7 @@ pub fn choose(hints: &Hints, info: &ValueInfo, axis: usize, symbol: Option<&str>
     }
     let sequence = [
         "seq", "len", "token", "time", "step", "frame", "word", "sentence", "sample", "audio",
-        "wav", "signal",
+        "wav", "signal", "phoneme", "char",
     ];
     if sequence.iter().any(|k| name.contains(k)) {
         return chosen(128, GUESSED_LENGTH);

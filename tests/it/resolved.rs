@@ -225,3 +225,22 @@ fn shapes_the_data_decides_are_resolved_as_the_run_goes() {
     assert_eq!(z.shape(), &[1, k]);
     assert_eq!(z[[0, k - 1]], 2.0 * x[k - 1]);
 }
+
+#[test]
+fn negative_pads_crop_as_onnx_says() {
+    ensure_runtime();
+    // Pads that crop, on all axes, on chosen axes and computed from a shape: tract's Pad overflowed on them.
+    let m = contrib_model("negative_pads.onnx");
+    let (code, out, r) = onnx_report(&m, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let graph = phantom::model::load(&m).unwrap();
+    let inputs = prepared(&graph, &[]);
+    let x = inputs.tensors[0].1.to_f64_array();
+    let reference = ReferenceRunner::default().run(&graph, &inputs).unwrap();
+    // Row 0 is the added row of zeros, row 1 is x's row 0 shifted left by 1 + 2 (negative parts clipped by Relu).
+    let y = reference.values["y"].to_f64_array();
+    assert_eq!(y.shape(), &[2, 3]);
+    let want = [0.0, 0.0, 0.0, x[[0, 3]].max(0.0), x[[0, 4]].max(0.0), 0.0];
+    assert_eq!(y.iter().copied().collect::<Vec<_>>(), want);
+}

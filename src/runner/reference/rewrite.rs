@@ -9,6 +9,8 @@
 //!   exports write it): tract turns that constant into −1 in the concatenated value, which cuts one element too
 //!   many; the `Slice` reads a copy of the `Concat` with the constant clamped to the i32 range (the same slice for
 //!   any axis shorter than 2³¹), and the original `Concat` is marked unavailable.
+//! - `Pad` (constant mode) with pads not known to be ≥ 0: ONNX crops where a pad is negative, tract overflows (a
+//!   panic); rewritten as a `Pad` by the positive parts followed by a `Slice` cropping the negative ones.
 //! - `Selu`: tract's built-in defaults are truncated; the spec defaults are written out as attributes.
 //!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
@@ -36,6 +38,17 @@ impl Builder<'_> {
         });
         name
     }
+    fn int(&mut self, v: &[i64]) -> String {
+        let name = format!("{}.rw_c{}", self.node.name, self.consts.len());
+        self.consts.push(TensorProto {
+            name: name.clone(),
+            dims: vec![v.len() as i64],
+            data_type: 7,
+            int64_data: v.to_vec(),
+            ..Default::default()
+        });
+        name
+    }
     fn op(&mut self, op: &str, inputs: &[&str], out: Option<&str>) -> String {
         let k = self.nodes.len();
         let output = out
@@ -54,6 +67,51 @@ impl Builder<'_> {
 
 fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
     n.attribute.iter().find(|a| a.name == name)
+}
+
+/// `Pad` as a `Pad` by the positive parts of its pads, then a `Slice` cropping by the negative parts.
+fn crop_negative_pads(b: &mut Builder, y: &str) {
+    let n = b.node;
+    let (x, pads) = (n.input[0].as_str(), n.input[1].as_str());
+    let rest: Vec<&str> = n.input.iter().skip(2).map(|s| s.as_str()).collect();
+    let axes = rest.get(1).copied().filter(|a| !a.is_empty());
+    let (zero, two, first) = (b.int(&[0]), b.int(&[2]), b.int(&[0]));
+    let grown_pads = b.op("Max", &[pads, &zero], None);
+    let mut pad_inputs = vec![x, grown_pads.as_str()];
+    pad_inputs.extend(rest.iter().copied());
+    let grown = b.op("Pad", &pad_inputs, None);
+    if let Some(k) = b.nodes.last_mut() {
+        k.attribute = n.attribute.clone();
+    }
+    let count = b.op("Shape", &[pads], None);
+    let half = b.op("Div", &[&count, &two], None);
+    let begins = b.op("Slice", &[pads, &first, &half], None);
+    let ends = b.op("Slice", &[pads, &half, &count], None);
+    let cut_begins = b.op("Min", &[&begins, &zero], None);
+    let starts = b.op("Neg", &[&cut_begins], None);
+    let cut_ends = b.op("Min", &[&ends, &zero], None);
+    let mut dims = b.op("Shape", &[&grown], None);
+    if let Some(a) = axes {
+        dims = b.op("Gather", &[&dims, a], None);
+    }
+    let stops = b.op("Add", &[&dims, &cut_ends], None);
+    match axes {
+        Some(a) => b.op("Slice", &[&grown, &starts, &stops, a], Some(y)),
+        None => b.op("Slice", &[&grown, &starts, &stops], Some(y)),
+    };
+}
+
+/// Whether Pad `n` may crop: constant mode, and pads not an initializer known to be ≥ 0.
+fn may_crop(n: &NodeProto, inits: &std::collections::HashMap<&str, &TensorProto>) -> bool {
+    let constant_mode = attr(n, "mode").is_none_or(|a| a.s == b"constant");
+    let Some(pads) = n.input.get(1).filter(|p| !p.is_empty()) else {
+        return false;
+    };
+    let known_positive = inits.get(pads.as_str()).is_some_and(|t| {
+        matches!(crate::model::proto::tensor_from_proto(t, None),
+            Ok(crate::tensor::Tensor::I64(a)) if a.iter().all(|&v| v >= 0))
+    });
+    constant_mode && !known_positive
 }
 
 /// The replacement nodes and constants for `n`, or `None` to keep it as it is.
@@ -92,6 +150,7 @@ fn replace(n: &NodeProto) -> Option<(Vec<NodeProto>, Vec<TensorProto>)> {
             let prod = b.op("Mul", &[x, &plus], None);
             b.op("Mul", &[&prod, &half], Some(y));
         }
+        "Pad" if n.input.len() >= 2 => crop_negative_pads(&mut b, y),
         "Swish" => {
             let alpha = attr(n, "alpha").map(|a| a.f as f64).unwrap_or(1.0);
             let a = b.constant(alpha);
@@ -222,6 +281,14 @@ fn clamp_slice_sentinels(g: &mut GraphProto) -> usize {
 /// Applies the rewrites to `g` and its bodies; returns how many nodes were rewritten.
 pub fn rewrite(g: &mut GraphProto) -> usize {
     let mut count = clamp_slice_sentinels(g);
+    let croppable: std::collections::HashSet<String> = {
+        let inits = g.initializer.iter().map(|t| (t.name.as_str(), t)).collect();
+        g.node
+            .iter()
+            .filter(|n| n.op_type == "Pad" && may_crop(n, &inits))
+            .map(|n| n.name.clone())
+            .collect()
+    };
     let mut out = Vec::with_capacity(g.node.len());
     for mut n in std::mem::take(&mut g.node) {
         for a in n.attribute.iter_mut() {
@@ -241,7 +308,12 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
                 }
             }
         }
-        match replace(&n) {
+        let rewritten = if n.op_type == "Pad" && !croppable.contains(&n.name) {
+            None
+        } else {
+            replace(&n)
+        };
+        match rewritten {
             Some((nodes, consts)) => {
                 count += 1;
                 out.extend(nodes);

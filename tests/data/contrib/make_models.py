@@ -380,7 +380,34 @@ def data_dependent(path):
     onnx.save(m, path)
 
 
+def negative_pads(path):
+    """Pads that crop (negative, allowed by ONNX): on every axis, on chosen axes, and computed from a shape."""
+    T = TP.FLOAT
+    nodes = [oh.make_node("Pad", ["x", "pads_all"], ["a"], name="pad_all"),
+             oh.make_node("Pad", ["a", "pads_axis", "", "axis1"], ["b"], name="pad_axis"),
+             oh.make_node("Shape", ["b"], ["bs"], name="b_shape"),
+             oh.make_node("Gather", ["bs", "one"], ["w"], name="width", axis=0),
+             oh.make_node("Sub", ["three", "w"], ["short"], name="short"),
+             oh.make_node("Concat", ["zero", "zero", "zero", "short"], ["pads_dyn"], name="pads_dyn", axis=0),
+             oh.make_node("Pad", ["b", "pads_dyn", "fill"], ["c"], name="pad_dyn"),
+             oh.make_node("Relu", ["c"], ["y"], name="relu")]
+    g = oh.make_graph(nodes, "negative_pads", [oh.make_tensor_value_info("x", T, [2, 5])],
+                      [oh.make_tensor_value_info("y", T, [2, 3])],
+                      [nh.from_array(np.array([1, -1, -1, 2], np.int64), "pads_all"),
+                       nh.from_array(np.array([-2, 1], np.int64), "pads_axis"),
+                       nh.from_array(np.array([1], np.int64), "axis1"),
+                       nh.from_array(np.array(1, np.int64), "one"),
+                       nh.from_array(np.array([3], np.int64), "three"),
+                       nh.from_array(np.array([0], np.int64), "zero"),
+                       nh.from_array(np.array(0.5, np.float32), "fill")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 if __name__ == "__main__":
+    negative_pads(os.path.join(HERE, "negative_pads.onnx"))
     data_dependent(os.path.join(HERE, "data_dependent.onnx"))
     slice_to_end(os.path.join(HERE, "slice_to_end.onnx"))
     if_unnamed(os.path.join(HERE, "if_unnamed.onnx"))
