@@ -31,6 +31,7 @@ pub mod bisect;
 pub mod bounded;
 pub mod cli;
 pub mod compare;
+pub mod diff;
 pub mod error;
 pub mod fsutil;
 pub mod golden;

@@ -42,6 +42,9 @@ pub enum Command {
     Runtimes(RuntimeArgs),
     /// List the wgpu adapters (Vulkan, Metal, DX12; lavapipe in software) with their f16 support and limits.
     Devices(DevicesArgs),
+    /// Compare two dumps of per-layer tensors from any framework (directories, .zip, .tar.gz; .pt/.pth, .npy/.npz,
+    /// .safetensors, TensorProto .pb/.tensorproto), paired by name.
+    Diff(Box<DiffArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -205,6 +208,57 @@ pub struct OnnxArgs {
     /// Print only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The reference side (A): a directory, an archive or one file.
+    pub a: PathBuf,
+    /// The side compared with it (B).
+    pub b: PathBuf,
+    /// Rewrite names on both sides: `REGEX=REPLACEMENT` (`$1` for groups); repeatable, applied in order.
+    #[arg(long, value_name = "REGEX=REPL")]
+    pub rename: Vec<String>,
+    /// Like --rename, on A only (after the shared rules).
+    #[arg(long, value_name = "REGEX=REPL")]
+    pub rename_a: Vec<String>,
+    /// Like --rename, on B only (after the shared rules).
+    #[arg(long, value_name = "REGEX=REPL")]
+    pub rename_b: Vec<String>,
+    /// Sort the report by a name pattern, e.g. `{layer}_{stage}` (numbers numerically, stages as --stages says or
+    /// in the order first met); the first divergent tensor is the first failing one in this order.
+    #[arg(long, value_name = "PATTERN")]
+    pub order: Option<String>,
+    /// The order of the `{stage}` field's values, comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "S1,S2,...")]
+    pub stages: Vec<String>,
+    /// Where the sides differ along exactly one axis, compare the shorter length (padding rows on rank 0, say).
+    #[arg(long)]
+    pub truncate: bool,
+    /// A fused residual: `X+Y=Z` compares the sum of X and Y on one side with Z on the other; repeatable.
+    #[arg(long, value_name = "X+Y=Z")]
+    pub sum: Vec<String>,
+    /// Absolute tolerance (default: by element type, as `phantom onnx`).
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance (default: by element type).
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    /// The most an archive may unpack to (e.g. 16G).
+    #[arg(long, value_name = "SIZE", default_value = "16G")]
+    pub max_unpacked: String,
+    /// Pairs shown in the terminal (failing ones first when there are more).
+    #[arg(long, default_value_t = 40)]
+    pub show: usize,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write a Markdown summary here.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

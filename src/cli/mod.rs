@@ -4,6 +4,7 @@
 pub mod args;
 mod determinism;
 mod devices;
+mod diff;
 mod golden;
 mod info;
 mod onnx;
@@ -73,6 +74,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
         args::Command::Scan(a) => scan::run(*a),
         args::Command::Runtimes(a) => runtimes::run(a),
         args::Command::Devices(a) => devices::run(a),
+        args::Command::Diff(a) => diff::run(*a),
     }
 }
 

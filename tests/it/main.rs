@@ -5,6 +5,7 @@ mod compare;
 mod contrib;
 mod determinism;
 mod devices;
+mod diff;
 mod dump;
 mod errors;
 mod fuzz;

@@ -111,6 +111,7 @@ fn checked_in_schemas_match_report_types() {
             "multi-report.schema.json",
             phantom::report::json::multi_schema(),
         ),
+        ("diff-report.schema.json", phantom::diff::report::schema()),
     ] {
         let path = root().join("schema").join(file);
         let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
