@@ -45,6 +45,8 @@ pub enum Command {
     /// Compare two dumps of per-layer tensors from any framework (directories, .zip, .tar.gz; .pt/.pth, .npy/.npz,
     /// .safetensors, TensorProto .pb/.tensorproto), paired by name.
     Diff(Box<DiffArgs>),
+    /// A local web page (127.0.0.1) where two dumps are dropped and `phantom diff`'s inspector comes back.
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -259,6 +261,23 @@ pub struct DiffArgs {
     /// Write a Markdown summary here.
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+    /// Write a self-contained HTML value inspector here (both sides' values, coloured, with jump to the largest
+    /// difference; tensors above 16384 elements show a window around it).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Port on 127.0.0.1 (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 8765)]
+    pub port: u16,
+    /// The largest upload accepted per side.
+    #[arg(long, value_name = "SIZE", default_value = "500M")]
+    pub max_upload: String,
+    /// The most an uploaded archive may unpack to.
+    #[arg(long, value_name = "SIZE", default_value = "4G")]
+    pub max_unpacked: String,
 }
 
 #[derive(Debug, Args)]

@@ -29,7 +29,8 @@ fn sums(list: &[String]) -> anyhow::Result<Vec<(String, String, String)>> {
         .collect()
 }
 
-pub fn run(a: DiffArgs) -> anyhow::Result<Outcome> {
+/// The diff's options from its arguments.
+fn options(a: &DiffArgs) -> anyhow::Result<DiffOptions> {
     let max_unpacked = crate::fsutil::parse_size(&a.max_unpacked).ok_or_else(|| {
         Error::Usage(format!(
             "--max-unpacked `{}`: expected a size such as 512M or 16G",
@@ -55,7 +56,13 @@ pub fn run(a: DiffArgs) -> anyhow::Result<Outcome> {
             max_unpacked: max_unpacked as u64,
             ..Limits::default()
         },
+        inspect: a.html.is_some(),
     };
+    Ok(opts)
+}
+
+pub fn run(a: DiffArgs) -> anyhow::Result<Outcome> {
+    let opts = options(&a)?;
     let report = crate::diff::run(&opts, std::env::args().collect())?;
     print!("{}", render::terminal(&report, a.show));
     if let Some(p) = &a.json {
@@ -65,6 +72,9 @@ pub fn run(a: DiffArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.junit {
         write_atomic(p, render::junit(&report).as_bytes())?;
     }
+    if let Some(p) = &a.html {
+        write_atomic(p, crate::diff::inspect::html(&report).as_bytes())?;
+    }
     if let Some(p) = &a.markdown {
         write_atomic(p, render::markdown(&report).as_bytes())?;
     }
@@ -73,4 +83,48 @@ pub fn run(a: DiffArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Clean
     })
+}
+
+/// One comparison of `phantom serve`: A, B and the extra options a person typed, into the inspector page.
+fn serve_one(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    extra: &str,
+    max_unpacked: u64,
+) -> Result<String, String> {
+    use clap::Parser;
+    let mut argv: Vec<String> = vec!["phantom".into(), "diff".into()];
+    argv.push(a.to_string_lossy().into_owned());
+    argv.push(b.to_string_lossy().into_owned());
+    argv.extend(extra.split_whitespace().map(String::from));
+    let cli = super::args::Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
+    let super::args::Command::Diff(d) = cli.command else {
+        return Err("only diff options are accepted".into());
+    };
+    if d.json.is_some() || d.junit.is_some() || d.markdown.is_some() || d.html.is_some() {
+        return Err("options that write files on this machine (--json, --junit, --markdown, --html) are not accepted here".into());
+    }
+    let mut opts = options(&d).map_err(|e| e.to_string())?;
+    opts.inspect = true;
+    opts.limits.max_unpacked = opts.limits.max_unpacked.min(max_unpacked);
+    let report = crate::diff::run(&opts, argv).map_err(|e| format!("error: {e}"))?;
+    Ok(crate::diff::inspect::html(&report))
+}
+
+pub fn serve(a: super::args::ServeArgs) -> anyhow::Result<Outcome> {
+    let parse = |s: &str, flag: &str| {
+        crate::fsutil::parse_size(s)
+            .ok_or_else(|| Error::Usage(format!("{flag} `{s}`: expected a size such as 500M")))
+    };
+    let max_upload = parse(&a.max_upload, "--max-upload")? as u64;
+    let max_unpacked = parse(&a.max_unpacked, "--max-unpacked")? as u64;
+    let run = move |x: &std::path::Path, y: &std::path::Path, extra: &str| {
+        serve_one(x, y, extra, max_unpacked)
+    };
+    crate::diff::serve::serve(&crate::diff::serve::Serve {
+        port: a.port,
+        max_upload,
+        run: &run,
+    })?;
+    Ok(Outcome::Clean)
 }

@@ -38,7 +38,10 @@ pub fn run() -> ExitCode {
         }
     };
     // A panic that escapes every engine guard still ends as exit 2 with one line, never a backtrace.
-    crate::watchdog::arm(std::time::Duration::from_secs(cli.timeout));
+    // `serve` runs until stopped: no time limit.
+    if !matches!(cli.command, args::Command::Serve(_)) {
+        crate::watchdog::arm(std::time::Duration::from_secs(cli.timeout));
+    }
     // PHANTOM_DEBUG=1 keeps Rust's own panic message and backtrace.
     let default_hook = std::panic::take_hook();
     let debug = std::env::var_os("PHANTOM_DEBUG").is_some();
@@ -75,6 +78,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
         args::Command::Runtimes(a) => runtimes::run(a),
         args::Command::Devices(a) => devices::run(a),
         args::Command::Diff(a) => diff::run(*a),
+        args::Command::Serve(a) => diff::serve(a),
     }
 }
 

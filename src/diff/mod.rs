@@ -3,11 +3,13 @@
 
 pub mod archive;
 pub mod formats;
+pub mod inspect;
 pub mod naming;
 pub mod pickle;
 pub mod reconcile;
 pub mod render;
 pub mod report;
+pub mod serve;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,6 +37,8 @@ pub struct DiffOptions {
     pub sums: Vec<(String, String, String)>,
     pub tolerance: ToleranceSpec,
     pub limits: archive::Limits,
+    /// Keep a window of each pair's values for the HTML inspector.
+    pub inspect: bool,
 }
 
 /// One named tensor of a side: its shards in rank order (one part when not sharded).
@@ -208,7 +212,22 @@ fn measured(
     r.a_dtype = ta.dtype().name().into();
     r.b_dtype = tb.dtype().name().into();
     let tol = opts.tolerance.for_dtype(lower(ta.dtype(), tb.dtype()));
-    let c = compare(&ta.to_f64_array(), tb, tol, None);
+    let a = ta.to_f64_array();
+    let c = compare(&a, tb, tol, None);
+    if opts.inspect {
+        let at = c
+            .worst
+            .as_ref()
+            .map(|w| w.index.clone())
+            .unwrap_or_default();
+        r.view = Some(inspect::view(
+            &a,
+            &tb.to_f64_array(),
+            &at,
+            c.tolerance,
+            c.metrics.scale,
+        ));
+    }
     r.status = if c.metrics.failed > 0 {
         PairStatus::Fail
     } else {
@@ -241,6 +260,7 @@ fn blank(name: &str, transforms: Vec<String>) -> PairReport {
         a_stats: None,
         b_stats: None,
         worst: None,
+        view: None,
     }
 }
 

@@ -52,6 +52,9 @@ pub struct PairReport {
     pub b_stats: Option<Stats>,
     /// The worst element (A's value as `reference`, B's as `target`).
     pub worst: Option<Worst>,
+    /// The values the HTML inspector shows (not in the JSON).
+    #[serde(skip)]
+    pub view: Option<super::inspect::View>,
 }
 
 /// The verdict.

@@ -227,7 +227,7 @@ fn markdown_and_dot_renderings() {
 }
 
 /// Headless Chromium, if installed (CI installs it and then requires it).
-fn chromium() -> Option<std::path::PathBuf> {
+pub(crate) fn chromium() -> Option<std::path::PathBuf> {
     let found = [
         "/usr/bin/chromium",
         "/usr/bin/chromium-browser",
@@ -240,6 +240,32 @@ fn chromium() -> Option<std::path::PathBuf> {
         panic!("CI=true but no Chromium: .ci/run installs Debian's chromium package");
     }
     found
+}
+
+/// Opens `html` at `#phantom-selftest` in headless Chromium (with `args`) and returns what the page's self-test
+/// wrote into its title.
+pub(crate) fn selftest(
+    chrome: &std::path::Path,
+    html: &std::path::Path,
+    profile: &std::path::Path,
+    args: &[&str],
+) -> serde_json::Value {
+    let url = format!("file://{}#phantom-selftest", html.display());
+    let out = std::process::Command::new(chrome)
+        .args(args)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--dump-dom", &url])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let title = dom
+        .split("<title>")
+        .nth(1)
+        .and_then(|t| t.split("</title>").next())
+        .unwrap_or("")
+        .replace("&quot;", "\"");
+    serde_json::from_str(title.trim_start_matches("SELFTEST "))
+        .unwrap_or_else(|_| panic!("self-test did not run: {title}"))
 }
 
 #[test]
@@ -303,21 +329,7 @@ fn html_report_is_self_contained_and_works_in_a_browser() {
         "--window-size=1280,1600",
     ];
     let url = format!("file://{}#phantom-selftest", html.display());
-    let out = std::process::Command::new(&chrome)
-        .args(common)
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", &url])
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let title = dom
-        .split("<title>")
-        .nth(1)
-        .and_then(|t| t.split("</title>").next())
-        .unwrap_or("");
-    let title = title.replace("&quot;", "\"");
-    let result: serde_json::Value = serde_json::from_str(title.trim_start_matches("SELFTEST "))
-        .unwrap_or_else(|_| panic!("self-test did not run: {title}"));
+    let result = selftest(&chrome, &html, profile.path(), &common);
     assert_eq!(result["rows"], 13, "{result}");
     assert_eq!(result["sorted"], true, "the table sorts: {result}");
     assert_eq!(

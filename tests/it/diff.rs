@@ -159,3 +159,167 @@ fn hostile_dumps_are_refused_with_the_file_named() {
         .join("tests/escaped.npy")
         .exists());
 }
+
+#[test]
+fn the_value_inspector_jumps_to_the_largest_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("d.html");
+    let (code, out, r) = diff(&[&data("tp1"), &data("tp2"), "--html", html.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for external in ["src=\"http", "href=\"http", "@import", "url(http"] {
+        assert!(!page.contains(external), "fetches {external}");
+    }
+    assert_eq!(
+        page.matches("<details class=\"pair").count(),
+        8,
+        "a collapsible pair each"
+    );
+    let worst = pair(&r, "layer2_mlp")["worst"]["index"].clone();
+    let worst: Vec<String> = worst
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+
+    let Some(chrome) = crate::compare::chromium() else {
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-sync",
+    ];
+    let result = crate::compare::selftest(&chrome, &html, profile.path(), &args);
+    assert_eq!(result["expanded"], true, "{result}");
+    assert_eq!(
+        result["hit"],
+        worst.join(","),
+        "the highlighted cell is the largest difference: {result}"
+    );
+    assert_eq!(result["collapsed"], true, "{result}");
+    assert_eq!(
+        result["errors"],
+        serde_json::json!([]),
+        "console errors: {result}"
+    );
+}
+
+/// One HTTP/1.1 request to `addr`; returns (status, body).
+fn http(addr: &str, method: &str, path: &str, body: &[u8], host: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = vec![];
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+#[test]
+fn serve_compares_two_uploaded_archives_on_the_loopback() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_phantom"))
+        .args(["serve", "--port", "0", "--max-upload", "200K"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let result = std::panic::catch_unwind(|| {
+        let (code, page) = http(&addr, "GET", "/", b"", "127.0.0.1");
+        assert_eq!(code, 200);
+        assert!(page.contains("Drop two dumps"), "{page}");
+        assert_eq!(
+            http(&addr, "GET", "/", b"", "evil.example").0,
+            403,
+            "other host names are refused"
+        );
+        let (_, id) = http(&addr, "POST", "/session", b"", "localhost");
+        for (side, file) in [("a", "tp1.zip"), ("b", "tp2.zip")] {
+            let bytes = std::fs::read(data(file)).unwrap();
+            let (code, n) = http(
+                &addr,
+                "POST",
+                &format!("/upload?id={id}&side={side}&name={file}"),
+                &bytes,
+                "127.0.0.1",
+            );
+            assert_eq!((code, n), (200, bytes.len().to_string()));
+        }
+        let (code, report) = http(
+            &addr,
+            "POST",
+            &format!("/run?id={id}"),
+            b"--order layer{layer}_{stage}",
+            "127.0.0.1",
+        );
+        assert_eq!(code, 200, "{report}");
+        assert!(report.contains("first: layer2_mlp"), "{report}");
+        // Over the upload limit: refused, naming the limit.
+        let (_, id) = http(&addr, "POST", "/session", b"", "127.0.0.1");
+        let big = vec![0u8; 300 * 1024];
+        let (code, why) = http(
+            &addr,
+            "POST",
+            &format!("/upload?id={id}&side=a&name=big.zip"),
+            &big,
+            "127.0.0.1",
+        );
+        assert_eq!(code, 413, "{why}");
+        assert!(why.contains("limit"), "{why}");
+        // Options that would write files here are refused.
+        for side in ["a", "b"] {
+            let bytes = std::fs::read(data("unfused.npz")).unwrap();
+            http(
+                &addr,
+                "POST",
+                &format!("/upload?id={id}&side={side}&name=x.npz"),
+                &bytes,
+                "127.0.0.1",
+            );
+        }
+        let (code, why) = http(
+            &addr,
+            "POST",
+            &format!("/run?id={id}"),
+            b"--json /tmp/x.json",
+            "127.0.0.1",
+        );
+        assert_eq!(code, 400, "{why}");
+        assert!(why.contains("not accepted"), "{why}");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -110,10 +110,10 @@ def tp_pair(root):
             if k == "layer1_attn":
                 shard = shard.transpose(1, 0, 2)
             save_pt(os.path.join(root, "tp2", f"rank{r}", f"{k}.pth"), {"out": shard})
-    # The same TP=1 run zipped and tarred (the archives phantom diff unpacks).
-    for name, mode in (("tp1.zip", "zip"), ("tp1.tar.gz", "gztar")):
+    # The same runs zipped and tarred (the archives phantom diff unpacks, and phantom serve's uploads).
+    for name, mode, src in (("tp1.zip", "zip", "tp1"), ("tp1.tar.gz", "gztar", "tp1"), ("tp2.zip", "zip", "tp2")):
         base = os.path.join(root, name.split(".")[0] + "_archive")
-        made = shutil.make_archive(base, mode, os.path.join(root, "tp1"))
+        made = shutil.make_archive(base, mode, os.path.join(root, src))
         os.replace(made, os.path.join(root, name))
 
 
