@@ -68,6 +68,8 @@ fn side(path: &std::path::Path, rules: &[Rename], limits: archive::Limits) -> Re
         .map(|(rel, _)| rel.clone())
         .collect();
     let multi = readable.len() > 1;
+    // A directory of `phantom onnx --dump`: files are named by their ONNX values.
+    let onnx_names = naming::phantom_dump_names(path);
     let mut tensors: BTreeMap<String, Named> = BTreeMap::new();
     let mut count = 0;
     for (rel, p) in readable {
@@ -76,7 +78,10 @@ fn side(path: &std::path::Path, rules: &[Rename], limits: archive::Limits) -> Re
         for item in items {
             // A file holding one tensor is named by its path alone, whatever its key.
             let key = if alone { "" } else { item.key.as_str() };
-            let name = naming::name_of(rel, key, multi);
+            let name = match onnx_names.get(rel.as_str()) {
+                Some(n) => n.clone(),
+                None => naming::name_of(rel, key, multi),
+            };
             let origin = if item.key.is_empty() {
                 rel.clone()
             } else {

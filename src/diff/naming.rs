@@ -182,6 +182,38 @@ impl Order {
     }
 }
 
+/// For a side that is one directory of a `phantom onnx --dump` (its `index.json` one level up): the ONNX value name
+/// of each file, by path inside that directory. Empty for any other directory.
+pub fn phantom_dump_names(dir: &std::path::Path) -> std::collections::HashMap<String, String> {
+    let mut names = std::collections::HashMap::new();
+    let (Some(parent), Some(sub)) = (dir.parent(), dir.file_name()) else {
+        return names;
+    };
+    let Ok(text) = std::fs::read_to_string(parent.join("index.json")) else {
+        return names;
+    };
+    let Ok(index) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return names;
+    };
+    if index["schema"] != "phantom-dump/1" {
+        return names;
+    }
+    let prefix = format!("{}/", sub.to_string_lossy());
+    for v in index["values"].as_array().into_iter().flatten() {
+        let Some(name) = v["name"].as_str() else {
+            continue;
+        };
+        let files = std::iter::once(&v["reference"])
+            .chain(v["targets"].as_array().into_iter().flatten().map(|t| &t[1]));
+        for f in files.filter_map(|f| f.as_str()) {
+            if let Some(rel) = f.strip_prefix(&prefix) {
+                names.insert(rel.to_string(), name.to_string());
+            }
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -323,3 +323,66 @@ fn serve_compares_two_uploaded_archives_on_the_loopback() {
         std::panic::resume_unwind(e);
     }
 }
+
+#[test]
+fn a_phantom_dump_pairs_by_onnx_value_names() {
+    crate::common::ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("dump");
+    // Its values have names a file cannot carry (`noise/phantom_random/...`).
+    let m = crate::common::model("noisy.onnx");
+    let (code, out, err) = phantom(&["onnx", m.to_str().unwrap(), "--dump", d.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("index.json")).unwrap()).unwrap();
+    let mut want: Vec<String> = index["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_string())
+        .collect();
+    want.sort();
+    let target = index["values"][0]["targets"][0][1]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let (code, out, r) = diff(&[
+        d.join("reference").to_str().unwrap(),
+        d.join(&target).to_str().unwrap(),
+    ]);
+    let mut got: Vec<String> = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "{out}");
+    assert!(
+        got.iter().any(|n| n.contains('/')),
+        "ONNX names, not file names: {got:?}"
+    );
+    // The f64 reference against ORT's fp32 values: within fp32's tolerance, as `phantom onnx` found.
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        r["only_a"].as_array().unwrap().is_empty() && r["only_b"].as_array().unwrap().is_empty()
+    );
+}
+
+#[test]
+fn a_legacy_torch_file_reads_the_same_values() {
+    // torch.save's pre-1.6 layout (five pickles, then raw storages) against the same tensors in an .npz.
+    let (code, out, r) = diff(&[&data("unfused.npz"), &data("legacy.pt")]);
+    assert_eq!(code, 0, "{out}");
+    let pairs = r["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 3, "{out}");
+    assert!(
+        pairs
+            .iter()
+            .all(|p| p["metrics"]["max_abs"] == 0.0 && p["metrics"]["elements"] == 32),
+        "{out}"
+    );
+}

@@ -32,12 +32,13 @@ def _tuple(items):
     return b"(" + b"".join(items) + b"t"
 
 
-def _tensor(key, a):
-    """Pickle opcodes of one tensor whose storage is data/<key>."""
+def _tensor(key, a, legacy=False):
+    """Pickle opcodes of one tensor whose storage is data/<key> (legacy: storage `key` after the pickles)."""
     numel = a.size
     strides = [int(s // a.itemsize) for s in a.strides]
-    pid = _tuple([_str("storage"), b"ctorch\n" + STORAGE[a.dtype.type].encode() + b"\n", _str(key), _str("cpu"),
-                  _int(numel)]) + b"Q"
+    pid_items = [_str("storage"), b"ctorch\n" + STORAGE[a.dtype.type].encode() + b"\n", _str(key), _str("cpu"),
+                 _int(numel)] + ([b"N"] if legacy else [])
+    pid = _tuple(pid_items) + b"Q"
     args = _tuple([pid, _int(0), _tuple([_int(d) for d in a.shape]), _tuple([_int(s) for s in strides]), b"\x89",
                    b"ccollections\nOrderedDict\n)R"])
     return b"ctorch._utils\n_rebuild_tensor_v2\n" + args + b"R"
@@ -54,6 +55,24 @@ def save_pt(path, tensors, extra_pickle=None):
         for i, a in enumerate(tensors.values()):
             z.writestr(f"archive/data/{i}", np.ascontiguousarray(a).tobytes())
         z.writestr("archive/version", "3\n")
+
+
+def save_pt_legacy(path, tensors):
+    """torch.save(dict, _use_new_zipfile_serialization=False): five pickles (magic number, protocol, system info, the
+    object, the storage keys), then each storage as its element count and raw bytes."""
+    import pickle
+    out = pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2) + pickle.dumps(1001, protocol=2)
+    out += pickle.dumps({"protocol_version": 1001, "little_endian": True,
+                         "type_sizes": {"short": 2, "int": 4, "long": 4}}, protocol=2)
+    body = b"}(" + b"".join(_str(k) + _tensor(str(i), np.ascontiguousarray(a), legacy=True)
+                            for i, (k, a) in enumerate(tensors.items())) + b"u"
+    out += b"\x80\x02" + body + b"."
+    out += pickle.dumps([str(i) for i in range(len(tensors))], protocol=2)
+    for a in tensors.values():
+        a = np.ascontiguousarray(a)
+        out += struct.pack("<q", a.size) + a.tobytes()
+    with open(path, "wb") as f:
+        f.write(out)
 
 
 def save_safetensors(path, tensors):
@@ -123,6 +142,7 @@ def fused_and_bf16(root):
     attn = rng.standard_normal((4, 8)).astype(np.float32)
     resid = rng.standard_normal((4, 8)).astype(np.float32)
     np.savez(os.path.join(root, "unfused.npz"), attn=attn, residual=resid, logits=attn * 2)
+    save_pt_legacy(os.path.join(root, "legacy.pt"), {"attn": attn, "residual": resid, "logits": attn * 2})
     save_safetensors(os.path.join(root, "fused_bf16.safetensors"),
                      {"hidden": (attn + resid).astype(np.float32), "logits": bf16_bits(attn * 2)})
 
