@@ -5,6 +5,7 @@ pub mod archive;
 pub mod formats;
 pub mod inspect;
 pub mod naming;
+mod pairing;
 pub mod pickle;
 pub mod reconcile;
 pub mod render;
@@ -14,9 +15,8 @@ pub mod serve;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::compare::{compare, ToleranceSpec};
+use crate::compare::ToleranceSpec;
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor};
 use formats::Item;
 use naming::{Order, Rename};
 use report::{DiffReport, DiffVerdict, PairReport, PairStatus, SideReport};
@@ -118,252 +118,6 @@ fn side(path: &std::path::Path, rules: &[Rename], limits: archive::Limits) -> Re
     })
 }
 
-/// Reads every part of `n`; joins shards when there are several (to `want`'s shape when known).
-fn read(
-    n: &Named,
-    want: Option<&[usize]>,
-    transforms: &mut Vec<String>,
-    side: &str,
-) -> Result<Tensor> {
-    let parts: Vec<Tensor> = n
-        .parts
-        .iter()
-        .map(|(_, _, i)| i.load.read())
-        .collect::<Result<_>>()?;
-    if parts.len() == 1 {
-        return Ok(parts.into_iter().next().expect("one part"));
-    }
-    // No axis gives the other side's shape: join along the first that fits, and let the other transformations try.
-    let (t, axis) = reconcile::join(&parts, want)
-        .or_else(|_| reconcile::join(&parts, None))
-        .map_err(Error::Usage)?;
-    transforms.push(format!(
-        "{side}: {} shards joined along axis {axis} → {:?}",
-        parts.len(),
-        t.shape()
-    ));
-    Ok(t)
-}
-
-/// The tensors of a pair (shards joined), read; an unreadable tensor is an error of the whole run.
-fn both(a: &Named, b: &Named, tr: &mut Vec<String>) -> Result<(Tensor, Tensor)> {
-    Ok(if a.parts.len() > 1 && b.parts.len() == 1 {
-        let tb = read(b, None, tr, "B")?;
-        (read(a, Some(tb.shape()), tr, "A")?, tb)
-    } else {
-        let ta = read(a, None, tr, "A")?;
-        let want = (b.parts.len() > 1 && a.parts.len() == 1).then(|| ta.shape().to_vec());
-        let tb = read(b, want.as_deref(), tr, "B")?;
-        (ta, tb)
-    })
-}
-
-/// Shapes made to agree, or the transformations tried and why they do not.
-type Agreed = std::result::Result<(Tensor, Tensor, Vec<String>), (Vec<String>, String)>;
-
-fn shape_agreed(mut ta: Tensor, mut tb: Tensor, opts: &DiffOptions, mut tr: Vec<String>) -> Agreed {
-    if ta.shape() != tb.shape() {
-        if let Some(p) = reconcile::transposition(ta.shape(), tb.shape()) {
-            tr.push(format!(
-                "A: axes permuted {p:?} → {:?} (B's layout)",
-                tb.shape()
-            ));
-            ta = reconcile::transpose(&ta, &p);
-        }
-    }
-    if ta.shape() != tb.shape() && opts.truncate {
-        if let Some(axis) = reconcile::single_difference(ta.shape(), tb.shape()) {
-            let (na, nb) = (ta.shape()[axis], tb.shape()[axis]);
-            if na > nb {
-                tr.push(format!("A: truncated along axis {axis} from {na} to {nb}"));
-                ta = reconcile::truncate(&ta, axis, nb);
-            } else {
-                tr.push(format!("B: truncated along axis {axis} from {nb} to {na}"));
-                tb = reconcile::truncate(&tb, axis, na);
-            }
-        }
-    }
-    if ta.shape() != tb.shape() {
-        let why = format!(
-            "shapes differ: A {:?}, B {:?} (no shard join, transposition{} reconciles them)",
-            ta.shape(),
-            tb.shape(),
-            if opts.truncate { " or truncation" } else { "" }
-        );
-        return Err((tr, why));
-    }
-    Ok((ta, tb, tr))
-}
-
-/// The lower of two float types (the one whose tolerance applies), else `b`.
-fn lower(a: DType, b: DType) -> DType {
-    match (a.is_float(), b.is_float()) {
-        (true, true) if a.size() < b.size() || (a == DType::Bf16 && b == DType::F16) => a,
-        _ => b,
-    }
-}
-
-/// Compares a reconciled pair.
-fn measured(
-    name: &str,
-    ta: &Tensor,
-    tb: &Tensor,
-    tr: Vec<String>,
-    opts: &DiffOptions,
-) -> PairReport {
-    let mut r = blank(name, tr);
-    r.a_shape = ta.shape().to_vec();
-    r.b_shape = tb.shape().to_vec();
-    r.a_dtype = ta.dtype().name().into();
-    r.b_dtype = tb.dtype().name().into();
-    let tol = opts.tolerance.for_dtype(lower(ta.dtype(), tb.dtype()));
-    let a = ta.to_f64_array();
-    let c = compare(&a, tb, tol, None);
-    if opts.inspect {
-        let at = c
-            .worst
-            .as_ref()
-            .map(|w| w.index.clone())
-            .unwrap_or_default();
-        r.view = Some(inspect::view(
-            &a,
-            &tb.to_f64_array(),
-            &at,
-            c.tolerance,
-            c.metrics.scale,
-        ));
-    }
-    r.status = if c.metrics.failed > 0 {
-        PairStatus::Fail
-    } else {
-        PairStatus::Pass
-    };
-    r.mse = Some(c.metrics.rmse * c.metrics.rmse);
-    r.tolerance = Some(c.tolerance);
-    r.metrics = Some(c.metrics);
-    r.a_stats = Some(c.reference);
-    r.b_stats = Some(c.target);
-    r.worst = c.worst;
-    r
-}
-
-fn blank(name: &str, transforms: Vec<String>) -> PairReport {
-    PairReport {
-        name: name.to_string(),
-        a_origin: vec![],
-        b_origin: vec![],
-        a_shape: vec![],
-        b_shape: vec![],
-        a_dtype: String::new(),
-        b_dtype: String::new(),
-        transforms,
-        status: PairStatus::Mismatch,
-        reason: None,
-        tolerance: None,
-        metrics: None,
-        mse: None,
-        a_stats: None,
-        b_stats: None,
-        worst: None,
-        view: None,
-    }
-}
-
-fn origins(n: &Named) -> Vec<String> {
-    n.parts.iter().map(|(_, o, _)| o.clone()).collect()
-}
-
-/// One pair, compared.
-fn pair(name: &str, a: &Named, b: &Named, opts: &DiffOptions) -> Result<PairReport> {
-    let mut tr = vec![];
-    let joined = match both(a, b, &mut tr) {
-        Ok(t) => Ok(t),
-        // Shards that join to no shape are a mismatch of the pair; an unreadable file ends the run.
-        Err(Error::Usage(why)) => Err(why),
-        Err(e) => return Err(e),
-    };
-    let mut r = match joined
-        .map_err(|why| (tr.clone(), why))
-        .and_then(|(ta, tb)| shape_agreed(ta, tb, opts, tr))
-    {
-        Ok((ta, tb, tr)) => measured(name, &ta, &tb, tr, opts),
-        Err((tr, why)) => mismatch(name, tr, why),
-    };
-    r.a_origin = origins(a);
-    r.b_origin = origins(b);
-    Ok(r)
-}
-
-/// A `--sum X+Y=Z` pair: X + Y of one side against Z of the other (`None` when the names are not there).
-fn summed(
-    rule: &(String, String, String),
-    a: &Side,
-    b: &Side,
-    opts: &DiffOptions,
-) -> Option<PairReport> {
-    let (x, y, z) = rule;
-    let (parts, whole, sum_on_a) = match (a.tensors.get(x), a.tensors.get(y), b.tensors.get(z)) {
-        (Some(p), Some(q), Some(w)) => ((p, q), w, true),
-        _ => (
-            (b.tensors.get(x)?, b.tensors.get(y)?),
-            a.tensors.get(z)?,
-            false,
-        ),
-    };
-    let side = if sum_on_a { "A" } else { "B" };
-    let mut tr = vec![];
-    let result = (|| -> Result<(Tensor, Tensor)> {
-        let p = read(parts.0, None, &mut tr, side)?;
-        let q = read(parts.1, None, &mut tr, side)?;
-        if p.shape() != q.shape() {
-            return Err(Error::Usage(format!(
-                "{x} {:?} and {y} {:?} cannot be added",
-                p.shape(),
-                q.shape()
-            )));
-        }
-        let s = Tensor::from_f64(
-            lower(p.dtype(), q.dtype()),
-            p.to_f64_array() + q.to_f64_array(),
-        )
-        .ok_or_else(|| Error::Usage("sum of non-numeric tensors".into()))?;
-        let w = read(whole, None, &mut tr, if sum_on_a { "B" } else { "A" })?;
-        Ok(if sum_on_a { (s, w) } else { (w, s) })
-    })();
-    tr.insert(
-        0,
-        format!("{side}: {x} + {y} compared with the other side's {z} (--sum)"),
-    );
-    let mut r = match result.map_err(|e| (tr.clone(), e.to_string())) {
-        Ok((ta, tb)) => match shape_agreed(ta, tb, opts, tr) {
-            Ok((ta, tb, tr)) => measured(z, &ta, &tb, tr, opts),
-            Err((tr, why)) => mismatch(z, tr, why),
-        },
-        Err((tr, why)) => mismatch(z, tr, why),
-    };
-    let (ao, bo) = if sum_on_a {
-        (
-            [origins(parts.0), origins(parts.1)].concat(),
-            origins(whole),
-        )
-    } else {
-        (
-            origins(whole),
-            [origins(parts.0), origins(parts.1)].concat(),
-        )
-    };
-    r.a_origin = ao;
-    r.b_origin = bo;
-    Some(r)
-}
-
-fn mismatch(name: &str, tr: Vec<String>, why: String) -> PairReport {
-    let mut r = blank(name, tr);
-    r.status = PairStatus::Mismatch;
-    r.reason = Some(why);
-    r
-}
-
 /// Runs the diff.
 pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
     let a = side(
@@ -398,14 +152,19 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
     let mut used_by_sums: Vec<&str> = vec![];
     for name in &names {
         if let Some(rule) = opts.sums.iter().find(|(_, _, z)| z == name) {
-            match summed(rule, &a, &b, opts) {
+            match pairing::summed(rule, &a, &b, opts) {
                 Some(p) => pairs.push(p),
                 None => return Err(Error::Usage(format!("--sum {}+{}={}: the names are not on the sides (X and Y on one side, Z on the other)", rule.0, rule.1, rule.2))),
             }
             used_by_sums.extend([rule.0.as_str(), rule.1.as_str(), rule.2.as_str()]);
             continue;
         }
-        pairs.push(pair(name, &a.tensors[name], &b.tensors[name], opts)?);
+        pairs.push(pairing::pair(
+            name,
+            &a.tensors[name],
+            &b.tensors[name],
+            opts,
+        )?);
     }
     let only = |x: &Side, y: &Side| -> Vec<String> {
         let mut v: Vec<String> = x
