@@ -207,7 +207,7 @@ macro_rules! le {
 }
 
 /// A tensor from little-endian bytes of element type `dtype` (pytorch-reader's names).
-fn from_torch(
+fn tensor_from_le(
     dtype: pytorch_reader::DType,
     shape: &[usize],
     b: &[u8],
@@ -305,13 +305,13 @@ impl Loader {
                 let mut buf = vec![0u8; b.saturating_sub(a)];
                 f.read_exact(&mut buf)
                     .map_err(|_| bad(path, "truncated tensor data"))?;
-                from_torch(dtype, &info.shape, &buf).map_err(|e| bad(path, e))
+                tensor_from_le(dtype, &info.shape, &buf).map_err(|e| bad(path, e))
             }
             Loader::Torch(_, t) => {
                 let bytes = t
                     .read()
                     .map_err(|e| bad(path, format!("tensor `{}`: {e}", t.name)))?;
-                from_torch(t.dtype(), t.shape(), &bytes)
+                tensor_from_le(t.dtype(), t.shape(), &bytes)
                     .map_err(|e| bad(path, format!("tensor `{}`: {e}", t.name)))
             }
         }

@@ -152,7 +152,7 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
     let mut used_by_sums: Vec<&str> = vec![];
     for name in &names {
         if let Some(rule) = opts.sums.iter().find(|(_, _, z)| z == name) {
-            match pairing::summed(rule, &a, &b, opts) {
+            match pairing::summed(rule, &a, &b, opts)? {
                 Some(p) => pairs.push(p),
                 None => return Err(Error::Usage(format!("--sum {}+{}={}: the names are not on the sides (X and Y on one side, Z on the other)", rule.0, rule.1, rule.2))),
             }

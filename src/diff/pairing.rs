@@ -162,22 +162,49 @@ fn origins(n: &Named) -> Vec<String> {
     n.parts.iter().map(|(_, o, _)| o.clone()).collect()
 }
 
+/// Splits a failure to form a pair's tensors: shards that join to no shape or a sum of unequal shapes make the pair a
+/// mismatch (`Ok(Err(why))`); an unreadable file ends the run.
+fn pair_level<T>(r: Result<T>) -> Result<std::result::Result<T, String>> {
+    match r {
+        Ok(t) => Ok(Ok(t)),
+        Err(Error::Usage(why)) => Ok(Err(why)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The report of a pair from its tensors (or why they could not be formed), after the shapes are made to agree.
+fn judged(
+    name: &str,
+    tensors: std::result::Result<(Tensor, Tensor), String>,
+    tr: Vec<String>,
+    opts: &DiffOptions,
+) -> PairReport {
+    let (ta, tb) = match tensors {
+        Ok(t) => t,
+        Err(why) => return mismatch(name, tr, why),
+    };
+    let seen = (
+        ta.shape().to_vec(),
+        tb.shape().to_vec(),
+        ta.dtype(),
+        tb.dtype(),
+    );
+    match shape_agreed(ta, tb, opts, tr) {
+        Ok((ta, tb, tr)) => measured(name, &ta, &tb, tr, opts),
+        Err((tr, why)) => {
+            let mut r = mismatch(name, tr, why);
+            (r.a_shape, r.b_shape) = (seen.0, seen.1);
+            (r.a_dtype, r.b_dtype) = (seen.2.name().into(), seen.3.name().into());
+            r
+        }
+    }
+}
+
 /// One pair, compared.
 pub(super) fn pair(name: &str, a: &Named, b: &Named, opts: &DiffOptions) -> Result<PairReport> {
     let mut tr = vec![];
-    let joined = match both(a, b, &mut tr) {
-        Ok(t) => Ok(t),
-        // Shards that join to no shape are a mismatch of the pair; an unreadable file ends the run.
-        Err(Error::Usage(why)) => Err(why),
-        Err(e) => return Err(e),
-    };
-    let mut r = match joined
-        .map_err(|why| (tr.clone(), why))
-        .and_then(|(ta, tb)| shape_agreed(ta, tb, opts, tr))
-    {
-        Ok((ta, tb, tr)) => measured(name, &ta, &tb, tr, opts),
-        Err((tr, why)) => mismatch(name, tr, why),
-    };
+    let tensors = pair_level(both(a, b, &mut tr))?;
+    let mut r = judged(name, tensors, tr, opts);
     r.a_origin = origins(a);
     r.b_origin = origins(b);
     Ok(r)
@@ -189,19 +216,23 @@ pub(super) fn summed(
     a: &Side,
     b: &Side,
     opts: &DiffOptions,
-) -> Option<PairReport> {
+) -> Result<Option<PairReport>> {
     let (x, y, z) = rule;
-    let (parts, whole, sum_on_a) = match (a.tensors.get(x), a.tensors.get(y), b.tensors.get(z)) {
-        (Some(p), Some(q), Some(w)) => ((p, q), w, true),
-        _ => (
-            (b.tensors.get(x)?, b.tensors.get(y)?),
-            a.tensors.get(z)?,
-            false,
-        ),
+    let found = match (a.tensors.get(x), a.tensors.get(y), b.tensors.get(z)) {
+        (Some(p), Some(q), Some(w)) => Some(((p, q), w, true)),
+        _ => match (b.tensors.get(x), b.tensors.get(y), a.tensors.get(z)) {
+            (Some(p), Some(q), Some(w)) => Some(((p, q), w, false)),
+            _ => None,
+        },
+    };
+    let Some((parts, whole, sum_on_a)) = found else {
+        return Ok(None);
     };
     let side = if sum_on_a { "A" } else { "B" };
-    let mut tr = vec![];
-    let result = (|| -> Result<(Tensor, Tensor)> {
+    let mut tr = vec![format!(
+        "{side}: {x} + {y} compared with the other side's {z} (--sum)"
+    )];
+    let tensors = pair_level((|| -> Result<(Tensor, Tensor)> {
         let p = read(parts.0, None, &mut tr, side)?;
         let q = read(parts.1, None, &mut tr, side)?;
         if p.shape() != q.shape() {
@@ -218,32 +249,14 @@ pub(super) fn summed(
         .ok_or_else(|| Error::Usage("sum of non-numeric tensors".into()))?;
         let w = read(whole, None, &mut tr, if sum_on_a { "B" } else { "A" })?;
         Ok(if sum_on_a { (s, w) } else { (w, s) })
-    })();
-    tr.insert(
-        0,
-        format!("{side}: {x} + {y} compared with the other side's {z} (--sum)"),
+    })())?;
+    let mut r = judged(z, tensors, tr, opts);
+    let (sum, one) = (
+        [origins(parts.0), origins(parts.1)].concat(),
+        origins(whole),
     );
-    let mut r = match result.map_err(|e| (tr.clone(), e.to_string())) {
-        Ok((ta, tb)) => match shape_agreed(ta, tb, opts, tr) {
-            Ok((ta, tb, tr)) => measured(z, &ta, &tb, tr, opts),
-            Err((tr, why)) => mismatch(z, tr, why),
-        },
-        Err((tr, why)) => mismatch(z, tr, why),
-    };
-    let (ao, bo) = if sum_on_a {
-        (
-            [origins(parts.0), origins(parts.1)].concat(),
-            origins(whole),
-        )
-    } else {
-        (
-            origins(whole),
-            [origins(parts.0), origins(parts.1)].concat(),
-        )
-    };
-    r.a_origin = ao;
-    r.b_origin = bo;
-    Some(r)
+    (r.a_origin, r.b_origin) = if sum_on_a { (sum, one) } else { (one, sum) };
+    Ok(Some(r))
 }
 
 fn mismatch(name: &str, tr: Vec<String>, why: String) -> PairReport {

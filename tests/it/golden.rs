@@ -2,6 +2,18 @@
 
 use crate::common::*;
 
+/// `phantom check MODEL --golden DIR` with `extra` arguments.
+fn check(m: &std::path::Path, golden: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "check",
+        m.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    phantom(&args)
+}
+
 #[test]
 fn same_configuration_checks_clean_and_a_perturbed_node_is_named() {
     ensure_runtime();
@@ -20,12 +32,7 @@ fn same_configuration_checks_clean_and_a_perturbed_node_is_named() {
     let size: u64 = walk(&golden);
     assert!(size < 64 * 1024, "golden records stay small: {size} bytes");
 
-    let (code, out, err) = phantom(&[
-        "check",
-        m.to_str().unwrap(),
-        "--golden",
-        golden.to_str().unwrap(),
-    ]);
+    let (code, out, err) = check(&m, &golden, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("0 regressed, 0 missing") && out.contains("environment: unchanged"),
@@ -69,16 +76,16 @@ fn same_configuration_checks_clean_and_a_perturbed_node_is_named() {
         assert_eq!(v["status"], "identical", "{v}");
     }
     // A generous budget for that node alone lets the check pass the node but not its consumers.
-    let (code, out, _) = phantom(&[
-        "check",
-        m.to_str().unwrap(),
-        "--golden",
-        golden.to_str().unwrap(),
-        "--target-model",
-        target.to_str().unwrap(),
-        "--budget-node",
-        "conv2=0.01",
-    ]);
+    let (code, out, _) = check(
+        &m,
+        &golden,
+        &[
+            "--target-model",
+            target.to_str().unwrap(),
+            "--budget-node",
+            "conv2=0.01",
+        ],
+    );
     assert_eq!(code, 1);
     assert!(
         !out.contains("`conv2` →") && out.contains("first regressed: node #5"),
@@ -151,28 +158,13 @@ fn existing_golden_is_not_overwritten_and_bad_records_are_errors() {
     let json = golden.join("golden.json");
     let full = std::fs::read(&json).unwrap();
     std::fs::write(&json, &full[..full.len() / 2]).unwrap();
-    let (code, _, err) = phantom(&[
-        "check",
-        m.to_str().unwrap(),
-        "--golden",
-        golden.to_str().unwrap(),
-    ]);
+    let (code, _, err) = check(&m, &golden, &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("corrupt or truncated"), "{err}");
     std::fs::write(&json, br#"{"schema": "someone-else/3"}"#).unwrap();
-    let (code, _, err) = phantom(&[
-        "check",
-        m.to_str().unwrap(),
-        "--golden",
-        golden.to_str().unwrap(),
-    ]);
+    let (code, _, err) = check(&m, &golden, &[]);
     assert_eq!(code, 2, "{err}");
-    let (code, _, err) = phantom(&[
-        "check",
-        m.to_str().unwrap(),
-        "--golden",
-        dir.path().join("nope").to_str().unwrap(),
-    ]);
+    let (code, _, err) = check(&m, &dir.path().join("nope"), &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no golden.json"), "{err}");
 }
@@ -282,12 +274,7 @@ fn random_ops_draw_the_same_numbers_when_checked_again() {
     };
     record("3", &golden);
     // ORT's own RandomNormalLike draws anew each run; phantom's hash noise does not.
-    let (code, out, err) = phantom(&[
-        "check",
-        m.to_str().unwrap(),
-        "--golden",
-        golden.to_str().unwrap(),
-    ]);
+    let (code, out, err) = check(&m, &golden, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("0 regressed, 0 missing"), "{out}");
 }

@@ -2,7 +2,7 @@
 //! and the reference's own fixes of tract imports (slice bounds): each checked against ORT on the original model.
 
 use phantom::model::inputs::Inputs;
-use phantom::runner::{ort::OrtRunner, reference::ReferenceRunner, Runner};
+use phantom::runner::{ort::OrtRunner, reference::ReferenceRunner, RunOutput, Runner};
 use phantom::tensor::Tensor;
 
 use crate::common::ensure_runtime;
@@ -178,40 +178,39 @@ fn random_ops_draw_the_same_seeded_noise_on_both_sides() {
     assert_eq!(first, run());
 }
 
-#[test]
-fn slice_to_the_end_built_from_a_shape_keeps_every_element() {
+/// `phantom onnx` on contrib model `name` (clean, `unchecked` values left unchecked), then the reference alone on
+/// the same default inputs: (terminal output, inputs, reference run).
+fn clean_then_reference(name: &str, unchecked: u64) -> (String, Inputs, RunOutput) {
     ensure_runtime();
-    // tract turned the INT64_MAX of a concatenated end into −1 and cut one column too many.
-    let m = contrib_model("slice_to_end.onnx");
+    let m = contrib_model(name);
     let (code, out, r) = onnx_report(&m, &[]);
     assert_eq!(code, 0, "{out}");
-    // Every value but the concatenated bound itself, which tract cannot hold (said on the node).
-    assert_eq!(r["coverage"]["unchecked"], 1, "{out}");
+    assert_eq!(r["coverage"]["unchecked"], unchecked, "{out}");
+    let graph = phantom::model::load(&m).unwrap();
+    let inputs = prepared(&graph, &[]);
+    let reference = ReferenceRunner::default().run(&graph, &inputs).unwrap();
+    (out, inputs, reference)
+}
+
+#[test]
+fn slice_to_the_end_built_from_a_shape_keeps_every_element() {
+    // tract turned the INT64_MAX of a concatenated end into −1 and cut one column too many. Every value but the
+    // concatenated bound itself, which tract cannot hold (said on the node), is compared.
+    let (out, _, reference) = clean_then_reference("slice_to_end.onnx", 1);
     assert!(
         out.contains("tract turns INT64_MAX in this slice bound into -1"),
         "{out}"
     );
-    let graph = phantom::model::load(&m).unwrap();
-    let reference = ReferenceRunner::default()
-        .run(&graph, &prepared(&graph, &[]))
-        .unwrap();
     assert_eq!(reference.values["z"].shape(), &[1, 2, 16, 16]);
 }
 
 #[test]
 fn shapes_the_data_decides_are_resolved_as_the_run_goes() {
-    ensure_runtime();
     // A Range as long as the summed durations, arange over that length in float (read back through Shape), and a
-    // Slice ending at a NonZero count: tract minted symbols it then could not resolve (VITS voices).
-    let m = contrib_model("data_dependent.onnx");
-    let (code, out, r) = onnx_report(&m, &[]);
-    assert_eq!(code, 0, "{out}");
-    // Only `row`, which nothing but a Shape reads, is left out of tract's run.
-    assert_eq!(r["coverage"]["unchecked"], 1, "{out}");
-    let graph = phantom::model::load(&m).unwrap();
-    let inputs = prepared(&graph, &[]);
+    // Slice ending at a NonZero count: tract minted symbols it then could not resolve (VITS voices). Only `row`,
+    // which nothing but a Shape reads, is left out of tract's run.
+    let (_, inputs, reference) = clean_then_reference("data_dependent.onnx", 1);
     let x: Vec<f64> = inputs.tensors[0].1.to_f64_array().iter().copied().collect();
-    let reference = ReferenceRunner::default().run(&graph, &inputs).unwrap();
     let t: f64 = x.iter().map(|v| (2.0 * v.abs()).ceil()).sum();
     let y: Vec<f64> = reference.values["y"]
         .to_f64_array()
@@ -228,16 +227,9 @@ fn shapes_the_data_decides_are_resolved_as_the_run_goes() {
 
 #[test]
 fn negative_pads_crop_as_onnx_says() {
-    ensure_runtime();
     // Pads that crop, on all axes, on chosen axes and computed from a shape: tract's Pad overflowed on them.
-    let m = contrib_model("negative_pads.onnx");
-    let (code, out, r) = onnx_report(&m, &[]);
-    assert_eq!(code, 0, "{out}");
-    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
-    let graph = phantom::model::load(&m).unwrap();
-    let inputs = prepared(&graph, &[]);
+    let (_, inputs, reference) = clean_then_reference("negative_pads.onnx", 0);
     let x = inputs.tensors[0].1.to_f64_array();
-    let reference = ReferenceRunner::default().run(&graph, &inputs).unwrap();
     // Row 0 is the added row of zeros, row 1 is x's row 0 shifted left by 1 + 2 (negative parts clipped by Relu).
     let y = reference.values["y"].to_f64_array();
     assert_eq!(y.shape(), &[2, 3]);

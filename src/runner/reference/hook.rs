@@ -210,18 +210,6 @@ pub struct Evaluator<'g, 's> {
     deferred: Vec<(usize, TValue)>,
 }
 
-/// Whether shape value `v` names no symbol.
-fn resolved_dims(v: &TValue) -> bool {
-    v.try_as_plain_ram()
-        .ok()
-        .and_then(|r| {
-            r.as_slice::<TDim>()
-                .ok()
-                .map(|d| d.iter().all(|d| d.symbols().is_empty()))
-        })
-        .unwrap_or(true)
-}
-
 impl<'g, 's> Evaluator<'g, 's> {
     pub fn new(
         graph: &'g Graph,
@@ -315,7 +303,7 @@ impl<'g, 's> Evaluator<'g, 's> {
                 );
             }
             // A shape value naming a symbol the run decides is handed on once the run has resolved it.
-            if v.datum_type() == TDim::datum_type() && !resolved_dims(&v) {
+            if super::symbols::names_symbols(&v) {
                 self.deferred.push((id, v));
             } else {
                 self.emit(id, &tvec!(v));

@@ -15,16 +15,26 @@ use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::array::Range;
 use tract_onnx::tract_core::ops::konst::Const;
 
+/// Whether `v` is a shape value (TDim) that names a symbol.
+pub fn names_symbols(v: &TValue) -> bool {
+    v.datum_type() == TDim::datum_type()
+        && v.try_as_plain_ram()
+            .ok()
+            .and_then(|r| {
+                r.as_slice::<TDim>()
+                    .ok()
+                    .map(|d| d.iter().any(|d| !d.symbols().is_empty()))
+            })
+            .unwrap_or(false)
+}
+
 /// `v` with the symbols already resolved in this run replaced by their values, where it is a shape value (TDim)
 /// that mentions any.
 pub fn resolved(v: TValue, symbols: &SymbolValues) -> TractResult<TValue> {
-    if v.datum_type() != TDim::datum_type() {
+    if !names_symbols(&v) {
         return Ok(v);
     }
     let dims = v.try_as_plain_ram()?.as_slice::<TDim>()?;
-    if dims.iter().all(|d| d.symbols().is_empty()) {
-        return Ok(v);
-    }
     let values: Vec<TDim> = dims.iter().map(|d| d.eval(symbols)).collect();
     Ok(tract_ndarray::ArrayD::from_shape_vec(v.shape(), values)?
         .into_tensor()
