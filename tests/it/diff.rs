@@ -234,11 +234,11 @@ fn http(addr: &str, method: &str, path: &str, body: &[u8], host: &str) -> (u16, 
     (code, body)
 }
 
-#[test]
-fn serve_compares_two_uploaded_archives_on_the_loopback() {
+/// Starts `phantom serve` on a free loopback port; returns the process and its `host:port`.
+fn start_serve(max_upload: &str) -> (std::process::Child, String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_phantom"))
-        .args(["serve", "--port", "0", "--max-upload", "200K"])
+        .args(["serve", "--port", "0", "--max-upload", max_upload])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -254,6 +254,12 @@ fn serve_compares_two_uploaded_archives_on_the_loopback() {
         .next()
         .unwrap()
         .to_string();
+    (child, addr)
+}
+
+#[test]
+fn serve_compares_two_uploaded_archives_on_the_loopback() {
+    let (mut child, addr) = start_serve("200K");
     let result = std::panic::catch_unwind(|| {
         let (code, page) = http(&addr, "GET", "/", b"", "127.0.0.1");
         assert_eq!(code, 200);
@@ -316,6 +322,72 @@ fn serve_compares_two_uploaded_archives_on_the_loopback() {
         );
         assert_eq!(code, 400, "{why}");
         assert!(why.contains("not accepted"), "{why}");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[test]
+fn serve_page_in_a_browser_uploads_both_dumps_and_shows_the_report() {
+    let Some(chrome) = crate::compare::chromium() else {
+        return;
+    };
+    let (mut child, addr) = start_serve("200K");
+    let big = tempfile::tempdir().unwrap();
+    let big_zip = big.path().join("big.zip");
+    std::fs::write(&big_zip, vec![0u8; 300 * 1024]).unwrap();
+    let result = std::panic::catch_unwind(move || {
+        let wait = std::time::Duration::from_secs(60);
+        let url = format!("http://{addr}/");
+        let mut page = crate::cdp::Browser::open(&chrome, &url);
+        page.wait_for("document.getElementById('go') !== null", wait, "the page");
+        assert_eq!(page.eval("document.getElementById('go').disabled"), true);
+        page.set_files("#a input", &[data("tp1.zip")]);
+        page.set_files("#b input", &[data("tp2.zip")]);
+        assert_eq!(
+            page.eval("document.getElementById('go').disabled"),
+            false,
+            "both files picked: the button is enabled"
+        );
+        let shown = page.eval("document.querySelector('#b span').textContent");
+        let size = std::fs::metadata(data("tp2.zip")).unwrap().len();
+        assert_eq!(shown, format!("tp2.zip ({size} bytes)").as_str());
+        page.eval(
+            "document.getElementById('opts').value='--order layer{layer}_{stage}';\
+             document.getElementById('go').click(); true",
+        );
+        let html = page.wait_for(
+            "document.getElementById('go') ? document.getElementById('err').textContent && \
+             'ERROR ' + document.getElementById('err').textContent : document.documentElement.outerHTML",
+            wait,
+            "the report",
+        );
+        let html = html.as_str().unwrap();
+        assert!(!html.starts_with("ERROR "), "{html}");
+        assert!(
+            html.contains("first: layer2_mlp"),
+            "the report replaced the page"
+        );
+        // Over the limit: the page says why, and stays usable.
+        page.call("Page.navigate", serde_json::json!({ "url": url }));
+        page.wait_for(
+            "document.readyState === 'complete' && document.getElementById('go') !== null",
+            wait,
+            "the page again",
+        );
+        page.set_files("#a input", &[data("tp1.zip")]);
+        page.set_files("#b input", &[&big_zip]);
+        page.eval("document.getElementById('go').click(); true");
+        let err = page.wait_for(
+            "document.getElementById('err').textContent",
+            wait,
+            "the error",
+        );
+        assert!(err.as_str().unwrap().contains("limit"), "{err}");
+        assert_eq!(page.eval("document.getElementById('bar').hidden"), true);
     });
     let _ = child.kill();
     let _ = child.wait();

@@ -1,5 +1,6 @@
 //! Integration tests: one binary, real models through real runtimes.
 
+mod cdp;
 mod common;
 mod compare;
 mod contrib;
