@@ -13,6 +13,8 @@ pub(crate) struct Browser {
     replies: BufReader<std::io::PipeReader>,
     next: u64,
     session: String,
+    /// Uncaught exceptions and `console.error` calls seen so far.
+    pub(crate) errors: Vec<Value>,
     _profile: tempfile::TempDir,
 }
 
@@ -58,19 +60,23 @@ impl Browser {
             replies: BufReader::new(replies),
             next: 0,
             session: String::new(),
+            errors: Vec::new(),
             _profile: profile,
         };
-        let target = browser.call("Target.createTarget", json!({ "url": url }));
+        let target = browser.call("Target.createTarget", json!({ "url": "about:blank" }));
         let id = target["targetId"].as_str().unwrap().to_string();
         let attached = browser.call(
             "Target.attachToTarget",
             json!({ "targetId": id, "flatten": true }),
         );
         browser.session = attached["sessionId"].as_str().unwrap().to_string();
+        browser.call("Runtime.enable", json!({}));
+        browser.call("Page.navigate", json!({ "url": url }));
         browser
     }
 
-    /// Sends one command (to the page once attached) and returns its result; events are skipped.
+    /// Sends one command (to the page once attached) and returns its result; events are skipped, except errors,
+    /// which are kept in `errors`.
     pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let mut msg = json!({ "id": self.next, "method": method, "params": params });
@@ -86,6 +92,12 @@ impl Browser {
             assert!(n > 0, "chromium closed the DevTools pipe during {method}");
             buf.pop();
             let reply: Value = serde_json::from_slice(&buf).unwrap();
+            let method_of = reply["method"].as_str().unwrap_or("");
+            if method_of == "Runtime.exceptionThrown"
+                || (method_of == "Runtime.consoleAPICalled" && reply["params"]["type"] == "error")
+            {
+                self.errors.push(reply["params"].clone());
+            }
             if reply["id"] == json!(self.next) {
                 assert!(reply.get("error").is_none(), "{method}: {reply}");
                 return reply["result"].clone();

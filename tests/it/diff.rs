@@ -371,6 +371,7 @@ fn serve_page_in_a_browser_uploads_both_dumps_and_shows_the_report() {
             html.contains("first: layer2_mlp"),
             "the report replaced the page"
         );
+        assert!(page.errors.is_empty(), "console errors: {:?}", page.errors);
         // Over the limit: the page says why, and stays usable.
         page.call("Page.navigate", serde_json::json!({ "url": url }));
         page.wait_for(
