@@ -51,14 +51,14 @@ pub struct BisectReport {
 }
 
 /// Reference values parked on disk as little-endian f64 with their shape.
-struct Parked {
+pub(crate) struct Parked {
     dir: PathBuf,
-    shapes: HashMap<String, (usize, Vec<usize>)>,
+    pub(crate) shapes: HashMap<String, (usize, Vec<usize>)>,
 }
 
 impl Parked {
     fn new() -> Result<Parked> {
-        let dir = std::env::temp_dir().join(format!("phantom-bisect-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("phantom-park-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
             path: dir.clone(),
             source: e,
@@ -89,7 +89,7 @@ impl Parked {
         Ok(())
     }
 
-    fn get(&self, name: &str) -> Option<Tensor> {
+    pub(crate) fn get(&self, name: &str) -> Option<Tensor> {
         let (k, shape) = self.shapes.get(name)?;
         let bytes = std::fs::read(self.dir.join(format!("{k}.f64"))).ok()?;
         let v: Vec<f64> = bytes
@@ -136,7 +136,7 @@ fn ancestors(graph: &Graph, of: &str) -> HashSet<usize> {
 }
 
 /// Streams the reference once and parks every value (the slice of it, with --slice) on disk; the RMS of each.
-fn park(
+pub(crate) fn park(
     s: &CompareSettings,
     graph: &Graph,
     inputs: &model::inputs::Inputs,

@@ -14,6 +14,7 @@
 //!  │                                           compare (metrics, tolerance)
 //!  └─► bisect, golden (record/check), replay, determinism: the same targets
 //!      scan: the reference alone (fragile nodes before any conversion)
+//!      reduce: a culprit cut out with its boundary values, as a bundle for upstream
 //! ```
 //!
 //! Every model passes `model::validate` on import; engines run behind `error::guard` (a panic becomes an error
@@ -38,6 +39,7 @@ pub mod golden;
 pub mod model;
 pub mod pipeline;
 pub mod precision;
+pub mod reduce;
 pub mod replay;
 pub mod report;
 pub mod runner;

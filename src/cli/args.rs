@@ -47,6 +47,9 @@ pub enum Command {
     Diff(Box<DiffArgs>),
     /// A local web page (127.0.0.1) where two dumps are dropped and `phantom diff`'s inspector comes back.
     Serve(ServeArgs),
+    /// Cut the first culprit (or --node) out as the smallest subgraph that still fails on the target, fed with the
+    /// f64 reference's values: a bundle (model, test data, a numpy+onnxruntime script, README) for an upstream issue.
+    Reduce(Box<ReduceArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -210,6 +213,52 @@ pub struct OnnxArgs {
     /// Print only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReduceArgs {
+    /// The ONNX model (the reference always runs this one).
+    pub model: PathBuf,
+    /// Write the bundle to this directory.
+    #[arg(long, short, value_name = "BUNDLE")]
+    pub out: PathBuf,
+    /// The node to cut out (default: the first culprit of a full comparison, else its first divergence).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// The most model nodes the cut may grow to while it does not fail on its own.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub max_nodes: u64,
+    /// Replace an existing BUNDLE directory.
+    #[arg(long)]
+    pub force: bool,
+    /// Run this model on the target instead (as `phantom onnx --target-model`); the cut is taken from it.
+    #[arg(long, value_name = "OTHER.onnx")]
+    pub target_model: Option<PathBuf>,
+    /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (the cut is taken from the converted
+    /// model).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "fp32",
+        conflicts_with = "target_model"
+    )]
+    pub precision: PrecisionArg,
+    /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
+    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
+    pub keep_fp32: Vec<String>,
+    /// Run If and Loop nodes as the file has them (see `phantom onnx --keep-control-flow`).
+    #[arg(long)]
+    pub keep_control_flow: bool,
+    /// Absolute tolerance for float values (default by the target's element type, as `phantom onnx`).
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance for float values.
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Args)]

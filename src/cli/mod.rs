@@ -9,6 +9,7 @@ mod golden;
 mod info;
 mod onnx;
 mod precision;
+mod reduce;
 mod replay;
 mod run;
 mod runtimes;
@@ -78,6 +79,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
         args::Command::Runtimes(a) => runtimes::run(a),
         args::Command::Devices(a) => devices::run(a),
         args::Command::Diff(a) => diff::run(*a),
+        args::Command::Reduce(a) => reduce::run(*a),
         args::Command::Serve(a) => diff::serve(a),
     }
 }

@@ -55,6 +55,11 @@ pub trait Target {
     fn own_model(&self) -> Option<&Graph>;
     /// Runs the model on `inputs`, handing back what `capture` asks for, and what ran.
     fn run(&mut self, graph: &Graph, inputs: &Inputs, capture: Capture) -> Result<RunOutput>;
+    /// Runs `model` exactly as given (not converted, not the target's own model); its declared outputs. How
+    /// `phantom reduce` runs a subgraph cut out of the model the target runs.
+    fn run_model(&mut self, model: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+        self.run(model, inputs, Capture::Outputs)
+    }
     /// Every node once on its own, fed with `reference` values stored as the target stores them.
     fn run_isolated(
         &mut self,

@@ -97,6 +97,14 @@ impl Target for OrtTarget {
         }
     }
 
+    fn run_model(&mut self, model: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+        crate::watchdog::engine("ONNX Runtime");
+        let own = self.runner.target_model.take();
+        let r = self.runner.run_plain(model, inputs);
+        self.runner.target_model = own;
+        r
+    }
+
     fn run_isolated(
         &mut self,
         graph: &Graph,

@@ -17,6 +17,7 @@ mod inputs;
 mod multi;
 mod oracle;
 mod precision;
+mod reduce;
 mod replay;
 mod resolved;
 mod samples;

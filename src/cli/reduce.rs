@@ -1,0 +1,98 @@
+//! `phantom reduce`: a culprit cut out as a repro bundle (see [`crate::reduce`]).
+
+use super::args::ReduceArgs;
+use super::Outcome;
+use crate::pipeline::CompareSettings;
+use crate::reduce::{bundle, reduce, ReduceSettings};
+
+pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
+    for (name, v) in [("--atol", a.atol), ("--rtol", a.rtol)] {
+        if let Some(x) = v {
+            super::settings::finite_non_negative(name, x)?;
+        }
+    }
+    if a.out.exists() && !a.force {
+        anyhow::bail!(
+            "{} already exists; pass --force to replace it",
+            a.out.display()
+        );
+    }
+    let mut targets =
+        super::target::specs(&a.engine, a.precision, &a.keep_fp32, a.target_model.clone())?;
+    anyhow::ensure!(
+        targets.len() == 1,
+        "reduce cuts a culprit out for one target; give one --ep"
+    );
+    let mut s = CompareSettings::new(a.model.clone(), targets.remove(0));
+    s.tolerance.atol = a.atol;
+    s.tolerance.rtol = a.rtol;
+    s.inputs = super::settings::input_spec(&a.inputs)?;
+    s.runtime = super::target::runtime(&a.engine);
+    s.attribution = true;
+    s.keep_control_flow = a.keep_control_flow;
+    let settings = ReduceSettings {
+        compare: s,
+        node: a.node,
+        out: a.out.clone(),
+        force: a.force,
+        max_nodes: a.max_nodes as usize,
+    };
+    let (r, b) = reduce(&settings)?;
+    if !r.reproduced {
+        let tried: Vec<String> = r.attempts.iter().map(|t| t.nodes.to_string()).collect();
+        anyhow::bail!(
+            "{} `{}` does not fail on {} when cut out (cuts of {} node(s) tried, --max-nodes {}): the error needs \
+             more of the model; no bundle written (raise --max-nodes, or attach `phantom onnx --html` instead)",
+            r.op_type,
+            r.node,
+            r.target,
+            tried.join(", "),
+            settings.max_nodes
+        );
+    }
+    bundle::write(&a.out, a.force, &r, &b)?;
+    print!("{}", summary(&r, &a.out));
+    Ok(Outcome::Clean)
+}
+
+/// What the terminal shows: the node, the cut, both checks and where the bundle is.
+fn summary(r: &crate::reduce::Reduced, out: &std::path::Path) -> String {
+    let mut s = format!(
+        "phantom reduce: {} `{}` on {} ({})\n  cut: {} node(s): {}\n",
+        r.op_type,
+        r.node,
+        r.target,
+        r.chosen,
+        r.nodes.len(),
+        r.nodes.join(", ")
+    );
+    for o in &r.outputs {
+        s.push_str(&format!(
+            "  `{}`: target max abs err {:.4e}{}, {} of {} out of tolerance; f64 reference on the same inputs {} (max abs err {:.3e})\n",
+            o.name,
+            o.target_max_abs,
+            nonfinite(o.target_nonfinite),
+            o.target_failing,
+            o.elements,
+            if o.reference_passes { "passes" } else { "fails too" },
+            o.reference_max_abs
+        ));
+    }
+    let run = match r.facts {
+        crate::runner::facts::TargetFacts::Ort(_) => "python3 repro.py",
+        crate::runner::facts::TargetFacts::Wgpu(_) => "see README.md",
+    };
+    s.push_str(&format!(
+        "reproduced: bundle in {} (model.onnx, test_data_set_0/, README.md; {run})\n",
+        out.display()
+    ));
+    s
+}
+
+/// ` (+N NaN/Inf on one side only)`, or nothing.
+pub fn nonfinite(n: u64) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(" (+{n} NaN/Inf on one side only)"),
+    }
+}

@@ -1,0 +1,185 @@
+//! Cutting a set of nodes out of a model as a model of its own: every value the kept nodes read and do not compute
+//! becomes a graph input (same name, shaped as the value the reference computed) or, when the input shapes alone
+//! fix it, an initializer; the initializers they read come along (external data read in), and the outputs are those
+//! of the nodes asked for.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use prost::Message;
+use tract_onnx::pb::{
+    tensor_proto::DataLocation, tensor_shape_proto, type_proto, GraphProto, ModelProto,
+    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+
+use crate::error::{Error, Result};
+use crate::model::proto::{tensor_from_proto, tensor_to_proto};
+use crate::model::{import, Graph};
+use crate::precision::types::infer;
+use crate::runner::isolate::{base_name, decode};
+use crate::tensor::DType;
+
+/// One graph input of a cut: the value it carries and the element type the kept nodes read it in.
+#[derive(Clone, Debug)]
+pub struct Feed {
+    /// The graph input (the value's name in the model cut from).
+    pub name: String,
+    /// The value of the original model it stands for (`x` for a converted model's `x_phantom_fp16`).
+    pub base: String,
+    pub dtype: DType,
+}
+
+/// A model cut out of another.
+pub struct Cut {
+    pub graph: Graph,
+    pub feeds: Vec<Feed>,
+    /// (graph output, the original value it stands for).
+    pub outputs: Vec<(String, String)>,
+}
+
+/// How a cut is fed: each boundary value's shape (by its base name), and the value to embed as an initializer
+/// instead of a graph input (values fixed by the input shapes, which tract needs as constants).
+pub struct Boundary<'a> {
+    pub shape_of: &'a dyn Fn(&str) -> Option<Vec<usize>>,
+    pub embed: &'a dyn Fn(&Feed) -> Result<Option<crate::tensor::Tensor>>,
+}
+
+/// Cuts `keep` (node indices of `model`, any order) out of `model`; the outputs are those of the nodes in
+/// `expose`. The cut is named `path`.
+pub fn cut(
+    model: &Graph,
+    keep: &HashSet<usize>,
+    expose: &HashSet<usize>,
+    boundary: &Boundary,
+    path: &Path,
+) -> Result<Cut> {
+    let proto = decode(model)?;
+    let g = proto.graph.clone().unwrap_or_default();
+    let types = infer(&g, &HashMap::new());
+    let inits: HashMap<&str, &TensorProto> =
+        g.initializer.iter().map(|t| (t.name.as_str(), t)).collect();
+    let kept: Vec<&crate::model::Node> = model
+        .nodes
+        .iter()
+        .filter(|n| keep.contains(&n.index))
+        .collect();
+    let inside: HashSet<&str> = kept
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(String::as_str))
+        .collect();
+    let mut sub = GraphProto {
+        name: "phantom_reduce".into(),
+        ..Default::default()
+    };
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut feeds = vec![];
+    for n in &kept {
+        let node = &g.node[n.source_index];
+        if node
+            .attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+        {
+            return Err(Error::Usage(format!(
+                "node `{}` ({}) has a control-flow body; reduce cannot cut it out (name another node with --node)",
+                n.name, n.op_type
+            )));
+        }
+        for i in node
+            .input
+            .iter()
+            .filter(|i| !i.is_empty() && !inside.contains(i.as_str()))
+        {
+            if !seen.insert(i.as_str()) {
+                continue;
+            }
+            match inits.get(i.as_str()) {
+                Some(t) => sub.initializer.push(inlined(t, model)?),
+                None => {
+                    let f = feed(i, &types)?;
+                    match (boundary.embed)(&f)? {
+                        Some(t) => sub.initializer.push(tensor_to_proto(i, &t)),
+                        None => feeds.push(f),
+                    }
+                }
+            }
+        }
+        sub.node.push(node.clone());
+    }
+    sub.input = feeds
+        .iter()
+        .map(|f| value_info(&f.name, f.dtype.onnx_code(), (boundary.shape_of)(&f.base)))
+        .collect();
+    let mut outputs = vec![];
+    for n in kept.iter().filter(|n| expose.contains(&n.index)) {
+        for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+            let code = types.get(o).copied().unwrap_or(0);
+            sub.output.push(value_info(o, code, None));
+            outputs.push((o.clone(), base_name(o).to_string()));
+        }
+    }
+    let out = ModelProto {
+        ir_version: proto.ir_version,
+        opset_import: proto.opset_import.clone(),
+        producer_name: "phantom reduce".into(),
+        producer_version: env!("CARGO_PKG_VERSION").into(),
+        functions: proto.functions.clone(),
+        graph: Some(sub),
+        ..Default::default()
+    };
+    let graph = import::from_bytes(path, out.encode_to_vec())?;
+    Ok(Cut {
+        graph,
+        feeds,
+        outputs,
+    })
+}
+
+fn feed(name: &str, types: &HashMap<String, i32>) -> Result<Feed> {
+    let dtype = types
+        .get(name)
+        .map(|&c| DType::from_onnx(c))
+        .filter(|d| !matches!(d, DType::Other | DType::String))
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "the element type of `{name}` is unknown, so it cannot be fed"
+            ))
+        })?;
+    Ok(Feed {
+        name: name.to_string(),
+        base: base_name(name).to_string(),
+        dtype,
+    })
+}
+
+/// The initializer with its data inline (external data read from beside `model`).
+fn inlined(t: &TensorProto, model: &Graph) -> Result<TensorProto> {
+    if t.data_location != Some(DataLocation::External as i32) {
+        return Ok(t.clone());
+    }
+    let host = tensor_from_proto(t, model.path.parent())?;
+    Ok(tensor_to_proto(&t.name, &host))
+}
+
+fn value_info(name: &str, code: i32, shape: Option<Vec<usize>>) -> ValueInfoProto {
+    let shape = shape.map(|dims| TensorShapeProto {
+        dim: dims
+            .into_iter()
+            .map(|d| tensor_shape_proto::Dimension {
+                value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)),
+                ..Default::default()
+            })
+            .collect(),
+    });
+    ValueInfoProto {
+        name: name.to_string(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: code,
+                shape,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
