@@ -15,6 +15,7 @@
 //!  └─► bisect, golden (record/check), replay, determinism: the same targets
 //!      scan: the reference alone (fragile nodes before any conversion)
 //!      reduce: a culprit cut out with its boundary values, as a bundle for upstream
+//!      profile: ONNX Runtime's profiler read per node (time, FLOPs, bytes, memory)
 //! ```
 //!
 //! Every model passes `model::validate` on import; engines run behind `error::guard` (a panic becomes an error
@@ -39,6 +40,7 @@ pub mod golden;
 pub mod model;
 pub mod pipeline;
 pub mod precision;
+pub mod profile;
 pub mod reduce;
 pub mod replay;
 pub mod report;

@@ -50,6 +50,9 @@ pub enum Command {
     /// Cut the first culprit (or --node) out as the smallest subgraph that still fails on the target, fed with the
     /// f64 reference's values: a bundle (model, test data, a numpy+onnxruntime script, README) for an upstream issue.
     Reduce(Box<ReduceArgs>),
+    /// Per-node time on the target (ONNX Runtime's profiler), FLOPs and bytes per node, memory, top nodes and op
+    /// types; a Chrome trace; two saved profiles compared.
+    Profile(Box<ProfileArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -190,11 +193,15 @@ pub struct OnnxArgs {
     /// Save a replay directory: inputs (test_data_set layout), options, model sha256, environment, verdict.
     #[arg(long, value_name = "DIR")]
     pub save_run: Option<PathBuf>,
+    /// Write Model Explorer overlays here (node-data JSON: tolerance used, max abs error, noise multiple, verdict and
+    /// cause per node); open them with `onnxvis MODEL --node_data_paths=DIR/a.json,...`.
+    #[arg(long, value_name = "DIR")]
+    pub model_explorer: Option<PathBuf>,
     /// Write every compared value of both sides as .npy (reference/ in f64, one directory per target, index.json
     /// mapping ONNX names to files), to diff or hand to other tools.
     #[arg(long, value_name = "DIR")]
     pub dump: Option<PathBuf>,
-    /// Replace an existing --save-run or --dump directory.
+    /// Replace an existing --save-run, --dump or --model-explorer directory.
     #[arg(long)]
     pub force: bool,
     /// Absolute tolerance for float values (default depends on the target dtype: f32 1e-4, f16 1e-2).
@@ -213,6 +220,48 @@ pub struct OnnxArgs {
     /// Print only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Timed runs (after one warm-up run); each node's min and median are reported.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub runs: u64,
+    /// Write the profile as JSON here (`phantom-profile/1`; another profile compares with it via --compare).
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    /// Write a Chrome trace here (opens in Perfetto or chrome://tracing).
+    #[arg(long, value_name = "OUT.json")]
+    pub trace: Option<PathBuf>,
+    /// A profile saved with --json to compare this one with (other ORT version, provider or optimization level).
+    #[arg(long, value_name = "PROFILE.json")]
+    pub compare: Option<PathBuf>,
+    /// How many nodes and op types the summary lists.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// Write Model Explorer overlays here (median time and share of the run per node).
+    #[arg(long, value_name = "DIR")]
+    pub model_explorer: Option<PathBuf>,
+    /// Replace an existing --model-explorer directory.
+    #[arg(long)]
+    pub force: bool,
+    /// Profile this model instead (as `phantom onnx --target-model`).
+    #[arg(long, value_name = "OTHER.onnx")]
+    pub target_model: Option<PathBuf>,
+    /// fp16/bf16: profile phantom's conversion of MODEL.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "fp32",
+        conflicts_with = "target_model"
+    )]
+    pub precision: PrecisionArg,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Args)]
@@ -532,6 +581,12 @@ pub struct ScanArgs {
     /// How many nodes each list shows.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+    /// Write Model Explorer overlays here (fp16 headroom and the nodes at risk, per node).
+    #[arg(long, value_name = "DIR")]
+    pub model_explorer: Option<PathBuf>,
+    /// Replace an existing --model-explorer directory.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub inputs: InputArgs,
 }

@@ -9,6 +9,7 @@ mod golden;
 mod info;
 mod onnx;
 mod precision;
+mod profile;
 mod reduce;
 mod replay;
 mod run;
@@ -80,6 +81,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
         args::Command::Devices(a) => devices::run(a),
         args::Command::Diff(a) => diff::run(*a),
         args::Command::Reduce(a) => reduce::run(*a),
+        args::Command::Profile(a) => profile::run(*a),
         args::Command::Serve(a) => diff::serve(a),
     }
 }

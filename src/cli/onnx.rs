@@ -36,10 +36,13 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         }
     }
     let settings = settings(&a)?;
-    if let Some(d) = &a.save_run {
-        if d.exists() && !a.force {
+    for (flag, d) in [
+        ("--save-run", &a.save_run),
+        ("--model-explorer", &a.model_explorer),
+    ] {
+        if let Some(d) = d.as_ref().filter(|d| d.exists() && !a.force) {
             anyhow::bail!(
-                "--save-run {}: already exists; pass --force to replace it",
+                "{flag} {}: already exists; pass --force to replace it",
                 d.display()
             );
         }
@@ -98,6 +101,17 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         let graph = crate::model::load(&a.model)?;
         json::write_atomic(p, crate::report::dot::render(&report, &graph).as_bytes())
             .with_context(|| format!("writing the DOT graph to {}", p.display()))?;
+    }
+    if let Some(d) = &a.model_explorer {
+        let graph = crate::model::load(&a.model)?;
+        let ids = crate::report::explorer::ids(&graph)?;
+        crate::report::explorer::write(
+            d,
+            a.force,
+            &ids,
+            &crate::report::explorer::from_report(&report),
+        )
+        .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }
     if a.quiet {
         println!("{}", terminal::verdict_line(&report));
@@ -209,6 +223,7 @@ fn refuse_with_several(a: &OnnxArgs) -> anyhow::Result<()> {
         ("--save-run", a.save_run.is_some()),
         ("--save-target-model", a.save_target_model.is_some()),
         ("--dot", a.dot.is_some()),
+        ("--model-explorer", a.model_explorer.is_some()),
         ("--samples", a.samples > 1),
         ("--steps", a.steps > 1),
     ];

@@ -17,6 +17,12 @@ pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
             p.display()
         );
     }
+    if let Some(d) = a.model_explorer.as_ref().filter(|d| d.exists() && !a.force) {
+        anyhow::bail!(
+            "--model-explorer {}: already exists; pass --force to replace it",
+            d.display()
+        );
+    }
     let graph = crate::model::load(&a.model)?;
     let inputs = crate::model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
     crate::watchdog::stage("scan: reference run");
@@ -24,6 +30,16 @@ pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.json {
         let bytes = serde_json::to_vec_pretty(&scan).context("serializing the scan")?;
         write_atomic(p, &bytes).with_context(|| format!("writing the scan to {}", p.display()))?;
+    }
+    if let Some(d) = &a.model_explorer {
+        let ids = crate::report::explorer::ids(&graph)?;
+        crate::report::explorer::write(
+            d,
+            a.force,
+            &ids,
+            &crate::report::explorer::from_scan(&scan),
+        )
+        .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }
     print!("{}", crate::scan::terminal(&scan, a.top));
     Ok(Outcome::Clean)

@@ -12,7 +12,7 @@ pub mod wgpu;
 
 use std::collections::HashMap;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::precision::convert::RangeIssue;
@@ -59,6 +59,19 @@ pub trait Target {
     /// `phantom reduce` runs a subgraph cut out of the model the target runs.
     fn run_model(&mut self, model: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         self.run(model, inputs, Capture::Outputs)
+    }
+    /// Runs the model `runs` times with the engine's profiler on: the trace (Chrome trace JSON text) and what ran.
+    fn profiled(
+        &mut self,
+        _graph: &Graph,
+        _inputs: &Inputs,
+        _runs: usize,
+    ) -> Result<(String, String)> {
+        Err(Error::Usage(format!(
+            "phantom profile reads ONNX Runtime's profiler; {} has no per-node profile in phantom yet (use \
+             `phantom run --runner target` for its wall time)",
+            self.name()
+        )))
     }
     /// Every node once on its own, fed with `reference` values stored as the target stores them.
     fn run_isolated(

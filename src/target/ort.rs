@@ -105,6 +105,24 @@ impl Target for OrtTarget {
         r
     }
 
+    fn profiled(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+        runs: usize,
+    ) -> Result<(String, String)> {
+        crate::watchdog::engine("ONNX Runtime");
+        let text = self.runner.profiled(graph, inputs, runs)?;
+        let f = self.facts(graph);
+        let ran = format!(
+            "onnxruntime {} · {} · opt {}",
+            self.version(),
+            f.used(),
+            f.opt_level()
+        );
+        Ok((text, ran))
+    }
+
     fn run_isolated(
         &mut self,
         graph: &Graph,

@@ -133,6 +133,8 @@ pub struct OrtRunner {
     pub deterministic: bool,
     /// Keep sessions between runs (repeated runs in one session, `phantom determinism`).
     pub reuse: bool,
+    /// Sessions built while set have ONNX Runtime's profiler on, writing to this path prefix.
+    pub profiling: Option<std::path::PathBuf>,
     cache: HashMap<String, Session>,
     /// Where ORT placed the nodes, from the last session built with the placement log.
     placed: String,
@@ -155,6 +157,7 @@ impl OrtRunner {
             instrumentation: None,
             deterministic: false,
             reuse: false,
+            profiling: None,
             cache: HashMap::new(),
             placed: String::new(),
         })
@@ -213,6 +216,10 @@ impl OrtRunner {
                     .with_deterministic_compute(true)
                     .map_err(|e| fail(e.into()))?,
                 false => b,
+            };
+            let b = match &self.profiling {
+                Some(prefix) => b.with_profiling(prefix).map_err(|e| fail(e.into()))?,
+                None => b,
             };
             let sink = placements.clone();
             let b = b

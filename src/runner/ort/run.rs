@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use super::{instrumented_bytes, run_session, with_extra_outputs, OrtRunner};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::runner::facts::Instrumentation;
@@ -65,6 +65,30 @@ impl OrtRunner {
         let r = f(self, own.as_ref().unwrap_or(graph));
         self.target_model = own;
         r
+    }
+
+    /// Runs the model the target runs `runs` times in one session with ONNX Runtime's profiler on; the trace's
+    /// text (a Chrome trace, read back from the file ONNX Runtime writes).
+    pub fn profiled(&mut self, graph: &Graph, inputs: &Inputs, runs: usize) -> Result<String> {
+        let dir = tempfile::tempdir().map_err(|e| Error::Io {
+            path: std::env::temp_dir(),
+            source: e,
+        })?;
+        self.profiling = Some(dir.path().join("ort"));
+        let g = self.target_model.clone().unwrap_or_else(|| graph.clone());
+        let session = self.session_for(&g);
+        self.profiling = None;
+        let mut session = session?;
+        for _ in 0..runs {
+            run_session(&mut session, inputs, &g)?;
+        }
+        let path = session.end_profiling().map_err(|e| Error::Target {
+            reason: format!("ONNX Runtime's profiler: {e}"),
+        })?;
+        std::fs::read_to_string(&path).map_err(|e| Error::Io {
+            path: path.into(),
+            source: e,
+        })
     }
 
     /// Runs the unmodified model once and returns its declared outputs only.

@@ -1,0 +1,158 @@
+//! `phantom profile`: per-node times from ONNX Runtime's profiler that add up to its own run time on a
+//! compute-bound model, FLOPs from shapes, a Chrome trace that parses, two profiles compared, wgpu refused.
+
+use std::path::{Path, PathBuf};
+
+use tract_onnx::pb;
+
+use crate::common::{ensure_runtime, f32_tensor, node, phantom, read_json, value, write_model};
+
+const ROWS: i64 = 1024;
+const WIDTH: i64 = 512;
+
+/// Four MatMuls of [1024, 512] × [512, 512] with Relu between: compute dominates the run.
+fn matmul_stack(dir: &Path) -> PathBuf {
+    let mut nodes = vec![];
+    let mut inits = vec![];
+    let mut x = "x".to_string();
+    for i in 0..4 {
+        let w: Vec<f32> = (0..WIDTH * WIDTH)
+            .map(|k| ((k * 7 + i) % 13) as f32 / 64.0 - 0.09)
+            .collect();
+        inits.push(f32_tensor(&format!("w{i}"), vec![WIDTH, WIDTH], w));
+        nodes.push(node("MatMul", &[&x, &format!("w{i}")], &format!("mm{i}")));
+        nodes.push(node("Relu", &[&format!("mm{i}")], &format!("relu{i}")));
+        x = format!("relu{i}");
+    }
+    let g = pb::GraphProto {
+        name: "stack".into(),
+        node: nodes,
+        initializer: inits,
+        input: vec![value("x", &[ROWS, WIDTH])],
+        output: vec![value(&x, &[ROWS, WIDTH])],
+        ..Default::default()
+    };
+    write_model(&dir.join("stack.onnx"), g, 17)
+}
+
+#[test]
+fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
+    ensure_runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let m = matmul_stack(tmp.path());
+    let (json, trace) = (tmp.path().join("p.json"), tmp.path().join("t.json"));
+    let (code, out, err) = phantom(&[
+        "profile",
+        m.to_str().unwrap(),
+        "--runs",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--model-explorer",
+        tmp.path().join("me").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("top nodes by median time") && out.contains("mm0"),
+        "{out}"
+    );
+    let p = read_json(&json);
+    assert_eq!(p["schema"], "phantom-profile/1");
+    assert_eq!(p["runs"], 3);
+    let run = p["run"]["median_us"].as_f64().unwrap();
+    let kernels = p["kernels"]["median_us"].as_f64().unwrap();
+    let summed: f64 = p["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["time"]["median_us"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (kernels - run).abs() <= 0.1 * run,
+        "kernels {kernels} µs vs ONNX Runtime's run {run} µs"
+    );
+    // Each node's median comes from its own run, so their sum drifts from any one run's total on a busy machine.
+    assert!(
+        (summed - run).abs() <= 0.25 * run,
+        "node medians {summed} µs vs run {run} µs"
+    );
+    let matmuls: Vec<&serde_json::Value> = p["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["op_type"] == "MatMul")
+        .collect();
+    assert_eq!(matmuls.len(), 4, "{:#}", p["nodes"]);
+    for n in &matmuls {
+        assert_eq!(
+            n["flops"].as_f64().unwrap(),
+            (2 * ROWS * WIDTH * WIDTH) as f64
+        );
+        assert!(n["model_node"].is_string());
+        assert_eq!(
+            n["output_bytes"].as_u64().unwrap(),
+            (ROWS * WIDTH * 4) as u64
+        );
+    }
+    assert!(p["peak_memory"].as_u64().unwrap() >= (ROWS * WIDTH * 4) as u64);
+    let t = read_json(&trace);
+    let events = t["traceEvents"].as_array().unwrap();
+    assert!(events
+        .iter()
+        .all(|e| e["ph"] == "X" && e["ts"].is_u64() && e["dur"].is_u64()));
+    assert_eq!(
+        events.iter().filter(|e| e["name"] == "model_run").count(),
+        4,
+        "warm-up + 3 runs"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["name"] == "mm3" && e["args"]["op"] == "MatMul"));
+    // Model Explorer: per node time, keyed by the graph's name and the node names.
+    let me = read_json(&tmp.path().join("me/phantom_time_us.json"));
+    let results = me["stack"]["results"].as_object().unwrap();
+    for i in 0..4 {
+        assert!(
+            results[&format!("mm{i}")]["value"].as_f64().unwrap() > 0.0,
+            "{me}"
+        );
+    }
+    // A second profile (another optimization level) compared with the first.
+    let (code, out, err) = phantom(&[
+        "profile",
+        m.to_str().unwrap(),
+        "--runs",
+        "2",
+        "--ort-opt-level",
+        "disable",
+        "--compare",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("B/A") && out.contains("opt disable") && out.contains("opt all"),
+        "{out}"
+    );
+}
+
+#[test]
+fn profile_refuses_what_it_cannot_measure() {
+    ensure_runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let m = matmul_stack(tmp.path());
+    let (code, _, err) = phantom(&["profile", m.to_str().unwrap(), "--ep", "wgpu"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ONNX Runtime's profiler"), "{err}");
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, b"{\"schema\": \"other\"}").unwrap();
+    let (code, _, err) = phantom(&[
+        "profile",
+        m.to_str().unwrap(),
+        "--compare",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a phantom profile"), "{err}");
+}
