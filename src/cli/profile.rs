@@ -33,14 +33,14 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
     s.inputs = super::settings::input_spec(&a.inputs)?;
     s.runtime = super::target::runtime(&a.engine);
     crate::watchdog::stage("profile: target runs");
-    let (p, ort_trace) = profile(&s, a.runs as usize)?;
+    let (p, runs) = profile(&s, a.runs as usize)?;
     if let Some(path) = &a.json {
         let bytes = serde_json::to_vec_pretty(&p).context("serializing the profile")?;
         write_atomic(path, &bytes)
             .with_context(|| format!("writing the profile to {}", path.display()))?;
     }
     if let Some(path) = &a.trace {
-        let bytes = serde_json::to_vec(&render::chrome_trace(&ort_trace, &p))
+        let bytes = serde_json::to_vec(&render::chrome_trace(&runs, &p))
             .context("serializing the trace")?;
         write_atomic(path, &bytes)
             .with_context(|| format!("writing the trace to {}", path.display()))?;

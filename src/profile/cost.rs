@@ -2,7 +2,7 @@
 //! two; they are estimated for the ops whose cost the shapes fix (convolutions, matrix products, elementwise ops,
 //! reductions, normalizations) and left out for the rest rather than guessed.
 
-use super::trace::Kernel;
+use crate::runner::trace::Kernel;
 
 fn elements(dims: &[u64]) -> f64 {
     dims.iter().map(|&d| d as f64).product()
@@ -107,7 +107,7 @@ pub fn flops(k: &Kernel) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::trace::Kernel;
+    use crate::runner::trace::Kernel;
 
     fn k(op: &str, inputs: Vec<Vec<u64>>, out: Vec<u64>) -> Kernel {
         Kernel {

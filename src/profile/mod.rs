@@ -7,7 +7,6 @@
 
 pub mod cost;
 pub mod render;
-pub mod trace;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
-use trace::Run;
+use crate::runner::trace::{self, Run};
 
 /// The `phantom-profile/1` schema name.
 pub const SCHEMA: &str = "phantom-profile/1";
@@ -97,17 +96,18 @@ pub struct Profile {
     /// Per op type, most time first.
     pub ops: Vec<OpProfile>,
     pub total_flops: f64,
-    /// Largest arena memory in use ONNX Runtime reported during a run, in bytes.
-    pub peak_memory: u64,
+    /// Largest arena memory in use the target reported during a run, in bytes (ONNX Runtime reports it; wgpu does
+    /// not).
+    pub peak_memory: Option<u64>,
     pub notes: Vec<String>,
 }
 
-/// Builds the profile from the runs of a trace (the first, warm-up run dropped).
+/// Builds the profile from the timed runs (the first, warm-up run dropped).
 pub fn aggregate(runs: &[Run], model: &Graph, head: (String, String, String)) -> Result<Profile> {
     let timed: Vec<&Run> = runs.iter().skip(1).collect();
     if timed.is_empty() {
         return Err(Error::Target {
-            reason: "ONNX Runtime's profile holds no timed run".into(),
+            reason: "the profile holds no timed run".into(),
         });
     }
     let names: HashMap<&str, &str> = model
@@ -181,7 +181,7 @@ pub fn aggregate(runs: &[Run], model: &Graph, head: (String, String, String)) ->
             .iter()
             .flat_map(|r| r.kernels.iter().map(|k| k.mem_peak))
             .max()
-            .unwrap_or(0),
+            .filter(|&m| m > 0),
         nodes,
         notes: vec![],
     })
@@ -208,12 +208,12 @@ fn ops(nodes: &[NodeProfile]) -> Vec<OpProfile> {
     v
 }
 
-/// Profiles the target of `s` on its inputs: `runs` timed runs after one warm-up.
-pub fn profile(s: &crate::pipeline::CompareSettings, runs: usize) -> Result<(Profile, String)> {
+/// Profiles the target of `s` on its inputs: `runs` timed runs after one warm-up. The profile and the runs (for
+/// the Chrome trace).
+pub fn profile(s: &crate::pipeline::CompareSettings, runs: usize) -> Result<(Profile, Vec<Run>)> {
     let mut p = crate::pipeline::prepare(s)?;
     let target = p.targets[0].as_mut();
-    let (text, ran) = target.profiled(&p.graph, &p.inputs, runs + 1)?;
-    let trace_runs = trace::runs(&text)?;
+    let (trace_runs, ran) = target.profiled(&p.graph, &p.inputs, runs + 1)?;
     let runs_model = target
         .own_model()
         .cloned()
@@ -221,7 +221,7 @@ pub fn profile(s: &crate::pipeline::CompareSettings, runs: usize) -> Result<(Pro
     let head = (s.model.display().to_string(), s.target().label(), ran);
     let mut prof = aggregate(&trace_runs, &runs_model, head)?;
     prof.notes.extend(notes(&prof, &p.inputs));
-    Ok((prof, text))
+    Ok((prof, trace_runs))
 }
 
 /// What the reader should know about the figures.

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use super::Profile;
+use crate::runner::trace::Run;
 
 fn ms(us: f64) -> String {
     format!("{:.3} ms", us / 1000.0)
@@ -22,13 +23,15 @@ pub fn terminal(p: &Profile, top: usize) -> String {
     let mut s = format!("phantom profile {} on {} ({})\n", p.model, p.target, p.ran);
     let _ = writeln!(
         s,
-        "run: median {} (min {}) over {} run(s); kernels {} ({:.0}% of the run); peak arena memory {:.1} MiB; {:.3} GFLOP ({:.2} GFLOP/s)",
+        "run: median {} (min {}) over {} run(s); kernels {} ({:.0}% of the run); peak memory {}; {:.3} GFLOP ({:.2} GFLOP/s)",
         ms(p.run.median_us),
         ms(p.run.min_us),
         p.runs,
         ms(p.kernels.median_us),
         100.0 * p.kernels.median_us / p.run.median_us.max(f64::MIN_POSITIVE),
-        p.peak_memory as f64 / 1048576.0,
+        p.peak_memory
+            .map(|m| format!("{:.1} MiB (ONNX Runtime's arena)", m as f64 / 1048576.0))
+            .unwrap_or_else(|| "not reported by this target".into()),
         p.total_flops / 1e9,
         p.total_flops / (p.run.median_us.max(f64::MIN_POSITIVE) * 1e-6) / 1e9
     );
@@ -74,24 +77,23 @@ pub fn terminal(p: &Profile, top: usize) -> String {
     s
 }
 
-/// A Chrome trace of ONNX Runtime's runs: each `model_run` and each kernel as a complete (`X`) event.
-pub fn chrome_trace(ort_trace: &str, p: &Profile) -> Value {
-    let events: Vec<Value> = serde_json::from_str::<Vec<Value>>(ort_trace)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| {
-            let name = e["name"].as_str().unwrap_or_default();
-            name == "model_run" || name.ends_with("_kernel_time")
-        })
-        .map(|e| {
-            let name = e["name"].as_str().unwrap_or_default();
-            json!({
-                "name": name.strip_suffix("_kernel_time").unwrap_or(name),
-                "cat": e["cat"], "ph": "X", "ts": e["ts"], "dur": e["dur"], "pid": e["pid"], "tid": e["tid"],
-                "args": { "op": e["args"]["op_name"], "provider": e["args"]["provider"] },
-            })
-        })
-        .collect();
+/// A Chrome trace of the runs: each run and each kernel as a complete (`X`) event.
+pub fn chrome_trace(runs: &[Run], p: &Profile) -> Value {
+    let mut events = vec![];
+    for (i, r) in runs.iter().enumerate() {
+        let label = if i == 0 {
+            "model_run (warm-up)"
+        } else {
+            "model_run"
+        };
+        events.push(json!({ "name": label, "cat": "Session", "ph": "X", "ts": r.ts, "dur": r.total_us, "pid": 1, "tid": 1 }));
+        for k in &r.kernels {
+            events.push(json!({
+                "name": k.node, "cat": "Node", "ph": "X", "ts": k.ts, "dur": k.dur_us, "pid": 1, "tid": 2,
+                "args": { "op": k.op_type, "provider": k.provider },
+            }));
+        }
+    }
     json!({
         "traceEvents": events,
         "displayTimeUnit": "ms",

@@ -11,6 +11,7 @@ pub mod ort;
 pub mod ort_lib;
 pub mod providers;
 pub mod reference;
+pub mod trace;
 pub mod wgpu;
 
 use std::collections::{BTreeMap, HashMap};

@@ -12,7 +12,7 @@ pub mod wgpu;
 
 use std::collections::HashMap;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::precision::convert::RangeIssue;
@@ -20,6 +20,7 @@ use crate::precision::target::ConversionReport;
 use crate::runner::facts::{Instrumentation, TargetFacts};
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
+use crate::runner::trace::Run;
 use crate::runner::RunOutput;
 use crate::tensor::Tensor;
 pub use spec::{Engine, OrtSpec, TargetSpec, WgpuSpec};
@@ -60,19 +61,13 @@ pub trait Target {
     fn run_model(&mut self, model: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         self.run(model, inputs, Capture::Outputs)
     }
-    /// Runs the model `runs` times with the engine's profiler on: the trace (Chrome trace JSON text) and what ran.
+    /// Runs the model `runs` times with each node timed: the runs, and what ran.
     fn profiled(
         &mut self,
-        _graph: &Graph,
-        _inputs: &Inputs,
-        _runs: usize,
-    ) -> Result<(String, String)> {
-        Err(Error::Usage(format!(
-            "phantom profile reads ONNX Runtime's profiler; {} has no per-node profile in phantom yet (use \
-             `phantom run --runner target` for its wall time)",
-            self.name()
-        )))
-    }
+        graph: &Graph,
+        inputs: &Inputs,
+        runs: usize,
+    ) -> Result<(Vec<Run>, String)>;
     /// Every node once on its own, fed with `reference` values stored as the target stores them.
     fn run_isolated(
         &mut self,

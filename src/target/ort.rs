@@ -14,6 +14,7 @@ use crate::runner::facts::{Instrumentation, TargetFacts};
 use crate::runner::ort::OrtRunner;
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
+use crate::runner::trace::Run;
 use crate::runner::{isolate, RunOutput, Runner};
 use crate::tensor::Tensor;
 
@@ -110,17 +111,17 @@ impl Target for OrtTarget {
         graph: &Graph,
         inputs: &Inputs,
         runs: usize,
-    ) -> Result<(String, String)> {
+    ) -> Result<(Vec<Run>, String)> {
         crate::watchdog::engine("ONNX Runtime");
         let text = self.runner.profiled(graph, inputs, runs)?;
         let f = self.facts(graph);
         let ran = format!(
-            "onnxruntime {} · {} · opt {}",
+            "onnxruntime {} · {} · opt {} · ONNX Runtime's profiler",
             self.version(),
             f.used(),
             f.opt_level()
         );
-        Ok((text, ran))
+        Ok((crate::runner::trace::runs(&text)?, ran))
     }
 
     fn run_isolated(

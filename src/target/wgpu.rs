@@ -12,6 +12,8 @@ use crate::precision::LowPrecision;
 use crate::runner::facts::TargetFacts;
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
+use crate::runner::trace::{Kernel, Run};
+use crate::runner::wgpu::gpu::NodeTime;
 use crate::runner::wgpu::{WgpuOptions, WgpuRunner};
 use crate::runner::{RunOutput, Runner};
 use crate::tensor::Tensor;
@@ -101,5 +103,67 @@ impl Target for WgpuTarget {
 
     fn range_issues(&self) -> &[RangeIssue] {
         &self.runner.range_issues
+    }
+
+    fn profiled(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+        runs: usize,
+    ) -> Result<(Vec<Run>, String)> {
+        let mut out = vec![];
+        let mut ts = 0;
+        for _ in 0..runs {
+            let (o, times, total) = self.runner.run_timed(graph, inputs)?;
+            self.last = o.facts.clone();
+            let kernels = times.into_iter().map(|t| self.kernel(t, ts)).collect();
+            out.push(Run {
+                ts,
+                total_us: total,
+                executor_us: None,
+                kernels,
+            });
+            ts += total + 1;
+        }
+        let ran = format!(
+            "{} · {} · wall time per node (each device node waits for the device, so nodes do not overlap)",
+            self.version(),
+            self.facts(graph).used()
+        );
+        Ok((out, ran))
+    }
+}
+
+impl WgpuTarget {
+    /// A timed node as a profile kernel (element type: the compute mode's float).
+    fn kernel(&self, t: NodeTime, run_ts: u64) -> Kernel {
+        let (ty, size) = match self.spec.precision {
+            Some(LowPrecision::F16) => ("float16", 2),
+            _ => ("float", 4),
+        };
+        let typed = |v: Vec<Vec<usize>>| -> Vec<(String, Vec<u64>)> {
+            v.into_iter()
+                .map(|d| (ty.to_string(), d.into_iter().map(|x| x as u64).collect()))
+                .collect()
+        };
+        let outputs = typed(t.outputs);
+        Kernel {
+            node: t.node,
+            op_type: t.op_type,
+            provider: if t.on_device {
+                "wgpu".into()
+            } else {
+                "host (not on the device)".into()
+            },
+            ts: run_ts + t.start_us,
+            dur_us: t.dur_us,
+            inputs: typed(t.inputs),
+            output_bytes: outputs
+                .iter()
+                .map(|(_, d)| size * d.iter().product::<u64>())
+                .sum(),
+            outputs,
+            mem_peak: 0,
+        }
     }
 }

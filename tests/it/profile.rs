@@ -1,5 +1,6 @@
 //! `phantom profile`: per-node times from ONNX Runtime's profiler that add up to its own run time on a
-//! compute-bound model, FLOPs from shapes, a Chrome trace that parses, two profiles compared, wgpu refused.
+//! compute-bound model, FLOPs from shapes, a Chrome trace that parses, two profiles compared; wgpu by wall time per
+//! node.
 
 use std::path::{Path, PathBuf};
 
@@ -97,6 +98,11 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
         );
     }
     assert!(p["peak_memory"].as_u64().unwrap() >= (ROWS * WIDTH * 4) as u64);
+    assert!(p["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["provider"] == "CPUExecutionProvider"));
     let t = read_json(&trace);
     let events = t["traceEvents"].as_array().unwrap();
     assert!(events
@@ -104,8 +110,15 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
         .all(|e| e["ph"] == "X" && e["ts"].is_u64() && e["dur"].is_u64()));
     assert_eq!(
         events.iter().filter(|e| e["name"] == "model_run").count(),
-        4,
-        "warm-up + 3 runs"
+        3,
+        "3 timed runs"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["name"] == "model_run (warm-up)")
+            .count(),
+        1
     );
     assert!(events
         .iter()
@@ -138,13 +151,53 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
 }
 
 #[test]
-fn profile_refuses_what_it_cannot_measure() {
+fn the_wgpu_target_is_profiled_per_node_by_wall_time() {
+    if !crate::wgpu::have_adapter() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let m = matmul_stack(tmp.path());
+    let json = tmp.path().join("p.json");
+    let (code, out, err) = phantom(&[
+        "profile",
+        m.to_str().unwrap(),
+        "--ep",
+        "wgpu",
+        "--runs",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("wall time per node") && out.contains("not reported by this target"),
+        "{out}"
+    );
+    let p = read_json(&json);
+    let nodes = p["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 8, "{nodes:?}");
+    assert!(
+        nodes.iter().all(|n| n["provider"] == "wgpu"),
+        "every node ran on the device"
+    );
+    let run = p["run"]["median_us"].as_f64().unwrap();
+    let kernels = p["kernels"]["median_us"].as_f64().unwrap();
+    assert!(
+        (kernels - run).abs() <= 0.1 * run,
+        "kernels {kernels} µs vs run {run} µs"
+    );
+    let mm = nodes.iter().find(|n| n["name"] == "mm0").unwrap();
+    assert_eq!(
+        mm["flops"].as_f64().unwrap(),
+        (2 * ROWS * WIDTH * WIDTH) as f64
+    );
+}
+
+#[test]
+fn profile_refuses_what_it_cannot_read() {
     ensure_runtime();
     let tmp = tempfile::tempdir().unwrap();
     let m = matmul_stack(tmp.path());
-    let (code, _, err) = phantom(&["profile", m.to_str().unwrap(), "--ep", "wgpu"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("ONNX Runtime's profiler"), "{err}");
     let bad = tmp.path().join("bad.json");
     std::fs::write(&bad, b"{\"schema\": \"other\"}").unwrap();
     let (code, _, err) = phantom(&[
@@ -155,4 +208,12 @@ fn profile_refuses_what_it_cannot_measure() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a phantom profile"), "{err}");
+    let (code, _, err) = phantom(&[
+        "profile",
+        m.to_str().unwrap(),
+        "--json",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is a directory"), "{err}");
 }

@@ -127,6 +127,7 @@ pub fn execute(
     let opset = graph.default_opset().unwrap_or(13);
     let mut placement = Placement::default();
     let mut pending = Pending::default();
+    let run_start = std::time::Instant::now();
     for node in &graph.nodes {
         crate::error::at_node(&node.name);
         let p = &protos[node.source_index];
@@ -159,9 +160,15 @@ pub fn execute(
                 needed(&remaining, &outer_reads, n)
             })?;
         }
+        let timed = gpu
+            .node_times
+            .borrow()
+            .is_some()
+            .then(|| (std::time::Instant::now(), shapes_of(&store, &p.input)));
         let t = std::time::Instant::now();
         let placed = device_op(gpu, p, opset, &mut store)?;
         placement.dispatch_ms += t.elapsed().as_secs_f64() * 1e3;
+        let device_node = matches!(placed, Out::Dev(_));
         let t = std::time::Instant::now();
         let mut said = String::new();
         let on_device = match placed {
@@ -249,6 +256,17 @@ pub fn execute(
             }
             placement.host.insert(node.name.clone(), why);
         }
+        if let Some((t0, inputs)) = timed {
+            record_time(
+                gpu,
+                (t0, run_start),
+                node,
+                device_node,
+                inputs,
+                shapes_of(&store, &p.output),
+                out,
+            )?;
+        }
         for i in p.input.iter().filter(|i| !i.is_empty()) {
             if let Some(r) = remaining.get_mut(i.as_str()) {
                 *r = r.saturating_sub(1);
@@ -283,6 +301,64 @@ pub fn execute(
     }
     placement.range_issues = std::mem::take(&mut store.out_of_range);
     Ok(placement)
+}
+
+/// The shapes of `names` as the store holds them (device or host; empty when absent).
+fn shapes_of(store: &Store, names: &[String]) -> Vec<Vec<usize>> {
+    names
+        .iter()
+        .filter(|n| !n.is_empty())
+        .map(|n| match store.dev.get(n) {
+            Some(v) => v.shape.clone(),
+            None => store
+                .host
+                .get(n)
+                .map(|t| t.shape().to_vec())
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Waits for the device (a device node) and records the node's wall time from `t0`.
+fn record_time(
+    gpu: &Gpu,
+    (t0, run_start): (std::time::Instant, std::time::Instant),
+    node: &crate::model::Node,
+    on_device: bool,
+    inputs: Vec<Vec<usize>>,
+    outputs: Vec<Vec<usize>>,
+    out: &RunOutput,
+) -> Result<()> {
+    if on_device {
+        gpu.wait()?;
+    }
+    let outputs = match on_device {
+        true => outputs,
+        false => node
+            .outputs
+            .iter()
+            .filter(|o| !o.is_empty())
+            .map(|o| {
+                out.values
+                    .get(o)
+                    .map(|t| t.shape().to_vec())
+                    .unwrap_or_default()
+            })
+            .collect(),
+    };
+    let rec = super::gpu::NodeTime {
+        node: node.name.clone(),
+        op_type: node.op_type.clone(),
+        on_device,
+        start_us: (t0 - run_start).as_micros() as u64,
+        dur_us: t0.elapsed().as_micros() as u64,
+        inputs,
+        outputs,
+    };
+    if let Some(v) = gpu.node_times.borrow_mut().as_mut() {
+        v.push(rec);
+    }
+    Ok(())
 }
 
 /// Whether a value is still read later on the host (a later node, or a control-flow body).

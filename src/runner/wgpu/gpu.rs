@@ -89,6 +89,21 @@ pub struct Gpu {
     pub dispatches: RefCell<usize>,
     /// Nodes computed in slabs because a value exceeded the binding limit, for the report.
     pub cut_nodes: RefCell<usize>,
+    /// When set (`phantom profile`), each node waits for the device and its wall time is recorded here.
+    pub node_times: RefCell<Option<Vec<NodeTime>>>,
+}
+
+/// One node's wall time in a timed run: record, submit and wait for the device (or run on the host).
+#[derive(Clone, Debug)]
+pub struct NodeTime {
+    pub node: String,
+    pub op_type: String,
+    pub on_device: bool,
+    /// Microseconds since the run started, and the node's duration.
+    pub start_us: u64,
+    pub dur_us: u64,
+    pub inputs: Vec<Vec<usize>>,
+    pub outputs: Vec<Vec<usize>>,
 }
 
 fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
@@ -154,6 +169,7 @@ impl Gpu {
                 .min(binding_limit),
             dispatches: RefCell::new(0),
             cut_nodes: RefCell::new(0),
+            node_times: RefCell::new(None),
         })
     }
 
@@ -397,6 +413,16 @@ impl Gpu {
     /// Submits `enc` and waits for the device.
     pub fn submit(&self, enc: wgpu::CommandEncoder) {
         self.queue.submit([enc.finish()]);
+    }
+
+    /// Waits until the device has finished everything submitted.
+    pub fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::Wgpu {
+                reason: format!("wgpu: waiting for the device: {e}"),
+            })
     }
 
     /// Copies the first `bytes` of each buffer back to the host (one submission, one wait).

@@ -68,6 +68,21 @@ pub struct WgpuRunner {
 }
 
 impl WgpuRunner {
+    /// Runs `graph` with every node timed (each device node waits for the device, so nothing overlaps): the
+    /// output, each node's wall time, and the run's.
+    pub fn run_timed(
+        &mut self,
+        graph: &Graph,
+        inputs: &Inputs,
+    ) -> Result<(RunOutput, Vec<gpu::NodeTime>, u64)> {
+        *self.gpu.node_times.borrow_mut() = Some(vec![]);
+        let t = std::time::Instant::now();
+        let out = self.run(graph, inputs);
+        let total = t.elapsed().as_micros() as u64;
+        let times = self.gpu.node_times.borrow_mut().take().unwrap_or_default();
+        Ok((out?, times, total))
+    }
+
     /// Opens the adapter and device; `lib` gives the ONNX Runtime that runs nodes without a shader.
     pub fn new(opts: &WgpuOptions, lib: &Located) -> Result<WgpuRunner> {
         let adapter = device::pick(opts.adapter.as_deref())?;

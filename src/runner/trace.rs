@@ -1,6 +1,6 @@
-//! ONNX Runtime's profiler output (a Chrome trace: an array of `X` events) read into runs: each `model_run`
-//! event, its executor time, and the `<node>_kernel_time` events inside it with their op, provider, shapes and
-//! memory figures.
+//! Timed runs as targets report them for `phantom profile`: each run's time and its kernels (node, op, provider,
+//! shapes, memory). ONNX Runtime's profiler output (a Chrome trace: an array of `X` events) is read here: each
+//! `model_run` event, its executor time, and the `<node>_kernel_time` events inside it.
 
 use serde::Deserialize;
 use serde_json::Value;
