@@ -39,10 +39,14 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
     };
     let (r, b) = reduce(&settings)?;
     if !r.reproduced {
-        let tried: Vec<String> = r.attempts.iter().map(|t| t.nodes.to_string()).collect();
+        let tried: Vec<String> = r
+            .attempts
+            .iter()
+            .map(|t| format!("{} fed the {}'s values", t.nodes, t.fed))
+            .collect();
         anyhow::bail!(
-            "{} `{}` does not fail on {} when cut out (cuts of {} node(s) tried, --max-nodes {}): the error needs \
-             more of the model; no bundle written (raise --max-nodes, or attach `phantom onnx --html` instead)",
+            "{} `{}` does not fail on {} when cut out (cuts tried, in model nodes: {}; --max-nodes {}): the error \
+             needs more of the model; no bundle written (raise --max-nodes, or attach `phantom onnx --html` instead)",
             r.op_type,
             r.node,
             r.target,
@@ -58,13 +62,14 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
 /// What the terminal shows: the node, the cut, both checks and where the bundle is.
 fn summary(r: &crate::reduce::Reduced, out: &std::path::Path) -> String {
     let mut s = format!(
-        "phantom reduce: {} `{}` on {} ({})\n  cut: {} node(s): {}\n",
+        "phantom reduce: {} `{}` on {} ({})\n  cut: {} node(s): {}; fed the {}'s values\n",
         r.op_type,
         r.node,
         r.target,
         r.chosen,
         r.nodes.len(),
-        r.nodes.join(", ")
+        r.nodes.join(", "),
+        r.inputs_from
     );
     for o in &r.outputs {
         s.push_str(&format!(

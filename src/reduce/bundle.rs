@@ -82,11 +82,15 @@ fn readme(r: &Reduced, b: &Bundle) -> String {
     );
     let _ = writeln!(
         s,
-        "`model.onnx` is {} node(s) cut out of `{}`: {}. Its inputs are the f64 reference's values, stored as the \
-         target stores them; the expected outputs are the f64 reference's values in the full model (float64).\n",
+        "`model.onnx` is {} node(s) cut out of `{}`: {}. Its inputs are {}; the expected outputs are the f64 \
+         reference's values in the full model (float64).\n",
         r.nodes.len(),
         r.model,
-        r.nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        r.nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+        match r.inputs_from.as_str() {
+            "target" => "the values the target itself computed for them in the full model",
+            _ => "the f64 reference's values, stored as the target stores them",
+        }
     );
     s.push_str("| output | target: max abs err | elements out of tolerance | f64 reference on the same inputs | tolerance |\n|---|---|---|---|---|\n");
     for o in &r.outputs {
@@ -131,6 +135,16 @@ fn verdict_text(r: &Reduced) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ");
+    if r.inputs_from == "target" && r.reproduced {
+        let mut s = "**Reproduced with the target's own inputs only.** Fed the f64 reference's values (rounded as the \
+                     target stores them), no cut up to the size tried fails; fed the values the target itself computed \
+                     upstream (each within tolerance), this node fails. It amplifies the error it inherits: its \
+                     conditioning, not its arithmetic, is the finding (the f64 reference on these same inputs: see the \
+                     table)."
+            .to_string();
+        let _ = writeln!(s, " Cuts tried: {tries}.");
+        return s;
+    }
     let mut s = match (r.reproduced, r.reference_passes) {
         (true, true) => "**Reproduced**: the cut fails on the target and passes on the f64 reference fed the same \
                          inputs, so the target's arithmetic on these inputs makes the error."

@@ -82,6 +82,38 @@ impl Ctx<'_> {
         Ok((!more.is_empty()).then_some(more))
     }
 
+    /// The target's own values of the cut's inputs, from a run of the whole model exposing them (typed as the cut
+    /// reads them); `None` when the target does not hand one of them back.
+    pub(super) fn target_values(
+        &self,
+        target: &mut dyn crate::target::Target,
+        original: &Graph,
+        feeds: &[Feed],
+    ) -> Result<Option<Inputs>> {
+        let names: Vec<&str> = feeds.iter().map(|f| f.name.as_str()).collect();
+        let got = target
+            .run(original, self.inputs, crate::target::Capture::Names(&names))?
+            .values;
+        let mut inputs = Inputs::default();
+        for f in feeds {
+            let model_input = self
+                .inputs
+                .tensors
+                .iter()
+                .find(|(n, _)| *n == f.name)
+                .map(|(_, t)| t);
+            let Some(t) = got
+                .get(&f.name)
+                .or(model_input)
+                .and_then(|t| t.cast(f.dtype))
+            else {
+                return Ok(None);
+            };
+            inputs.tensors.push((f.name.clone(), t));
+        }
+        Ok(Some(inputs))
+    }
+
     /// The reference's value of `name`: a model input, or a value it computed.
     pub(super) fn value(&self, name: &str) -> Option<Tensor> {
         let input = self.inputs.tensors.iter().find(|(n, _)| n == name);
@@ -172,6 +204,7 @@ impl Ctx<'_> {
         keep: &HashSet<usize>,
         node: &str,
         drafts: Vec<OutputCheckDraft>,
+        used: &HashMap<String, Tensor>,
     ) -> Result<Vec<OutputCheck>> {
         let names: HashSet<&str> = runs
             .nodes
@@ -196,7 +229,14 @@ impl Ctx<'_> {
             )));
         };
         let c = self.cut(original, &keep_o, expose)?;
-        let inputs = self.feed(&c.feeds)?;
+        let mut inputs = Inputs::default();
+        for f in &c.feeds {
+            let t = match used.get(&f.base).and_then(|t| t.cast(f.dtype)) {
+                Some(t) => t,
+                None => self.stored(f)?,
+            };
+            inputs.tensors.push((f.name.clone(), t));
+        }
         let got = ReferenceRunner::default().run(&c.graph, &inputs)?.values;
         let by_value: HashMap<&str, &Tensor> = c
             .outputs

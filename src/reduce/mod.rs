@@ -11,7 +11,7 @@ pub mod bundle;
 mod check;
 pub mod extract;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::pipeline::{self, CompareSettings};
-use crate::report::model::Report;
+use crate::report::model::{Basis, Report};
 use crate::runner::facts::TargetFacts;
 use crate::target::Target;
 use crate::tensor::Tensor;
@@ -70,6 +70,8 @@ pub struct OutputCheck {
 pub struct Attempt {
     /// Model nodes in the cut.
     pub nodes: usize,
+    /// Whose values fed it: `reference` or `target`.
+    pub fed: String,
     pub reproduced: bool,
     /// The largest share of its tolerance an output used.
     pub tolerance_used: f64,
@@ -97,6 +99,9 @@ pub struct Reduced {
     pub outputs: Vec<OutputCheck>,
     pub attempts: Vec<Attempt>,
     pub reproduced: bool,
+    /// `reference`: the cut is fed the f64 reference's values (rounded as the target stores them); `target`: fed
+    /// the target's own values, because no cut fed the reference's fails (the node amplifies inherited error).
+    pub inputs_from: String,
     pub reference_passes: bool,
 }
 
@@ -105,16 +110,14 @@ pub struct Reduced {
 pub fn reduce(s: &ReduceSettings) -> Result<(Reduced, Bundle)> {
     let picked = pick(s)?;
     let mut p = pipeline::prepare(&s.compare)?;
-    let target = p.targets[0].as_mut();
     let (parked, scales) = park(&s.compare, &p.graph, &p.inputs)?;
+    let target = p.targets[0].as_mut();
     let rounding = target.rounding(&p.graph)?;
     let runs = target
         .own_model()
         .cloned()
         .unwrap_or_else(|| p.graph.clone());
     let start = start_node(&runs, &picked)?;
-    let node = picked.node.clone();
-    let chosen = picked.chosen;
     let ctx = Ctx {
         inputs: &p.inputs,
         parked: &parked,
@@ -122,53 +125,128 @@ pub fn reduce(s: &ReduceSettings) -> Result<(Reduced, Bundle)> {
         rounding: &rounding,
         settings: s,
     };
+    let tried = search(&ctx, target, (&p.graph, &runs), start)?;
+    let used: HashMap<String, Tensor> = tried
+        .cut
+        .feeds
+        .iter()
+        .zip(&tried.inputs.tensors)
+        .map(|(f, (_, t))| (f.base.clone(), t.clone()))
+        .collect();
+    let checks = ctx.on_reference(
+        &p.graph,
+        &runs,
+        &tried.keep,
+        &picked.node,
+        tried.checks,
+        &used,
+    )?;
+    let expected = tried
+        .cut
+        .outputs
+        .iter()
+        .filter_map(|(n, b)| parked.get(b).map(|t| (n.clone(), t)))
+        .collect();
+    let found = Found {
+        facts: tried.facts,
+        checks,
+        cut: tried.cut,
+        inputs: tried.inputs,
+        attempts: tried.attempts,
+        from_target: tried.from_target,
+    };
+    Ok(finish(
+        s,
+        (picked.node, picked.chosen),
+        &runs,
+        &tried.keep,
+        found,
+        expected,
+        target,
+    ))
+}
+
+/// The cut settled on and what the target did with it.
+struct Tried {
+    keep: HashSet<usize>,
+    cut: Cut,
+    inputs: Inputs,
+    checks: Vec<check::OutputCheckDraft>,
+    attempts: Vec<Attempt>,
+    facts: TargetFacts,
+    from_target: bool,
+}
+
+/// Grows the cut from `start` by rings of producers, fed the reference's values, until it fails on the target or
+/// reaches `--max-nodes`; then, as a last resort, the node alone fed the target's own values at its boundary.
+fn search(
+    ctx: &Ctx,
+    target: &mut dyn Target,
+    (original, runs): (&Graph, &Graph),
+    start: usize,
+) -> Result<Tried> {
     let mut keep: HashSet<usize> = HashSet::from([start]);
     let mut attempts = vec![];
     loop {
-        let c = ctx.cut(&runs, &keep, start)?;
-        if let Some(more) = ctx.unfed(&runs, &c.feeds)? {
+        let c = ctx.cut(runs, &keep, start)?;
+        if let Some(more) = ctx.unfed(runs, &c.feeds)? {
             keep.extend(more);
             continue;
         }
         let inputs = ctx.feed(&c.feeds)?;
-        let out = target.run_model(&c.graph, &inputs)?;
-        let checks = ctx.judge(&c, &out.values)?;
-        let reproduced = checks.iter().any(|o| o.target_fails);
-        attempts.push(Attempt {
-            nodes: model_nodes(&runs, &keep),
-            reproduced,
-            tolerance_used: checks.iter().map(|o| o.tolerance_used).fold(0.0, f64::max),
-        });
-        let grown = grow(&runs, &keep);
-        if reproduced
-            || grown.is_empty()
-            || model_nodes(&runs, &keep) + model_nodes(&runs, &grown) > s.max_nodes
-        {
-            let found = Found {
-                facts: out.facts.clone().unwrap_or_else(|| target.facts(&c.graph)),
-                checks: ctx.on_reference(&p.graph, &runs, &keep, &node, checks)?,
-                cut: c,
-                inputs,
-                attempts,
-            };
-            let expected = found
-                .cut
-                .outputs
-                .iter()
-                .filter_map(|(n, b)| parked.get(b).map(|t| (n.clone(), t)))
-                .collect();
-            return Ok(finish(
-                s,
-                (node, chosen),
-                &runs,
-                &keep,
-                found,
-                expected,
-                target,
-            ));
+        let tried = attempt(ctx, target, (keep.clone(), c, inputs), &mut attempts, runs)?;
+        let grown = grow(runs, &keep);
+        let full = grown.is_empty()
+            || model_nodes(runs, &keep) + model_nodes(runs, &grown) > ctx.settings.max_nodes;
+        if tried.checks.iter().any(|o| o.target_fails) {
+            return Ok(Tried { attempts, ..tried });
         }
-        keep.extend(grown);
+        if !full {
+            keep.extend(grown);
+            continue;
+        }
+        let alone = HashSet::from([start]);
+        let c = ctx.cut(runs, &alone, start)?;
+        let Some(inputs) = ctx.target_values(target, original, &c.feeds)? else {
+            return Ok(Tried { attempts, ..tried });
+        };
+        let mut last = attempt(ctx, target, (alone, c, inputs), &mut attempts, runs)?;
+        last.from_target = true;
+        if let Some(a) = attempts.last_mut() {
+            a.fed = "target".into();
+        }
+        return Ok(Tried { attempts, ..last });
     }
+}
+
+/// Runs one cut on the target and judges it; the attempt is recorded.
+fn attempt(
+    ctx: &Ctx,
+    target: &mut dyn Target,
+    (keep, cut, inputs): (HashSet<usize>, Cut, Inputs),
+    attempts: &mut Vec<Attempt>,
+    runs: &Graph,
+) -> Result<Tried> {
+    let out = target.run_model(&cut.graph, &inputs)?;
+    let checks = ctx.judge(&cut, &out.values)?;
+    attempts.push(Attempt {
+        nodes: model_nodes(runs, &keep),
+        fed: "reference".into(),
+        reproduced: checks.iter().any(|o| o.target_fails),
+        tolerance_used: checks.iter().map(|o| o.tolerance_used).fold(0.0, f64::max),
+    });
+    Ok(Tried {
+        facts: out
+            .facts
+            .clone()
+            .unwrap_or_else(|| target.facts(&cut.graph)),
+        keep,
+        cut,
+        inputs,
+        checks,
+        attempts: vec![],
+        from_target: false,
+    })
 }
 
 /// The cut that reproduced (or the largest tried), with what was measured on it.
@@ -178,6 +256,7 @@ struct Found {
     checks: Vec<OutputCheck>,
     attempts: Vec<Attempt>,
     facts: TargetFacts,
+    from_target: bool,
 }
 
 fn finish(
@@ -218,6 +297,10 @@ fn finish(
             .map(|x| (x.name.clone(), x.base.clone()))
             .collect(),
         reproduced: f.checks.iter().any(|o| o.target_fails),
+        inputs_from: match f.from_target {
+            true => "target".into(),
+            false => "reference".into(),
+        },
         reference_passes: f.checks.iter().all(|o| o.reference_passes),
         outputs: f.checks,
         attempts: f.attempts,
@@ -263,17 +346,22 @@ fn pick(s: &ReduceSettings) -> Result<Picked> {
     let (report, _) = pipeline::compare(&s.compare)?;
     culprit_of(&report).ok_or_else(|| {
         Error::Usage(format!(
-            "{}: the run is clean on {} (no culprit, no divergence): nothing to reduce; name a node with --node to \
-             cut it out anyway",
+            "{}: nothing fails on {} (no culprit where the target fails, no value out of tolerance; culprits of \
+             basis `ideal` are where a correctly rounded run of its precision would fail): nothing to reduce; name \
+             a node with --node to cut it out anyway",
             s.compare.model.display(),
             s.compare.target().label()
         ))
     })
 }
 
+/// The first culprit where the target itself fails (a culprit of basis `ideal` is where a correctly rounded run
+/// of the target's precision would fail, which this target may pass), else the first divergence, else the first
+/// failing value its precision explains.
 fn culprit_of(r: &Report) -> Option<Picked> {
-    if let Some(c) = r.verdict.culprits.first() {
-        let status = serde_json::to_value(r.verdict.status).ok();
+    let v = &r.verdict;
+    if let Some(c) = v.culprits.iter().find(|c| c.basis != Basis::Ideal) {
+        let status = serde_json::to_value(v.status).ok();
         let chosen = format!(
             "the first culprit of the full comparison (node #{} {}, verdict {})",
             c.node_index,
@@ -286,11 +374,16 @@ fn culprit_of(r: &Report) -> Option<Picked> {
             chosen,
         });
     }
-    r.verdict.first_divergence.as_ref().map(|f| Picked {
+    let (f, what) = match (&v.first_divergence, v.precision_limited.first()) {
+        (Some(f), _) => (f, "the first divergence"),
+        (None, Some(f)) => (f, "the first value out of tolerance (precision-limited)"),
+        (None, None) => return None,
+    };
+    Some(Picked {
         node: f.node.clone(),
         value: Some(f.value.clone()),
         chosen: format!(
-            "the first divergence of the full comparison (node #{} {}; no culprit was named)",
+            "{what} of the full comparison (node #{} {}; no culprit where the target itself fails)",
             f.node_index, f.op_type
         ),
     })
