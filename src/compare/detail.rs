@@ -144,6 +144,32 @@ fn new_part() -> Part {
     }
 }
 
+enum Bin {
+    Below,
+    At(usize),
+    Above,
+}
+
+/// The histogram's bin edges: 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS.
+fn edges() -> &'static [f64; HIST_BINS + 1] {
+    static EDGES: std::sync::OnceLock<[f64; HIST_BINS + 1]> = std::sync::OnceLock::new();
+    EDGES.get_or_init(|| {
+        std::array::from_fn(|k| 10f64.powf(HIST_LO + k as f64 / HIST_PER_DECADE as f64))
+    })
+}
+
+/// The bin of a positive finite share of tolerance `u`: a binary search over the edges (a `log10` per element
+/// cost more than the rest of the scan).
+#[inline]
+fn bin(u: f64) -> Bin {
+    let e = edges();
+    match e.partition_point(|&x| x <= u) {
+        0 => Bin::Below,
+        k if k > HIST_BINS => Bin::Above,
+        k => Bin::At(k - 1),
+    }
+}
+
 fn scan<T: ToF64 + Sync>(r: &[f64], t: &[T], tol: Tolerance, scale: f64) -> Part {
     const CHUNK: usize = 1 << 16;
     r.par_chunks(CHUNK)
@@ -161,13 +187,10 @@ fn scan<T: ToF64 + Sync>(r: &[f64], t: &[T], tol: Tolerance, scale: f64) -> Part
                 if u.is_infinite() {
                     h.nonfinite += 1;
                 } else {
-                    let b = ((u.log10() - HIST_LO) * HIST_PER_DECADE as f64).floor();
-                    if b < 0.0 {
-                        h.below += 1;
-                    } else if b >= HIST_BINS as f64 {
-                        h.above += 1;
-                    } else {
-                        h.counts[b as usize] += 1;
+                    match bin(u) {
+                        Bin::Below => h.below += 1,
+                        Bin::Above => h.above += 1,
+                        Bin::At(b) => h.counts[b] += 1,
                     }
                 }
                 p.push_top(u, c * CHUNK + k);
@@ -308,6 +331,21 @@ pub fn detail(
 mod tests {
     use super::*;
     use ndarray::{ArrayD, IxDyn};
+
+    #[test]
+    fn bins_match_half_decades_of_log10() {
+        let mut u: f64 = 3.0e-10;
+        while u < 1.0e5 {
+            let want = ((u.log10() - HIST_LO) * HIST_PER_DECADE as f64).floor();
+            let got = match bin(u) {
+                Bin::Below => -1.0,
+                Bin::At(b) => b as f64,
+                Bin::Above => HIST_BINS as f64,
+            };
+            assert_eq!(got, want.clamp(-1.0, HIST_BINS as f64), "u = {u:e}");
+            u *= 1.0137;
+        }
+    }
 
     #[test]
     fn histogram_worst_and_heatmap_on_known_values() {
