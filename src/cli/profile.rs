@@ -24,7 +24,9 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
         );
     }
     let other = a.compare.as_ref().map(|p| load(p)).transpose()?;
-    let mut targets = super::target::specs(&a.engine, a.precision, &[], a.target_model.clone())?;
+    let m = &a.model_on_target;
+    let mut targets =
+        super::target::specs(&a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
     anyhow::ensure!(
         targets.len() == 1,
         "profile measures one target; give one --ep"
@@ -46,7 +48,7 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
             .with_context(|| format!("writing the trace to {}", path.display()))?;
     }
     if let Some(d) = &a.model_explorer {
-        let graph = match &a.target_model {
+        let graph = match &a.model_on_target.target_model {
             Some(t) => crate::model::load(t)?,
             None => crate::model::load(&a.model)?,
         };

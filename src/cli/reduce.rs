@@ -17,8 +17,9 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
             a.out.display()
         );
     }
+    let m = &a.model_on_target;
     let mut targets =
-        super::target::specs(&a.engine, a.precision, &a.keep_fp32, a.target_model.clone())?;
+        super::target::specs(&a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
     anyhow::ensure!(
         targets.len() == 1,
         "reduce cuts a culprit out for one target; give one --ep"

@@ -76,6 +76,31 @@ pub fn perturbed_copy(src: &Path, node: &str, factor: f32, dst: &Path) {
     std::fs::write(dst, m.encode_to_vec()).unwrap();
 }
 
+/// The real PP-OCR classifier with an injected fault, written to `dir/faulty.onnx`: a converter that wrote
+/// epsilon 0.1 instead of the model's 1e-5 into `BatchNormalization@8`. (the model, the faulty copy, that node's
+/// output).
+pub fn wrong_epsilon_copy(dir: &Path) -> (PathBuf, PathBuf, String) {
+    let real = root().join("tests/data/real/ppocr_cls_v2.onnx");
+    let mut m = pb::ModelProto::decode(std::fs::read(&real).unwrap().as_slice()).unwrap();
+    let bn = m
+        .graph
+        .as_mut()
+        .unwrap()
+        .node
+        .iter_mut()
+        .find(|n| n.name == "BatchNormalization@8")
+        .unwrap();
+    let out = bn.output[0].clone();
+    bn.attribute
+        .iter_mut()
+        .find(|a| a.name == "epsilon")
+        .unwrap()
+        .f = 0.1;
+    let faulty = dir.join("faulty.onnx");
+    std::fs::write(&faulty, m.encode_to_vec()).unwrap();
+    (real, faulty, out)
+}
+
 /// Parses a JSON report file.
 pub fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()

@@ -87,25 +87,8 @@ fn checked(
 #[test]
 fn onnx_overlays_mark_the_culprit_on_a_real_model_with_nameless_nodes() {
     ensure_runtime();
-    let real = root().join("tests/data/real/ppocr_cls_v2.onnx");
-    let mut m =
-        tract_onnx::pb::ModelProto::decode(std::fs::read(&real).unwrap().as_slice()).unwrap();
-    let bn = m
-        .graph
-        .as_mut()
-        .unwrap()
-        .node
-        .iter_mut()
-        .find(|n| n.name == "BatchNormalization@8")
-        .unwrap();
-    bn.attribute
-        .iter_mut()
-        .find(|a| a.name == "epsilon")
-        .unwrap()
-        .f = 0.1;
     let tmp = tempfile::tempdir().unwrap();
-    let faulty = tmp.path().join("faulty.onnx");
-    std::fs::write(&faulty, m.encode_to_vec()).unwrap();
+    let (real, faulty, _) = crate::common::wrong_epsilon_copy(tmp.path());
     let dir = tmp.path().join("me");
     let (code, out, err) = phantom(&[
         "onnx",

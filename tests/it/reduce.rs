@@ -222,30 +222,9 @@ fn reduce_refuses_clean_runs_unknown_nodes_and_existing_bundles() {
 
 #[test]
 fn a_real_model_with_a_wrong_epsilon_reduces_to_that_batch_norm() {
-    use prost::Message;
     ensure_runtime();
-    let real = root().join("tests/data/real/ppocr_cls_v2.onnx");
-    let mut m =
-        tract_onnx::pb::ModelProto::decode(std::fs::read(&real).unwrap().as_slice()).unwrap();
-    // The injected fault: a converter that wrote epsilon 0.1 instead of the model's 1e-5.
-    let bn = m
-        .graph
-        .as_mut()
-        .unwrap()
-        .node
-        .iter_mut()
-        .find(|n| n.name == "BatchNormalization@8")
-        .unwrap();
-    let out = bn.output[0].clone();
-    let eps = bn
-        .attribute
-        .iter_mut()
-        .find(|a| a.name == "epsilon")
-        .unwrap();
-    eps.f = 0.1;
     let tmp = tempfile::tempdir().unwrap();
-    let faulty = tmp.path().join("faulty.onnx");
-    std::fs::write(&faulty, m.encode_to_vec()).unwrap();
+    let (real, faulty, out) = crate::common::wrong_epsilon_copy(tmp.path());
     let dir = tmp.path().join("bundle");
     let r = reduce(
         &[

@@ -1,0 +1,161 @@
+//! Arguments of the commands around the comparison: `reduce`, `profile`, `diff` and `serve` (clap derive; doc
+//! comments are the help text).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::args::{EngineArgs, InputArgs, PrecisionArg};
+
+/// Which model the target runs: MODEL, phantom's fp16/bf16 conversion of it, or another file.
+#[derive(Debug, Args)]
+pub struct ModelOnTarget {
+    /// Run this model on the target instead (an optimized, converted or quantized version of MODEL).
+    #[arg(long, value_name = "OTHER.onnx")]
+    pub target_model: Option<PathBuf>,
+    /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (I/O types kept).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "fp32",
+        conflicts_with = "target_model"
+    )]
+    pub precision: PrecisionArg,
+    /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
+    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
+    pub keep_fp32: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Timed runs (after one warm-up run); each node's min and median are reported.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub runs: u64,
+    /// Write the profile as JSON here (`phantom-profile/1`; another profile compares with it via --compare).
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    /// Write a Chrome trace here (opens in Perfetto or chrome://tracing).
+    #[arg(long, value_name = "OUT.json")]
+    pub trace: Option<PathBuf>,
+    /// A profile saved with --json to compare this one with (other ORT version, provider or optimization level).
+    #[arg(long, value_name = "PROFILE.json")]
+    pub compare: Option<PathBuf>,
+    /// How many nodes and op types the summary lists.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// Write Model Explorer overlays here (median time and share of the run per node).
+    #[arg(long, value_name = "DIR")]
+    pub model_explorer: Option<PathBuf>,
+    /// Replace an existing --model-explorer directory.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub model_on_target: ModelOnTarget,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReduceArgs {
+    /// The ONNX model (the reference always runs this one).
+    pub model: PathBuf,
+    /// Write the bundle to this directory.
+    #[arg(long, short, value_name = "BUNDLE")]
+    pub out: PathBuf,
+    /// The node to cut out (default: the first culprit of a full comparison, else its first divergence).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// The most model nodes the cut may grow to while it does not fail on its own.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub max_nodes: u64,
+    /// Replace an existing BUNDLE directory.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub model_on_target: ModelOnTarget,
+    /// Run If and Loop nodes as the file has them (see `phantom onnx --keep-control-flow`).
+    #[arg(long)]
+    pub keep_control_flow: bool,
+    /// Absolute tolerance for float values (default by the target's element type, as `phantom onnx`).
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance for float values.
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The reference side (A): a directory, an archive or one file.
+    pub a: PathBuf,
+    /// The side compared with it (B).
+    pub b: PathBuf,
+    /// Rewrite names on both sides: `REGEX=REPLACEMENT` (`$1` for groups); repeatable, applied in order.
+    #[arg(long, value_name = "REGEX=REPL")]
+    pub rename: Vec<String>,
+    /// Like --rename, on A only (after the shared rules).
+    #[arg(long, value_name = "REGEX=REPL")]
+    pub rename_a: Vec<String>,
+    /// Like --rename, on B only (after the shared rules).
+    #[arg(long, value_name = "REGEX=REPL")]
+    pub rename_b: Vec<String>,
+    /// Sort the report by a name pattern, e.g. `{layer}_{stage}` (numbers numerically, stages as --stages says or
+    /// in the order first met); the first divergent tensor is the first failing one in this order.
+    #[arg(long, value_name = "PATTERN")]
+    pub order: Option<String>,
+    /// The order of the `{stage}` field's values, comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "S1,S2,...")]
+    pub stages: Vec<String>,
+    /// Where the sides differ along exactly one axis, compare the shorter length (padding rows on rank 0, say).
+    #[arg(long)]
+    pub truncate: bool,
+    /// A fused residual: `X+Y=Z` compares the sum of X and Y on one side with Z on the other; repeatable.
+    #[arg(long, value_name = "X+Y=Z")]
+    pub sum: Vec<String>,
+    /// Absolute tolerance (default: by element type, as `phantom onnx`).
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance (default: by element type).
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    /// The most an archive may unpack to (e.g. 16G).
+    #[arg(long, value_name = "SIZE", default_value = "16G")]
+    pub max_unpacked: String,
+    /// Pairs shown in the terminal (failing ones first when there are more).
+    #[arg(long, default_value_t = 40)]
+    pub show: usize,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write a Markdown summary here.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write a self-contained HTML value inspector here (both sides' values, coloured, with jump to the largest
+    /// difference; tensors above 16384 elements show a window around it).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Port on 127.0.0.1 (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 8765)]
+    pub port: u16,
+    /// The largest upload accepted per side.
+    #[arg(long, value_name = "SIZE", default_value = "500M")]
+    pub max_upload: String,
+    /// The most an uploaded archive may unpack to.
+    #[arg(long, value_name = "SIZE", default_value = "4G")]
+    pub max_unpacked: String,
+}
