@@ -132,23 +132,7 @@ pub fn execute(
         crate::error::at_node(&node.name);
         let p = &protos[node.source_index];
         if let Some(feed) = feed {
-            for i in p.input.iter().filter(|i| !i.is_empty()) {
-                if let Some(r) = feed.get(i) {
-                    let own = store.host.get(i).map(Tensor::dtype);
-                    let want = match (gpu.mode.is_f16(), own) {
-                        (true, _) => crate::tensor::DType::F16,
-                        (false, Some(d)) => d,
-                        (false, None) => crate::tensor::DType::F32,
-                    };
-                    let t = match r.dtype().is_float() && r.dtype() != want {
-                        true => r.cast(want).unwrap_or_else(|| r.clone()),
-                        false => r.clone(),
-                    };
-                    store.host.insert(i.clone(), t);
-                    store.dev.remove(i);
-                    store.aux.remove(i);
-                }
-            }
+            take_fed(gpu, p, feed, &mut store);
         }
         // Ops that read small float parameters (bounds, pad value, scales) from host copies.
         let reads_params = matches!(
@@ -301,6 +285,27 @@ pub fn execute(
     }
     placement.range_issues = std::mem::take(&mut store.out_of_range);
     Ok(placement)
+}
+
+/// Replaces `p`'s inputs with the values `feed` gives (isolated runs), stored as the device stores them.
+fn take_fed(gpu: &Gpu, p: &NodeProto, feed: &HashMap<String, Tensor>, store: &mut Store) {
+    for i in p.input.iter().filter(|i| !i.is_empty()) {
+        if let Some(r) = feed.get(i) {
+            let own = store.host.get(i).map(Tensor::dtype);
+            let want = match (gpu.mode.is_f16(), own) {
+                (true, _) => crate::tensor::DType::F16,
+                (false, Some(d)) => d,
+                (false, None) => crate::tensor::DType::F32,
+            };
+            let t = match r.dtype().is_float() && r.dtype() != want {
+                true => r.cast(want).unwrap_or_else(|| r.clone()),
+                false => r.clone(),
+            };
+            store.host.insert(i.clone(), t);
+            store.dev.remove(i);
+            store.aux.remove(i);
+        }
+    }
 }
 
 /// The shapes of `names` as the store holds them (device or host; empty when absent).
