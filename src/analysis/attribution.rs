@@ -5,7 +5,9 @@
 use crate::compare::{Tolerance, ToleranceSpec};
 use crate::report::model::{Introduced, Noise, ValueReport, ValueStatus};
 use crate::runner::reference::kernels::round_one;
-use crate::tensor::{DType, Tensor};
+use rayon::prelude::*;
+
+use crate::tensor::{DType, Tensor, ToF64};
 
 /// An error within this multiple of the expected noise counts as rounding when the noise itself meets the
 /// tolerance.
@@ -16,28 +18,65 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
     if r.len() != e.len() || !e.dtype().is_float() {
         return None;
     }
-    let (ra, ea) = (r.to_f64_array(), e.to_f64_array());
-    let (mut max_abs, mut sq, mut n, mut used, mut nonfinite) = (0f64, 0f64, 0u64, 0f64, 0u64);
-    for (&rv, &ev) in ra.iter().zip(ea.iter()) {
-        if !(rv.is_finite() && ev.is_finite()) {
-            nonfinite += (rv.is_finite() && !ev.is_finite()) as u64;
-            continue;
-        }
-        let d = (ev - rv).abs();
-        max_abs = max_abs.max(d);
-        sq += d * d;
-        n += 1;
-        let allowed = tol.atol + tol.rtol * rv.abs().max(scale);
-        used = used.max(if allowed > 0.0 { d / allowed } else { 0.0 });
-    }
+    let ra = r.as_f64();
+    let ra = ra.as_standard_layout();
+    let rs = ra.as_slice()?;
+    let p = crate::dispatch_tensor!(e, a => {
+        let ea = a.as_standard_layout();
+        noise_pass(rs, ea.as_slice()?, tol, scale)
+    });
     Some(Noise {
-        max_abs,
-        rms: if n > 0 { (sq / n as f64).sqrt() } else { 0.0 },
-        tolerance_used: used,
-        nonfinite,
+        max_abs: p.max_abs,
+        rms: if p.n > 0 {
+            (p.sq / p.n as f64).sqrt()
+        } else {
+            0.0
+        },
+        tolerance_used: p.used,
+        nonfinite: p.nonfinite,
         ratio: None,
         excused: false,
     })
+}
+
+#[derive(Clone, Copy, Default)]
+struct NoisePass {
+    max_abs: f64,
+    sq: f64,
+    n: u64,
+    used: f64,
+    nonfinite: u64,
+}
+
+/// The noise sums of `e` against `r`, in parallel over chunks.
+fn noise_pass<T: ToF64 + Sync>(r: &[f64], e: &[T], tol: Tolerance, scale: f64) -> NoisePass {
+    const CHUNK: usize = 1 << 16;
+    r.par_chunks(CHUNK)
+        .zip(e.par_chunks(CHUNK))
+        .map(|(rc, ec)| {
+            let mut p = NoisePass::default();
+            for (&rv, ev) in rc.iter().zip(ec) {
+                let ev = ev.to_f64();
+                if !(rv.is_finite() && ev.is_finite()) {
+                    p.nonfinite += (rv.is_finite() && !ev.is_finite()) as u64;
+                    continue;
+                }
+                let d = (ev - rv).abs();
+                p.max_abs = p.max_abs.max(d);
+                p.sq += d * d;
+                p.n += 1;
+                let allowed = tol.atol + tol.rtol * rv.abs().max(scale);
+                p.used = p.used.max(if allowed > 0.0 { d / allowed } else { 0.0 });
+            }
+            p
+        })
+        .reduce(NoisePass::default, |a, b| NoisePass {
+            max_abs: a.max_abs.max(b.max_abs),
+            sq: a.sq + b.sq,
+            n: a.n + b.n,
+            used: a.used.max(b.used),
+            nonfinite: a.nonfinite + b.nonfinite,
+        })
 }
 
 /// Attaches `noise` to a compared value; with default tolerances, a failure the noise explains passes.
@@ -70,13 +109,16 @@ pub fn apply_noise(v: &mut ValueReport, mut noise: Noise, spec: &ToleranceSpec) 
 pub fn introduced(iso: &ValueReport, r: &Tensor, stored: Option<DType>) -> Option<Introduced> {
     let metrics = iso.metrics.clone()?;
     let expected = match stored {
-        Some(d) if r.dtype().is_float() => r
-            .to_f64_array()
-            .iter()
-            .filter(|v| v.is_finite())
-            .map(|&v| (round_one(v, d) - v).abs())
-            .filter(|d| d.is_finite())
-            .fold(0.0, f64::max),
+        Some(d) if r.dtype().is_float() => {
+            let ra = r.as_f64();
+            let ra = ra.as_standard_layout();
+            ra.as_slice()?
+                .par_iter()
+                .filter(|v| v.is_finite())
+                .map(|&v| (round_one(v, d) - v).abs())
+                .filter(|d| d.is_finite())
+                .reduce(|| 0.0, f64::max)
+        }
         _ => 0.0,
     };
     Some(Introduced {

@@ -68,6 +68,7 @@ pub fn compare_pair(
     let rf = r.as_f64();
     let c = compare(&rf, t, tolerance, tol.atol.is_none().then_some(operands));
     let (m, rs, ts, worst, tolerance) = (c.metrics, c.reference, c.target, c.worst, c.tolerance);
+    let spread = c.spread;
     v.tolerance = Some(tolerance);
     let owned: Vec<f64>;
     let flat = match rf.as_slice() {
@@ -77,7 +78,7 @@ pub fn compare_pair(
             &owned
         }
     };
-    v.detail = Some(detail(flat, t, tolerance, m.scale, heatmap));
+    v.detail = Some(detail(flat, t, spread, heatmap));
     v.status = if m.failed > 0 {
         ValueStatus::Fail
     } else {

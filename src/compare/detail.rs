@@ -7,7 +7,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::Tolerance;
+use super::metrics::unravel;
 use crate::tensor::{Tensor, ToF64};
 
 /// Lowest log10(error ÷ allowed) with its own histogram bin.
@@ -76,25 +76,6 @@ pub struct Detail {
     pub heatmap: Option<Heatmap>,
 }
 
-fn used(tol: Tolerance, scale: f64, r: f64, t: f64) -> f64 {
-    if !(r.is_finite() && t.is_finite()) {
-        return if r == t || (r.is_nan() && t.is_nan()) {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let d = (t - r).abs();
-    let allowed = tol.atol + tol.rtol * r.abs().max(scale);
-    if d == 0.0 {
-        0.0
-    } else if allowed > 0.0 {
-        d / allowed
-    } else {
-        f64::INFINITY
-    }
-}
-
 fn abs_err(r: f64, t: f64) -> f64 {
     if r.is_finite() && t.is_finite() {
         (t - r).abs()
@@ -105,99 +86,119 @@ fn abs_err(r: f64, t: f64) -> f64 {
     }
 }
 
-#[derive(Clone, Default)]
-struct Part {
-    hist: Histogram,
-    top: Vec<(f64, usize)>,
+/// Histogram slots: exact, below, the [`HIST_BINS`] bins, above, NaN/Inf mismatch.
+const SLOTS: usize = HIST_BINS + 4;
+
+/// The histogram and the worst elements of one value, accumulated by the metrics pass
+/// ([`super::metrics::compare`]) so the elements are read once.
+#[derive(Clone, Debug)]
+pub struct Spread {
+    slots: [u64; SLOTS],
+    /// (share of tolerance used, flat index), most used first, at most [`TOP_K`].
+    pub top: Vec<(f64, usize)>,
+    /// The share an element must exceed to enter `top`: 0 until it holds [`TOP_K`], then its last.
+    threshold: f64,
 }
 
-impl Part {
-    fn push_top(&mut self, u: f64, at: usize) {
-        if self.top.len() < TOP_K || u > self.top[TOP_K - 1].0 {
-            let pos = self.top.partition_point(|&(x, _)| x >= u);
-            self.top.insert(pos, (u, at));
-            self.top.truncate(TOP_K);
+impl Spread {
+    pub fn new() -> Spread {
+        Spread {
+            slots: [0; SLOTS],
+            top: Vec::with_capacity(TOP_K + 1),
+            threshold: 0.0,
         }
     }
-    fn merge(mut self, o: Part) -> Part {
-        self.hist.exact += o.hist.exact;
-        self.hist.below += o.hist.below;
-        self.hist.above += o.hist.above;
-        self.hist.nonfinite += o.hist.nonfinite;
-        for (a, b) in self.hist.counts.iter_mut().zip(&o.hist.counts) {
+
+    /// Counts one element using `u` of its tolerance (0: exact; infinite: a NaN/Inf mismatch) at flat index
+    /// `at`. Branch-free but for the rare entry into `top`: exact and inexact elements alternate unpredictably.
+    #[inline(always)]
+    pub fn add(&mut self, u: f64, at: usize) {
+        self.slots[slot(u)] += 1;
+        if u > self.threshold {
+            self.push_top(u, at);
+        }
+    }
+
+    #[inline(never)]
+    fn push_top(&mut self, u: f64, at: usize) {
+        let pos = self.top.partition_point(|&(x, _)| x >= u);
+        self.top.insert(pos, (u, at));
+        self.top.truncate(TOP_K);
+        if self.top.len() == TOP_K {
+            self.threshold = self.top[TOP_K - 1].0;
+        }
+    }
+
+    /// Joins the spread of a later chunk (ties keep the earlier element first).
+    pub fn merge(mut self, o: Spread) -> Spread {
+        for (a, b) in self.slots.iter_mut().zip(o.slots) {
             *a += b;
         }
         for (u, at) in o.top {
-            self.push_top(u, at);
+            if u > self.threshold {
+                self.push_top(u, at);
+            }
         }
         self
     }
-}
 
-fn new_part() -> Part {
-    Part {
-        hist: Histogram {
-            counts: vec![0; HIST_BINS],
-            ..Default::default()
-        },
-        top: Vec::with_capacity(TOP_K + 1),
+    /// The histogram counted.
+    pub fn histogram(&self) -> Histogram {
+        let s = &self.slots;
+        Histogram {
+            exact: s[0],
+            below: s[1],
+            counts: s[2..HIST_BINS + 2].to_vec(),
+            above: s[HIST_BINS + 2],
+            nonfinite: s[HIST_BINS + 3],
+        }
     }
 }
 
-enum Bin {
-    Below,
-    At(usize),
-    Above,
+impl Default for Spread {
+    fn default() -> Spread {
+        Spread::new()
+    }
 }
 
-/// The histogram's bin edges: 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS.
-fn edges() -> &'static [f64; HIST_BINS + 1] {
-    static EDGES: std::sync::OnceLock<[f64; HIST_BINS + 1]> = std::sync::OnceLock::new();
+/// The histogram's bin edges 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS, between a 0 and an
+/// infinity: a positive `u` lies between `fenced()[c]` and `fenced()[c + 1]` when `c` edges are at or below it.
+fn fenced() -> &'static [f64; HIST_BINS + 3] {
+    static EDGES: std::sync::OnceLock<[f64; HIST_BINS + 3]> = std::sync::OnceLock::new();
     EDGES.get_or_init(|| {
-        std::array::from_fn(|k| 10f64.powf(HIST_LO + k as f64 / HIST_PER_DECADE as f64))
+        std::array::from_fn(|i| match i {
+            0 => 0.0,
+            i if i == HIST_BINS + 2 => f64::INFINITY,
+            i => 10f64.powf(HIST_LO + (i - 1) as f64 / HIST_PER_DECADE as f64),
+        })
     })
 }
 
-/// The bin of a positive finite share of tolerance `u`: a binary search over the edges (a `log10` per element
-/// cost more than the rest of the scan).
-#[inline]
-fn bin(u: f64) -> Bin {
-    let e = edges();
-    match e.partition_point(|&x| x <= u) {
-        0 => Bin::Below,
-        k if k > HIST_BINS => Bin::Above,
-        k => Bin::At(k - 1),
+/// The slot of a share of tolerance `u` ≥ 0. The binary exponent of a positive finite `u` places 2·log10(u)
+/// within 0.61 below its value, so the count of edges at or below `u` is that estimate or one more: one comparison
+/// decides (a `log10` or a binary search per element cost more than the rest of the scan). A check falls back to
+/// the search should rounding ever put the estimate out by more.
+#[inline(always)]
+fn slot(u: f64) -> usize {
+    const LOG10_2: f64 = std::f64::consts::LOG10_2;
+    const TOP: f64 = (HIST_BINS + 1) as f64;
+    let f = fenced();
+    let per = HIST_PER_DECADE as f64;
+    let v = if u > 0.0 && u < f64::INFINITY { u } else { 1.0 };
+    let exp = ((v.to_bits() >> 52) & 0x7ff) as f64 - 1023.0;
+    // floor(x) + 1 for x ≥ −1 (the clamp makes it so; the cast truncates).
+    let est = ((exp * LOG10_2 * per - HIST_LO * per).clamp(-1.0, TOP) + 1.0) as usize;
+    let mut c = est.min(HIST_BINS + 1);
+    c += (f[c + 1] <= v) as usize;
+    if !(f[c] <= v && v < f[c + 1]) {
+        c = f[1..HIST_BINS + 2].partition_point(|&x| x <= v);
     }
-}
-
-fn scan<T: ToF64 + Sync>(r: &[f64], t: &[T], tol: Tolerance, scale: f64) -> Part {
-    const CHUNK: usize = 1 << 16;
-    r.par_chunks(CHUNK)
-        .zip(t.par_chunks(CHUNK))
-        .enumerate()
-        .map(|(c, (rc, tc))| {
-            let mut p = new_part();
-            for (k, (&rv, tv)) in rc.iter().zip(tc).enumerate() {
-                let u = used(tol, scale, rv, tv.to_f64());
-                let h = &mut p.hist;
-                if u == 0.0 {
-                    h.exact += 1;
-                    continue;
-                }
-                if u.is_infinite() {
-                    h.nonfinite += 1;
-                } else {
-                    match bin(u) {
-                        Bin::Below => h.below += 1,
-                        Bin::Above => h.above += 1,
-                        Bin::At(b) => h.counts[b] += 1,
-                    }
-                }
-                p.push_top(u, c * CHUNK + k);
-            }
-            p
-        })
-        .reduce(new_part, Part::merge)
+    let inexact = if u == f64::INFINITY { SLOTS - 1 } else { 1 + c };
+    if u == 0.0 {
+        0
+    } else {
+        inexact
+    }
 }
 
 /// `[channels, H, W]` view of a shape.
@@ -280,26 +281,9 @@ fn heatmap<T: ToF64 + Sync>(r: &[f64], t: &[T], shape: &[usize], worst: Option<u
     }
 }
 
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for (i, &d) in shape.iter().enumerate().rev() {
-        if d > 0 {
-            idx[i] = flat % d;
-            flat /= d;
-        }
-    }
-    idx
-}
-
-/// The per-element view of `target` against `reference` (same length and shape); `scale` as in the metrics.
-/// The heatmap is drawn only with `with_heatmap` (the HTML report asks for it).
-pub fn detail(
-    reference: &[f64],
-    target: &Tensor,
-    tol: Tolerance,
-    scale: f64,
-    with_heatmap: bool,
-) -> Detail {
+/// The per-element view of `target` against `reference` (same length and shape) from the `spread` the metrics
+/// pass accumulated. The heatmap is drawn only with `with_heatmap` (the HTML report asks for it).
+pub fn detail(reference: &[f64], target: &Tensor, spread: Spread, with_heatmap: bool) -> Detail {
     let shape = target.shape().to_vec();
     crate::dispatch_tensor!(target, a => {
         let owned;
@@ -310,8 +294,7 @@ pub fn detail(
                 &owned
             }
         };
-        let part = scan(reference, t, tol, scale);
-        let worst = part
+        let worst = spread
             .top
             .iter()
             .map(|&(u, at)| Element {
@@ -321,30 +304,43 @@ pub fn detail(
                 tolerance_used: u.is_finite().then_some(u),
             })
             .collect::<Vec<_>>();
-        let heatmap = (with_heatmap && !t.is_empty() && part.top.first().is_some_and(|x| x.0 > 0.0))
-            .then(|| heatmap(reference, t, &shape, part.top.first().map(|x| x.1)));
-        Detail { histogram: part.hist, worst, heatmap }
+        let first = spread.top.first().map(|x| x.1);
+        let heatmap = (with_heatmap && !t.is_empty() && first.is_some())
+            .then(|| heatmap(reference, t, &shape, first));
+        Detail { histogram: spread.histogram(), worst, heatmap }
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::Tolerance;
     use ndarray::{ArrayD, IxDyn};
 
     #[test]
     fn bins_match_half_decades_of_log10() {
-        let mut u: f64 = 3.0e-10;
-        while u < 1.0e5 {
+        let mut u: f64 = 3.0e-300;
+        while u < 1.0e300 {
             let want = ((u.log10() - HIST_LO) * HIST_PER_DECADE as f64).floor();
-            let got = match bin(u) {
-                Bin::Below => -1.0,
-                Bin::At(b) => b as f64,
-                Bin::Above => HIST_BINS as f64,
-            };
+            let got = slot(u) as f64 - 2.0;
             assert_eq!(got, want.clamp(-1.0, HIST_BINS as f64), "u = {u:e}");
-            u *= 1.0137;
+            u *= if (1e-10..1e5).contains(&u) {
+                1.0137
+            } else {
+                1.7
+            };
         }
+        for k in 1..HIST_BINS {
+            let at = fenced()[k + 1];
+            let below = f64::from_bits(at.to_bits() - 1);
+            assert_eq!(slot(at), k + 2, "edge {k}");
+            assert_eq!(slot(below), k + 1, "below edge {k}");
+        }
+        assert_eq!((slot(0.0), slot(f64::INFINITY)), (0, SLOTS - 1));
+        assert_eq!(
+            (slot(f64::MIN_POSITIVE / 8.0), slot(f64::MAX)),
+            (1, SLOTS - 2)
+        );
     }
 
     #[test]
@@ -359,7 +355,13 @@ mod tests {
             atol: 0.1,
             rtol: 0.0,
         };
-        let d = detail(&r, &t, tol, 1.0, true);
+        let c = crate::compare::compare(
+            &ArrayD::from_shape_vec(IxDyn(&[12]), r.clone()).unwrap(),
+            &t,
+            tol,
+            None,
+        );
+        let d = detail(&r, &t, c.spread, true);
         assert_eq!(d.histogram.exact, 10);
         assert_eq!(d.histogram.nonfinite, 1);
         // 0.5 / 0.1 = 5 → log10 = 0.699 → bin (0.699 + 8) * 2 = 17

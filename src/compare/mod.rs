@@ -2,6 +2,7 @@
 
 pub mod detail;
 pub mod metrics;
+mod pass;
 pub mod scales;
 pub mod slice;
 pub mod tolerance;

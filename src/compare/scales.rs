@@ -70,14 +70,11 @@ impl Scales {
 }
 
 fn rms(t: &Tensor) -> f64 {
-    let a = t.to_f64_array();
-    let (s, n) = a
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold((0.0, 0u64), |(s, n), v| (s + v * v, n + 1));
-    if n == 0 {
-        0.0
-    } else {
-        (s / n as f64).sqrt()
-    }
+    crate::dispatch_tensor!(t, a => {
+        let a = a.as_standard_layout();
+        match a.as_slice() {
+            Some(s) => super::pass::rms(s),
+            None => 0.0,
+        }
+    })
 }

@@ -2,6 +2,7 @@
 //! the reference's values), then the first divergence, the culprits and their causes — a fusion cause settled by a
 //! rerun of the target with graph optimizations off.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::parts::{prune_heatmaps, stage};
@@ -35,8 +36,8 @@ pub fn attribute(
             continue;
         };
         let (r, t_iso) = match &s.slice {
-            Some(sp) => (sp.apply(r), sp.apply(t_iso)),
-            None => (r.clone(), t_iso.clone()),
+            Some(sp) => (Cow::Owned(sp.apply(r)), Cow::Owned(sp.apply(t_iso))),
+            None => (Cow::Borrowed(r), Cow::Borrowed(t_iso)),
         };
         let operands = cmp.scales.operands(name);
         let alone = analysis::compare_pair(

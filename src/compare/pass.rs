@@ -1,0 +1,518 @@
+//! The one pass over a value's elements behind [`super::compare`]: error sums, extremes, the statistics of both
+//! sides and the [`Spread`], in parallel over chunks. Blocks where both sides are finite (nearly all of them) take a
+//! branch-light path whose per-element work the CPU can overlap; a block holding a NaN or an infinity takes the
+//! general per-element path.
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use super::detail::Spread;
+use super::metrics::Stats;
+use super::Tolerance;
+use crate::tensor::{DType, ToF64};
+
+#[derive(Clone, Copy, Default)]
+pub(super) struct Side {
+    pub(super) min: f64,
+    pub(super) max: f64,
+    pub(super) sum: f64,
+    pub(super) sumsq: f64,
+    pub(super) zero: u64,
+    pub(super) inf: u64,
+    pub(super) nan: u64,
+    pub(super) finite: u64,
+}
+
+impl Side {
+    fn new() -> Side {
+        Side {
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            ..Default::default()
+        }
+    }
+    #[inline(always)]
+    fn add(&mut self, v: f64) {
+        if v.is_nan() {
+            self.nan += 1;
+        } else if v.is_infinite() {
+            self.inf += 1;
+        } else {
+            self.finite += 1;
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+            self.sum += v;
+            self.sumsq += v * v;
+            self.zero += (v == 0.0) as u64;
+        }
+    }
+    fn merge(mut self, o: Side) -> Side {
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.sum += o.sum;
+        self.sumsq += o.sumsq;
+        self.zero += o.zero;
+        self.inf += o.inf;
+        self.nan += o.nan;
+        self.finite += o.finite;
+        self
+    }
+    pub(super) fn stats(&self, n: u64) -> Stats {
+        let pct = |c: u64| {
+            if n == 0 {
+                0.0
+            } else {
+                100.0 * c as f64 / n as f64
+            }
+        };
+        let f = self.finite.max(1) as f64;
+        let mean = self.sum / f;
+        let var = (self.sumsq / f - mean * mean).max(0.0);
+        let (min, max) = if self.finite == 0 {
+            (0.0, 0.0)
+        } else {
+            (self.min, self.max)
+        };
+        Stats {
+            min,
+            max,
+            mean,
+            std: var.sqrt(),
+            pct_zero: pct(self.zero),
+            pct_inf: pct(self.inf),
+            pct_nan: pct(self.nan),
+            nan: self.nan,
+            inf: self.inf,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct Acc {
+    pub(super) r: Side,
+    pub(super) t: Side,
+    pub(super) n: u64,
+    pub(super) failed: u64,
+    pub(super) nonfinite_mismatch: u64,
+    pub(super) sum_abs: f64,
+    pub(super) sum_sq: f64,
+    pub(super) dot: f64,
+    pub(super) rr: f64,
+    pub(super) tt: f64,
+    pub(super) max_abs: f64,
+    pub(super) max_abs_at: usize,
+    pub(super) max_rel: f64,
+    pub(super) max_ulp: u64,
+    pub(super) first_nonfinite_at: usize,
+    pub(super) tol_used: f64,
+    pub(super) spread: Spread,
+}
+
+impl Acc {
+    fn new() -> Acc {
+        Acc {
+            r: Side::new(),
+            t: Side::new(),
+            n: 0,
+            failed: 0,
+            nonfinite_mismatch: 0,
+            sum_abs: 0.0,
+            sum_sq: 0.0,
+            dot: 0.0,
+            rr: 0.0,
+            tt: 0.0,
+            max_abs: 0.0,
+            max_abs_at: usize::MAX,
+            max_rel: 0.0,
+            max_ulp: 0,
+            first_nonfinite_at: usize::MAX,
+            tol_used: 0.0,
+            spread: Spread::new(),
+        }
+    }
+    fn merge(mut self, o: Acc) -> Acc {
+        self.r = self.r.merge(o.r);
+        self.t = self.t.merge(o.t);
+        self.n += o.n;
+        self.failed += o.failed;
+        self.nonfinite_mismatch += o.nonfinite_mismatch;
+        self.sum_abs += o.sum_abs;
+        self.sum_sq += o.sum_sq;
+        self.dot += o.dot;
+        self.rr += o.rr;
+        self.tt += o.tt;
+        if o.max_abs > self.max_abs || self.max_abs_at == usize::MAX {
+            self.max_abs = o.max_abs;
+            self.max_abs_at = o.max_abs_at;
+        }
+        self.max_rel = self.max_rel.max(o.max_rel);
+        self.max_ulp = self.max_ulp.max(o.max_ulp);
+        self.first_nonfinite_at = self.first_nonfinite_at.min(o.first_nonfinite_at);
+        self.tol_used = self.tol_used.max(o.tol_used);
+        self.spread = self.spread.merge(o.spread);
+        self
+    }
+}
+
+/// Distance in representable floats between two bit patterns of a float type whose sign bit is `sign`
+/// (−0 and +0 are one point); without branches, as signs differ unpredictably near zero.
+#[inline(always)]
+fn ulps(a: u64, b: u64, sign: u64) -> u64 {
+    let ordinal = |x: u64| {
+        let m = (x & (sign - 1)) as i128;
+        if x & sign != 0 {
+            -m
+        } else {
+            m
+        }
+    };
+    (ordinal(a) - ordinal(b)).unsigned_abs() as u64
+}
+
+/// ULP distance between the target value `t` and the reference `r` rounded to `dtype`.
+#[inline]
+pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
+    if !r.is_finite() || !t.is_finite() {
+        return if r == t || (r.is_nan() && t.is_nan()) {
+            0
+        } else {
+            u64::MAX
+        };
+    }
+    match dtype {
+        DType::F64 => ulps(r.to_bits(), t.to_bits(), 1 << 63),
+        DType::F32 => ulps(
+            (r as f32).to_bits() as u64,
+            (t as f32).to_bits() as u64,
+            1 << 31,
+        ),
+        DType::F16 => ulps(
+            f16::from_f64(r).to_bits() as u64,
+            f16::from_f64(t).to_bits() as u64,
+            1 << 15,
+        ),
+        DType::Bf16 => ulps(
+            bf16::from_f64(r).to_bits() as u64,
+            bf16::from_f64(t).to_bits() as u64,
+            1 << 15,
+        ),
+        _ => (r - t).abs().min(u64::MAX as f64) as u64,
+    }
+}
+
+const CHUNK: usize = 1 << 16;
+
+/// RMS of the finite elements (0 when there are none).
+pub fn rms<T: ToF64 + Sync>(r: &[T]) -> f64 {
+    let (sum, n) = r
+        .par_chunks(CHUNK)
+        .map(|c| {
+            c.iter()
+                .map(|v| v.to_f64())
+                .filter(|v| v.is_finite())
+                .fold((0.0, 0u64), |(s, n), v| (s + v * v, n + 1))
+        })
+        .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    if n == 0 {
+        0.0
+    } else {
+        (sum / n as f64).sqrt()
+    }
+}
+
+/// Elements per block of the fast path: both sides widened to f64 and the shares of tolerance fit in L1.
+const BLOCK: usize = 512;
+
+/// Every metric, the statistics of both sides and the [`Spread`], in one parallel pass.
+pub(super) fn run<T: ToF64 + Sync>(
+    r: &[f64],
+    t: &[T],
+    dtype: DType,
+    tol: Tolerance,
+    scale: f64,
+) -> Acc {
+    r.par_chunks(CHUNK)
+        .zip(t.par_chunks(CHUNK))
+        .enumerate()
+        .map(|(c, (rc, tc))| {
+            let mut a = Acc::new();
+            let (mut tb, mut ub) = ([0.0f64; BLOCK], [0.0f64; BLOCK]);
+            for (b, (rb, tsrc)) in rc.chunks(BLOCK).zip(tc.chunks(BLOCK)).enumerate() {
+                let base = c * CHUNK + b * BLOCK;
+                let tb = &mut tb[..rb.len()];
+                for (x, v) in tb.iter_mut().zip(tsrc) {
+                    *x = v.to_f64();
+                }
+                if finite(rb) && finite(tb) {
+                    a.block(rb, tb, &mut ub[..rb.len()], base, tol, scale);
+                    a.block_ulps(rb, tb, dtype);
+                } else {
+                    for (k, (&rv, &tv)) in rb.iter().zip(tb.iter()).enumerate() {
+                        a.add(rv, tv, base + k, dtype, tol, scale);
+                    }
+                }
+            }
+            a
+        })
+        .reduce(Acc::new, Acc::merge)
+}
+
+/// Whether every element is finite (an integer OR over the exponent fields, which the compiler vectorizes).
+fn finite(x: &[f64]) -> bool {
+    const EXP: u64 = 0x7ff << 52;
+    x.iter()
+        .fold(0u64, |acc, v| acc | (v.to_bits() & EXP == EXP) as u64)
+        == 0
+}
+
+/// `b` when it is larger, else `a` (both finite: no NaN handling).
+#[inline(always)]
+fn larger(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+#[inline(always)]
+fn smaller(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+impl Acc {
+    /// A block whose elements are finite on both sides: the sums and extremes with local accumulators, each
+    /// element's share of tolerance into `u`, then the histogram and worst elements from `u`.
+    fn block(
+        &mut self,
+        r: &[f64],
+        t: &[f64],
+        u: &mut [f64],
+        base: usize,
+        tol: Tolerance,
+        scale: f64,
+    ) {
+        let floor = tol.atol.max(f64::MIN_POSITIVE);
+        let (mut rs, mut rq, mut ts, mut tq) = (0.0, 0.0, 0.0, 0.0);
+        let (mut sa, mut sq, mut dot) = (0.0, 0.0, 0.0);
+        let (mut rmin, mut rmax, mut tmin, mut tmax) =
+            (self.r.min, self.r.max, self.t.min, self.t.max);
+        let (mut rz, mut tz, mut failed) = (0u64, 0u64, 0u64);
+        let (mut max_rel, mut used_max, mut max_abs) = (self.max_rel, self.tol_used, self.max_abs);
+        let mut max_at = self.max_abs_at;
+        for (i, ((&rv, &tv), ui)) in r.iter().zip(t).zip(u.iter_mut()).enumerate() {
+            let d = (tv - rv).abs();
+            rs += rv;
+            rq += rv * rv;
+            ts += tv;
+            tq += tv * tv;
+            sa += d;
+            sq += d * d;
+            dot += rv * tv;
+            (rmin, rmax) = (smaller(rmin, rv), larger(rmax, rv));
+            (tmin, tmax) = (smaller(tmin, tv), larger(tmax, tv));
+            rz += (rv == 0.0) as u64;
+            tz += (tv == 0.0) as u64;
+            if d > max_abs || max_at == usize::MAX {
+                (max_abs, max_at) = (d, base + i);
+            }
+            let ra = rv.abs();
+            if d > max_rel * ra.max(floor) {
+                max_rel = d / ra.max(floor);
+            }
+            let allowed = tol.atol + tol.rtol * ra.max(scale);
+            failed += (d > allowed) as u64;
+            *ui = if allowed > 0.0 {
+                d / allowed
+            } else if d == 0.0 {
+                0.0
+            } else {
+                f64::INFINITY
+            };
+            used_max = larger(used_max, *ui);
+        }
+        let n = r.len() as u64;
+        for (side, (s, q, lo, hi, z)) in [
+            (&mut self.r, (rs, rq, rmin, rmax, rz)),
+            (&mut self.t, (ts, tq, tmin, tmax, tz)),
+        ] {
+            side.sum += s;
+            side.sumsq += q;
+            (side.min, side.max) = (lo, hi);
+            side.zero += z;
+            side.finite += n;
+        }
+        self.n += n;
+        self.failed += failed;
+        self.sum_abs += sa;
+        self.sum_sq += sq;
+        self.dot += dot;
+        self.rr += rq;
+        self.tt += tq;
+        (self.max_abs, self.max_abs_at) = (max_abs, max_at);
+        (self.max_rel, self.tol_used) = (max_rel, used_max);
+        for (i, &x) in u.iter().enumerate() {
+            self.spread.add(x, base + i);
+        }
+    }
+
+    /// The largest ULP distance over a finite block (the element type matched once, not per element).
+    fn block_ulps(&mut self, r: &[f64], t: &[f64], dtype: DType) {
+        fn most(r: &[f64], t: &[f64], f: impl Fn(f64, f64) -> u64) -> u64 {
+            r.iter().zip(t).fold(0, |m, (&a, &b)| m.max(f(a, b)))
+        }
+        let m = match dtype {
+            DType::F64 => most(r, t, |a, b| ulps(a.to_bits(), b.to_bits(), 1 << 63)),
+            DType::F32 => most(r, t, |a, b| {
+                ulps(
+                    (a as f32).to_bits() as u64,
+                    (b as f32).to_bits() as u64,
+                    1 << 31,
+                )
+            }),
+            _ => most(
+                r,
+                t,
+                |a, b| if a == b { 0 } else { ulp_distance(dtype, a, b) },
+            ),
+        };
+        self.max_ulp = self.max_ulp.max(m);
+    }
+}
+
+impl Acc {
+    #[inline]
+    fn add(&mut self, rv: f64, tv: f64, at: usize, dtype: DType, tol: Tolerance, scale: f64) {
+        self.n += 1;
+        self.r.add(rv);
+        self.t.add(tv);
+        if !(rv.is_finite() && tv.is_finite()) {
+            if rv == tv || (rv.is_nan() && tv.is_nan()) {
+                self.spread.add(0.0, at);
+            } else {
+                self.failed += 1;
+                self.nonfinite_mismatch += 1;
+                self.max_ulp = u64::MAX;
+                self.first_nonfinite_at = self.first_nonfinite_at.min(at);
+                self.spread.add(f64::INFINITY, at);
+            }
+            return;
+        }
+        let d = (tv - rv).abs();
+        self.sum_abs += d;
+        self.sum_sq += d * d;
+        self.dot += rv * tv;
+        self.rr += rv * rv;
+        self.tt += tv * tv;
+        if d > self.max_abs || self.max_abs_at == usize::MAX {
+            self.max_abs = d;
+            self.max_abs_at = at;
+        }
+        self.max_rel = self
+            .max_rel
+            .max(d / rv.abs().max(tol.atol.max(f64::MIN_POSITIVE)));
+        let allowed = tol.atol + tol.rtol * rv.abs().max(scale);
+        self.failed += (d > allowed) as u64;
+        let used = if d == 0.0 {
+            0.0
+        } else if allowed > 0.0 {
+            d / allowed
+        } else {
+            f64::INFINITY
+        };
+        self.tol_used = self.tol_used.max(used);
+        self.spread.add(used, at);
+        if d > 0.0 {
+            self.max_ulp = self.max_ulp.max(ulp_distance(dtype, rv, tv));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ulp_counts_adjacent_floats() {
+        let a = 1.0f32;
+        let b = f32::from_bits(a.to_bits() + 3);
+        assert_eq!(ulp_distance(DType::F32, a as f64, b as f64), 3);
+        assert_eq!(ulp_distance(DType::F32, -0.0, 0.0), 0);
+        let tiny = f32::from_bits(1) as f64;
+        assert_eq!(ulp_distance(DType::F32, -tiny, tiny), 2);
+        assert_eq!(
+            ulp_distance(DType::F64, -f64::MAX, f64::MAX),
+            2 * f64::MAX.to_bits()
+        );
+    }
+
+    /// The block path gives what the per-element path gives: counts, extremes and worst elements exactly, sums
+    /// within rounding; on data with exact elements, zeros, sign changes, a failing element and a NaN block.
+    #[test]
+    fn block_path_matches_per_element_path() {
+        let n = 3 * BLOCK + 77;
+        let r: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f64 / 250.0 - 2.0)
+            .collect();
+        let mut t: Vec<f32> = r
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                if i % 3 == 0 {
+                    v as f32
+                } else {
+                    (v * (1.0 + 1e-4 * (i % 5) as f64)) as f32
+                }
+            })
+            .collect();
+        t[5] += 0.5;
+        let tol = Tolerance {
+            atol: 1e-3,
+            rtol: 1e-3,
+        };
+        let fast = run(&r, &t, DType::F32, tol, 1.0);
+        let mut slow = Acc::new();
+        for (i, (&rv, tv)) in r.iter().zip(&t).enumerate() {
+            slow.add(rv, tv.to_f64(), i, DType::F32, tol, 1.0);
+        }
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1e-300);
+        assert_eq!(
+            (fast.n, fast.failed, fast.max_ulp),
+            (slow.n, slow.failed, slow.max_ulp)
+        );
+        assert_eq!(
+            (fast.max_abs, fast.max_abs_at, fast.max_rel, fast.tol_used),
+            (slow.max_abs, slow.max_abs_at, slow.max_rel, slow.tol_used)
+        );
+        assert_eq!(
+            (fast.r.zero, fast.t.zero, fast.r.min, fast.t.max),
+            (slow.r.zero, slow.t.zero, slow.r.min, slow.t.max)
+        );
+        for (a, b) in [
+            (fast.sum_abs, slow.sum_abs),
+            (fast.dot, slow.dot),
+            (fast.t.sumsq, slow.t.sumsq),
+            (fast.r.sum, slow.r.sum),
+        ] {
+            assert!(close(a, b), "{a} vs {b}");
+        }
+        assert_eq!(fast.spread.top, slow.spread.top);
+        assert_eq!(
+            format!("{:?}", fast.spread.histogram()),
+            format!("{:?}", slow.spread.histogram())
+        );
+        assert_eq!(fast.failed, 1);
+        // A NaN in the second block sends that block down the per-element path.
+        t[BLOCK + 3] = f32::NAN;
+        let with_nan = run(&r, &t, DType::F32, tol, 1.0);
+        assert_eq!(
+            (with_nan.nonfinite_mismatch, with_nan.t.nan, with_nan.failed),
+            (1, 1, 2)
+        );
+        assert_eq!(with_nan.spread.top[0].1, BLOCK + 3);
+    }
+}
