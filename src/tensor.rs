@@ -264,9 +264,9 @@ impl Tensor {
     /// Casts to `dtype` the way ONNX `Cast` does for the float and integer types (round to nearest even for
     /// floats, truncation toward zero for float-to-int).
     pub fn cast(&self, dtype: DType) -> Option<Tensor> {
-        let a = self.to_f64_array();
+        let a = self.as_f64();
         Some(match dtype {
-            DType::F64 => Tensor::F64(a),
+            DType::F64 => Tensor::F64(a.into_owned()),
             DType::F32 => Tensor::F32(a.mapv(|v| v as f32)),
             DType::F16 => Tensor::F16(a.mapv(f16::from_f64)),
             DType::Bf16 => Tensor::Bf16(a.mapv(bf16::from_f64)),

@@ -113,10 +113,14 @@ pub fn introduced(iso: &ValueReport, r: &Tensor, stored: Option<DType>) -> Optio
             let ra = r.as_f64();
             let ra = ra.as_standard_layout();
             ra.as_slice()?
-                .par_iter()
-                .filter(|v| v.is_finite())
-                .map(|&v| (round_one(v, d) - v).abs())
-                .filter(|d| d.is_finite())
+                .par_chunks(1 << 14)
+                .map(|c| {
+                    c.iter()
+                        .filter(|v| v.is_finite())
+                        .map(|&v| (round_one(v, d) - v).abs())
+                        .filter(|d| d.is_finite())
+                        .fold(0.0, f64::max)
+                })
                 .reduce(|| 0.0, f64::max)
         }
         _ => 0.0,

@@ -113,9 +113,35 @@ impl Spread {
     /// `at`. Branch-free but for the rare entry into `top`: exact and inexact elements alternate unpredictably.
     #[inline(always)]
     pub fn add(&mut self, u: f64, at: usize) {
-        self.slots[slot(u)] += 1;
+        self.slots[slot(edges(), u)] += 1;
         if u > self.threshold {
             self.push_top(u, at);
+        }
+    }
+
+    /// Counts a block of shares of tolerance, the first at flat index `base`. Four histograms take turns so
+    /// that runs of elements in one slot do not wait on each other's increment.
+    pub fn add_block(&mut self, u: &[f64], base: usize) {
+        let e = edges();
+        let mut lanes = [[0u32; SLOTS]; 4];
+        let mut quads = u.chunks_exact(4);
+        for q in &mut quads {
+            for (lane, &x) in lanes.iter_mut().zip(q) {
+                lane[slot(e, x)] += 1;
+            }
+        }
+        for &x in quads.remainder() {
+            lanes[0][slot(e, x)] += 1;
+        }
+        for lane in lanes {
+            for (a, b) in self.slots.iter_mut().zip(lane) {
+                *a += b as u64;
+            }
+        }
+        for (i, &x) in u.iter().enumerate() {
+            if x > self.threshold {
+                self.push_top(x, base + i);
+            }
         }
     }
 
@@ -161,44 +187,42 @@ impl Default for Spread {
     }
 }
 
-/// The histogram's bin edges 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS, between a 0 and an
-/// infinity: a positive `u` lies between `fenced()[c]` and `fenced()[c + 1]` when `c` edges are at or below it.
-fn fenced() -> &'static [f64; HIST_BINS + 3] {
-    static EDGES: std::sync::OnceLock<[f64; HIST_BINS + 3]> = std::sync::OnceLock::new();
+/// The histogram's bin edges 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS between a 0 and an
+/// infinity (`fences[c] ≤ u < fences[c + 1]` when `c` edges are at or below a positive `u`), and per binary
+/// exponent the count of edges at or below its power of two.
+struct Edges {
+    fences: [f64; HIST_BINS + 3],
+    by_exponent: [u8; 2048],
+}
+
+fn edges() -> &'static Edges {
+    static EDGES: std::sync::OnceLock<Edges> = std::sync::OnceLock::new();
     EDGES.get_or_init(|| {
-        std::array::from_fn(|i| match i {
+        let fences: [f64; HIST_BINS + 3] = std::array::from_fn(|i| match i {
             0 => 0.0,
             i if i == HIST_BINS + 2 => f64::INFINITY,
             i => 10f64.powf(HIST_LO + (i - 1) as f64 / HIST_PER_DECADE as f64),
-        })
+        });
+        let by_exponent = std::array::from_fn(|e| {
+            let p = f64::from_bits((e as u64) << 52);
+            fences[1..HIST_BINS + 2].iter().filter(|&&x| x <= p).count() as u8
+        });
+        Edges {
+            fences,
+            by_exponent,
+        }
     })
 }
 
-/// The slot of a share of tolerance `u` ≥ 0. The binary exponent of a positive finite `u` places 2·log10(u)
-/// within 0.61 below its value, so the count of edges at or below `u` is that estimate or one more: one comparison
-/// decides (a `log10` or a binary search per element cost more than the rest of the scan). A check falls back to
-/// the search should rounding ever put the estimate out by more.
+/// The slot of a share of tolerance `u` ≥ 0 (0 exact, infinite a NaN/Inf mismatch), without a branch. Edges are
+/// 10^0.5 apart, so at most one lies inside a binade: the count at `u`'s power of two, plus one comparison with
+/// the next edge, is the count of edges at or below `u` (a `log10` per element cost more than the rest of the
+/// scan).
 #[inline(always)]
-fn slot(u: f64) -> usize {
-    const LOG10_2: f64 = std::f64::consts::LOG10_2;
-    const TOP: f64 = (HIST_BINS + 1) as f64;
-    let f = fenced();
-    let per = HIST_PER_DECADE as f64;
-    let v = if u > 0.0 && u < f64::INFINITY { u } else { 1.0 };
-    let exp = ((v.to_bits() >> 52) & 0x7ff) as f64 - 1023.0;
-    // floor(x) + 1 for x ≥ −1 (the clamp makes it so; the cast truncates).
-    let est = ((exp * LOG10_2 * per - HIST_LO * per).clamp(-1.0, TOP) + 1.0) as usize;
-    let mut c = est.min(HIST_BINS + 1);
-    c += (f[c + 1] <= v) as usize;
-    if !(f[c] <= v && v < f[c + 1]) {
-        c = f[1..HIST_BINS + 2].partition_point(|&x| x <= v);
-    }
-    let inexact = if u == f64::INFINITY { SLOTS - 1 } else { 1 + c };
-    if u == 0.0 {
-        0
-    } else {
-        inexact
-    }
+fn slot(e: &Edges, u: f64) -> usize {
+    let below = e.by_exponent[(u.to_bits() >> 52) as usize & 0x7ff] as usize;
+    let c = below + (e.fences[below + 1] <= u) as usize;
+    (1 + c) * (u != 0.0) as usize
 }
 
 /// `[channels, H, W]` view of a shape.
@@ -322,7 +346,7 @@ mod tests {
         let mut u: f64 = 3.0e-300;
         while u < 1.0e300 {
             let want = ((u.log10() - HIST_LO) * HIST_PER_DECADE as f64).floor();
-            let got = slot(u) as f64 - 2.0;
+            let got = slot(edges(), u) as f64 - 2.0;
             assert_eq!(got, want.clamp(-1.0, HIST_BINS as f64), "u = {u:e}");
             u *= if (1e-10..1e5).contains(&u) {
                 1.0137
@@ -330,15 +354,16 @@ mod tests {
                 1.7
             };
         }
+        let e = edges();
         for k in 1..HIST_BINS {
-            let at = fenced()[k + 1];
+            let at = e.fences[k + 1];
             let below = f64::from_bits(at.to_bits() - 1);
-            assert_eq!(slot(at), k + 2, "edge {k}");
-            assert_eq!(slot(below), k + 1, "below edge {k}");
+            assert_eq!(slot(e, at), k + 2, "edge {k}");
+            assert_eq!(slot(e, below), k + 1, "below edge {k}");
         }
-        assert_eq!((slot(0.0), slot(f64::INFINITY)), (0, SLOTS - 1));
+        assert_eq!((slot(e, 0.0), slot(e, f64::INFINITY)), (0, SLOTS - 1));
         assert_eq!(
-            (slot(f64::MIN_POSITIVE / 8.0), slot(f64::MAX)),
+            (slot(e, f64::MIN_POSITIVE / 8.0), slot(e, f64::MAX)),
             (1, SLOTS - 2)
         );
     }

@@ -169,6 +169,20 @@ fn ulps(a: u64, b: u64, sign: u64) -> u64 {
     (ordinal(a) - ordinal(b)).unsigned_abs() as u64
 }
 
+/// [`ulps`] for float types of 32 bits or fewer, in 64-bit integers.
+#[inline(always)]
+fn ulps_narrow(a: u64, b: u64, sign: u64) -> u64 {
+    let ordinal = |x: u64| {
+        let m = (x & (sign - 1)) as i64;
+        if x & sign != 0 {
+            -m
+        } else {
+            m
+        }
+    };
+    (ordinal(a) - ordinal(b)).unsigned_abs()
+}
+
 /// ULP distance between the target value `t` and the reference `r` rounded to `dtype`.
 #[inline]
 pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
@@ -181,17 +195,17 @@ pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
     }
     match dtype {
         DType::F64 => ulps(r.to_bits(), t.to_bits(), 1 << 63),
-        DType::F32 => ulps(
+        DType::F32 => ulps_narrow(
             (r as f32).to_bits() as u64,
             (t as f32).to_bits() as u64,
             1 << 31,
         ),
-        DType::F16 => ulps(
+        DType::F16 => ulps_narrow(
             f16::from_f64(r).to_bits() as u64,
             f16::from_f64(t).to_bits() as u64,
             1 << 15,
         ),
-        DType::Bf16 => ulps(
+        DType::Bf16 => ulps_narrow(
             bf16::from_f64(r).to_bits() as u64,
             bf16::from_f64(t).to_bits() as u64,
             1 << 15,
@@ -201,6 +215,13 @@ pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
 }
 
 const CHUNK: usize = 1 << 16;
+
+/// Elements per parallel chunk: [`CHUNK`] for large values, fewer for small ones so that every thread gets a share
+/// (most activations of a small transformer hold under 64K elements), never below a few blocks.
+fn chunk_len(n: usize) -> usize {
+    let share = n.div_ceil(4 * rayon::current_num_threads());
+    share.next_multiple_of(BLOCK).clamp(8 * BLOCK, CHUNK)
+}
 
 /// RMS of the finite elements (0 when there are none).
 pub fn rms<T: ToF64 + Sync>(r: &[T]) -> f64 {
@@ -231,14 +252,15 @@ pub(super) fn run<T: ToF64 + Sync>(
     tol: Tolerance,
     scale: f64,
 ) -> Acc {
-    r.par_chunks(CHUNK)
-        .zip(t.par_chunks(CHUNK))
+    let chunk = chunk_len(r.len());
+    r.par_chunks(chunk)
+        .zip(t.par_chunks(chunk))
         .enumerate()
         .map(|(c, (rc, tc))| {
             let mut a = Acc::new();
             let (mut tb, mut ub) = ([0.0f64; BLOCK], [0.0f64; BLOCK]);
             for (b, (rb, tsrc)) in rc.chunks(BLOCK).zip(tc.chunks(BLOCK)).enumerate() {
-                let base = c * CHUNK + b * BLOCK;
+                let base = c * chunk + b * BLOCK;
                 let tb = &mut tb[..rb.len()];
                 for (x, v) in tb.iter_mut().zip(tsrc) {
                     *x = v.to_f64();
@@ -355,9 +377,7 @@ impl Acc {
         self.tt += tq;
         (self.max_abs, self.max_abs_at) = (max_abs, max_at);
         (self.max_rel, self.tol_used) = (max_rel, used_max);
-        for (i, &x) in u.iter().enumerate() {
-            self.spread.add(x, base + i);
-        }
+        self.spread.add_block(u, base);
     }
 
     /// The largest ULP distance over a finite block (the element type matched once, not per element).
@@ -368,7 +388,7 @@ impl Acc {
         let m = match dtype {
             DType::F64 => most(r, t, |a, b| ulps(a.to_bits(), b.to_bits(), 1 << 63)),
             DType::F32 => most(r, t, |a, b| {
-                ulps(
+                ulps_narrow(
                     (a as f32).to_bits() as u64,
                     (b as f32).to_bits() as u64,
                     1 << 31,

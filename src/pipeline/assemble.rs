@@ -23,9 +23,8 @@ pub fn report(
     lane: &Lane,
     cmp: &Compared,
     found: Found,
-    t_all: Instant,
+    (t_explain, t_all): (Instant, Instant),
 ) -> Report {
-    let t = Instant::now();
     let coverage = analysis::coverage(&p.graph, &found.nodes);
     let notes = notes(p, lane, cmp);
     let details = lane
@@ -68,7 +67,10 @@ pub fn report(
             import_ms: p.import_ms,
             reference_ms: cmp.reference_ms,
             target_ms: lane.ms,
-            compare_ms: ms(t) + cmp.compare_time.as_secs_f64() * 1e3,
+            noise_ms: lane.noise_ms,
+            compare_ms: cmp.compare_time.as_secs_f64() * 1e3,
+            attribution_ms: lane.attribution_ms,
+            explain_ms: ms(t_explain),
             total_ms: ms(t_all),
         },
         notes,

@@ -5,12 +5,14 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use super::parts::{prune_heatmaps, stage};
 use super::stream::Compared;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::{self, anomaly, attribution, causes, culprit};
 use crate::error::Result;
-use crate::report::model::{NodeReport, ValueReport, Verdict};
+use crate::report::model::{Introduced, NodeReport, ValueReport, Verdict};
 use crate::runner::reference::Rounding;
 use crate::target::{self, Capture};
 
@@ -31,25 +33,38 @@ pub fn attribute(
         .target
         .run_isolated(&p.graph, &p.inputs, &cmp.held, round)?;
     lane.notes.extend(iso.notes);
-    for (name, t_iso) in &iso.values {
-        let (Some(r), Some(v)) = (cmp.held.get(name), lane.reports.get_mut(name)) else {
-            continue;
-        };
-        let (r, t_iso) = match &s.slice {
-            Some(sp) => (Cow::Owned(sp.apply(r)), Cow::Owned(sp.apply(t_iso))),
-            None => (Cow::Borrowed(r), Cow::Borrowed(t_iso)),
-        };
-        let operands = cmp.scales.operands(name);
-        let alone = analysis::compare_pair(
-            name,
-            Ok(&r),
-            Ok(&t_iso),
-            &s.tolerance,
-            operands,
-            false,
-            false,
-        );
-        v.introduced = attribution::introduced(&alone, &r, round.get(name).copied());
+    // Values are compared in parallel: most are too small to occupy every core alone.
+    let reports = &lane.reports;
+    let introduced: Vec<(&String, Option<Introduced>)> = iso
+        .values
+        .par_iter()
+        .filter(|(name, _)| reports.contains_key(*name))
+        .filter_map(|(name, t_iso)| {
+            let r = cmp.held.get(name)?;
+            let (r, t_iso) = match &s.slice {
+                Some(sp) => (Cow::Owned(sp.apply(r)), Cow::Owned(sp.apply(t_iso))),
+                None => (Cow::Borrowed(r), Cow::Borrowed(t_iso)),
+            };
+            let operands = cmp.scales.operands(name);
+            let alone = analysis::compare_pair(
+                name,
+                Ok(&r),
+                Ok(&t_iso),
+                &s.tolerance,
+                operands,
+                false,
+                false,
+            );
+            Some((
+                name,
+                attribution::introduced(&alone, &r, round.get(name).copied()),
+            ))
+        })
+        .collect();
+    for (name, i) in introduced {
+        if let Some(v) = lane.reports.get_mut(name) {
+            v.introduced = i;
+        }
     }
     pb.finish_and_clear();
     Ok(())

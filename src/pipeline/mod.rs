@@ -74,6 +74,9 @@ pub struct Lane {
     pub reports: HashMap<String, ValueReport>,
     /// Notes for this target's report.
     pub notes: Vec<String>,
+    /// Time of the expected-noise run and of the attribution stage.
+    pub noise_ms: f64,
+    pub attribution_ms: f64,
 }
 
 /// Every lane's report, the target-vs-target comparisons, and the inputs they ran on.
@@ -148,17 +151,29 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     let attribution = s.attribution && s.budget().is_none();
     let mut lanes = capture(s, p, attribution)?;
     for lane in lanes.iter_mut() {
+        let t = Instant::now();
         lane.emulated = expected_noise(s, p, lane.rounding.as_ref())?;
+        lane.noise_ms = ms(t);
     }
     let mut cmp = stream::compare(s, p, &mut lanes, attribution)?;
     let mut reports = vec![];
     let mut target_outputs = HashMap::new();
     for mut lane in lanes {
         if let Some(round) = lane.rounding.clone() {
+            let t = Instant::now();
             explain::attribute(s, p, &mut lane, &cmp, &round)?;
+            lane.attribution_ms = ms(t);
         }
+        let t_explain = Instant::now();
         let found = explain::explain(s, p, &cmp, &mut lane)?;
-        reports.push(assemble::report(s, p, &lane, &cmp, found, t_all));
+        reports.push(assemble::report(
+            s,
+            p,
+            &lane,
+            &cmp,
+            found,
+            (t_explain, t_all),
+        ));
         if s.steps > 1 && target_outputs.is_empty() {
             for o in &p.graph.outputs {
                 if let Some(v) = lane.out.values.remove(&o.name) {
@@ -238,6 +253,8 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             emulated: HashMap::new(),
             reports: HashMap::new(),
             notes: vec![],
+            noise_ms: 0.0,
+            attribution_ms: 0.0,
         });
     }
     Ok(lanes)

@@ -475,9 +475,20 @@ pub struct NodeReport {
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Timings {
     pub import_ms: f64,
+    /// The f64 reference, its comparisons excluded.
     pub reference_ms: f64,
     pub target_ms: f64,
+    /// The reference rerun with the target's rounding (expected noise; 0 without attribution).
+    #[serde(default)]
+    pub noise_ms: f64,
+    /// Comparing the values as the reference produced them.
     pub compare_ms: f64,
+    /// Every node alone on the target, and those runs compared (0 without attribution).
+    #[serde(default)]
+    pub attribution_ms: f64,
+    /// First divergence, culprits and causes (a fusion rerun included), and the report assembled.
+    #[serde(default)]
+    pub explain_ms: f64,
     pub total_ms: f64,
 }
 

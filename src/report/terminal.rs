@@ -344,8 +344,16 @@ pub fn render(r: &Report, top: usize) -> String {
     let t = &r.timings;
     let _ = writeln!(
         s,
-        "time: {:.0} ms (import {:.0}, reference {:.0}, target {:.0}, compare {:.0})",
-        t.total_ms, t.import_ms, t.reference_ms, t.target_ms, t.compare_ms
+        "time: {:.0} ms (import {:.0}, reference {:.0}, target {:.0}, expected noise {:.0}, compare {:.0}, \
+         attribution {:.0}, explain {:.0})",
+        t.total_ms,
+        t.import_ms,
+        t.reference_ms,
+        t.target_ms,
+        t.noise_ms,
+        t.compare_ms,
+        t.attribution_ms,
+        t.explain_ms
     );
     s
 }

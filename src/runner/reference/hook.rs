@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
 use tract_onnx::pb::{ModelProto, NodeProto, TensorProto};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{EvalContext, OpState};
@@ -265,10 +266,15 @@ impl<'g, 's> Evaluator<'g, 's> {
             if v.datum_type() != f64::datum_type() {
                 continue;
             }
-            let mut t = v.clone().into_tensor();
-            t.to_plain_array_view_mut::<f64>()?
-                .iter_mut()
-                .for_each(|x| *x = kernels::round_one(*x, d));
+            // Taken out of the slot, the value is usually unshared and rounds in place, without a copy.
+            let mut t = std::mem::replace(v, tensor0(0f64).into_tvalue()).into_tensor();
+            let mut view = t.to_plain_array_view_mut::<f64>()?;
+            match view.as_slice_mut() {
+                Some(s) => s
+                    .par_chunks_mut(1 << 14)
+                    .for_each(|c| c.iter_mut().for_each(|x| *x = kernels::round_one(*x, d))),
+                None => view.iter_mut().for_each(|x| *x = kernels::round_one(*x, d)),
+            }
             *v = t.into_tvalue();
         }
         Ok(())
