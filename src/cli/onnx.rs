@@ -198,6 +198,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
                 .map_err(|e| anyhow::anyhow!("--slice {sp}: {e}"))
         })
         .transpose()?;
+    s.strategy = Strategy::Auto;
     if let Some(m) = a.max_memory.as_deref() {
         let budget = crate::bounded::parse_size(m)
             .with_context(|| format!("--max-memory {m}: not a size (try 2GiB or 512MiB)"))?;

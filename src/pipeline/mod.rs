@@ -17,6 +17,7 @@
 mod assemble;
 mod dump;
 mod explain;
+mod memory;
 mod parts;
 mod samples;
 mod settings;
@@ -115,6 +116,10 @@ pub fn compare_targets(s: &CompareSettings) -> Result<(MultiReport, Inputs)> {
 fn run(s: &CompareSettings) -> Result<Finished> {
     let t_all = Instant::now();
     let mut p = prepare(s)?;
+    let t = Instant::now();
+    let resolved = memory::resolve(s, &mut p);
+    p.import_ms += ms(t);
+    let s = &resolved;
     let summaries = p.inputs.summaries.clone();
     let f = stages(s, &mut p, t_all).map_err(|e| shapes::with_dims_hint(e, &summaries))?;
     compared_something(s, &f)?;
@@ -235,7 +240,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
         let t = Instant::now();
         let pb = stage(s.progress, &format!("target: {}", spec.label()));
         let out = match s.strategy {
-            Strategy::Whole => {
+            Strategy::Whole | Strategy::Auto => {
                 let inputs = p.target_inputs.as_ref().unwrap_or(&p.inputs);
                 target.run(&p.graph, inputs, Capture::All)?
             }

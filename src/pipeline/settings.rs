@@ -28,6 +28,9 @@ pub enum Strategy {
     Whole,
     /// `--max-memory`: values exposed chunk by chunk as the reference streams, peak near `budget` bytes.
     Bounded { budget: usize },
+    /// `phantom onnx` without `--max-memory`: whole, unless the run's values would exceed phantom's default budget
+    /// ([`crate::fsutil::memory_budget`]); then bounded to it ([`super::memory::resolve`]).
+    Auto,
 }
 
 /// The settings of `phantom onnx` (and of the commands built on it: `precision`, `replay`).
@@ -106,7 +109,7 @@ impl CompareSettings {
     pub fn budget(&self) -> Option<usize> {
         match self.strategy {
             Strategy::Bounded { budget } => Some(budget),
-            Strategy::Whole => None,
+            Strategy::Whole | Strategy::Auto => None,
         }
     }
 }

@@ -34,9 +34,15 @@ pub fn ensure_runtime() {
 
 /// Runs phantom with `args`; returns (exit code, stdout, stderr).
 pub fn phantom(args: &[&str]) -> (i32, String, String) {
+    phantom_env(args, &[])
+}
+
+/// [`phantom`] with environment variables set.
+pub fn phantom_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out: Output = Command::new(env!("CARGO_BIN_EXE_phantom"))
         .args(args)
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .output()
         .expect("run phantom");
     (

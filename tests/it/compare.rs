@@ -495,3 +495,70 @@ fn slice_compares_part_of_each_tensor() {
     assert_eq!(code, 2);
     assert!(err.contains("--slice ::0"), "{err}");
 }
+
+/// Memory by default: a run whose values would exceed phantom's budget (here forced down to 256 KiB) is exposed chunk
+/// by chunk without being asked, says so with the estimate and the budget, and finds the same first divergence and
+/// failing values as the whole run under the machine's default budget (which holds everything at once).
+#[test]
+fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("p.onnx");
+    perturbed_copy(&model("convnet.onnx"), "dwconv3", 1.01, &target);
+    let run = |env: &[(&str, &str)]| {
+        let json = dir.path().join("r.json");
+        let (m, t, j) = (model("convnet.onnx"), target.clone(), json.clone());
+        let args = [
+            "onnx",
+            m.to_str().unwrap(),
+            "--target-model",
+            t.to_str().unwrap(),
+            "--json",
+            j.to_str().unwrap(),
+        ];
+        let (code, out, err) = phantom_env(&args, env);
+        assert_eq!(code, 1, "{out}{err}");
+        (read_json(&json), out)
+    };
+    let (whole, whole_out) = run(&[]);
+    let (auto, auto_out) = run(&[("PHANTOM_MEMORY_BUDGET", "256KiB")]);
+    assert!(!whole_out.contains("memory: holding"), "{whole_out}");
+    let note = auto["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .find(|n| n.starts_with("memory: holding"))
+        .unwrap_or_else(|| panic!("no memory note: {auto_out}"));
+    assert!(
+        note.contains("budget of 256 KiB (PHANTOM_MEMORY_BUDGET)"),
+        "{note}"
+    );
+    assert!(
+        auto_out.contains("bounded memory (256 KiB): the target ran"),
+        "{auto_out}"
+    );
+    assert_eq!(whole["verdict"]["status"], auto["verdict"]["status"]);
+    assert_eq!(
+        whole["verdict"]["first_divergence"],
+        auto["verdict"]["first_divergence"]
+    );
+    assert_eq!(
+        whole["verdict"]["failing_values"],
+        auto["verdict"]["failing_values"]
+    );
+    // The whole run attributed the error; the bounded one could not, and says so on every value.
+    assert!(whole["verdict"]["culprits"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty()));
+    let introduced = |r: &serde_json::Value| {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| !n["values"][0]["introduced"].is_null())
+            .count()
+    };
+    assert!(introduced(&whole) > 0);
+    assert_eq!(introduced(&auto), 0);
+}

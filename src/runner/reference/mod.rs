@@ -132,6 +132,26 @@ impl ReferenceRunner {
     /// Parses the model into a typed tract model whose outputs are every value, in the order of the returned names.
     /// With `wide`, the model is first rewritten as float64 ([`widen`]) and patched where tract's expansions are not
     /// faithful ([`rewrite`]).
+    /// Bytes every value of the model takes in f64 for these inputs, from tract's shapes (without running it), and
+    /// how many values tract could not size before running (left out of the sum).
+    /// A model tract cannot import is an error here (a panic in tract included), left for the run to report.
+    pub fn value_bytes(&self, graph: &Graph, inputs: &Inputs) -> Result<(u64, usize)> {
+        let (typed, _, _) = crate::error::guard("sizing values (tract)", || {
+            self.parse(graph, inputs, false)
+        })?;
+        let (mut bytes, mut unsized_values) = (0u64, 0usize);
+        for o in &typed.outputs {
+            let fact = typed
+                .outlet_fact(*o)
+                .map_err(|e| ref_err(graph, "sizing", e))?;
+            match fact.shape.as_concrete() {
+                Some(dims) => bytes += 8 * dims.iter().product::<usize>() as u64,
+                None => unsized_values += 1,
+            }
+        }
+        Ok((bytes, unsized_values))
+    }
+
     fn parse(
         &self,
         graph: &Graph,

@@ -1,0 +1,68 @@
+//! Memory by default: `phantom onnx` without `--max-memory` sizes the run's values from tract's shapes before the
+//! target runs, and when holding them would exceed phantom's default budget (half the machine's memory, or
+//! `PHANTOM_MEMORY_BUDGET`), exposes the target's values chunk by chunk within that budget instead of running out
+//! of memory. The report says so, and what that mode does not measure.
+
+use super::{CompareSettings, Prepared, Strategy};
+use crate::bounded::fmt_size;
+use crate::runner::reference::ReferenceRunner;
+
+/// The settings the run goes on with: `s` itself unless its strategy is [`Strategy::Auto`], which becomes whole or
+/// bounded here (with a note on the model when bounded).
+pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
+    let mut s = s.clone();
+    if s.strategy != Strategy::Auto {
+        return s;
+    }
+    s.strategy = Strategy::Whole;
+    // Bounded mode runs one target, one step, without a dump: anything else stays whole, as asked.
+    if s.targets.len() != 1 || s.steps > 1 || s.dump.is_some() {
+        return s;
+    }
+    // A model tract cannot size is left to the run, which reports why.
+    let Ok((f64_bytes, _unsized)) = ReferenceRunner::default().value_bytes(&p.graph, &p.inputs)
+    else {
+        return s;
+    };
+    let need = held_at_once(f64_bytes, s.attribution);
+    let budget = crate::fsutil::memory_budget();
+    if need > budget as u64 {
+        s.strategy = Strategy::Bounded { budget };
+        p.graph.notes.push(note(need, budget));
+    }
+    s
+}
+
+/// Bytes a whole run holds at once for values of `f64_bytes` in f64: the target's copy (f32: half), and with
+/// attribution the reference values kept in f64, the expected-noise run's (half) and the per-node run's feeds and
+/// outputs (half each).
+fn held_at_once(f64_bytes: u64, attribution: bool) -> u64 {
+    match attribution {
+        true => f64_bytes / 2 + f64_bytes + f64_bytes / 2 + f64_bytes,
+        false => f64_bytes / 2,
+    }
+}
+
+fn note(need: u64, budget: usize) -> String {
+    let source = match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
+        Some(_) => "PHANTOM_MEMORY_BUDGET",
+        None => "half this machine's memory; PHANTOM_MEMORY_BUDGET or --max-memory set another",
+    };
+    format!(
+        "memory: holding this run's values at once would take about {} (target, f64 reference, expected noise and \
+         per-node runs), above phantom's default budget of {} ({source}): the target's values were exposed chunk by \
+         chunk within it, so expected noise and introduced error were not measured and culprits rest on the first \
+         divergence",
+        fmt_size(need as usize),
+        fmt_size(budget)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn attribution_holds_three_times_the_f64_values() {
+        assert_eq!(super::held_at_once(1000, true), 3000);
+        assert_eq!(super::held_at_once(1000, false), 500);
+    }
+}
