@@ -136,9 +136,8 @@ impl ReferenceRunner {
     /// how many values tract could not size before running (left out of the sum).
     /// A model tract cannot import is an error here (a panic in tract included), left for the run to report.
     pub fn value_bytes(&self, graph: &Graph, inputs: &Inputs) -> Result<(u64, usize)> {
-        let (typed, _, _) = crate::error::guard("sizing values (tract)", || {
-            self.parse(graph, inputs, false)
-        })?;
+        let (typed, _, _) =
+            crate::error::guard("sizing values (tract)", || self.parse(graph, inputs, false))?;
         let (mut bytes, mut unsized_values) = (0u64, 0usize);
         for o in &typed.outputs {
             let fact = typed
