@@ -190,6 +190,34 @@ pub fn build(original: &Graph, target: &Graph, available: &HashSet<String>) -> R
     })
 }
 
+/// `graph` split in topological order into graphs of consecutive nodes whose values (inputs and outputs, at half
+/// their f64 size in `reference`: what ORT reads and writes in f32) take about `limit` bytes at most, so that one
+/// isolated run never holds every value at once; one part when everything fits (a single node may exceed it).
+pub fn parts(graph: &Graph, reference: &HashMap<String, Tensor>, limit: usize) -> Vec<Graph> {
+    let size = |v: &String| reference.get(v).map_or(0, |t| t.nbytes() / 2);
+    let mut parts: Vec<Vec<crate::model::Node>> = vec![vec![]];
+    let mut bytes = 0;
+    for n in &graph.nodes {
+        let b: usize = n.inputs.iter().chain(&n.outputs).map(size).sum();
+        if bytes + b > limit && parts.last().is_some_and(|p| !p.is_empty()) {
+            parts.push(vec![]);
+            bytes = 0;
+        }
+        bytes += b;
+        parts.last_mut().expect("one part at least").push(n.clone());
+    }
+    match parts.len() {
+        1 => vec![graph.clone()],
+        _ => parts
+            .into_iter()
+            .map(|nodes| Graph {
+                nodes,
+                ..graph.clone()
+            })
+            .collect(),
+    }
+}
+
 /// Runs every isolated node once on ONNX Runtime; returns the outputs by the original value names.
 pub fn run(
     iso: &Isolated,

@@ -18,6 +18,10 @@ use crate::runner::trace::Run;
 use crate::runner::{isolate, RunOutput, Runner};
 use crate::tensor::Tensor;
 
+/// The nodes run alone (introduced error) in groups whose values take at most 1/`ISOLATED_SHARE` of
+/// [`crate::fsutil::memory_budget`]: the feeds and outputs of one isolated run, beside the reference values held.
+const ISOLATED_SHARE: usize = 16;
+
 /// ONNX Runtime on one execution provider.
 pub struct OrtTarget {
     spec: TargetSpec,
@@ -133,15 +137,30 @@ impl Target for OrtTarget {
     ) -> Result<Isolated> {
         let target = self.runner.target_model.as_ref().unwrap_or(graph);
         let available: HashSet<String> = reference.keys().cloned().collect();
-        let iso = isolate::build(graph, target, &available)?;
+        let limit = crate::fsutil::memory_budget() / ISOLATED_SHARE;
+        let parts = isolate::parts(graph, reference, limit);
+        let (mut values, mut excluded) = (HashMap::new(), 0);
+        for part in &parts {
+            let iso = isolate::build(part, target, &available)?;
+            excluded += iso.excluded.len();
+            if !iso.graph.nodes.is_empty() {
+                values.extend(isolate::run(&iso, &self.runner, reference, rounding)?);
+            }
+        }
         let mut notes = vec![];
-        if !iso.excluded.is_empty() {
+        if excluded > 0 {
             notes.push(format!(
-                "introduced error not measured for {} node(s) (control-flow bodies, or inputs the reference lacks)",
-                iso.excluded.len()
+                "introduced error not measured for {excluded} node(s) (control-flow bodies, or inputs the reference lacks)"
             ));
         }
-        let values = isolate::run(&iso, &self.runner, reference, rounding)?;
+        if parts.len() > 1 {
+            notes.push(format!(
+                "introduced error: the nodes ran alone in {} groups of about {} of values each (1/{ISOLATED_SHARE} of \
+                 phantom's memory budget), not all at once",
+                parts.len(),
+                crate::fsutil::fmt_size(limit)
+            ));
+        }
         Ok(Isolated { values, notes })
     }
 

@@ -562,3 +562,62 @@ fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
     assert!(introduced(&whole) > 0);
     assert_eq!(introduced(&auto), 0);
 }
+
+/// The nodes run alone for the introduced error in groups that fit a share of the memory budget: under a 4 MiB budget
+/// (the run stays whole) the demo CNN's nodes run in several groups and every value's introduced error is the one
+/// measured with all nodes in one run.
+#[test]
+fn nodes_run_alone_in_groups_measure_the_same_introduced_error() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("p.onnx");
+    perturbed_copy(&model("convnet.onnx"), "dwconv3", 1.01, &target);
+    let run = |env: &[(&str, &str)]| {
+        let json = dir.path().join("r.json");
+        let (m, t, j) = (model("convnet.onnx"), target.clone(), json.clone());
+        let args = [
+            "onnx",
+            m.to_str().unwrap(),
+            "--target-model",
+            t.to_str().unwrap(),
+            "--json",
+            j.to_str().unwrap(),
+        ];
+        let (code, out, err) = phantom_env(&args, env);
+        assert_eq!(code, 1, "{out}{err}");
+        read_json(&json)
+    };
+    let (one, grouped) = (run(&[]), run(&[("PHANTOM_MEMORY_BUDGET", "4MiB")]));
+    let notes = |r: &serde_json::Value| r["notes"].to_string();
+    assert!(!notes(&one).contains("ran alone in"), "{}", notes(&one));
+    assert!(
+        notes(&grouped).contains("the nodes ran alone in"),
+        "{}",
+        notes(&grouped)
+    );
+    assert!(
+        !notes(&grouped).contains("memory: holding"),
+        "the run stays whole: {}",
+        notes(&grouped)
+    );
+    let introduced = |r: &serde_json::Value| -> Vec<(String, f64)> {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| {
+                let i = &n["values"][0]["introduced"];
+                (!i.is_null()).then(|| {
+                    (
+                        n["name"].to_string(),
+                        i["metrics"]["max_abs"].as_f64().unwrap(),
+                    )
+                })
+            })
+            .collect()
+    };
+    let (a, b) = (introduced(&one), introduced(&grouped));
+    assert!(a.len() > 5, "{a:?}");
+    assert_eq!(a, b);
+    assert_eq!(one["verdict"]["culprits"], grouped["verdict"]["culprits"]);
+}
