@@ -15,6 +15,7 @@ mod golden;
 mod hostile;
 mod hostile_models;
 mod inputs;
+mod memory;
 mod multi;
 mod oracle;
 mod precision;
