@@ -46,6 +46,7 @@ pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod scan;
+pub mod segment;
 pub mod target;
 pub mod tensor;
 pub mod watchdog;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use super::args_segment::{MergeArgs, PlanArgs, SegmentArgs};
 pub use super::args_tools::{DiffArgs, ProfileArgs, ReduceArgs, ServeArgs};
 
 /// phantom: find where and why an ONNX model's numbers diverge between runtimes.
@@ -55,6 +56,14 @@ pub enum Command {
     /// Per-node time on the target (ONNX Runtime's profiler), FLOPs and bytes per node, memory, top nodes and op
     /// types; a Chrome trace; two saved profiles compared.
     Profile(Box<ProfileArgs>),
+    /// Cut a model too big for one machine into segments (manifest, inputs) that `phantom segment` runs one per
+    /// job: a Slurm array, a Kubernetes Indexed Job, a CI matrix.
+    Plan(Box<PlanArgs>),
+    /// Run one segment of a plan: `--boundary` stores both sides' boundary values (in order), then each index
+    /// compares its segment as `phantom onnx` does and writes a partial report.
+    Segment(SegmentArgs),
+    /// Join a plan's partial reports into the whole model's report (terminal, JSON, HTML, JUnit, Markdown).
+    Merge(MergeArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -2,6 +2,7 @@
 //! an exit code (0 clean, 1 drift found, 2 error).
 
 pub mod args;
+mod args_segment;
 mod args_tools;
 mod determinism;
 mod devices;
@@ -16,6 +17,7 @@ mod replay;
 mod run;
 mod runtimes;
 mod scan;
+mod segment;
 pub mod settings;
 mod target;
 
@@ -84,6 +86,9 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
         args::Command::Reduce(a) => reduce::run(*a),
         args::Command::Profile(a) => profile::run(*a),
         args::Command::Serve(a) => diff::serve(a),
+        args::Command::Plan(a) => segment::plan(*a),
+        args::Command::Segment(a) => segment::segment(a),
+        args::Command::Merge(a) => segment::merge(a),
     }
 }
 

@@ -81,22 +81,10 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         let run = crate::replay::SavedRun::from_report(&report, &settings, &inputs.tensors);
         crate::replay::save(d, &run, &inputs.tensors, a.force)?;
     }
-    if let Some(p) = &a.json {
-        json::write(&report, p)
-            .with_context(|| format!("writing the JSON report to {}", p.display()))?;
-    }
-    if let Some(p) = &a.junit {
-        json::write_atomic(p, crate::report::junit::from_report(&report).as_bytes())
-            .with_context(|| format!("writing the JUnit report to {}", p.display()))?;
-    }
-    if let Some(p) = &a.summary_md {
-        json::write_atomic(p, crate::report::markdown::render(&report).as_bytes())
-            .with_context(|| format!("writing the Markdown summary to {}", p.display()))?;
-    }
-    if let Some(p) = &a.html {
-        json::write_atomic(p, crate::report::html::render(&report).as_bytes())
-            .with_context(|| format!("writing the HTML report to {}", p.display()))?;
-    }
+    write_reports(
+        &report,
+        [&a.json, &a.junit, &a.summary_md, &a.html].map(|p| p.as_deref()),
+    )?;
     if let Some(p) = &a.dot {
         let graph = crate::model::load(&a.model)?;
         json::write_atomic(p, crate::report::dot::render(&report, &graph).as_bytes())
@@ -133,6 +121,30 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         false => Outcome::Clean,
         true => Outcome::Diverged,
     })
+}
+
+/// Writes the report as JSON, JUnit, Markdown and HTML where a path is given (in that order).
+pub(super) fn write_reports(
+    report: &crate::report::model::Report,
+    [json_path, junit, md, html]: [Option<&std::path::Path>; 4],
+) -> anyhow::Result<()> {
+    if let Some(p) = json_path {
+        json::write(report, p)
+            .with_context(|| format!("writing the JSON report to {}", p.display()))?;
+    }
+    if let Some(p) = junit {
+        json::write_atomic(p, crate::report::junit::from_report(report).as_bytes())
+            .with_context(|| format!("writing the JUnit report to {}", p.display()))?;
+    }
+    if let Some(p) = md {
+        json::write_atomic(p, crate::report::markdown::render(report).as_bytes())
+            .with_context(|| format!("writing the Markdown summary to {}", p.display()))?;
+    }
+    if let Some(p) = html {
+        json::write_atomic(p, crate::report::html::render(report).as_bytes())
+            .with_context(|| format!("writing the HTML report to {}", p.display()))?;
+    }
+    Ok(())
 }
 
 fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow::Result<Outcome> {

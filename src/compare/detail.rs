@@ -24,7 +24,7 @@ pub const GRID: usize = 32;
 pub const MAX_CHANNELS: usize = 4;
 
 /// Histogram of |t − r| ÷ (atol + rtol·max(|r|, scale)) over the elements: 1 is the tolerance.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Histogram {
     /// Elements with t == r exactly.
     pub exact: u64,
@@ -39,7 +39,7 @@ pub struct Histogram {
 }
 
 /// One element of a value.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Element {
     pub index: Vec<usize>,
     pub reference: f64,
@@ -49,7 +49,7 @@ pub struct Element {
 }
 
 /// Downsampled |t − r| of a value viewed as `[channels, H, W]`.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Heatmap {
     /// The `[channels, H, W]` view of the tensor.
     pub view: [usize; 3],
@@ -68,7 +68,7 @@ pub struct Heatmap {
 }
 
 /// Per-element view of one compared value.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Detail {
     pub histogram: Histogram,
     /// The worst elements, most tolerance used first.

@@ -12,7 +12,7 @@ use crate::tensor::{Tensor, ToF64};
 pub use super::pass::ulp_distance;
 
 /// Error metrics over all elements of one value.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Metrics {
     pub elements: u64,
     pub max_abs: f64,
@@ -40,7 +40,7 @@ pub struct Metrics {
 }
 
 /// Activation statistics of one side.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Stats {
     pub min: f64,
     pub max: f64,
@@ -54,7 +54,7 @@ pub struct Stats {
 }
 
 /// The first element where NaN/Inf disagree, else the element with the largest absolute difference.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Worst {
     pub index: Vec<usize>,
     pub reference: f64,

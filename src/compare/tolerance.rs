@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::tensor::DType;
 
 /// Absolute and relative tolerance for one value.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Tolerance {
     pub atol: f64,
     pub rtol: f64,

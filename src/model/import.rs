@@ -125,6 +125,7 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
         hidden,
         was_unsorted,
         notes: vec![],
+        handed_on: vec![],
     })
 }
 

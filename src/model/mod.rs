@@ -24,7 +24,7 @@ use crate::tensor::DType;
 pub use import::load;
 
 /// One dimension of a declared shape.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Dim {
     Fixed(i64),
@@ -42,7 +42,7 @@ impl std::fmt::Display for Dim {
 }
 
 /// A declared graph input, output or value_info entry.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ValueInfo {
     pub name: String,
     /// Element type; `None` when the model does not declare one (or declares a non-tensor type).
@@ -93,7 +93,7 @@ pub struct InitInfo {
 }
 
 /// A value computed inside a control-flow body, which graph outputs cannot expose.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HiddenValue {
     pub name: String,
     /// Name of the `If`/`Loop`/`Scan` node whose body computes it.
@@ -125,6 +125,9 @@ pub struct Graph {
     pub was_unsorted: bool,
     /// What phantom changed before comparing (an `If` replaced by its taken branch...).
     pub notes: Vec<String>,
+    /// Declared outputs that are not outputs of the model compared (a segment's cut: the values it hands on).
+    /// Targets take them from the run that exposes every value, like any intermediate, not from the plain run.
+    pub handed_on: Vec<String>,
 }
 
 impl Graph {

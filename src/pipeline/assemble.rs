@@ -92,7 +92,7 @@ fn notes(p: &Prepared, lane: &Lane, cmp: &Compared) -> Vec<String> {
     notes
 }
 
-fn summary(graph: &Graph) -> ModelSummary {
+pub fn summary(graph: &Graph) -> ModelSummary {
     ModelSummary {
         path: graph.path.display().to_string(),
         sha256: graph.sha256.clone(),

@@ -39,6 +39,7 @@ use crate::runner::RunOutput;
 use crate::target::{self, Capture, Target, TargetSpec};
 use crate::tensor::Tensor;
 
+pub use assemble::summary as model_summary;
 pub use parts::environment;
 use parts::{ms, stage};
 pub use samples::compare_samples;
@@ -54,6 +55,9 @@ pub struct Prepared {
     pub inputs: Inputs,
     /// Inputs for the target where they differ from the reference's (`--steps`: each side's own KV cache).
     pub target_inputs: Option<Inputs>,
+    /// Inputs for the expected-noise run where they differ from the reference's (a segment: the noise run's own
+    /// boundary values).
+    pub noise_inputs: Option<Inputs>,
     pub lib: Located,
     pub targets: Vec<Box<dyn Target>>,
     pub import_ms: f64,
@@ -110,6 +114,17 @@ pub fn compare_targets(s: &CompareSettings) -> Result<(MultiReport, Inputs)> {
         MultiReport::new(s.command.clone(), f.reports, agreement),
         f.inputs,
     ))
+}
+
+/// The comparison of the one target on an already prepared model and inputs (a segment of a plan), with every
+/// value held.
+pub fn compare_prepared(s: &CompareSettings, p: &mut Prepared) -> Result<Report> {
+    let f = stages(s, p, Instant::now())?;
+    compared_something(s, &f)?;
+    f.reports
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Usage("no target to compare".into()))
 }
 
 /// The stages, for every lane.
@@ -226,6 +241,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         graph,
         inputs,
         target_inputs: None,
+        noise_inputs: None,
         lib,
         targets,
         import_ms: ms(t),
@@ -280,7 +296,8 @@ fn expected_noise(
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
     };
-    ideal.run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+    let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
+    ideal.run_streaming(&p.graph, inputs, &mut |name, value| {
         if let (Ok(v), Some(&d)) = (value, round.get(name)) {
             emulated.insert(name.to_string(), v.cast(d).unwrap_or(v));
         }

@@ -53,7 +53,7 @@ pub struct ConvertOptions {
 }
 
 /// A node left in float32 and why.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct KeptNode {
     pub node: String,
     pub op_type: String,

@@ -7,7 +7,9 @@ use serde::Serialize;
 use super::LowPrecision;
 
 /// How a value escapes the target type's range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RangeKind {
     /// |x| beyond the type's max, stored as ±inf.
@@ -17,7 +19,7 @@ pub enum RangeKind {
 }
 
 /// An initializer or constant with values the target type cannot hold.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RangeIssue {
     pub tensor: String,
     pub kind: RangeKind,

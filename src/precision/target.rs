@@ -14,7 +14,7 @@ use crate::model::{self, Graph};
 use crate::runner::ort::OrtRunner;
 
 /// What phantom's float32 → float16/bfloat16 conversion did.
-#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ConversionReport {
     pub precision: super::LowPrecision,
     /// Nodes left in float32, and why.
@@ -103,7 +103,8 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
     loop {
         let conversion = convert(&proto, graph.path.parent(), &opts)?;
         let bytes = conversion.model.encode_to_vec();
-        let low = model::import::from_bytes(&path, bytes)?;
+        let mut low = model::import::from_bytes(&path, bytes)?;
+        low.handed_on = graph.handed_on.clone();
         match ort.check_loads(&low) {
             Ok(()) => {
                 return Ok(LowTarget {

@@ -17,7 +17,7 @@ use crate::tensor::DType;
 pub const SCHEMA_VERSION: &str = "phantom-report/3";
 
 /// A whole comparison run.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Report {
     /// Always [`SCHEMA_VERSION`].
     pub schema: String,
@@ -50,7 +50,7 @@ pub struct Report {
 }
 
 /// One input sample's own verdict, in a report merged over several samples.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct SampleVerdict {
     pub index: usize,
     /// `seed 3`, or the test_data_set directory.
@@ -66,13 +66,13 @@ pub struct SampleVerdict {
     pub decides: bool,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ModelRef {
     pub path: String,
     pub sha256: String,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ModelSummary {
     pub path: String,
     pub sha256: String,
@@ -88,7 +88,7 @@ pub struct ModelSummary {
 }
 
 /// Where the run happened.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     pub os: String,
     pub arch: String,
@@ -97,7 +97,7 @@ pub struct Environment {
 }
 
 /// One side of the comparison.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunnerInfo {
     /// `tract-f64` or `onnxruntime`.
     pub name: String,
@@ -107,7 +107,7 @@ pub struct RunnerInfo {
 }
 
 /// The target: what was asked for and what ran.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TargetInfo {
     /// `onnxruntime` or `wgpu`.
     pub name: String,
@@ -120,7 +120,7 @@ pub struct TargetInfo {
     pub details: TargetFacts,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ToleranceReport {
     /// `--atol`, when given.
     pub atol: Option<f64>,
@@ -187,7 +187,7 @@ pub struct NodeRef {
     pub value: String,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub status: Status,
     /// First node in topological order with an output out of tolerance.
@@ -401,7 +401,7 @@ impl Basis {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Coverage {
     /// Values computed by top-level nodes.
     pub values: usize,
@@ -413,7 +413,9 @@ pub struct Coverage {
     pub hidden: usize,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ValueStatus {
     Pass,
@@ -423,7 +425,7 @@ pub enum ValueStatus {
 }
 
 /// One compared (or unchecked) value.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ValueReport {
     pub name: String,
     pub status: ValueStatus,
@@ -454,7 +456,7 @@ pub struct ValueReport {
     pub sample: Option<usize>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct NodeReport {
     pub index: usize,
     pub name: String,
@@ -472,7 +474,7 @@ pub struct NodeReport {
 }
 
 /// Wall-clock milliseconds per stage.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Timings {
     pub import_ms: f64,
     /// The f64 reference, its comparisons excluded.
@@ -518,7 +520,7 @@ impl NodeRef {
 }
 
 /// Expected noise of one value and how the target's error compares with it.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Noise {
     /// Largest |ideal − f64| over elements finite on both sides.
     pub max_abs: f64,
@@ -536,7 +538,7 @@ pub struct Noise {
 }
 
 /// Error a node introduces on its own.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Introduced {
     pub status: ValueStatus,
     pub metrics: Metrics,

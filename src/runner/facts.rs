@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::ort::OptLevel;
 
 /// Where a node ran when not on the target's device, and why (wgpu target).
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HostPlacement {
     pub kind: HostKind,
     /// The reason in words ("not checked on GPU: no shader for Softsign; ran on the CPU ...").
@@ -17,7 +17,9 @@ pub struct HostPlacement {
 }
 
 /// Why a node ran on the host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum HostKind {
     /// A constant: nothing to compute.

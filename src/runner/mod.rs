@@ -41,7 +41,7 @@ pub struct RunOutput {
 }
 
 /// How the reference computed a node.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RefPrecision {
     /// tract's own kernel, in f64.

@@ -103,7 +103,7 @@ impl InputSpec {
 }
 
 /// One prepared input and how it was made.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct InputSummary {
     pub name: String,
     pub dtype: DType,

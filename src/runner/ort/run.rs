@@ -139,6 +139,9 @@ impl OrtRunner {
         let mut max_change = 0.0f64;
         for (name, v) in plain {
             let Ok(t) = v else { continue };
+            if g.handed_on.contains(&name) {
+                continue;
+            }
             if let Some(i) = out.values.get(&name) {
                 if i != &t {
                     moved = true;

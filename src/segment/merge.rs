@@ -1,0 +1,163 @@
+//! `phantom merge`: the partial reports of a plan joined into the report of the whole model. Node reports are put
+//! back in the model's topological order; the verdict, the first divergence and the culprits are recomputed on the
+//! whole graph (a segment cannot see that its first node's inputs already failed upstream), each culprit keeping
+//! the causes its own segment found with the values at hand.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::run::PartialReport;
+use super::{load_graph, store, Plan};
+use crate::analysis::{self, anomaly, culprit};
+use crate::error::{Error, Result};
+use crate::report::model::{Report, Timings};
+
+/// The joined report and each segment job's measured peak memory and time.
+pub struct Merged {
+    pub report: Report,
+    /// (segment, peak RSS in bytes, wall ms) per job.
+    pub jobs: Vec<(usize, Option<u64>, f64)>,
+}
+
+/// Reads every partial report; an error names the segments missing and how to run them.
+pub fn read_partials(dir: &Path, plan: &Plan) -> Result<Vec<PartialReport>> {
+    let mut found = vec![];
+    let mut missing = vec![];
+    for seg in &plan.segments {
+        let path = store::report_path(dir, seg.index);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let p: PartialReport = ciborium::from_reader(bytes.as_slice()).map_err(|e| {
+                    Error::Usage(format!(
+                        "{}: not a segment report ({e}); run `phantom segment {} --index {}` again",
+                        path.display(),
+                        dir.display(),
+                        seg.index
+                    ))
+                })?;
+                if p.plan_sha256 != plan.model_sha256 || p.segment != seg.index {
+                    return Err(Error::Usage(format!(
+                        "{}: written for another plan or segment; run `phantom segment {} --index {}` again",
+                        path.display(),
+                        dir.display(),
+                        seg.index
+                    )));
+                }
+                found.push(p);
+            }
+            Err(_) => missing.push(seg.index.to_string()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} of {} segment report(s) missing: segment(s) {}; run `phantom segment {} --index I` for each, then \
+             merge again",
+            missing.len(),
+            plan.segments.len(),
+            missing.join(", "),
+            dir.display()
+        )));
+    }
+    Ok(found)
+}
+
+/// Joins the partial reports of the plan in `dir`.
+pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
+    let partials = read_partials(dir, plan)?;
+    let inputs = store::read_inputs(dir, plan)?;
+    let graph = load_graph(plan, &inputs)?;
+    let index: HashMap<&str, usize> = graph
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.index))
+        .collect();
+    let at = |name: &str| {
+        index.get(name).copied().ok_or_else(|| {
+            Error::Usage(format!(
+                "a segment report names node `{name}`, which the model does not have; run `phantom plan` again"
+            ))
+        })
+    };
+    let mut nodes = vec![];
+    let mut anomalies = vec![];
+    let mut causes = HashMap::new();
+    for p in &partials {
+        for n in &p.report.nodes {
+            let mut n = n.clone();
+            n.index = at(&n.name)?;
+            nodes.push(n);
+        }
+        for a in &p.report.verdict.anomalies {
+            let mut a = a.clone();
+            a.node_index = at(&a.node)?;
+            anomalies.push(a);
+        }
+        for c in &p.report.verdict.culprits {
+            causes.insert(c.node.clone(), c.causes.clone());
+        }
+    }
+    nodes.sort_by_key(|n| n.index);
+    anomalies.sort_by_key(|a| a.node_index);
+    let mut verdict = analysis::verdict(&graph, &nodes);
+    verdict.culprits = culprit::find(&graph, &nodes);
+    let mut notes = vec![format!(
+        "merged from {} segment(s) of the plan in {} (`phantom plan`, `phantom segment`, `phantom merge`)",
+        partials.len(),
+        dir.display()
+    )];
+    for c in verdict.culprits.iter_mut() {
+        match causes.get(&c.node) {
+            Some(found) => c.causes = found.clone(),
+            None => notes.push(format!(
+                "culprit `{}`: its segment did not name it (it starts a segment fed with drifted values), so no \
+                 cause was sought",
+                c.node
+            )),
+        }
+    }
+    verdict.anomalies = anomalies;
+    anomaly::classify(&mut verdict, &nodes);
+    let first = &partials[0].report;
+    let mut report = first.clone();
+    report.command = command;
+    report.model = crate::pipeline::model_summary(&graph);
+    report.inputs = inputs.summaries.clone();
+    report.coverage = analysis::coverage(&graph, &nodes);
+    report.instrumentation = partials
+        .last()
+        .and_then(|p| p.report.instrumentation.clone());
+    report.timings = summed(&partials);
+    report.notes = notes;
+    report.notes.extend(plan.notes.iter().cloned());
+    for p in &partials {
+        for n in &p.report.notes {
+            if !report.notes.contains(n) {
+                report.notes.push(n.clone());
+            }
+        }
+    }
+    report.nodes = nodes;
+    report.verdict = verdict;
+    let jobs = partials
+        .iter()
+        .map(|p| (p.segment, p.peak_rss_bytes, p.wall_ms))
+        .collect();
+    Ok(Merged { report, jobs })
+}
+
+/// Every stage's time summed over the segments (the time one machine would take running them one by one).
+fn summed(partials: &[PartialReport]) -> Timings {
+    let mut t = Timings::default();
+    for p in partials {
+        let s = &p.report.timings;
+        t.import_ms += s.import_ms;
+        t.reference_ms += s.reference_ms;
+        t.target_ms += s.target_ms;
+        t.noise_ms += s.noise_ms;
+        t.compare_ms += s.compare_ms;
+        t.attribution_ms += s.attribution_ms;
+        t.explain_ms += s.explain_ms;
+        t.total_ms += p.wall_ms;
+    }
+    t
+}

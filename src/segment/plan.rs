@@ -1,0 +1,424 @@
+//! `phantom plan`: the graph cut in topological order into segments at cut points that few values cross, balanced
+//! by weight bytes and node count, or sized to a memory budget. Weights and shapes are read from the model's
+//! structure (initializer dims, external-data byte ranges, declared `value_info`): no weight is loaded.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use super::{
+    store, transformed, BoundaryValue, ByteRange, Estimate, Plan, Segment, StoredInput, Weight,
+    MANIFEST, PLAN_SCHEMA,
+};
+use crate::error::{Error, Result};
+use crate::model::{self, Dim, Graph};
+use crate::pipeline::CompareSettings;
+use crate::runner::isolate::decode;
+use crate::tensor::DType;
+
+/// How to cut.
+#[derive(Clone, Copy, Debug)]
+pub enum Split {
+    /// `--segments K`.
+    Segments(usize),
+    /// `--segment-memory BYTES`: the fewest segments whose estimated reference peak fits.
+    Memory(u64),
+}
+
+pub struct PlanSettings {
+    pub compare: CompareSettings,
+    pub out: PathBuf,
+    pub force: bool,
+    pub split: Split,
+}
+
+/// What the cutting needs to know about each node and value.
+struct Sizes {
+    /// Per node, the initializers it reads.
+    reads: Vec<Vec<String>>,
+    weights: HashMap<String, Weight>,
+    /// Per value computed by a node, its f64 bytes where the model declares a fixed shape.
+    value_f64: HashMap<String, u64>,
+    /// Per cut position p (after node p): how many values computed at or before p are read after it, and their
+    /// declared f64 bytes.
+    crossing: Vec<(usize, u64)>,
+}
+
+/// Makes the plan and writes PLAN/ (refusing an existing one unless `force`).
+pub fn plan(ps: &PlanSettings) -> Result<Plan> {
+    let s = &ps.compare;
+    let graph = model::load(&s.model)?;
+    let inputs = model::inputs::prepare(&graph, &s.inputs)?;
+    let graph = transformed(graph, s, &inputs)?;
+    if graph.nodes.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} has no node to cut into segments",
+            graph.path.display()
+        )));
+    }
+    let sizes = Sizes::of(&graph)?;
+    let cuts = match ps.split {
+        Split::Segments(k) => cuts_for(&graph, &sizes, k)?,
+        Split::Memory(budget) => cuts_within(&graph, &sizes, s, budget)?,
+    };
+    let segments = segments(&graph, &sizes, s, &cuts);
+    let model = std::fs::canonicalize(&s.model).unwrap_or_else(|_| s.model.clone());
+    let mut settings = s.clone();
+    settings.model = model.clone();
+    let stored: Vec<StoredInput> = inputs
+        .summaries
+        .iter()
+        .enumerate()
+        .map(|(k, i)| StoredInput {
+            name: i.name.clone(),
+            file: store::input_file(k),
+            dtype: i.dtype,
+            shape: i.shape.clone(),
+            origin: i.origin.clone(),
+        })
+        .collect();
+    let unsized_values = segments
+        .iter()
+        .map(|g| g.estimate.values - g.estimate.sized_values)
+        .sum::<usize>();
+    let mut notes = inputs.notes.clone();
+    if unsized_values > 0 {
+        notes.push(format!(
+            "{unsized_values} value(s) have no declared fixed shape (value_info): the memory estimates count their \
+             weights and the sized values only"
+        ));
+    }
+    let plan = Plan {
+        schema: PLAN_SCHEMA.into(),
+        phantom_version: env!("CARGO_PKG_VERSION").into(),
+        model,
+        model_sha256: graph.sha256.clone(),
+        settings,
+        inputs: stored,
+        segments,
+        nodes: graph.nodes.len(),
+        notes,
+    };
+    let manifest = serde_json::to_vec_pretty(&plan)
+        .map_err(|e| Error::Usage(format!("serializing the plan: {e}")))?;
+    crate::fsutil::write_dir_atomically(&ps.out, ps.force, "a plan", |w| {
+        for (k, (_, t)) in inputs.tensors.iter().enumerate() {
+            w.write(&store::input_file(k), &model::npy::to_npy(t))?;
+        }
+        w.write(MANIFEST, &manifest)
+    })?;
+    Ok(plan)
+}
+
+impl Sizes {
+    fn of(graph: &Graph) -> Result<Sizes> {
+        let proto = decode(graph)?;
+        let g = proto.graph.unwrap_or_default();
+        let mut weights = HashMap::new();
+        for t in &g.initializer {
+            let dtype = DType::from_onnx(t.data_type);
+            let elems = t.dims.iter().map(|&d| d.max(0) as u64).product::<u64>();
+            let external = (t.data_location == Some(1)).then(|| {
+                let get = |k: &str| {
+                    t.external_data
+                        .iter()
+                        .find(|e| e.key == k)
+                        .map(|e| e.value.clone())
+                };
+                let num = |k: &str| get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
+                ByteRange {
+                    file: get("location").unwrap_or_default(),
+                    offset: num("offset"),
+                    length: num("length"),
+                }
+            });
+            let w = Weight {
+                name: t.name.clone(),
+                dtype,
+                dims: t.dims.clone(),
+                bytes: elems * dtype.size() as u64,
+                external,
+            };
+            weights.insert(t.name.clone(), w);
+        }
+        let reads = graph
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut r: Vec<String> = n
+                    .inputs
+                    .iter()
+                    .filter(|i| weights.contains_key(*i))
+                    .cloned()
+                    .collect();
+                r.dedup();
+                r
+            })
+            .collect();
+        let value_f64 = declared_sizes(graph);
+        let crossing = crossings(graph, &value_f64);
+        Ok(Sizes {
+            reads,
+            weights,
+            value_f64,
+            crossing,
+        })
+    }
+
+    /// Bytes of the initializers node `i` reads that no earlier node read (each weight counted once).
+    fn first_reads(&self, graph: &Graph) -> Vec<u64> {
+        let mut seen = HashSet::new();
+        graph
+            .nodes
+            .iter()
+            .map(|n| {
+                self.reads[n.index]
+                    .iter()
+                    .filter(|w| seen.insert(w.as_str()))
+                    .map(|w| self.weights[w].bytes)
+                    .sum()
+            })
+            .collect()
+    }
+}
+
+/// f64 bytes of every value whose shape the model declares fully (value_info, graph outputs).
+fn declared_sizes(graph: &Graph) -> HashMap<String, u64> {
+    graph
+        .value_info
+        .values()
+        .chain(graph.outputs.iter())
+        .filter_map(|v| {
+            let dims = v.dims.as_ref()?;
+            let elems = dims.iter().try_fold(1u64, |acc, d| match d {
+                Dim::Fixed(x) if *x >= 0 => acc.checked_mul(*x as u64),
+                _ => None,
+            })?;
+            Some((v.name.clone(), elems.saturating_mul(8)))
+        })
+        .collect()
+}
+
+/// Per cut position, the values crossing it (a difference array over each value's producer and last reader).
+fn crossings(graph: &Graph, value_f64: &HashMap<String, u64>) -> Vec<(usize, u64)> {
+    let n = graph.nodes.len();
+    let consumers = graph.consumers();
+    let mut delta = vec![(0i64, 0i128); n + 1];
+    for node in &graph.nodes {
+        for o in node.outputs.iter().filter(|o| !o.is_empty()) {
+            let Some(last) = consumers.get(o.as_str()).and_then(|c| c.iter().max()) else {
+                continue;
+            };
+            if *last > node.index {
+                let b = value_f64.get(o).copied().unwrap_or(0) as i128;
+                delta[node.index].0 += 1;
+                delta[node.index].1 += b;
+                delta[*last].0 -= 1;
+                delta[*last].1 -= b;
+            }
+        }
+    }
+    let mut acc = (0i64, 0i128);
+    delta[..n]
+        .iter()
+        .map(|d| {
+            acc = (acc.0 + d.0, acc.1 + d.1);
+            (acc.0.max(0) as usize, acc.1.max(0) as u64)
+        })
+        .collect()
+}
+
+/// K−1 cut positions (the last node of each segment but the final one), each the position near the balanced one
+/// that the fewest (then the smallest) values cross.
+fn cuts_for(graph: &Graph, sizes: &Sizes, k: usize) -> Result<Vec<usize>> {
+    let n = graph.nodes.len();
+    if k == 0 || k > n {
+        return Err(Error::Usage(format!(
+            "--segments {k}: the model has {n} node(s); give 1..={n}"
+        )));
+    }
+    let load = cumulative_load(graph, sizes);
+    let window = (n / (4 * k)).max(1);
+    let mut cuts = vec![];
+    let mut prev: Option<usize> = None;
+    for j in 1..k {
+        let goal = j as f64 / k as f64;
+        let ideal = load.iter().position(|&l| l >= goal).unwrap_or(n - 1);
+        let lo = prev.map_or(0, |p| p + 1).max(ideal.saturating_sub(window));
+        // Leave at least one node for each segment still to come.
+        let hi = (ideal + window).min(n - 1 - (k - j));
+        let lo = lo.min(hi);
+        let best = (lo..=hi)
+            .min_by_key(|&p| {
+                let (count, bytes) = sizes.crossing[p];
+                (count, bytes, p.abs_diff(ideal))
+            })
+            .unwrap_or(lo);
+        cuts.push(best);
+        prev = Some(best);
+    }
+    Ok(cuts)
+}
+
+/// Per node, the share of the model's load up to and including it: half weight bytes, half node count.
+fn cumulative_load(graph: &Graph, sizes: &Sizes) -> Vec<f64> {
+    let first = sizes.first_reads(graph);
+    let total_w: u64 = first.iter().sum();
+    let n = graph.nodes.len() as f64;
+    let mut acc = 0.0;
+    first
+        .iter()
+        .map(|&w| {
+            acc += match total_w {
+                0 => 1.0 / n,
+                t => 0.5 * w as f64 / t as f64 + 0.5 / n,
+            };
+            acc
+        })
+        .collect()
+}
+
+/// The fewest segments whose estimated reference peak is within `budget`.
+fn cuts_within(
+    graph: &Graph,
+    sizes: &Sizes,
+    s: &CompareSettings,
+    budget: u64,
+) -> Result<Vec<usize>> {
+    let n = graph.nodes.len();
+    let mut k = 1;
+    while k <= n {
+        let cuts = cuts_for(graph, sizes, k)?;
+        let segs = segments(graph, sizes, s, &cuts);
+        match segs.iter().find(|g| g.estimate.reference_bytes > budget) {
+            None => return Ok(cuts),
+            Some(g) if g.nodes.len() == 1 => {
+                return Err(Error::Usage(format!(
+                    "--segment-memory {}: node `{}` alone needs about {} for the f64 reference; raise the budget",
+                    crate::fsutil::fmt_size(budget as usize),
+                    g.nodes[0],
+                    crate::fsutil::fmt_size(g.estimate.reference_bytes as usize)
+                )))
+            }
+            Some(_) => k = (k + 1).max(k * 5 / 4),
+        }
+    }
+    cuts_for(graph, sizes, n)
+}
+
+/// The segments between `cuts`.
+fn segments(graph: &Graph, sizes: &Sizes, s: &CompareSettings, cuts: &[usize]) -> Vec<Segment> {
+    let mut bounds = vec![];
+    let mut start = 0;
+    for &c in cuts.iter().chain(std::iter::once(&(graph.nodes.len() - 1))) {
+        bounds.push((start, c));
+        start = c + 1;
+    }
+    let producer: HashMap<&str, usize> = graph.producers();
+    let seg_of = |node: usize| {
+        bounds
+            .iter()
+            .position(|&(a, b)| a <= node && node <= b)
+            .unwrap_or(0)
+    };
+    let consumers = graph.consumers();
+    let graph_inputs: HashSet<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    bounds
+        .iter()
+        .enumerate()
+        .map(|(index, &(first, last))| {
+            let nodes = &graph.nodes[first..=last];
+            let mut reads = vec![];
+            let mut inputs = vec![];
+            let mut seen = HashSet::new();
+            for i in nodes
+                .iter()
+                .flat_map(|n| n.inputs.iter())
+                .filter(|i| !i.is_empty())
+            {
+                if !seen.insert(i.as_str()) {
+                    continue;
+                }
+                match producer.get(i.as_str()) {
+                    Some(&p) if p < first => reads.push(BoundaryValue {
+                        name: i.clone(),
+                        from: seg_of(p),
+                    }),
+                    Some(_) => {}
+                    None if graph_inputs.contains(i.as_str()) => inputs.push(i.clone()),
+                    None => {}
+                }
+            }
+            let hands_on: Vec<String> = nodes
+                .iter()
+                .flat_map(|n| n.outputs.iter())
+                .filter(|o| {
+                    !o.is_empty()
+                        && consumers
+                            .get(o.as_str())
+                            .is_some_and(|c| c.iter().any(|&i| i > last))
+                })
+                .cloned()
+                .collect();
+            let mut names: Vec<&String> = nodes
+                .iter()
+                .flat_map(|n| sizes.reads[n.index].iter())
+                .collect();
+            names.sort();
+            names.dedup();
+            let weights: Vec<Weight> = names.iter().map(|w| sizes.weights[*w].clone()).collect();
+            let weight_bytes = weights.iter().map(|w| w.bytes).sum();
+            let estimate = estimate(nodes, &reads, &weights, sizes, s);
+            Segment {
+                index,
+                first,
+                last,
+                nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+                reads,
+                graph_inputs: inputs,
+                hands_on,
+                weights,
+                weight_bytes,
+                estimate,
+            }
+        })
+        .collect()
+}
+
+/// Peak memory of a segment job: the reference holds its weights in f64 and, with attribution, about three f64
+/// copies of its values (as `phantom onnx` sizes a run); the target its weights as stored (plus the converted copy)
+/// and its values in f32.
+fn estimate(
+    nodes: &[model::Node],
+    reads: &[BoundaryValue],
+    weights: &[Weight],
+    sizes: &Sizes,
+    s: &CompareSettings,
+) -> Estimate {
+    let f64_weights: u64 = weights
+        .iter()
+        .map(|w| match w.dtype.is_float() {
+            true => w.bytes / w.dtype.size().max(1) as u64 * 8,
+            false => w.bytes,
+        })
+        .sum();
+    let stored: u64 = weights.iter().map(|w| w.bytes).sum();
+    let names: Vec<&str> = nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(String::as_str))
+        .filter(|o| !o.is_empty())
+        .chain(reads.iter().map(|r| r.name.as_str()))
+        .collect();
+    let sized: Vec<u64> = names
+        .iter()
+        .filter_map(|v| sizes.value_f64.get(*v).copied())
+        .collect();
+    let values_f64: u64 = sized.iter().sum();
+    let copies = if s.attribution { 3 } else { 1 };
+    let converted = s.targets.iter().any(|t| t.precision.is_some()) as u64;
+    Estimate {
+        reference_bytes: f64_weights + copies * values_f64,
+        target_bytes: stored + converted * stored / 2 + values_f64 / 2,
+        sized_values: sized.len(),
+        values: names.len(),
+    }
+}
