@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{EngineArgs, InputArgs, PrecisionArg, Switch};
+use super::args::{EngineArgs, InputArgs, Switch};
+use super::args_tools::ModelOnTarget;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -23,12 +24,10 @@ pub struct PlanArgs {
     /// Replace an existing PLAN directory.
     #[arg(long)]
     pub force: bool,
-    /// Precision of the target: fp16/bf16 run phantom's conversion of each segment (I/O types kept).
-    #[arg(long, value_enum, default_value = "fp32")]
-    pub precision: PrecisionArg,
-    /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
-    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
-    pub keep_fp32: Vec<String>,
+    /// The target's model: MODEL, phantom's fp16/bf16 conversion of each segment, or another file cut at the
+    /// same node names.
+    #[command(flatten)]
+    pub model_on_target: ModelOnTarget,
     /// Introduced-vs-inherited error and expected noise in each segment (as `phantom onnx`).
     #[arg(long, value_enum, default_value = "auto")]
     pub attribution: Switch,

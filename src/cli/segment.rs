@@ -15,7 +15,9 @@ pub fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
             super::settings::finite_non_negative(name, x)?;
         }
     }
-    let mut targets = super::target::specs(&a.engine, a.precision, &a.keep_fp32, None)?;
+    let m = &a.model_on_target;
+    let mut targets =
+        super::target::specs(&a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
     anyhow::ensure!(
         targets.len() == 1,
         "a plan compares one target; give one --ep (make one plan per target)"

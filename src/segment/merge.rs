@@ -78,6 +78,8 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
             ))
         })
     };
+    let outputs: std::collections::HashSet<&str> =
+        graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let mut nodes = vec![];
     let mut anomalies = vec![];
     let mut causes = HashMap::new();
@@ -85,6 +87,10 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
         for n in &p.report.nodes {
             let mut n = n.clone();
             n.index = at(&n.name)?;
+            // A segment's cut declares the values it hands on as outputs; the model's outputs are what count.
+            for v in n.values.iter_mut() {
+                v.is_output = outputs.contains(v.name.as_str());
+            }
             nodes.push(n);
         }
         for a in &p.report.verdict.anomalies {

@@ -64,6 +64,12 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
     let model = std::fs::canonicalize(&s.model).unwrap_or_else(|_| s.model.clone());
     let mut settings = s.clone();
     settings.model = model.clone();
+    for t in settings.targets.iter_mut() {
+        if let Some(m) = t.model.as_mut() {
+            check_names(&graph, m)?;
+            *m = std::fs::canonicalize(&*m).unwrap_or_else(|_| m.clone());
+        }
+    }
     let stored: Vec<StoredInput> = inputs
         .summaries
         .iter()
@@ -107,6 +113,21 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
         w.write(MANIFEST, &manifest)
     })?;
     Ok(plan)
+}
+
+/// `--target-model` is cut at the model's node names: every one must be there.
+fn check_names(graph: &Graph, other: &std::path::Path) -> Result<()> {
+    let target = model::load(other)?;
+    let names: HashSet<&str> = target.nodes.iter().map(|n| n.name.as_str()).collect();
+    match graph.nodes.iter().find(|n| !names.contains(n.name.as_str())) {
+        None => Ok(()),
+        Some(n) => Err(Error::Usage(format!(
+            "--target-model {}: has no node `{}`; a plan cuts both models at the same node names (a perturbed or \
+             re-exported copy works, a fused or renamed one does not: compare it whole with `phantom onnx`)",
+            other.display(),
+            n.name
+        ))),
+    }
 }
 
 impl Sizes {

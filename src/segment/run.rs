@@ -2,24 +2,23 @@
 //! side fed with that side's stored boundary values and stores the values later segments read; the comparison runs
 //! the cut through `phantom onnx`'s stages and writes a partial report.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::feed::prepare;
 use super::store::{self, Side};
-use super::{load_graph, peak_rss, Plan, Segment};
+use super::{peak_rss, Plan, Segment};
 use crate::error::{Error, Result};
-use crate::model::inputs::{InputSummary, Inputs};
+use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::pipeline::{compare_prepared, Prepared, Strategy};
-use crate::reduce::extract::{cut, Boundary, Cut};
 use crate::report::model::Report;
 use crate::runner::ort_lib;
 use crate::runner::reference::ReferenceRunner;
 use crate::target::{self, Capture};
-use crate::tensor::Tensor;
 
 /// A segment's partial report, as `phantom merge` reads it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,21 +38,6 @@ pub struct Stored {
     pub peak_rss_bytes: Option<u64>,
 }
 
-/// The cut of a segment and each side's inputs for it.
-struct Fed {
-    cut: Cut,
-    reference: Inputs,
-    noise: Option<Inputs>,
-    target: Inputs,
-}
-
-/// Which side's stored values feed which run.
-struct Sides {
-    reference: HashMap<String, Tensor>,
-    noise: Option<HashMap<String, Tensor>>,
-    target: HashMap<String, Tensor>,
-}
-
 /// The boundary pass for segment `index`: its boundary outputs on each side, stored under PLAN/boundary/.
 pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
     let t = Instant::now();
@@ -65,7 +49,7 @@ pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
             peak_rss_bytes: peak_rss(),
         });
     }
-    let (graph, fed) = prepare(dir, plan, seg)?;
+    let fed = prepare(dir, plan, seg)?;
     let g = &fed.cut.graph;
     let wanted: HashSet<&str> = seg.hands_on.iter().map(String::as_str).collect();
     stream_side(dir, seg, g, &fed.reference, None, Side::Reference, &wanted)?;
@@ -73,7 +57,7 @@ pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
         plan.settings.runtime.ort_lib.as_deref(),
         plan.settings.runtime.no_install,
     )?;
-    let mut tgt = target::open(&plan.settings.targets[0], g, &lib)?;
+    let mut tgt = target::open(&fed.spec, g, &lib)?;
     // Every value exposed, as in the comparison and in a whole-model run: exposing only the boundary would let ONNX
     // Runtime fuse across values the other runs materialize, and round them differently.
     let names: Vec<&str> = seg.hands_on.iter().map(String::as_str).collect();
@@ -91,7 +75,6 @@ pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
         let round = tgt.rounding(g)?;
         stream_side(dir, seg, g, noise, Some(round), Side::Noise, &wanted)?;
     }
-    drop(graph);
     Ok(Stored {
         values: names.len(),
         wall_ms: t.elapsed().as_secs_f64() * 1e3,
@@ -136,17 +119,17 @@ fn stream_side(
 }
 
 /// The comparison of segment `index`: `phantom onnx`'s stages on its cut; the partial report is written to
-/// PLAN/reports/segment-I.json.
+/// PLAN/reports/segment-I.cbor.
 pub fn compare(dir: &Path, plan: &Plan, index: usize, progress: bool) -> Result<PartialReport> {
     let t = Instant::now();
     let seg = plan.segment(index)?;
-    let (_, fed) = prepare(dir, plan, seg)?;
+    let fed = prepare(dir, plan, seg)?;
     let mut s = plan.settings.clone();
     s.strategy = Strategy::Whole;
     s.progress = progress;
     s.command = std::env::args().collect();
     let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
-    let targets = vec![target::open(&s.targets[0], &fed.cut.graph, &lib)?];
+    let targets = vec![target::open(&fed.spec, &fed.cut.graph, &lib)?];
     let mut p = Prepared {
         graph: fed.cut.graph,
         inputs: fed.reference,
@@ -174,137 +157,4 @@ pub fn compare(dir: &Path, plan: &Plan, index: usize, progress: bool) -> Result<
         .map_err(|e| Error::Usage(format!("serializing segment {index}'s report: {e}")))?;
     crate::report::json::write_atomic(&path, &bytes)?;
     Ok(partial)
-}
-
-/// The model, and the segment's cut with each side's inputs.
-fn prepare(dir: &Path, plan: &Plan, seg: &Segment) -> Result<(Graph, Fed)> {
-    let stored = store::read_inputs(dir, plan)?;
-    let graph = load_graph(plan, &stored)?;
-    if graph.nodes.len() != plan.nodes {
-        return Err(Error::Usage(format!(
-            "{} has {} nodes as prepared now, the plan {}: run `phantom plan` again",
-            plan.model.display(),
-            graph.nodes.len(),
-            plan.nodes
-        )));
-    }
-    let sides = read_sides(dir, plan, seg, &stored)?;
-    let fed = cut_segment(dir, &graph, seg, &sides)?;
-    Ok((graph, fed))
-}
-
-/// Each side's values of everything the segment reads: boundary values from the store, graph inputs as stored.
-fn read_sides(dir: &Path, plan: &Plan, seg: &Segment, stored: &Inputs) -> Result<Sides> {
-    let attribution = plan.settings.attribution;
-    let mut sides = Sides {
-        reference: HashMap::new(),
-        noise: attribution.then(HashMap::new),
-        target: HashMap::new(),
-    };
-    for (name, t) in stored
-        .tensors
-        .iter()
-        .filter(|(n, _)| seg.graph_inputs.contains(n))
-    {
-        sides.reference.insert(name.clone(), t.clone());
-        sides.target.insert(name.clone(), t.clone());
-        if let Some(n) = sides.noise.as_mut() {
-            n.insert(name.clone(), t.clone());
-        }
-    }
-    for r in &seg.reads {
-        let read = |side| store::read_boundary(dir, plan, side, &r.name, r.from);
-        sides
-            .reference
-            .insert(r.name.clone(), read(Side::Reference)?);
-        sides.target.insert(r.name.clone(), read(Side::Target)?);
-        if let Some(n) = sides.noise.as_mut() {
-            n.insert(r.name.clone(), read(Side::Noise)?);
-        }
-    }
-    Ok(sides)
-}
-
-/// The segment cut out of the model. Integer boundary values both sides agree on (shape arithmetic) are embedded
-/// as constants, which the reference needs to type the cut; every other value is a graph input of the cut.
-fn cut_segment(dir: &Path, graph: &Graph, seg: &Segment, sides: &Sides) -> Result<Fed> {
-    let keep: HashSet<usize> = (seg.first..=seg.last).collect();
-    let hands_on: HashSet<&str> = seg.hands_on.iter().map(String::as_str).collect();
-    let outputs: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
-    let mut expose: HashSet<usize> = graph.nodes[seg.first..=seg.last]
-        .iter()
-        .filter(|n| {
-            n.outputs
-                .iter()
-                .any(|o| hands_on.contains(o.as_str()) || outputs.contains(o.as_str()))
-        })
-        .map(|n| n.index)
-        .collect();
-    if expose.is_empty() {
-        expose = keep.clone();
-    }
-    let shape_of = |base: &str| sides.reference.get(base).map(|t| t.shape().to_vec());
-    let embed = |f: &crate::reduce::extract::Feed| {
-        let (Some(r), Some(t)) = (sides.reference.get(&f.name), sides.target.get(&f.name)) else {
-            return Ok(None);
-        };
-        let integer = !f.dtype.is_float() && !r.dtype().is_float();
-        let same = r.shape() == t.shape() && r.to_f64_array() == t.to_f64_array();
-        Ok((integer && same).then(|| r.clone()))
-    };
-    let path = dir.join(format!("segment-{}.onnx", seg.index));
-    let mut c = cut(
-        graph,
-        &keep,
-        &expose,
-        &Boundary {
-            shape_of: &shape_of,
-            embed: &embed,
-        },
-        &path,
-    )?;
-    c.graph.handed_on = c
-        .graph
-        .outputs
-        .iter()
-        .map(|o| o.name.clone())
-        .filter(|o| !outputs.contains(o.as_str()))
-        .collect();
-    let side_inputs =
-        |values: &HashMap<String, Tensor>, what: &str, cast: bool| -> Result<Inputs> {
-            let mut out = Inputs::default();
-            for f in &c.feeds {
-                let t = values.get(&f.base).ok_or_else(|| {
-                    Error::Usage(format!(
-                        "segment {}: no {what} value for `{}`",
-                        seg.index, f.base
-                    ))
-                })?;
-                let t = match cast {
-                    true => t.cast(f.dtype).unwrap_or_else(|| t.clone()),
-                    false => t.clone(),
-                };
-                out.summaries.push(InputSummary {
-                    name: f.name.clone(),
-                    dtype: f.dtype,
-                    shape: t.shape().to_vec(),
-                    origin: format!("the {what}'s value, stored by the boundary pass"),
-                    dims_from: vec![],
-                });
-                out.tensors.push((f.name.clone(), t));
-            }
-            Ok(out)
-        };
-    let reference = side_inputs(&sides.reference, "reference", false)?;
-    let target = side_inputs(&sides.target, "target", true)?;
-    let noise = match &sides.noise {
-        Some(n) => Some(side_inputs(n, "expected-noise run", false)?),
-        None => None,
-    };
-    Ok(Fed {
-        cut: c,
-        reference,
-        noise,
-        target,
-    })
 }

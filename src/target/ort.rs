@@ -36,6 +36,10 @@ impl OrtTarget {
             return Err(Error::Usage("not an ONNX Runtime target".into()));
         };
         let own = spec.model.as_deref().map(model::load).transpose()?;
+        let own = own.map(|mut g| {
+            g.handed_on = graph.handed_on.clone();
+            g
+        });
         let options = o.options.clone().into_iter().collect();
         let mut runner = OrtRunner::new(lib, o.provider()?, options, o.opt_level, own)?;
         runner.deterministic = o.deterministic;

@@ -26,6 +26,7 @@ mod resolved;
 mod samples;
 mod scan;
 mod schema;
+mod segment;
 mod snapshots;
 mod targets;
 mod verdicts;

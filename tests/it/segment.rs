@@ -1,0 +1,231 @@
+//! Segment-wise comparison: `plan` + `segment --boundary` + every `segment --index I` at once + `merge` gives the
+//! whole-model run's verdict, first divergence, culprits and values within rounding; missing pieces are errors
+//! that say what to run.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// `phantom onnx MODEL ARGS` whole, then the same comparison in `k` segments with every index run at once; both
+/// JSON reports and merge's stdout.
+fn whole_and_segmented(
+    dir: &Path,
+    model: &Path,
+    k: usize,
+    args: &[&str],
+) -> (Value, Value, String) {
+    let m = model.to_str().unwrap();
+    let (whole, merged) = (dir.join("whole.json"), dir.join("merged.json"));
+    let plan = dir.join("plan");
+    let p = plan.to_str().unwrap();
+    let mut onnx = vec!["onnx", m, "--json", whole.to_str().unwrap()];
+    onnx.extend_from_slice(args);
+    let (code, out, err) = phantom(&onnx);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    let k_text = k.to_string();
+    let mut planned = vec!["plan", m, "-o", p, "--segments", &k_text];
+    planned.extend_from_slice(args);
+    let (code, out, err) = phantom(&planned);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("in {k} segment(s)")), "{out}");
+    let (code, out, err) = phantom(&["segment", p, "--boundary"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let jobs: Vec<_> = (0..k)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_phantom"))
+                .args(["segment", p, "--quiet"])
+                .env("SLURM_ARRAY_TASK_ID", i.to_string())
+                .output()
+        })
+        .collect();
+    for j in jobs {
+        let o = j.unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let (code, out, err) = phantom(&["merge", p, "--json", merged.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    (read_json(&whole), read_json(&merged), out)
+}
+
+/// Every value by name: (status, max_abs, introduced max_abs, reference mean, one rounding step of the target's
+/// type at the value's magnitude).
+type Row = (String, String, f64, Option<f64>, f64, f64);
+
+fn values(r: &Value) -> Vec<Row> {
+    r["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["values"].as_array().unwrap().iter())
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["status"].as_str().unwrap().to_string(),
+                // NaN/Inf where the reference is finite: the finite elements' error is no measure.
+                match v["metrics"]["nonfinite_mismatch"].as_u64().unwrap_or(0) {
+                    0 => v["metrics"]["max_abs"].as_f64().unwrap_or(f64::NAN),
+                    _ => f64::INFINITY,
+                },
+                v["introduced"]["max_abs"].as_f64(),
+                v["reference_stats"]["mean"].as_f64().unwrap_or(f64::NAN),
+                rounding_step(v),
+            )
+        })
+        .collect()
+}
+
+/// The spacing of the target's element type at the value's largest magnitude.
+fn rounding_step(v: &Value) -> f64 {
+    let eps = match v["target_dtype"].as_str() {
+        Some("f16") => 2f64.powi(-10),
+        Some("bf16") => 2f64.powi(-7),
+        _ => 2f64.powi(-23),
+    };
+    let s = &v["reference_stats"];
+    let scale = s["max"]
+        .as_f64()
+        .unwrap_or(0.0)
+        .abs()
+        .max(s["min"].as_f64().unwrap_or(0.0).abs());
+    eps * scale
+}
+
+/// The same verdict, first divergence, culprits (with their first cause) and failing values; per value the same
+/// status, the same f64 reference (bit for bit: boundary values travel in f64) and the target's error within
+/// rounding of the whole run's (ONNX Runtime may round differently where a cut changes what it fuses): within
+/// 0.1%, or two rounding steps of the target's type.
+fn assert_same(whole: &Value, merged: &Value) {
+    let (w, m) = (&whole["verdict"], &merged["verdict"]);
+    for k in [
+        "status",
+        "failing_values",
+        "outputs_pass",
+        "first_divergence",
+    ] {
+        assert_eq!(w[k], m[k], "verdict `{k}` differs");
+    }
+    let culprits = |v: &Value| -> Vec<(String, Value)> {
+        v["culprits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["node"].as_str().unwrap().to_string(),
+                    c["causes"][0]["kind"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(culprits(w), culprits(m));
+    let (vw, vm) = (values(whole), values(merged));
+    assert_eq!(vw.len(), vm.len());
+    for (a, b) in vw.iter().zip(&vm) {
+        assert_eq!((&a.0, &a.1), (&b.0, &b.1), "value order or status differs");
+        assert!(
+            a.4 == b.4 || (a.4.is_nan() && b.4.is_nan()),
+            "`{}`: reference mean {} vs {}",
+            a.0,
+            a.4,
+            b.4
+        );
+        let close = |x: f64, y: f64| {
+            x == y || (x - y).abs() <= (1e-3 * x.abs().max(y.abs())).max(2.0 * a.5)
+        };
+        assert!(
+            close(a.2, b.2) || a.1 == "pass",
+            "`{}`: max_abs {} vs {}",
+            a.0,
+            a.2,
+            b.2
+        );
+        if let (Some(x), Some(y)) = (a.3, b.3) {
+            assert!(close(x, y), "`{}`: introduced {x} vs {y}", a.0);
+        }
+    }
+}
+
+/// A CNN with a weight fault on the target (`--target-model`, cut at the same nodes): drift at `dwconv3`, the
+/// culprit with its cause, and a note that the report was merged.
+#[test]
+fn a_perturbed_cnn_in_three_segments_merges_into_the_whole_runs_verdict() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.onnx");
+    scaled_weights_copy(&model("convnet.onnx"), "c3.w", 1.01, &bad);
+    let (whole, merged, out) = whole_and_segmented(
+        dir.path(),
+        &model("convnet.onnx"),
+        3,
+        &["--target-model", bad.to_str().unwrap()],
+    );
+    assert_eq!(whole["verdict"]["status"], "drift");
+    assert_eq!(whole["verdict"]["culprits"][0]["node"], "dwconv3");
+    assert_same(&whole, &merged);
+    assert!(out.contains("merged from 3 segment(s)"), "{out}");
+    assert!(
+        out.contains("segment 2:") && out.contains("peak RSS"),
+        "{out}"
+    );
+}
+
+/// A transformer encoder in fp16 on ORT CPU, cut in three: clean or not, the same as the whole run.
+#[test]
+fn a_transformer_encoder_in_fp16_segments_like_the_whole_run() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, merged, _) = whole_and_segmented(
+        dir.path(),
+        &model("encoder.onnx"),
+        3,
+        &["--precision", "fp16"],
+    );
+    assert_same(&whole, &merged);
+}
+
+/// An fp16 fault (a LayerNorm epsilon below fp16's range) found as precision-limited with its culprit and cause.
+#[test]
+fn an_fp16_fault_keeps_its_culprit_and_cause_across_segments() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = root().join("tests/data/fp16/small_epsilon.onnx");
+    let (whole, merged, _) = whole_and_segmented(dir.path(), &m, 3, &["--precision", "fp16"]);
+    assert_eq!(whole["verdict"]["culprits"][0]["node"], "ln/div");
+    assert_same(&whole, &merged);
+}
+
+/// Out of order or incomplete: a segment before its boundary values exist, a merge with a report missing, and an
+/// index out of range are errors (exit 2) that say what to run.
+#[test]
+fn missing_boundaries_and_reports_say_what_to_run() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan");
+    let p = plan.to_str().unwrap();
+    let m = model("convnet.onnx");
+    let (code, out, err) = phantom(&["plan", m.to_str().unwrap(), "-o", p, "--segments", "2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = phantom(&["segment", p, "--index", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--boundary --index 0"), "{err}");
+    let (code, _, err) = phantom(&["segment", p, "--index", "5"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("out of range"), "{err}");
+    let (code, _, err) = phantom(&["segment", p]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no segment index"), "{err}");
+    assert_eq!(phantom(&["segment", p, "--boundary"]).0, 0);
+    assert_eq!(phantom(&["segment", p, "--index", "0"]).0, 0);
+    let (code, _, err) = phantom(&["merge", p]);
+    assert_eq!(code, 2);
+    assert!(err.contains("segment(s) 1;"), "{err}");
+    let (code, _, err) = phantom(&["plan", m.to_str().unwrap(), "-o", p, "--segments", "2"]);
+    assert_eq!(
+        code, 2,
+        "an existing plan is never overwritten without --force"
+    );
+    assert!(err.contains("--force"), "{err}");
+}
