@@ -20,6 +20,7 @@ mod multi;
 mod oracle;
 mod precision;
 mod profile;
+mod recipes;
 mod reduce;
 mod replay;
 mod resolved;
