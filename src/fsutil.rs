@@ -105,7 +105,8 @@ pub fn fmt_size(b: usize) -> String {
 }
 
 /// The memory phantom plans with: `PHANTOM_MEMORY_BUDGET` (a size such as `4GiB`) when set, else half of the
-/// machine's physical memory (Linux `/proc/meminfo`), else 8 GiB.
+/// machine's physical memory (Linux `/proc/meminfo`, else 8 GiB) or half of the process's own limit where one is
+/// lower ([`process_limit`]).
 pub fn memory_budget() -> usize {
     if let Some(b) = std::env::var("PHANTOM_MEMORY_BUDGET")
         .ok()
@@ -119,9 +120,30 @@ pub fn memory_budget() -> usize {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse::<usize>().ok())
     });
-    match total_kib {
+    let machine = match total_kib {
         Some(k) => k.saturating_mul(1024) / 2,
         None => 8 << 30,
+    };
+    process_limit().map_or(machine, |l| machine.min(l / 2))
+}
+
+/// The memory this process may take, where a limit is set: the address-space limit (`ulimit -v`) or the cgroup's
+/// `memory.max` (containers, Slurm, Kubernetes), whichever is lower.
+pub fn process_limit() -> Option<usize> {
+    let address_space = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max address space"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|v| v.parse::<usize>().ok())
+        });
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    match (address_space, cgroup) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
     }
 }
 

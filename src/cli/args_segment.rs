@@ -18,7 +18,7 @@ pub struct PlanArgs {
     /// Cut into this many segments.
     #[arg(long, conflicts_with = "segment_memory", value_parser = clap::value_parser!(u64).range(1..))]
     pub segments: Option<u64>,
-    /// Cut into the fewest segments whose estimated f64-reference peak fits this size (e.g. 6GiB).
+    /// Cut into the fewest segments whose jobs' estimated peak memory fits this size (e.g. 6GiB).
     #[arg(long, value_name = "SIZE")]
     pub segment_memory: Option<String>,
     /// Replace an existing PLAN directory.

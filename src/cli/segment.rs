@@ -64,8 +64,8 @@ fn plan_summary(p: &Plan, dir: &std::path::Path) -> String {
     );
     for g in &p.segments {
         s.push_str(&format!(
-            "  segment {}: nodes #{}..#{} ({}), weights {}, reads {} boundary value(s), hands on {}; estimated peak: \
-             reference {}, target {} ({} of {} values sized)\n",
+            "  segment {}: nodes #{}..#{} ({}), weights {}, reads {} boundary value(s), hands on {}; estimated peak \
+             of its job {} (reference {}, target {}; {} of {} values sized)\n",
             g.index,
             g.first,
             g.last,
@@ -73,6 +73,7 @@ fn plan_summary(p: &Plan, dir: &std::path::Path) -> String {
             fmt_size(g.weight_bytes as usize),
             g.reads.len(),
             g.hands_on.len(),
+            fmt_size(g.estimate.job_bytes as usize),
             fmt_size(g.estimate.reference_bytes as usize),
             fmt_size(g.estimate.target_bytes as usize),
             g.estimate.sized_values,

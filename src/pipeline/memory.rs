@@ -33,6 +33,47 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
     s
 }
 
+/// The f64 reference holds every weight in f64: a model whose weights alone, in f64, exceed the memory budget
+/// cannot run whole. That is an error that says how to cut it, not an abort when an allocation fails.
+pub fn weights_fit(graph: &crate::model::Graph) -> crate::error::Result<()> {
+    let f64_bytes = graph.initializers.values().fold(0u64, |acc, w| {
+        let elems = w
+            .dims
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d.max(0) as u64))
+            .unwrap_or(u64::MAX);
+        let size = if w.dtype.is_float() {
+            8
+        } else {
+            w.dtype.size() as u64
+        };
+        acc.saturating_add(elems.saturating_mul(size))
+    });
+    let budget = crate::fsutil::memory_budget();
+    if f64_bytes <= budget as u64 {
+        return Ok(());
+    }
+    Err(crate::error::Error::Usage(format!(
+        "{}: its weights take {} in f64, which the reference holds all at once, above phantom's memory budget of {} \
+         ({}): cut the model into segments that each fit (`phantom plan {} -o PLAN --segment-memory {}`, then \
+         `phantom segment` and `phantom merge`), or raise PHANTOM_MEMORY_BUDGET on a machine that has the memory",
+        graph.path.display(),
+        fmt_size(f64_bytes.min(usize::MAX as u64) as usize),
+        fmt_size(budget),
+        budget_source(),
+        graph.path.display(),
+        fmt_size(budget).replace(' ', ""),
+    )))
+}
+
+/// Where the budget comes from, for messages.
+fn budget_source() -> &'static str {
+    match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
+        Some(_) => "PHANTOM_MEMORY_BUDGET",
+        None => "half this machine's memory, or of the process's memory limit where lower",
+    }
+}
+
 /// Bytes a whole run holds at once for values of `f64_bytes` in f64: the target's copy (f32: half), and with
 /// attribution the reference values kept in f64, the expected-noise run's (half) and the per-node run's feeds and
 /// outputs (half each).
@@ -46,7 +87,10 @@ fn held_at_once(f64_bytes: u64, attribution: bool) -> u64 {
 fn note(need: u64, budget: usize) -> String {
     let source = match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
         Some(_) => "PHANTOM_MEMORY_BUDGET",
-        None => "half this machine's memory; PHANTOM_MEMORY_BUDGET or --max-memory set another",
+        None => {
+            "half this machine's memory, or of the process's memory limit where lower; \
+                 PHANTOM_MEMORY_BUDGET or --max-memory set another"
+        }
     };
     format!(
         "memory: holding this run's values at once would take about {} (target, f64 reference, expected noise and \

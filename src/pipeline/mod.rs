@@ -40,6 +40,7 @@ use crate::target::{self, Capture, Target, TargetSpec};
 use crate::tensor::Tensor;
 
 pub use assemble::summary as model_summary;
+pub use memory::weights_fit;
 pub use parts::environment;
 use parts::{ms, stage};
 pub use samples::compare_samples;
@@ -216,6 +217,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
 pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let t = Instant::now();
     let graph = model::load(&s.model)?;
+    memory::weights_fit(&graph)?;
     let inputs = model::inputs::prepare(&graph, &s.inputs)?;
     let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
     let inputs = shapes::checked(&graph, &s.inputs, inputs, &lib)?;

@@ -161,7 +161,7 @@ fn inlined(t: &TensorProto, model: &Graph) -> Result<TensorProto> {
     Ok(tensor_to_proto(&t.name, &host))
 }
 
-fn value_info(name: &str, code: i32, shape: Option<Vec<usize>>) -> ValueInfoProto {
+pub fn value_info(name: &str, code: i32, shape: Option<Vec<usize>>) -> ValueInfoProto {
     let shape = shape.map(|dims| TensorShapeProto {
         dim: dims
             .into_iter()

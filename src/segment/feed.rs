@@ -47,6 +47,16 @@ pub fn prepare(dir: &Path, plan: &Plan, seg: &Segment) -> Result<Fed> {
     let sides = read_sides(dir, plan, seg, &stored)?;
     let path = dir.join(format!("segment-{}.onnx", seg.index));
     let c = cut_of(&graph, seg, &sides, &path)?;
+    if c.graph.bytes.len() > i32::MAX as usize {
+        return Err(Error::Usage(format!(
+            "segment {}: its cut carries {} of weights inline, beyond protobuf's 2 GiB for one model; plan more \
+             segments",
+            seg.index,
+            crate::fsutil::fmt_size(c.graph.bytes.len())
+        )));
+    }
+    crate::pipeline::weights_fit(&c.graph)
+        .map_err(|e| Error::Usage(format!("segment {}: {e}; plan more segments", seg.index)))?;
     let mut spec = plan.settings.targets[0].clone();
     let mut target_cut = None;
     if let Some(other) = &spec.model {

@@ -10,10 +10,14 @@ use super::{
     MANIFEST, PLAN_SCHEMA,
 };
 use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
 use crate::model::{self, Dim, Graph};
 use crate::pipeline::CompareSettings;
+use crate::reduce::extract::value_info;
 use crate::runner::isolate::decode;
+use crate::runner::reference::{InputFact, ReferenceRunner};
 use crate::tensor::DType;
+use prost::Message;
 
 /// How to cut.
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +59,8 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
             graph.path.display()
         )));
     }
-    let sizes = Sizes::of(&graph)?;
+    let mut notes = inputs.notes.clone();
+    let sizes = Sizes::of(&graph, &inputs, &mut notes)?;
     let cuts = match ps.split {
         Split::Segments(k) => cuts_for(&graph, &sizes, k)?,
         Split::Memory(budget) => cuts_within(&graph, &sizes, s, budget)?,
@@ -86,10 +91,9 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
         .iter()
         .map(|g| g.estimate.values - g.estimate.sized_values)
         .sum::<usize>();
-    let mut notes = inputs.notes.clone();
     if unsized_values > 0 {
         notes.push(format!(
-            "{unsized_values} value(s) have no declared fixed shape (value_info): the memory estimates count their \
+            "{unsized_values} value(s) could not be sized before running: the memory estimates count their \
              weights and the sized values only"
         ));
     }
@@ -131,7 +135,7 @@ fn check_names(graph: &Graph, other: &std::path::Path) -> Result<()> {
 }
 
 impl Sizes {
-    fn of(graph: &Graph) -> Result<Sizes> {
+    fn of(graph: &Graph, inputs: &Inputs, notes: &mut Vec<String>) -> Result<Sizes> {
         let proto = decode(graph)?;
         let g = proto.graph.unwrap_or_default();
         let mut weights = HashMap::new();
@@ -175,7 +179,13 @@ impl Sizes {
                 r
             })
             .collect();
-        let value_f64 = declared_sizes(graph);
+        let mut value_f64 = declared_sizes(graph);
+        match traced_sizes(graph, inputs) {
+            Ok(traced) => value_f64.extend(traced),
+            Err(e) => notes.push(format!(
+                "tract could not size the values from shapes alone ({e}); the estimates use the declared shapes"
+            )),
+        }
         let crossing = crossings(graph, &value_f64);
         Ok(Sizes {
             reads,
@@ -200,6 +210,33 @@ impl Sizes {
             })
             .collect()
     }
+}
+
+/// f64 bytes of every value tract can size, typing a skeleton of the model: float initializers of more than 1024
+/// elements become graph inputs of their type and shape, so no weight is read.
+fn traced_sizes(graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> {
+    let mut proto = decode(graph)?;
+    let mut facts: Vec<InputFact> = inputs
+        .tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec()))
+        .collect();
+    if let Some(g) = proto.graph.as_mut() {
+        let (big, small): (Vec<_>, Vec<_>) = std::mem::take(&mut g.initializer)
+            .into_iter()
+            .partition(|t| {
+                DType::from_onnx(t.data_type).is_float() && t.dims.iter().product::<i64>() > 1024
+            });
+        g.initializer = small;
+        for t in big {
+            let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+            g.input
+                .push(value_info(&t.name, t.data_type, Some(dims.clone())));
+            facts.push((t.name, DType::from_onnx(t.data_type), dims));
+        }
+    }
+    let skeleton = crate::model::import::from_bytes(&graph.path, proto.encode_to_vec())?;
+    ReferenceRunner { round: None }.sizes_from_facts(&skeleton, &facts)
 }
 
 /// f64 bytes of every value whose shape the model declares fully (value_info, graph outputs).
@@ -298,7 +335,7 @@ fn cumulative_load(graph: &Graph, sizes: &Sizes) -> Vec<f64> {
         .collect()
 }
 
-/// The fewest segments whose estimated reference peak is within `budget`.
+/// The fewest segments whose estimated job peak is within `budget`.
 fn cuts_within(
     graph: &Graph,
     sizes: &Sizes,
@@ -310,14 +347,14 @@ fn cuts_within(
     while k <= n {
         let cuts = cuts_for(graph, sizes, k)?;
         let segs = segments(graph, sizes, s, &cuts);
-        match segs.iter().find(|g| g.estimate.reference_bytes > budget) {
+        match segs.iter().find(|g| g.estimate.job_bytes > budget) {
             None => return Ok(cuts),
             Some(g) if g.nodes.len() == 1 => {
                 return Err(Error::Usage(format!(
-                    "--segment-memory {}: node `{}` alone needs about {} for the f64 reference; raise the budget",
+                    "--segment-memory {}: node `{}` alone needs about {} in a segment job; raise the budget",
                     crate::fsutil::fmt_size(budget as usize),
                     g.nodes[0],
-                    crate::fsutil::fmt_size(g.estimate.reference_bytes as usize)
+                    crate::fsutil::fmt_size(g.estimate.job_bytes as usize)
                 )))
             }
             Some(_) => k = (k + 1).max(k * 5 / 4),
@@ -437,6 +474,7 @@ fn estimate(
     let copies = if s.attribution { 3 } else { 1 };
     let converted = s.targets.iter().any(|t| t.precision.is_some()) as u64;
     Estimate {
+        job_bytes: f64_weights / 4 * 11 + copies * values_f64 + (64 << 20),
         reference_bytes: f64_weights + copies * values_f64,
         target_bytes: stored + converted * stored / 2 + values_f64 / 2,
         sized_values: sized.len(),

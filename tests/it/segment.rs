@@ -229,3 +229,157 @@ fn missing_boundaries_and_reports_say_what_to_run() {
     );
     assert!(err.contains("--force"), "{err}");
 }
+
+/// A stack of `layers` blocks (MatMul d×d, Relu, residual Add) on x [1, 4, d], its weights in `w.bin` beside the
+/// model as external data (deterministic values of about 1/sqrt(d)).
+fn external_stack(dir: &Path, layers: usize, d: usize) -> std::path::PathBuf {
+    use tract_onnx::pb;
+    let mut bin = vec![];
+    let (mut nodes, mut inits) = (vec![], vec![]);
+    let mut seed = 12345u64;
+    let mut x = "x".to_string();
+    for l in 0..layers {
+        let w = format!("w{l}");
+        let offset = bin.len();
+        for _ in 0..d * d {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.4 / (d as f32).sqrt();
+            bin.extend_from_slice(&v.to_le_bytes());
+        }
+        let entry = |k: &str, v: String| pb::StringStringEntryProto {
+            key: k.into(),
+            value: v,
+        };
+        inits.push(pb::TensorProto {
+            name: w.clone(),
+            data_type: 1,
+            dims: vec![d as i64, d as i64],
+            data_location: Some(pb::tensor_proto::DataLocation::External as i32),
+            external_data: vec![
+                entry("location", "w.bin".into()),
+                entry("offset", offset.to_string()),
+                entry("length", (d * d * 4).to_string()),
+            ],
+            ..Default::default()
+        });
+        let (m, r, o) = (format!("m{l}"), format!("r{l}"), format!("h{l}"));
+        nodes.push(node("MatMul", &[&x, &w], &m));
+        nodes.push(node("Relu", &[&m], &r));
+        nodes.push(node("Add", &[&x, &r], &o));
+        x = o;
+    }
+    std::fs::write(dir.join("w.bin"), bin).unwrap();
+    let graph = pb::GraphProto {
+        name: "stack".into(),
+        node: nodes,
+        initializer: inits,
+        input: vec![value("x", &[1, 4, d as i64])],
+        output: vec![value(&x, &[1, 4, d as i64])],
+        ..Default::default()
+    };
+    write_model(&dir.join("stack.onnx"), graph, 17)
+}
+
+/// Weights in external data: the plan names each segment's weights by file and byte range, sizes every value from
+/// the structure alone, cuts at the residual stream (one value crosses), and the segmented fp16 run matches the
+/// whole one.
+#[test]
+fn external_weights_are_planned_by_byte_range_and_compared_in_segments() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = external_stack(dir.path(), 6, 64);
+    let (whole, merged, _) = whole_and_segmented(dir.path(), &m, 3, &["--precision", "fp16"]);
+    assert_same(&whole, &merged);
+    let plan = read_json(&dir.path().join("plan/plan.json"));
+    let mut ranges = vec![];
+    for s in plan["segments"].as_array().unwrap() {
+        assert_eq!(
+            s["estimate"]["sized_values"], s["estimate"]["values"],
+            "{s}"
+        );
+        for r in s["reads"].as_array().unwrap() {
+            assert!(
+                r["name"].as_str().unwrap().starts_with('h'),
+                "cut off the residual stream: {r}"
+            );
+        }
+        for w in s["weights"].as_array().unwrap() {
+            assert_eq!(w["external"]["file"], "w.bin");
+            assert_eq!(w["external"]["length"], 64 * 64 * 4);
+            ranges.push(w["external"]["offset"].as_u64().unwrap());
+        }
+    }
+    ranges.sort();
+    assert_eq!(
+        ranges,
+        (0..6).map(|l| l * 64 * 64 * 4).collect::<Vec<u64>>()
+    );
+}
+
+/// A model whose weights in f64 exceed the memory budget is refused whole (exit 2, naming `phantom plan`), and the
+/// same comparison runs in segments that each fit, under the same budget.
+#[test]
+fn weights_beyond_the_budget_are_refused_whole_and_run_in_segments() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = external_stack(dir.path(), 6, 64);
+    let ms = m.to_str().unwrap();
+    // Six 64×64 weights: 192 KiB in f64, over a 100 KiB budget; two per segment fit.
+    let env = [("PHANTOM_MEMORY_BUDGET", "100KiB")];
+    let (code, _, err) = phantom_env(&["onnx", ms], &env);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("192 KiB in f64") && err.contains("phantom plan"),
+        "{err}"
+    );
+    let plan = dir.path().join("plan");
+    let p = plan.to_str().unwrap();
+    let steps: [&[&str]; 6] = [
+        &["plan", ms, "-o", p, "--segments", "3"],
+        &["segment", p, "--boundary"],
+        &["segment", p, "--index", "0"],
+        &["segment", p, "--index", "1"],
+        &["segment", p, "--index", "2"],
+        &["merge", p],
+    ];
+    for args in steps {
+        let (code, out, err) = phantom_env(args, &env);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    let (code, _, err) = phantom_env(&["plan", ms, "-o", p, "--segments", "1", "--force"], &env);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = phantom_env(&["segment", p, "--index", "0"], &env);
+    assert_eq!(code, 2, "one segment holding every weight is refused too");
+    assert!(err.contains("plan more segments"), "{err}");
+}
+
+/// `--segment-memory` picks the fewest segments whose jobs' estimated peak fits.
+#[test]
+fn segment_memory_picks_the_fewest_segments_that_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = external_stack(dir.path(), 8, 128);
+    let plan = dir.path().join("plan");
+    let budget: u64 = (64 << 20) + (1 << 20);
+    let (code, out, err) = phantom(&[
+        "plan",
+        m.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+        "--segment-memory",
+        &budget.to_string(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let p = read_json(&plan.join("plan.json"));
+    let jobs: Vec<u64> = p["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["estimate"]["job_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(jobs.len() > 1, "{out}");
+    assert!(jobs.iter().all(|&j| j <= budget), "{jobs:?}");
+    let whole: u64 = jobs.iter().map(|j| j - (64 << 20)).sum::<u64>() + (64 << 20);
+    assert!(whole > budget, "one segment would have fit: {jobs:?}");
+}

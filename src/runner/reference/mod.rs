@@ -136,8 +136,9 @@ impl ReferenceRunner {
     /// how many values tract could not size before running (left out of the sum).
     /// A model tract cannot import is an error here (a panic in tract included), left for the run to report.
     pub fn value_bytes(&self, graph: &Graph, inputs: &Inputs) -> Result<(u64, usize)> {
+        let facts = facts_of(inputs);
         let (typed, _, _) =
-            crate::error::guard("sizing values (tract)", || self.parse(graph, inputs, false))?;
+            crate::error::guard("sizing values (tract)", || self.parse(graph, &facts, false))?;
         let (mut bytes, mut unsized_values) = (0u64, 0usize);
         for o in &typed.outputs {
             let fact = typed
@@ -151,10 +152,31 @@ impl ReferenceRunner {
         Ok((bytes, unsized_values))
     }
 
+    /// Bytes in f64 of every value tract can size from the inputs' types and shapes alone (no value is read), by
+    /// name: a model's weights can be given as inputs of their shape, so nothing big is loaded.
+    pub fn sizes_from_facts(
+        &self,
+        graph: &Graph,
+        facts: &[InputFact],
+    ) -> Result<HashMap<String, u64>> {
+        let (typed, names, _) =
+            crate::error::guard("sizing values (tract)", || self.parse(graph, facts, false))?;
+        let mut sizes = HashMap::new();
+        for (o, name) in typed.outputs.iter().zip(names) {
+            let fact = typed
+                .outlet_fact(*o)
+                .map_err(|e| ref_err(graph, "sizing", e))?;
+            if let Some(dims) = fact.shape.as_concrete() {
+                sizes.insert(name, 8 * dims.iter().product::<usize>() as u64);
+            }
+        }
+        Ok(sizes)
+    }
+
     fn parse(
         &self,
         graph: &Graph,
-        inputs: &Inputs,
+        facts: &[InputFact],
         wide: bool,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
         let mut proto = ModelProto::decode(graph.bytes.as_slice())
@@ -196,20 +218,21 @@ impl ReferenceRunner {
         }
         for (ix, outlet) in model.inputs.clone().iter().enumerate() {
             let name = model.node(outlet.node).name.clone();
-            let (_, t) = inputs
-                .tensors
-                .iter()
-                .find(|(n, _)| *n == name)
-                .ok_or_else(|| Error::Input {
-                    name: name.clone(),
-                    reason: "the reference model expects this input but none was prepared".into(),
-                })?;
-            let dt = if wide && t.dtype().is_float() {
+            let (_, dtype, shape) =
+                facts
+                    .iter()
+                    .find(|(n, _, _)| *n == name)
+                    .ok_or_else(|| Error::Input {
+                        name: name.clone(),
+                        reason: "the reference model expects this input but none was prepared"
+                            .into(),
+                    })?;
+            let dt = if wide && dtype.is_float() {
                 f64::datum_type()
             } else {
-                convert::datum_type(t.dtype())
+                convert::datum_type(*dtype)
             };
-            let fact = InferenceFact::dt_shape(dt, t.shape().iter().copied().collect::<TVec<_>>());
+            let fact = InferenceFact::dt_shape(dt, shape.iter().copied().collect::<TVec<_>>());
             model
                 .set_input_fact(ix, fact)
                 .map_err(|e| ref_err(graph, "setting input facts of", e))?;
@@ -230,6 +253,17 @@ impl ReferenceRunner {
         within_memory(graph, &typed)?;
         Ok((typed, names, proto))
     }
+}
+
+/// A graph input's name, element type and shape: what typing the model needs of it.
+pub type InputFact = (String, crate::tensor::DType, Vec<usize>);
+
+fn facts_of(inputs: &Inputs) -> Vec<InputFact> {
+    inputs
+        .tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec()))
+        .collect()
 }
 
 /// Every value whose shape typing made concrete must fit the memory phantom plans with (a shape computed from the
@@ -321,9 +355,10 @@ impl ReferenceRunner {
         sink: &mut hook::Sink<'_>,
     ) -> Result<RunOutput> {
         let mut notes = Vec::new();
-        let (typed, names, proto) = match self.parse(graph, inputs, true) {
+        let facts = facts_of(inputs);
+        let (typed, names, proto) = match self.parse(graph, &facts, true) {
             Ok(p) => p,
-            Err(wide_err) => match self.parse(graph, inputs, false) {
+            Err(wide_err) => match self.parse(graph, &facts, false) {
                 Ok(p) => {
                     notes.push(format!(
                         "the reference could not load the model rewritten as float64 ({wide_err}); it translated the \
