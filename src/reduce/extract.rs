@@ -104,7 +104,12 @@ pub fn cut(
                 }
             }
         }
-        sub.node.push(node.clone());
+        let mut node = node.clone();
+        if node.name.is_empty() {
+            // The name phantom gave it in the model cut from (`Constant_1234`), not one by its place in the cut.
+            node.name = n.name.clone();
+        }
+        sub.node.push(node);
     }
     sub.input = feeds
         .iter()

@@ -158,6 +158,17 @@ pub fn build(original: &Graph, target: &Graph, available: &HashSet<String>) -> R
         }
         nodes.push(n);
     }
+    if nodes.is_empty() {
+        // Nothing to run alone (a group of nodes the reference cannot feed): no model to build.
+        return Ok(Isolated {
+            graph: Graph {
+                nodes: vec![],
+                ..target.clone()
+            },
+            feeds,
+            excluded,
+        });
+    }
     let vi = |name: &str, code: i32| ValueInfoProto {
         name: name.to_string(),
         r#type: Some(TypeProto {

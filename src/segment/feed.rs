@@ -167,6 +167,7 @@ fn cut_of(graph: &Graph, seg: &Segment, sides: &Sides, path: &Path) -> Result<Cu
     }
     let shape_of = |base: &str| sides.reference.get(base).map(|t| t.shape().to_vec());
     // The model's own inputs stay inputs: as constants the reference would fold what they feed.
+    let constants = constant_derived(graph);
     let embed = |f: &Feed| {
         if seg.graph_inputs.contains(&f.base) {
             return Ok(None);
@@ -174,6 +175,12 @@ fn cut_of(graph: &Graph, seg: &Segment, sides: &Sides, path: &Path) -> Result<Cu
         let (Some(r), Some(t)) = (sides.reference.get(&f.name), sides.target.get(&f.name)) else {
             return Ok(None);
         };
+        // Computed from initializers alone: a constant of the whole model (tract needs some as constants, such as
+        // BatchNormalization's parameters), in the type the model declares, which each side then reads as it
+        // reads any initializer.
+        if constants.contains(f.base.as_str()) {
+            return Ok(Some(r.cast(f.dtype).unwrap_or_else(|| r.clone())));
+        }
         let integer = !f.dtype.is_float() && !r.dtype().is_float();
         let same = r.shape() == t.shape() && r.to_f64_array() == t.to_f64_array();
         Ok((integer && same).then(|| r.clone()))
@@ -191,6 +198,26 @@ fn cut_of(graph: &Graph, seg: &Segment, sides: &Sides, path: &Path) -> Result<Cu
         .filter(|o| !outputs.contains(o.as_str()))
         .collect();
     Ok(c)
+}
+
+/// Values computed from initializers alone (no graph input among their ancestors).
+fn constant_derived(graph: &Graph) -> HashSet<&str> {
+    let mut constants: HashSet<&str> = HashSet::new();
+    for n in &graph.nodes {
+        let constant =
+            n.inputs.iter().filter(|i| !i.is_empty()).all(|i| {
+                graph.initializers.contains_key(i.as_str()) || constants.contains(i.as_str())
+            });
+        if constant && n.subgraph_nodes == 0 && !n.op_type.starts_with("Random") {
+            constants.extend(
+                n.outputs
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|o| !o.is_empty()),
+            );
+        }
+    }
+    constants
 }
 
 /// One side's inputs for the cut, in its graph-input order; the target's cast to the types the cut declares.

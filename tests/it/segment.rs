@@ -383,3 +383,77 @@ fn segment_memory_picks_the_fewest_segments_that_fit() {
     let whole: u64 = jobs.iter().map(|j| j - (64 << 20)).sum::<u64>() + (64 << 20);
     assert!(whole > budget, "one segment would have fit: {jobs:?}");
 }
+
+/// Unnamed nodes keep the names phantom gives them in the whole model (`Identity_0`), and a value computed from
+/// initializers alone in an earlier segment (BatchNormalization's scale through an Identity, which tract needs as a
+/// constant) is embedded as the constant it is.
+#[test]
+fn unnamed_nodes_and_constants_from_an_earlier_segment_cut_cleanly() {
+    use tract_onnx::pb;
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let d = 8;
+    let w = |name: &str, k: f32| {
+        let data = (0..d * d)
+            .map(|i| ((i * 7 % 11) as f32 - 5.0) * k)
+            .collect();
+        f32_tensor(name, vec![d as i64, d as i64], data)
+    };
+    let c4 = |name: &str, v: f32| f32_tensor(name, vec![4], vec![v, v * 0.5, v * 2.0, v]);
+    let unnamed = |op: &str, inputs: &[&str], out: &str| pb::NodeProto {
+        name: String::new(),
+        ..node(op, inputs, out)
+    };
+    let graph = pb::GraphProto {
+        name: "unnamed".into(),
+        node: vec![
+            unnamed("Identity", &["g0"], "gs"),
+            unnamed("MatMul", &["x", "w0"], "m0"),
+            unnamed("Relu", &["m0"], "r0"),
+            unnamed("Add", &["x", "r0"], "h0"),
+            unnamed("MatMul", &["h0", "w1"], "m1"),
+            unnamed("Relu", &["m1"], "r1"),
+            unnamed("Add", &["h0", "r1"], "h1"),
+            unnamed(
+                "BatchNormalization",
+                &["h1", "gs", "beta", "mean", "var"],
+                "y",
+            ),
+        ],
+        initializer: vec![
+            w("w0", 0.05),
+            w("w1", 0.04),
+            c4("g0", 1.5),
+            c4("beta", 0.1),
+            c4("mean", 0.2),
+            c4("var", 1.0),
+        ],
+        input: vec![value("x", &[1, 4, d as i64])],
+        output: vec![value("y", &[1, 4, d as i64])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("unnamed.onnx"), graph, 17);
+    let (whole, merged, _) = whole_and_segmented(dir.path(), &m, 3, &[]);
+    assert_same(&whole, &merged);
+    let names = |r: &Value| -> Vec<String> {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&whole), names(&merged));
+    let plan = read_json(&dir.path().join("plan/plan.json"));
+    let reads: Vec<&str> = plan["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["reads"].as_array().unwrap().iter())
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        reads.contains(&"gs"),
+        "the constant crosses a cut: {reads:?}"
+    );
+}
