@@ -59,6 +59,9 @@ pub struct Prepared {
     /// Inputs for the expected-noise run where they differ from the reference's (a segment: the noise run's own
     /// boundary values).
     pub noise_inputs: Option<Inputs>,
+    /// Values computed upstream of a segment and embedded in its cut as constants: recorded as operand scales, as
+    /// a whole run records them when it computes them.
+    pub upstream: Vec<(String, Tensor)>,
     pub lib: Located,
     pub targets: Vec<Box<dyn Target>>,
     pub import_ms: f64,
@@ -244,6 +247,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         inputs,
         target_inputs: None,
         noise_inputs: None,
+        upstream: vec![],
         lib,
         targets,
         import_ms: ms(t),

@@ -57,7 +57,7 @@ pub fn compare(
     };
     let mut pairs = vec![];
     let mut scales = Scales::new(&p.graph);
-    for (n, t) in &p.inputs.tensors {
+    for (n, t) in p.inputs.tensors.iter().chain(&p.upstream) {
         scales.record(n, t);
     }
     let mut compare_time = Duration::ZERO;

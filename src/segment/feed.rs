@@ -20,6 +20,8 @@ pub struct Fed {
     pub reference: Inputs,
     pub noise: Option<Inputs>,
     pub target: Inputs,
+    /// Boundary values embedded in the cut as constants, with the reference's values.
+    pub upstream: Vec<(String, Tensor)>,
     /// The target as the plan asks, its `--target-model` replaced by that model's cut (a temporary file).
     pub spec: TargetSpec,
     _target_cut: Option<tempfile::TempPath>,
@@ -84,11 +86,19 @@ pub fn prepare(dir: &Path, plan: &Plan, seg: &Segment) -> Result<Fed> {
         Some(n) => Some(feed(n, "expected-noise run", false)?),
         None => None,
     };
+    let fed: HashSet<&str> = c.feeds.iter().map(|f| f.base.as_str()).collect();
+    let upstream = seg
+        .reads
+        .iter()
+        .filter(|r| !fed.contains(r.name.as_str()))
+        .filter_map(|r| Some((r.name.clone(), sides.reference.get(&r.name)?.clone())))
+        .collect();
     Ok(Fed {
         cut: c,
         reference,
         noise,
         target,
+        upstream,
         spec,
         _target_cut: target_cut,
     })

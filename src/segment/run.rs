@@ -135,6 +135,7 @@ pub fn compare(dir: &Path, plan: &Plan, index: usize, progress: bool) -> Result<
         inputs: fed.reference,
         target_inputs: Some(fed.target),
         noise_inputs: fed.noise,
+        upstream: fed.upstream,
         lib,
         targets,
         import_ms: t.elapsed().as_secs_f64() * 1e3,
