@@ -212,3 +212,62 @@ fn reference_matches_float64_oracle() {
     );
     assert!(total.exact_pass >= 400, "too few exact cases: {total:?}");
 }
+
+/// A LayerNormalization of initializers alone is folded by tract while it types the model, before the model becomes
+/// f64; in its default stash type that was float32 (3e-7 off). The reference value must be f64's.
+#[test]
+fn a_layer_norm_of_constants_is_computed_in_f64() {
+    use crate::common::{f32_tensor, node, value, write_model};
+    use tract_onnx::pb;
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, d) = (4usize, 32usize);
+    let c: Vec<f32> = (0..rows * d)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.13 + 1.0)
+        .collect();
+    let mut ln = node("LayerNormalization", &["c", "g", "b"], "ln");
+    ln.attribute.push(pb::AttributeProto {
+        name: "epsilon".into(),
+        r#type: pb::attribute_proto::AttributeType::Float as i32,
+        f: 1e-5,
+        ..Default::default()
+    });
+    let graph = pb::GraphProto {
+        name: "ln_of_constants".into(),
+        node: vec![ln, node("Add", &["x", "ln"], "y")],
+        initializer: vec![
+            f32_tensor("c", vec![1, rows as i64, d as i64], c.clone()),
+            f32_tensor("g", vec![d as i64], vec![1.0; d]),
+            f32_tensor("b", vec![d as i64], vec![0.0; d]),
+        ],
+        input: vec![value("x", &[1, rows as i64, d as i64])],
+        output: vec![value("y", &[1, rows as i64, d as i64])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("ln.onnx"), graph, 17);
+    let dump = dir.path().join("dump");
+    let (code, out, err) = crate::common::phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--dump",
+        dump.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let got = phantom::model::npy::read_npy(&dump.join("reference/ln.npy"))
+        .unwrap()
+        .to_f64_array();
+    let eps = 1e-5f32 as f64;
+    let mut worst = 0f64;
+    for (r, row) in c.chunks(d).enumerate() {
+        let x: Vec<f64> = row.iter().map(|&v| v as f64).collect();
+        let mean = x.iter().sum::<f64>() / d as f64;
+        let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / d as f64;
+        for (k, v) in x.iter().enumerate() {
+            let want = (v - mean) / (var + eps).sqrt();
+            worst = worst.max((got[[0, r, k]] - want).abs());
+        }
+    }
+    assert!(
+        worst < 1e-12,
+        "the reference's LayerNormalization of constants is {worst:e} off f64"
+    );
+}

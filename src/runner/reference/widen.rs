@@ -103,6 +103,9 @@ fn widen_node(
     round: Option<&Rounding>,
 ) -> Result<()> {
     let op = node.op_type.clone();
+    if op == "LayerNormalization" {
+        stash_in_f64(node);
+    }
     let round_as = match (round, node.output.first()) {
         (Some(r), Some(o)) => r.get(o).copied(),
         _ => None,
@@ -151,6 +154,21 @@ fn widen_node(
         }
     }
     Ok(())
+}
+
+/// LayerNormalization computes in its `stash_type` (float32 by default): tract casts its input to that type, and
+/// when tract folds a LayerNormalization of constants at typing, before the model is translated to f64, the result
+/// is float32's (3e-7 off on unit-scale values). Stash in f64 instead.
+fn stash_in_f64(node: &mut NodeProto) {
+    match node.attribute.iter_mut().find(|a| a.name == "stash_type") {
+        Some(a) => a.i = DOUBLE as i64,
+        None => node.attribute.push(AttributeProto {
+            name: "stash_type".into(),
+            r#type: AttributeType::Int as i32,
+            i: DOUBLE as i64,
+            ..Default::default()
+        }),
+    }
 }
 
 /// Values tract only accepts as float32: (op, input slot).
