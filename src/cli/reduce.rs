@@ -2,35 +2,27 @@
 
 use super::args::ReduceArgs;
 use super::Outcome;
-use crate::pipeline::CompareSettings;
 use crate::reduce::{bundle, reduce, ReduceSettings};
 
 pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
-    for (name, v) in [("--atol", a.atol), ("--rtol", a.rtol)] {
-        if let Some(x) = v {
-            super::settings::finite_non_negative(name, x)?;
-        }
-    }
     if a.out.exists() && !a.force {
         anyhow::bail!(
             "{} already exists; pass --force to replace it",
             a.out.display()
         );
     }
-    let m = &a.model_on_target;
-    let mut targets =
-        super::target::specs(&a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
-    anyhow::ensure!(
-        targets.len() == 1,
-        "reduce cuts a culprit out for one target; give one --ep"
-    );
-    let mut s = CompareSettings::new(a.model.clone(), targets.remove(0));
-    s.tolerance.atol = a.atol;
-    s.tolerance.rtol = a.rtol;
-    s.inputs = super::settings::input_spec(&a.inputs)?;
-    s.runtime = super::target::runtime(&a.engine);
+    let mut s = super::settings::one_target(
+        super::settings::OneTarget {
+            model: &a.model,
+            on_target: &a.model_on_target,
+            engine: &a.engine,
+            inputs: &a.inputs,
+            tolerance: (a.atol, a.rtol),
+            keep_control_flow: a.keep_control_flow,
+        },
+        "reduce cuts a culprit out for one target; give one --ep",
+    )?;
     s.attribution = true;
-    s.keep_control_flow = a.keep_control_flow;
     let settings = ReduceSettings {
         compare: s,
         node: a.node,

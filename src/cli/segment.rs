@@ -5,34 +5,26 @@ use anyhow::Context;
 use super::args::{MergeArgs, PlanArgs, SegmentArgs, Switch};
 use super::Outcome;
 use crate::fsutil::fmt_size;
-use crate::pipeline::CompareSettings;
 use crate::report::terminal;
 use crate::segment::{merge as merging, plan as planning, run, Plan};
 
 pub fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
-    for (name, v) in [("--atol", a.atol), ("--rtol", a.rtol)] {
-        if let Some(x) = v {
-            super::settings::finite_non_negative(name, x)?;
-        }
-    }
-    let m = &a.model_on_target;
-    let mut targets =
-        super::target::specs(&a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
-    anyhow::ensure!(
-        targets.len() == 1,
-        "a plan compares one target; give one --ep (make one plan per target)"
-    );
-    let mut s = CompareSettings::new(a.model.clone(), targets.remove(0));
-    s.tolerance.atol = a.atol;
-    s.tolerance.rtol = a.rtol;
-    s.inputs = super::settings::input_spec(&a.inputs)?;
+    let mut s = super::settings::one_target(
+        super::settings::OneTarget {
+            model: &a.model,
+            on_target: &a.model_on_target,
+            engine: &a.engine,
+            inputs: &a.inputs,
+            tolerance: (a.atol, a.rtol),
+            keep_control_flow: a.keep_control_flow,
+        },
+        "a plan compares one target; give one --ep (make one plan per target)",
+    )?;
     anyhow::ensure!(
         s.inputs.samples <= 1,
         "a plan runs one input sample; drop --samples"
     );
-    s.runtime = super::target::runtime(&a.engine);
     s.attribution = a.attribution != Switch::Off;
-    s.keep_control_flow = a.keep_control_flow;
     let split = match (&a.segments, &a.segment_memory) {
         (Some(k), _) => planning::Split::Segments(*k as usize),
         (None, Some(m)) => planning::Split::Memory(

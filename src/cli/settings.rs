@@ -153,3 +153,34 @@ fn image_norm(a: &InputArgs, sources: &[InputSource]) -> anyhow::Result<ImageNor
     }
     Ok(norm)
 }
+
+/// What the one-target commands built on a comparison (`reduce`, `plan`) share on their command line.
+pub struct OneTarget<'a> {
+    pub model: &'a Path,
+    pub on_target: &'a super::args_tools::ModelOnTarget,
+    pub engine: &'a super::args::EngineArgs,
+    pub inputs: &'a InputArgs,
+    pub tolerance: (Option<f64>, Option<f64>),
+    pub keep_control_flow: bool,
+}
+
+/// The comparison settings of a command that runs one target; `why` says why one (for the refusal).
+pub fn one_target(a: OneTarget, why: &str) -> anyhow::Result<crate::pipeline::CompareSettings> {
+    let (atol, rtol) = a.tolerance;
+    for (name, v) in [("--atol", atol), ("--rtol", rtol)] {
+        if let Some(x) = v {
+            finite_non_negative(name, x)?;
+        }
+    }
+    let m = a.on_target;
+    let mut targets =
+        super::target::specs(a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
+    anyhow::ensure!(targets.len() == 1, "{why}");
+    let mut s = crate::pipeline::CompareSettings::new(a.model.to_path_buf(), targets.remove(0));
+    s.tolerance.atol = atol;
+    s.tolerance.rtol = rtol;
+    s.inputs = input_spec(a.inputs)?;
+    s.runtime = super::target::runtime(a.engine);
+    s.keep_control_flow = a.keep_control_flow;
+    Ok(s)
+}
