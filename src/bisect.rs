@@ -5,8 +5,6 @@
 //! full `phantom onnx` run shows every value when that does not hold.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
-use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -17,6 +15,7 @@ use crate::model::{self, Graph};
 use crate::pipeline::{prepare, CompareSettings, Prepared};
 use crate::report::model::ValueStatus;
 use crate::runner::reference::ReferenceRunner;
+use crate::spill::{Spill, Values};
 use crate::target::{Capture, Target};
 use crate::tensor::Tensor;
 
@@ -48,64 +47,6 @@ pub struct BisectReport {
     pub first_divergence: Option<Probe>,
     /// Every probe in the order made.
     pub probes: Vec<Probe>,
-}
-
-/// Reference values parked on disk as little-endian f64 with their shape.
-pub(crate) struct Parked {
-    dir: PathBuf,
-    pub(crate) shapes: HashMap<String, (usize, Vec<usize>)>,
-}
-
-impl Parked {
-    fn new() -> Result<Parked> {
-        let dir = std::env::temp_dir().join(format!("phantom-park-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
-            path: dir.clone(),
-            source: e,
-        })?;
-        Ok(Parked {
-            dir,
-            shapes: HashMap::new(),
-        })
-    }
-
-    fn put(&mut self, name: &str, t: &Tensor) -> Result<()> {
-        let k = self.shapes.len();
-        let path = self.dir.join(format!("{k}.f64"));
-        let a = t.to_f64_array();
-        let mut f =
-            std::io::BufWriter::new(std::fs::File::create(&path).map_err(|e| Error::Io {
-                path: path.clone(),
-                source: e,
-            })?);
-        for v in a.iter() {
-            f.write_all(&v.to_le_bytes()).map_err(|e| Error::Io {
-                path: path.clone(),
-                source: e,
-            })?;
-        }
-        self.shapes
-            .insert(name.to_string(), (k, a.shape().to_vec()));
-        Ok(())
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<Tensor> {
-        let (k, shape) = self.shapes.get(name)?;
-        let bytes = std::fs::read(self.dir.join(format!("{k}.f64"))).ok()?;
-        let v: Vec<f64> = bytes
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        ndarray::ArrayD::from_shape_vec(shape.clone(), v)
-            .ok()
-            .map(Tensor::F64)
-    }
-}
-
-impl Drop for Parked {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// Runs the target exposing `names`; their values.
@@ -140,8 +81,8 @@ pub(crate) fn park(
     s: &CompareSettings,
     graph: &Graph,
     inputs: &model::inputs::Inputs,
-) -> Result<(Parked, Scales)> {
-    let mut parked = Parked::new()?;
+) -> Result<(Spill, Scales)> {
+    let mut parked = Spill::new("park")?;
     let mut scales = Scales::new(graph);
     for (n, t) in &inputs.tensors {
         scales.record(n, t);
@@ -169,7 +110,7 @@ pub(crate) fn park(
 struct Prober<'a> {
     s: &'a CompareSettings,
     graph: &'a Graph,
-    parked: &'a Parked,
+    parked: &'a Spill,
     scales: &'a Scales,
     outputs: HashSet<&'a str>,
     node_of: HashMap<&'a str, usize>,
@@ -179,7 +120,7 @@ impl<'a> Prober<'a> {
     fn new(
         s: &'a CompareSettings,
         graph: &'a Graph,
-        (parked, scales): (&'a Parked, &'a Scales),
+        (parked, scales): (&'a Spill, &'a Scales),
     ) -> Prober<'a> {
         Prober {
             s,
@@ -271,7 +212,7 @@ fn search(
         .iter()
         .filter(|n| on_path.contains(&n.index) && n.op_type != "Constant")
         .flat_map(|n| n.outputs.iter().map(String::as_str))
-        .filter(|v| pr.parked.shapes.contains_key(*v))
+        .filter(|v| pr.parked.has(v))
         .collect();
     let last = candidates
         .iter()

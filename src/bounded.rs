@@ -2,16 +2,18 @@
 //! streams its f64 values and phantom collects them until a chunk of the budget is full, then runs the target once
 //! exposing exactly that chunk, compares, and drops both sides. Peak memory is about one chunk of reference values,
 //! the same chunk from the target, and what tract and ONNX Runtime hold live — not the whole model's activations.
-//! The target reruns its prefix for every chunk, so time grows with the number of chunks.
+//! The target reruns its prefix for every chunk, so time grows with the number of chunks. With attribution, the
+//! reference values and the expected-noise run's wait on disk ([`crate::spill`]) for the stages that read them again.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::analysis;
-use crate::compare::ToleranceSpec;
+use crate::compare::{Scales, ToleranceSpec};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::report::model::ValueReport;
+use crate::spill::Held;
 use crate::target::{Capture, Target};
 use crate::tensor::Tensor;
 
@@ -39,7 +41,10 @@ pub struct Chunker<'a> {
     /// The first error a target run met (reported after the reference run).
     pub error: Option<Error>,
     slice: Option<crate::compare::slice::SliceSpec>,
-    scales: crate::compare::Scales,
+    /// The reference's RMS per value so far (operand scales of the default tolerance).
+    pub scales: Scales,
+    /// The expected-noise run's values, applied to each value as it is compared (with attribution).
+    noise: Option<&'a mut Held>,
 }
 
 impl<'a> Chunker<'a> {
@@ -49,12 +54,8 @@ impl<'a> Chunker<'a> {
         inputs: &'a Inputs,
         tol: &'a ToleranceSpec,
         budget: usize,
-        heatmaps: bool,
+        (heatmaps, scales): (bool, Scales),
     ) -> Chunker<'a> {
-        let mut scales = crate::compare::Scales::new(graph);
-        for (n, t) in &inputs.tensors {
-            scales.record(n, t);
-        }
         Chunker {
             scales,
             outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
@@ -70,7 +71,14 @@ impl<'a> Chunker<'a> {
             runs: 0,
             error: None,
             slice: None,
+            noise: None,
         }
+    }
+
+    /// Applies the expected noise of each value (the reference rerun with the target's rounding) as it is compared.
+    pub fn with_noise(mut self, noise: &'a mut Held) -> Self {
+        self.noise = Some(noise);
+        self
     }
 
     /// Compares only this slice of each tensor.
@@ -118,7 +126,7 @@ impl<'a> Chunker<'a> {
                 ),
                 None => (r, got.remove(&name)),
             };
-            let report = analysis::compare_pair(
+            let mut report = analysis::compare_pair(
                 &name,
                 r.as_ref().map_err(String::as_str),
                 t.as_ref().ok_or("not produced"),
@@ -127,6 +135,13 @@ impl<'a> Chunker<'a> {
                 self.outputs.contains(&name),
                 self.heatmaps,
             );
+            if let (Some(noise), Ok(r)) = (self.noise.as_deref_mut(), &r) {
+                let e = noise.take(&name).map(|e| match &self.slice {
+                    Some(sp) => sp.apply(&e),
+                    None => e,
+                });
+                analysis::attribution::with_noise(&mut report, r, e, self.tol);
+            }
             self.reports.insert(name, report);
         }
     }

@@ -47,6 +47,7 @@ pub mod report;
 pub mod runner;
 pub mod scan;
 pub mod segment;
+pub mod spill;
 pub mod target;
 pub mod tensor;
 pub mod watchdog;

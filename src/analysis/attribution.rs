@@ -79,6 +79,18 @@ fn noise_pass<T: ToF64 + Sync>(r: &[f64], e: &[T], tol: Tolerance, scale: f64) -
         })
 }
 
+/// Measures the expected noise of `v` (the reference `r` against the reference rerun with the target's rounding,
+/// `e`) and applies it to its report: what correct rounding alone would give, and whether that explains a failure.
+pub fn with_noise(v: &mut ValueReport, r: &Tensor, e: Option<Tensor>, spec: &ToleranceSpec) {
+    let (Some(e), Some(tol), Some(scale)) = (e, v.tolerance, v.metrics.as_ref().map(|m| m.scale))
+    else {
+        return;
+    };
+    if let Some(n) = noise(r, &e, tol, scale) {
+        apply_noise(v, n, spec);
+    }
+}
+
 /// Attaches `noise` to a compared value; with default tolerances, a failure the noise explains passes.
 pub fn apply_noise(v: &mut ValueReport, mut noise: Noise, spec: &ToleranceSpec) {
     let Some(m) = v.metrics.as_ref() else {

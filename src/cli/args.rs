@@ -154,7 +154,7 @@ pub struct OnnxArgs {
     pub keep_fp32: Vec<String>,
     /// Introduced-vs-inherited error (every node rerun on the target with the reference's inputs: anomalies) and
     /// expected noise (the reference rerun with every value rounded to the target's precision: precision-limited
-    /// values). auto: on, except with --max-memory.
+    /// values). auto: on (with --max-memory, the values they read again wait on disk: PHANTOM_SPILL_DIR).
     #[arg(long, value_enum, default_value = "auto")]
     pub attribution: Switch,
     /// Exit 1 on a precision-limited verdict too (by default only drift and anomalies fail).
@@ -164,7 +164,7 @@ pub struct OnnxArgs {
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub slice: Option<String>,
     /// Hold peak memory near this budget (e.g. 2GiB): the target exposes values chunk by chunk as the reference
-    /// streams, instead of all at once. Turns off --attribution.
+    /// streams, instead of all at once; reference and expected-noise values wait on disk (PHANTOM_SPILL_DIR).
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,
     /// Compare on N seeded input samples (seeds SEED..SEED+N): per value the worst sample decides and the report

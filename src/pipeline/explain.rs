@@ -11,12 +11,19 @@ use super::parts::{prune_heatmaps, stage};
 use super::stream::Compared;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::{self, anomaly, attribution, causes, culprit};
+use crate::bounded::CHUNK_SHARE;
 use crate::error::Result;
+use crate::model::Graph;
 use crate::report::model::{Introduced, NodeReport, ValueReport, Verdict};
+use crate::runner::isolate;
 use crate::runner::reference::Rounding;
-use crate::target::{self, Capture};
+use crate::spill::{Held, Values};
+use crate::target::{self, Capture, Isolated};
+use crate::tensor::Tensor;
 
-/// Introduced error: every node on the target with reference inputs, compared with the reference.
+/// Introduced error: every node on the target with reference inputs, compared with the reference. When the
+/// reference values wait on disk (bounded memory), the nodes run in groups whose values fit a chunk of the budget,
+/// each group's feeds read back from disk, compared, then dropped.
 pub fn attribute(
     s: &CompareSettings,
     p: &Prepared,
@@ -29,21 +36,45 @@ pub fn attribute(
         lane.spec.label()
     );
     let pb = stage(s.progress, &msg);
-    let iso = lane
-        .target
-        .run_isolated(&p.graph, &p.inputs, &cmp.held, round)?;
-    lane.notes.extend(iso.notes);
+    let groups: Vec<Cow<Graph>> = match (&cmp.held, s.budget()) {
+        (Held::Disk(_), Some(budget)) => {
+            isolate::parts(&p.graph, &cmp.held, (budget / CHUNK_SHARE).max(1))
+                .into_iter()
+                .map(Cow::Owned)
+                .collect()
+        }
+        _ => vec![Cow::Borrowed(&p.graph)],
+    };
+    let mut all = Isolated::default();
+    for g in &groups {
+        let mut iso = lane.target.run_isolated(g, &p.inputs, &cmp.held, round)?;
+        let values = std::mem::take(&mut iso.values);
+        introduced(s, lane, cmp, &values, round);
+        all.absorb(iso);
+    }
+    lane.notes.extend(all.notes());
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Each isolated output compared with the reference: the error its node introduces, on its value report.
+fn introduced(
+    s: &CompareSettings,
+    lane: &mut Lane,
+    cmp: &Compared,
+    isolated: &HashMap<String, Tensor>,
+    round: &Rounding,
+) {
     // Values are compared in parallel: most are too small to occupy every core alone.
     let reports = &lane.reports;
-    let introduced: Vec<(&String, Option<Introduced>)> = iso
-        .values
+    let introduced: Vec<(&String, Option<Introduced>)> = isolated
         .par_iter()
         .filter(|(name, _)| reports.contains_key(*name))
         .filter_map(|(name, t_iso)| {
-            let r = cmp.held.get(name)?;
+            let r = cmp.held.tensor(name)?;
             let (r, t_iso) = match &s.slice {
-                Some(sp) => (Cow::Owned(sp.apply(r)), Cow::Owned(sp.apply(t_iso))),
-                None => (Cow::Borrowed(r), Cow::Borrowed(t_iso)),
+                Some(sp) => (Cow::Owned(sp.apply(&r)), Cow::Owned(sp.apply(t_iso))),
+                None => (r, Cow::Borrowed(t_iso)),
             };
             let operands = cmp.scales.operands(name);
             let alone = analysis::compare_pair(
@@ -66,8 +97,6 @@ pub fn attribute(
             v.introduced = i;
         }
     }
-    pb.finish_and_clear();
-    Ok(())
 }
 
 /// The node reports, and the verdict with its culprits and their causes.
@@ -117,7 +146,7 @@ fn find(
     if !verdict.culprits.is_empty() {
         let ev = causes::Evidence::new(
             &p.graph,
-            rounding.map(|_| &cmp.held),
+            rounding.map(|_| &cmp.held as &dyn Values),
             rounding,
             lane.target.range_issues(),
             &nodes,
@@ -192,13 +221,14 @@ fn settle_fusion(
         "fusion check: the target with --ort-opt-level disable",
     );
     let mut t = target::open(&unfused, &p.graph, &p.lib)?;
-    let out = t.run(&p.graph, &p.inputs, Capture::All)?;
+    let names: Vec<&str> = verdict.culprits.iter().map(|c| c.value.as_str()).collect();
+    let out = t.run(&p.graph, &p.inputs, Capture::Names(&names))?;
     for c in verdict.culprits.iter_mut() {
-        if let (Some(r), Some(v)) = (cmp.held.get(&c.value), out.values.get(&c.value)) {
+        if let (Some(r), Some(v)) = (cmp.held.tensor(&c.value), out.values.get(&c.value)) {
             let operands = cmp.scales.operands(&c.value);
             let rep = analysis::compare_pair(
                 &c.value,
-                Ok(r),
+                Ok(&r),
                 Ok(v),
                 &s.tolerance,
                 operands,

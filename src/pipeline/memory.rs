@@ -1,7 +1,8 @@
 //! Memory by default: `phantom onnx` without `--max-memory` sizes the run's values from tract's shapes before the
 //! target runs, and when holding them would exceed phantom's default budget (half the machine's memory, or
 //! `PHANTOM_MEMORY_BUDGET`), exposes the target's values chunk by chunk within that budget instead of running out
-//! of memory. The report says so, and what that mode does not measure.
+//! of memory, with the values attribution reads again spilled to disk ([`crate::spill`]), so the verdict is the
+//! whole run's. The report says so.
 
 use super::{CompareSettings, Prepared, Strategy};
 use crate::bounded::fmt_size;
@@ -28,9 +29,30 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
     let budget = crate::fsutil::memory_budget();
     if need > budget as u64 {
         s.strategy = Strategy::Bounded { budget };
-        p.graph.notes.push(note(need, budget));
+        let spill = spill_room(f64_bytes);
+        if s.attribution {
+            s.attribution = spill.is_ok();
+        }
+        p.graph.notes.push(note(need, budget, spill.err()));
     }
     s
+}
+
+/// Whether the spill directory has room for a bounded run's spilled values (the reference's in f64, and the
+/// expected-noise run's, at most half that): `Err` says what is missing.
+fn spill_room(f64_bytes: u64) -> Result<(), String> {
+    let need = f64_bytes + f64_bytes / 2;
+    let root = crate::spill::root();
+    match crate::spill::free_bytes(&root) {
+        Some(free) if free < need => Err(format!(
+            "they spill about {} of values to disk and {} has {} free; set PHANTOM_SPILL_DIR to a disk with room to \
+             measure them",
+            fmt_size(need.min(usize::MAX as u64) as usize),
+            root.display(),
+            fmt_size(free.min(usize::MAX as u64) as usize)
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The f64 reference holds every weight in f64: a model whose weights alone, in f64, exceed the memory budget
@@ -84,7 +106,7 @@ fn held_at_once(f64_bytes: u64, attribution: bool) -> u64 {
     }
 }
 
-fn note(need: u64, budget: usize) -> String {
+fn note(need: u64, budget: usize, no_spill: Option<String>) -> String {
     let source = match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
         Some(_) => "PHANTOM_MEMORY_BUDGET",
         None => {
@@ -92,11 +114,16 @@ fn note(need: u64, budget: usize) -> String {
                  PHANTOM_MEMORY_BUDGET or --max-memory set another"
         }
     };
+    let attribution = match no_spill {
+        None => "the reference values and the expected-noise run's waited on disk for attribution".to_string(),
+        Some(why) => format!(
+            "expected noise and introduced error were not measured ({why}), so culprits rest on the first divergence"
+        ),
+    };
     format!(
         "memory: holding this run's values at once would take about {} (target, f64 reference, expected noise and \
          per-node runs), above phantom's default budget of {} ({source}): the target's values were exposed chunk by \
-         chunk within it, so expected noise and introduced error were not measured and culprits rest on the first \
-         divergence",
+         chunk within it, and {attribution}",
         fmt_size(need as usize),
         fmt_size(budget)
     )

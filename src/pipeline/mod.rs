@@ -36,6 +36,7 @@ use crate::report::multi::{MultiReport, PairValue};
 use crate::runner::ort_lib::{self, Located};
 use crate::runner::reference::{ReferenceRunner, Rounding};
 use crate::runner::RunOutput;
+use crate::spill::{Held, Spill};
 use crate::target::{self, Capture, Target, TargetSpec};
 use crate::tensor::Tensor;
 
@@ -77,8 +78,8 @@ pub struct Lane {
     pub ms: f64,
     /// The element type the target stores each value in (with attribution on).
     pub rounding: Option<Rounding>,
-    /// Expected noise: the reference rerun with the target's rounding, by value.
-    pub emulated: HashMap<String, Tensor>,
+    /// Expected noise: the reference rerun with the target's rounding, by value (on disk when bounded).
+    pub emulated: Held,
     /// Value reports by name.
     pub reports: HashMap<String, ValueReport>,
     /// Notes for this target's report.
@@ -172,7 +173,7 @@ fn compared_something(s: &CompareSettings, f: &Finished) -> Result<()> {
 /// Capture, expected noise, stream-compare, then per lane attribute, explain and assemble.
 /// The targets go back into `p` afterwards, so the stages can run again (`--steps`).
 fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finished> {
-    let attribution = s.attribution && s.budget().is_none();
+    let attribution = s.attribution;
     let mut lanes = capture(s, p, attribution)?;
     for lane in lanes.iter_mut() {
         let t = Instant::now();
@@ -277,7 +278,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             out,
             ms,
             rounding,
-            emulated: HashMap::new(),
+            emulated: Held::default(),
             reports: HashMap::new(),
             notes: vec![],
             noise_ms: 0.0,
@@ -288,26 +289,29 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
 }
 
 /// The reference rerun with every value rounded to the element type the target stores it in: per value, what
-/// correct rounding alone would give (the expected noise).
-fn expected_noise(
-    s: &CompareSettings,
-    p: &Prepared,
-    rounding: Option<&Rounding>,
-) -> Result<HashMap<String, Tensor>> {
-    let mut emulated = HashMap::new();
+/// correct rounding alone would give (the expected noise). Spilled to disk when the run is bounded in memory.
+fn expected_noise(s: &CompareSettings, p: &Prepared, rounding: Option<&Rounding>) -> Result<Held> {
     let Some(round) = rounding else {
-        return Ok(emulated);
+        return Ok(Held::default());
+    };
+    let mut emulated = match s.budget() {
+        Some(_) => Held::Disk(Spill::new("noise")?),
+        None => Held::default(),
     };
     let pb = stage(s.progress, "expected noise: reference with target rounding");
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
     };
     let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
+    let mut failed = None;
     ideal.run_streaming(&p.graph, inputs, &mut |name, value| {
-        if let (Ok(v), Some(&d)) = (value, round.get(name)) {
-            emulated.insert(name.to_string(), v.cast(d).unwrap_or(v));
+        if let (Ok(v), Some(&d), None) = (value, round.get(name), &failed) {
+            failed = emulated.insert(name, v.cast(d).unwrap_or(v)).err();
         }
     })?;
     pb.finish_and_clear();
-    Ok(emulated)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(emulated),
+    }
 }

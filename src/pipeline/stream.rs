@@ -17,12 +17,13 @@ use crate::report::model::ValueReport;
 use crate::report::multi::PairValue;
 use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
+use crate::spill::{Held, Spill};
 use crate::tensor::Tensor;
 
 /// What the stage produced besides each lane's value reports.
 pub struct Compared {
-    /// Reference values kept for attribution and causes (with attribution on).
-    pub held: HashMap<String, Tensor>,
+    /// Reference values kept for attribution and causes (with attribution on): in memory, or on disk when bounded.
+    pub held: Held,
     /// The reference's run: precision per node, missing values, notes (values were streamed, not kept).
     pub reference: RunOutput,
     /// Time spent comparing (inside the reference's run).
@@ -51,10 +52,7 @@ pub fn compare(
         p.graph.nodes.len()
     );
     let pb = stage(s.progress, &msg);
-    let mut held: HashMap<String, Tensor> = match keep {
-        true => p.inputs.tensors.iter().cloned().collect(),
-        false => HashMap::new(),
-    };
+    let mut held = held_store(p, keep, s.budget().is_some())?;
     let mut pairs = vec![];
     let mut scales = Scales::new(&p.graph);
     for (n, t) in p.inputs.tensors.iter().chain(&p.upstream) {
@@ -72,7 +70,11 @@ pub fn compare(
                 "--dump holds every value of a run; with --max-memory values are exposed chunk by chunk: drop one".into(),
             ))
         }
-        (Some(budget), [lane]) => bounded(s, p, lane, budget, &mut compare_time)?,
+        (Some(budget), [lane]) => {
+            let keep = keep.then_some(&mut held);
+            let scales = &mut scales;
+            bounded(s, p, lane, (budget, keep, scales), &mut compare_time)?
+        }
         (Some(_), _) => {
             return Err(Error::Usage(
                 "--max-memory runs one target at a time: give one --ep".into(),
@@ -98,8 +100,8 @@ pub fn compare(
                         kept_outputs.insert(name.to_string(), v.clone());
                     }
                 }
-                if let (true, Ok(r)) = (keep, value) {
-                    held.insert(name.to_string(), r);
+                if let (true, Ok(r), Held::Memory(m)) = (keep, value, &mut held) {
+                    m.insert(name.to_string(), r);
                 }
                 compare_time += c.elapsed();
             })?
@@ -120,51 +122,97 @@ pub fn compare(
     })
 }
 
-/// Bounded memory: the reference streams into the chunker, which runs the target once per chunk.
+/// Reference values kept for the later stages: none, in memory, or (bounded) spilled to disk; the inputs first.
+fn held_store(p: &Prepared, keep: bool, bounded: bool) -> Result<Held> {
+    let mut held = match (keep, bounded) {
+        (false, _) => return Ok(Held::default()),
+        (true, false) => Held::default(),
+        (true, true) => Held::Disk(Spill::new("reference")?),
+    };
+    for (n, t) in &p.inputs.tensors {
+        held.insert(n, t.clone())?;
+    }
+    Ok(held)
+}
+
+/// Bounded memory: the reference streams into the chunker, which runs the target once per chunk; with attribution
+/// each reference value is spilled to `keep` and the expected noise applied from the lane's spilled run.
 fn bounded(
     s: &CompareSettings,
     p: &Prepared,
     lane: &mut Lane,
-    budget: usize,
+    (budget, mut keep, scales): (usize, Option<&mut Held>, &mut Scales),
     compare_time: &mut Duration,
 ) -> Result<RunOutput> {
+    let attributed = keep.is_some();
     let c = Chunker::new(
         lane.target.as_mut(),
         &p.graph,
         &p.inputs,
         &s.tolerance,
         budget,
-        s.heatmaps,
+        (s.heatmaps, std::mem::replace(scales, Scales::new(&p.graph))),
     );
     let mut ch = c.with_slice(s.slice.clone());
+    if attributed {
+        ch = ch.with_noise(&mut lane.emulated);
+    }
+    let mut failed = None;
     let reference =
         ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
             let c = Instant::now();
+            if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
+                failed = k.insert(name, t.clone()).err();
+            }
             ch.push(name, value);
             *compare_time += c.elapsed();
         })?;
-    let (reports, note) = finish_chunks(ch, budget)?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let (reports, runs) = finish_chunks(&mut ch)?;
+    *scales = std::mem::replace(&mut ch.scales, Scales::new(&p.graph));
+    drop(ch);
     lane.reports = reports;
-    lane.notes.push(note);
+    let spilled = keep.and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
+    lane.notes
+        .push(bounded_note(budget, runs, spilled, lane.emulated.spilled()));
     Ok(reference)
 }
 
-/// Compares the last chunk; the value reports and a note saying how many target runs it took.
-fn finish_chunks(
-    mut ch: Chunker<'_>,
-    budget: usize,
-) -> Result<(HashMap<String, ValueReport>, String)> {
+/// Compares the last chunk; the value reports and how many target runs it took.
+fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, usize)> {
     ch.flush();
     if let Some(e) = ch.error.take() {
         return Err(e);
     }
-    let note = format!(
-        "bounded memory ({}): the target ran {} time(s), each exposing one chunk of values; introduced error and \
-         expected noise are not measured in this mode",
-        fmt_size(budget),
-        ch.runs
+    Ok((std::mem::take(&mut ch.reports), ch.runs))
+}
+
+/// The note on a bounded run: the budget, the target runs, and what was spilled to disk for attribution.
+fn bounded_note(
+    budget: usize,
+    runs: usize,
+    reference: Option<(u64, std::path::PathBuf)>,
+    noise: Option<&Spill>,
+) -> String {
+    let head = format!(
+        "bounded memory ({}): the target ran {runs} time(s), each exposing one chunk of values",
+        fmt_size(budget)
     );
-    Ok((std::mem::take(&mut ch.reports), note))
+    let Some((bytes, dir)) = reference else {
+        return format!(
+            "{head}; introduced error and expected noise are not measured (--attribution off)"
+        );
+    };
+    let noise = noise.map_or(0, |n| n.bytes);
+    let root = dir.parent().unwrap_or(&dir).display().to_string();
+    format!(
+        "{head}; for expected noise and introduced error, the reference values ({}) and the expected-noise run's \
+         ({}) waited on disk under {root} (PHANTOM_SPILL_DIR), removed after the run",
+        fmt_size(bytes as usize),
+        fmt_size(noise as usize),
+    )
 }
 
 /// One value compared between every pair of targets (sliced when asked); nothing with one target.
@@ -225,15 +273,8 @@ fn judge(
         is_output,
         s.heatmaps,
     );
-    if let (Ok(r), Some(e), Some(tol), Some(m)) = (
-        r,
-        emulated.remove(name).map(cut),
-        report.tolerance,
-        report.metrics.as_ref(),
-    ) {
-        if let Some(n) = attribution::noise(r, &e, tol, m.scale) {
-            attribution::apply_noise(&mut report, n, &s.tolerance);
-        }
+    if let Ok(r) = r {
+        attribution::with_noise(&mut report, r, emulated.take(name).map(cut), &s.tolerance);
     }
     report
 }

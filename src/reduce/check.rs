@@ -7,7 +7,6 @@ use std::collections::{HashMap, HashSet};
 use super::extract::{cut, Boundary, Cut, Feed};
 use super::{OutputCheck, ReduceSettings};
 use crate::analysis::compare_pair;
-use crate::bisect::Parked;
 use crate::compare::tolerance::Tolerance;
 use crate::compare::Scales;
 use crate::error::{Error, Result};
@@ -16,6 +15,7 @@ use crate::model::Graph;
 use crate::report::model::ValueStatus;
 use crate::runner::reference::{ReferenceRunner, Rounding};
 use crate::runner::Runner;
+use crate::spill::Spill;
 use crate::tensor::Tensor;
 
 /// Values of `g` that the input shapes alone fix: computed from initializers, constants and `Shape`/`Size` of
@@ -41,7 +41,7 @@ fn shape_fixed(g: &Graph) -> HashSet<String> {
 pub(super) struct Ctx<'a> {
     /// The model's inputs (the reference parks computed values only).
     pub(super) inputs: &'a Inputs,
-    pub(super) parked: &'a Parked,
+    pub(super) parked: &'a Spill,
     pub(super) scales: &'a Scales,
     pub(super) rounding: &'a Rounding,
     pub(super) settings: &'a ReduceSettings,

@@ -17,6 +17,7 @@ use crate::model::{import, Graph};
 use crate::precision::types::{infer, BFLOAT16, FLOAT, FLOAT16};
 use crate::runner::ort::{run_session, OrtRunner};
 use crate::runner::reference::Rounding;
+use crate::spill::Values;
 use crate::tensor::{DType, Tensor};
 
 /// Prefix of the graph inputs of the isolated model.
@@ -99,7 +100,7 @@ pub struct Isolated {
 
 /// Builds the isolated model of `target`'s nodes that correspond to nodes of `original` (same name), for the values
 /// the reference computed (`available`).
-pub fn build(original: &Graph, target: &Graph, available: &HashSet<String>) -> Result<Isolated> {
+pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result<Isolated> {
     let mut proto = decode(target)?;
     let g = proto.graph.as_mut().expect("decoded models have a graph");
     let types = infer(g, &HashMap::new());
@@ -128,7 +129,7 @@ pub fn build(original: &Graph, target: &Graph, available: &HashSet<String>) -> R
         {
             let base = base_name(i);
             let dtype = types.get(i).and_then(|&c| known_dtype(c));
-            if !available.contains(base) || dtype.is_none() {
+            if !available.has(base) || dtype.is_none() {
                 excluded.insert(
                     n.name.clone(),
                     format!("the reference has no value for its input `{base}`"),
@@ -204,8 +205,8 @@ pub fn build(original: &Graph, target: &Graph, available: &HashSet<String>) -> R
 /// `graph` split in topological order into graphs of consecutive nodes whose values (inputs and outputs, at half
 /// their f64 size in `reference`: what ORT reads and writes in f32) take about `limit` bytes at most, so that one
 /// isolated run never holds every value at once; one part when everything fits (a single node may exceed it).
-pub fn parts(graph: &Graph, reference: &HashMap<String, Tensor>, limit: usize) -> Vec<Graph> {
-    let size = |v: &String| reference.get(v).map_or(0, |t| t.nbytes() / 2);
+pub fn parts(graph: &Graph, reference: &dyn Values, limit: usize) -> Vec<Graph> {
+    let size = |v: &String| reference.nbytes(v) / 2;
     let mut parts: Vec<Vec<crate::model::Node>> = vec![vec![]];
     let mut bytes = 0;
     for n in &graph.nodes {
@@ -233,15 +234,17 @@ pub fn parts(graph: &Graph, reference: &HashMap<String, Tensor>, limit: usize) -
 pub fn run(
     iso: &Isolated,
     ort: &OrtRunner,
-    reference: &HashMap<String, Tensor>,
+    reference: &dyn Values,
     round: &Rounding,
 ) -> Result<HashMap<String, Tensor>> {
     let mut inputs = Inputs::default();
     for (feed, base, read) in &iso.feeds {
-        let r = &reference[base];
+        let r = reference.tensor(base).ok_or_else(|| Error::Target {
+            reason: format!("isolating nodes: the reference value `{base}` is gone"),
+        })?;
         let stored = match round.get(base) {
             Some(&d) if r.dtype().is_float() => r.cast(d).expect("float casts"),
-            _ => r.clone(),
+            _ => r.into_owned(),
         };
         let t = if stored.dtype() == *read {
             stored

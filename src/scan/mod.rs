@@ -140,7 +140,14 @@ fn risks(
             })
         })
         .collect();
-    let ev = causes::Evidence::new(graph, Some(held), Some(&rounding), issues, &[], &candidates);
+    let ev = causes::Evidence::new(
+        graph,
+        Some(held as &dyn crate::spill::Values),
+        Some(&rounding),
+        issues,
+        &[],
+        &candidates,
+    );
     let mut out: Vec<Risk> = candidates
         .iter()
         .filter_map(|c| {

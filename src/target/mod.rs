@@ -22,6 +22,7 @@ use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
 use crate::runner::trace::Run;
 use crate::runner::RunOutput;
+use crate::spill::Values;
 use crate::tensor::Tensor;
 pub use spec::{Engine, OrtSpec, TargetSpec, WgpuSpec};
 
@@ -40,8 +41,40 @@ pub enum Capture<'a> {
 #[derive(Debug, Default)]
 pub struct Isolated {
     pub values: HashMap<String, Tensor>,
-    /// What could not be measured, for the report.
-    pub notes: Vec<String>,
+    /// Nodes whose introduced error could not be measured (control-flow bodies, inputs the reference lacks).
+    pub excluded: usize,
+    /// Runs the nodes were split into to bound memory, and the bytes of values each was held to (0: not split).
+    pub groups: usize,
+    pub group_bytes: usize,
+}
+
+impl Isolated {
+    /// Adds the nodes of another run alone (a later group).
+    pub fn absorb(&mut self, other: Isolated) {
+        self.values.extend(other.values);
+        self.excluded += other.excluded;
+        self.groups += other.groups;
+        self.group_bytes = self.group_bytes.max(other.group_bytes);
+    }
+
+    /// What the report should say: nodes not measured, and groups when the nodes ran in more than one.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = vec![];
+        if self.excluded > 0 {
+            notes.push(format!(
+                "introduced error not measured for {} node(s) (control-flow bodies, or inputs the reference lacks)",
+                self.excluded
+            ));
+        }
+        if self.groups > 1 {
+            notes.push(format!(
+                "introduced error: the nodes ran alone in {} groups of about {} of values each, not all at once",
+                self.groups,
+                crate::fsutil::fmt_size(self.group_bytes)
+            ));
+        }
+        notes
+    }
 }
 
 /// One target: an engine that computes the model's values in its own precision.
@@ -73,7 +106,7 @@ pub trait Target {
         &mut self,
         graph: &Graph,
         inputs: &Inputs,
-        reference: &HashMap<String, Tensor>,
+        reference: &dyn Values,
         rounding: &Rounding,
     ) -> Result<Isolated>;
     /// The element type the target stores each float value in (the expected-noise run rounds to it).

@@ -1,8 +1,6 @@
 //! ONNX Runtime as a [`Target`]: the provider and options of the spec, `--target-model` or phantom's fp16/bf16
 //! conversion of the model, introduced error from one session of disconnected nodes.
 
-use std::collections::{HashMap, HashSet};
-
 use super::{Capture, Engine, Isolated, Target, TargetSpec};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
@@ -16,7 +14,7 @@ use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
 use crate::runner::trace::Run;
 use crate::runner::{isolate, RunOutput, Runner};
-use crate::tensor::Tensor;
+use crate::spill::Values;
 
 /// The nodes run alone (introduced error) in groups whose values take at most 1/`ISOLATED_SHARE` of
 /// [`crate::fsutil::memory_budget`]: the feeds and outputs of one isolated run, beside the reference values held.
@@ -136,36 +134,26 @@ impl Target for OrtTarget {
         &mut self,
         graph: &Graph,
         _inputs: &Inputs,
-        reference: &HashMap<String, Tensor>,
+        reference: &dyn Values,
         rounding: &Rounding,
     ) -> Result<Isolated> {
         let target = self.runner.target_model.as_ref().unwrap_or(graph);
-        let available: HashSet<String> = reference.keys().cloned().collect();
         let limit = crate::fsutil::memory_budget() / ISOLATED_SHARE;
         let parts = isolate::parts(graph, reference, limit);
-        let (mut values, mut excluded) = (HashMap::new(), 0);
+        let mut all = Isolated {
+            group_bytes: limit,
+            ..Default::default()
+        };
         for part in &parts {
-            let iso = isolate::build(part, target, &available)?;
-            excluded += iso.excluded.len();
+            let iso = isolate::build(part, target, reference)?;
+            all.excluded += iso.excluded.len();
+            all.groups += 1;
             if !iso.graph.nodes.is_empty() {
-                values.extend(isolate::run(&iso, &self.runner, reference, rounding)?);
+                all.values
+                    .extend(isolate::run(&iso, &self.runner, reference, rounding)?);
             }
         }
-        let mut notes = vec![];
-        if excluded > 0 {
-            notes.push(format!(
-                "introduced error not measured for {excluded} node(s) (control-flow bodies, or inputs the reference lacks)"
-            ));
-        }
-        if parts.len() > 1 {
-            notes.push(format!(
-                "introduced error: the nodes ran alone in {} groups of about {} of values each (1/{ISOLATED_SHARE} of \
-                 phantom's memory budget), not all at once",
-                parts.len(),
-                crate::fsutil::fmt_size(limit)
-            ));
-        }
-        Ok(Isolated { values, notes })
+        Ok(all)
     }
 
     fn rounding(&self, graph: &Graph) -> Result<Rounding> {

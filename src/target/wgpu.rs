@@ -1,7 +1,7 @@
 //! phantom's wgpu shaders as a [`Target`]: the adapter, precision, accumulation and f16 mode of the spec. The
 //! executor computes every value on the device; a capture of chosen values keeps only those on the host.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::{Capture, Engine, Isolated, Target, TargetSpec};
 use crate::error::{Error, Result};
@@ -16,7 +16,7 @@ use crate::runner::trace::{Kernel, Run};
 use crate::runner::wgpu::gpu::NodeTime;
 use crate::runner::wgpu::{WgpuOptions, WgpuRunner};
 use crate::runner::{RunOutput, Runner};
-use crate::tensor::Tensor;
+use crate::spill::Values;
 
 /// phantom's shaders on one adapter.
 pub struct WgpuTarget {
@@ -82,12 +82,13 @@ impl Target for WgpuTarget {
         &mut self,
         graph: &Graph,
         inputs: &Inputs,
-        reference: &HashMap<String, Tensor>,
+        reference: &dyn Values,
         _rounding: &Rounding,
     ) -> Result<Isolated> {
         Ok(Isolated {
             values: self.runner.run_isolated(graph, inputs, reference)?,
-            notes: vec![],
+            groups: 1,
+            ..Default::default()
         })
     }
 

@@ -19,6 +19,7 @@ use crate::model::Graph;
 use crate::precision::convert::RangeIssue;
 use crate::report::model::{Basis, Cause, CauseKind, Confidence, Culprit, NodeReport, ValueStatus};
 use crate::runner::reference::Rounding;
+use crate::spill::Values;
 use crate::tensor::{DType, Tensor};
 
 /// Facts of one element type.
@@ -64,8 +65,8 @@ pub struct Evidence<'a> {
     pub graph: &'a Graph,
     /// Node protos by node index (for attributes).
     pub protos: Vec<NodeProto>,
-    /// Reference values by name (f64), when they were kept.
-    pub values: Option<&'a HashMap<String, Tensor>>,
+    /// Reference values by name (f64), when they were kept (in memory or spilled to disk).
+    pub values: Option<&'a dyn Values>,
     /// Element type the target stores each value in.
     pub round: Option<&'a Rounding>,
     pub range_issues: &'a [RangeIssue],
@@ -79,7 +80,7 @@ impl<'a> Evidence<'a> {
     /// the culprits read.
     pub fn new(
         graph: &'a Graph,
-        values: Option<&'a HashMap<String, Tensor>>,
+        values: Option<&'a dyn Values>,
         round: Option<&'a Rounding>,
         range_issues: &'a [RangeIssue],
         nodes: &'a [NodeReport],
@@ -154,10 +155,13 @@ pub(crate) fn num(x: f64) -> String {
 
 impl Evidence<'_> {
     pub(crate) fn value(&self, name: &str) -> Option<ArrayD<f64>> {
-        self.values
-            .and_then(|v| v.get(name))
-            .or_else(|| self.initializers.get(name))
-            .map(|t| t.to_f64_array())
+        if let Some(t) = self.values.and_then(|v| v.tensor(name)) {
+            return Some(match t {
+                std::borrow::Cow::Owned(Tensor::F64(a)) => a,
+                t => t.to_f64_array(),
+            });
+        }
+        self.initializers.get(name).map(|t| t.to_f64_array())
     }
 
     pub(crate) fn dtype(&self, name: &str) -> DType {

@@ -42,8 +42,8 @@ fn int_range(d: DType) -> Option<(f64, f64)> {
 fn dtype_of(ev: &Evidence, name: &str) -> Option<DType> {
     ev.initializers
         .get(name)
-        .or_else(|| ev.values.and_then(|v| v.get(name)))
         .map(|t| t.dtype())
+        .or_else(|| ev.values.and_then(|v| v.dtype(name)))
 }
 
 /// `p` (a scalar, or one entry per index along `axis`) broadcast to every element of `shape`.

@@ -106,7 +106,7 @@ pub fn execute(
     proto: &ModelProto,
     inputs: &Inputs,
     out: &mut RunOutput,
-    feed: Option<&HashMap<String, Tensor>>,
+    feed: Option<&dyn crate::spill::Values>,
 ) -> Result<Placement> {
     let dir = graph
         .path
@@ -288,9 +288,9 @@ pub fn execute(
 }
 
 /// Replaces `p`'s inputs with the values `feed` gives (isolated runs), stored as the device stores them.
-fn take_fed(gpu: &Gpu, p: &NodeProto, feed: &HashMap<String, Tensor>, store: &mut Store) {
+fn take_fed(gpu: &Gpu, p: &NodeProto, feed: &dyn crate::spill::Values, store: &mut Store) {
     for i in p.input.iter().filter(|i| !i.is_empty()) {
-        if let Some(r) = feed.get(i) {
+        if let Some(r) = feed.tensor(i) {
             let own = store.host.get(i).map(Tensor::dtype);
             let want = match (gpu.mode.is_f16(), own) {
                 (true, _) => crate::tensor::DType::F16,
@@ -298,8 +298,8 @@ fn take_fed(gpu: &Gpu, p: &NodeProto, feed: &HashMap<String, Tensor>, store: &mu
                 (false, None) => crate::tensor::DType::F32,
             };
             let t = match r.dtype().is_float() && r.dtype() != want {
-                true => r.cast(want).unwrap_or_else(|| r.clone()),
-                false => r.clone(),
+                true => r.cast(want).unwrap_or_else(|| r.into_owned()),
+                false => r.into_owned(),
             };
             store.host.insert(i.clone(), t);
             store.dev.remove(i);

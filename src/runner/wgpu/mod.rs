@@ -143,7 +143,7 @@ impl WgpuRunner {
         &mut self,
         graph: &Graph,
         inputs: &Inputs,
-        reference: &HashMap<String, crate::tensor::Tensor>,
+        reference: &dyn crate::spill::Values,
     ) -> Result<HashMap<String, crate::tensor::Tensor>> {
         let proto = self.decode(graph)?;
         let mut out = RunOutput::default();

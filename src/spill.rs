@@ -1,0 +1,365 @@
+//! Values spilled to disk: the reference values attribution reads again later, and the expected-noise run's, when a
+//! run is bounded in memory. Each value is one file of raw elements in a private temporary directory (under
+//! `PHANTOM_SPILL_DIR`, else the system's temporary directory), removed when the store is dropped; shapes and types
+//! stay in memory. [`Values`] reads values by name the same way from memory or from disk, so the stages that read
+//! them again (introduced error, causes, the fusion check) work on either.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use half::slice::HalfFloatSliceExt;
+use ndarray::ArrayD;
+
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+/// Values by name, read from wherever they are kept.
+pub trait Values: Sync {
+    /// The value, borrowed when it is in memory, read back when it is on disk.
+    fn tensor(&self, name: &str) -> Option<Cow<'_, Tensor>>;
+    /// Whether the value is kept.
+    fn has(&self, name: &str) -> bool;
+    /// Bytes of its elements (0 when absent).
+    fn nbytes(&self, name: &str) -> usize;
+    /// Its element type.
+    fn dtype(&self, name: &str) -> Option<DType>;
+}
+
+impl Values for HashMap<String, Tensor> {
+    fn tensor(&self, name: &str) -> Option<Cow<'_, Tensor>> {
+        self.get(name).map(Cow::Borrowed)
+    }
+    fn has(&self, name: &str) -> bool {
+        self.contains_key(name)
+    }
+    fn nbytes(&self, name: &str) -> usize {
+        self.get(name).map_or(0, Tensor::nbytes)
+    }
+    fn dtype(&self, name: &str) -> Option<DType> {
+        self.get(name).map(Tensor::dtype)
+    }
+}
+
+/// Where spill directories go: `PHANTOM_SPILL_DIR`, else the system's temporary directory.
+pub fn root() -> PathBuf {
+    std::env::var_os("PHANTOM_SPILL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Bytes free for an unprivileged writer on the filesystem holding `dir` (`None` where that cannot be read).
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `c` is a valid NUL-terminated path and `st` a zeroed statvfs that the call fills.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// One spilled value: its file number, type and shape.
+struct Entry {
+    file: usize,
+    dtype: DType,
+    shape: Vec<usize>,
+}
+
+/// Values on disk, one raw file each, in a temporary directory removed on drop.
+pub struct Spill {
+    dir: tempfile::TempDir,
+    index: HashMap<String, Entry>,
+    next: usize,
+    /// Bytes written so far.
+    pub bytes: u64,
+}
+
+impl Spill {
+    /// A new, empty store under [`root`]; `what` names it in the directory's name.
+    pub fn new(what: &str) -> Result<Spill> {
+        let root = root();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("phantom-{what}-"))
+            .tempdir_in(&root)
+            .map_err(|e| spill_error(&root, e))?;
+        Ok(Spill {
+            dir,
+            index: HashMap::new(),
+            next: 0,
+            bytes: 0,
+        })
+    }
+
+    /// The directory the values are in.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `t` as `name` (replacing an earlier value of that name).
+    pub fn put(&mut self, name: &str, t: &Tensor) -> Result<()> {
+        let file = self.next;
+        self.next += 1;
+        let path = self.path(file);
+        let mut f = std::fs::File::create(&path).map_err(|e| spill_error(&path, e))?;
+        write_elements(&mut f, t).map_err(|e| spill_error(&path, e))?;
+        self.bytes += t.nbytes() as u64;
+        let old = self.index.insert(
+            name.to_string(),
+            Entry {
+                file,
+                dtype: t.dtype(),
+                shape: t.shape().to_vec(),
+            },
+        );
+        if let Some(old) = old {
+            let _ = std::fs::remove_file(self.path(old.file));
+        }
+        Ok(())
+    }
+
+    /// Reads `name` back; `None` when it was not spilled (or its file cannot be read, which is said on stderr).
+    pub fn get(&self, name: &str) -> Option<Tensor> {
+        let e = self.index.get(name)?;
+        let path = self.path(e.file);
+        match read_elements(&path, e.dtype, &e.shape) {
+            Ok(t) => Some(t),
+            Err(err) => {
+                eprintln!(
+                    "phantom: cannot read back spilled value `{name}` from {}: {err}",
+                    path.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Reads `name` back and forgets it, removing its file.
+    pub fn take(&mut self, name: &str) -> Option<Tensor> {
+        let t = self.get(name);
+        if let Some(e) = self.index.remove(name) {
+            let _ = std::fs::remove_file(self.path(e.file));
+        }
+        t
+    }
+
+    fn path(&self, file: usize) -> PathBuf {
+        self.dir.path().join(format!("{file}.raw"))
+    }
+}
+
+impl Values for Spill {
+    fn tensor(&self, name: &str) -> Option<Cow<'_, Tensor>> {
+        self.get(name).map(Cow::Owned)
+    }
+    fn has(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+    fn nbytes(&self, name: &str) -> usize {
+        self.index
+            .get(name)
+            .map_or(0, |e| e.shape.iter().product::<usize>() * e.dtype.size())
+    }
+    fn dtype(&self, name: &str) -> Option<DType> {
+        self.index.get(name).map(|e| e.dtype)
+    }
+}
+
+/// A write to or read from a spill directory failed: say where, and how to put it elsewhere.
+fn spill_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Usage(format!(
+        "spilling values to disk at {}: {e}; set PHANTOM_SPILL_DIR to a directory on a disk with room (a bounded run \
+         spills about the f64 size of the model's values, plus the expected-noise run's), or pass --attribution off",
+        path.display()
+    ))
+}
+
+/// Writes the elements of `t` in native byte order.
+fn write_elements(f: &mut std::fs::File, t: &Tensor) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    macro_rules! raw {
+        ($a:expr) => {{
+            let a = $a.as_standard_layout();
+            w.write_all(bytemuck::cast_slice(a.as_slice().expect("standard layout")))
+        }};
+    }
+    match t {
+        Tensor::F64(a) => raw!(a),
+        Tensor::F32(a) => raw!(a),
+        Tensor::F16(a) => {
+            let a = a.as_standard_layout();
+            w.write_all(bytemuck::cast_slice(
+                a.as_slice().expect("standard layout").reinterpret_cast(),
+            ))
+        }
+        Tensor::Bf16(a) => {
+            let a = a.as_standard_layout();
+            w.write_all(bytemuck::cast_slice(
+                a.as_slice().expect("standard layout").reinterpret_cast(),
+            ))
+        }
+        Tensor::I64(a) => raw!(a),
+        Tensor::I32(a) => raw!(a),
+        Tensor::I16(a) => raw!(a),
+        Tensor::I8(a) => raw!(a),
+        Tensor::U64(a) => raw!(a),
+        Tensor::U32(a) => raw!(a),
+        Tensor::U16(a) => raw!(a),
+        Tensor::U8(a) => raw!(a),
+        Tensor::Bool(a) => {
+            let bytes = a.mapv(u8::from);
+            raw!(bytes)
+        }
+    }?;
+    w.flush()
+}
+
+/// Reads `shape`'s elements of `dtype` from `path`, written by [`write_elements`].
+fn read_elements(path: &Path, dtype: DType, shape: &[usize]) -> std::io::Result<Tensor> {
+    let mut f = std::fs::File::open(path)?;
+    let n: usize = shape.iter().product();
+    macro_rules! read {
+        ($t:ty) => {{
+            let mut v: Vec<$t> = vec![<$t>::default(); n];
+            f.read_exact(bytemuck::cast_slice_mut(&mut v))?;
+            ArrayD::from_shape_vec(shape.to_vec(), v).map_err(std::io::Error::other)?
+        }};
+    }
+    Ok(match dtype {
+        DType::F64 => Tensor::F64(read!(f64)),
+        DType::F32 => Tensor::F32(read!(f32)),
+        DType::F16 => Tensor::F16(read!(u16).mapv(half::f16::from_bits)),
+        DType::Bf16 => Tensor::Bf16(read!(u16).mapv(half::bf16::from_bits)),
+        DType::I64 => Tensor::I64(read!(i64)),
+        DType::I32 => Tensor::I32(read!(i32)),
+        DType::I16 => Tensor::I16(read!(i16)),
+        DType::I8 => Tensor::I8(read!(i8)),
+        DType::U64 => Tensor::U64(read!(u64)),
+        DType::U32 => Tensor::U32(read!(u32)),
+        DType::U16 => Tensor::U16(read!(u16)),
+        DType::U8 => Tensor::U8(read!(u8)),
+        DType::Bool => Tensor::Bool(read!(u8).mapv(|b| b != 0)),
+        DType::String | DType::Other => {
+            return Err(std::io::Error::other(format!(
+                "{dtype} values are not spilled"
+            )))
+        }
+    })
+}
+
+/// Reference values kept for the stages that read them again: in memory, or spilled to disk (bounded memory).
+pub enum Held {
+    Memory(HashMap<String, Tensor>),
+    Disk(Spill),
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Held::Memory(HashMap::new())
+    }
+}
+
+impl Held {
+    /// Keeps `t` as `name`.
+    pub fn insert(&mut self, name: &str, t: Tensor) -> Result<()> {
+        match self {
+            Held::Memory(m) => {
+                m.insert(name.to_string(), t);
+                Ok(())
+            }
+            Held::Disk(s) => s.put(name, &t),
+        }
+    }
+
+    /// Gives `name` up: the value, then forgotten.
+    pub fn take(&mut self, name: &str) -> Option<Tensor> {
+        match self {
+            Held::Memory(m) => m.remove(name),
+            Held::Disk(s) => s.take(name),
+        }
+    }
+
+    /// The spill store, when the values are on disk.
+    pub fn spilled(&self) -> Option<&Spill> {
+        match self {
+            Held::Memory(_) => None,
+            Held::Disk(s) => Some(s),
+        }
+    }
+}
+
+impl Values for Held {
+    fn tensor(&self, name: &str) -> Option<Cow<'_, Tensor>> {
+        match self {
+            Held::Memory(m) => m.tensor(name),
+            Held::Disk(s) => s.tensor(name),
+        }
+    }
+    fn has(&self, name: &str) -> bool {
+        match self {
+            Held::Memory(m) => m.has(name),
+            Held::Disk(s) => s.has(name),
+        }
+    }
+    fn nbytes(&self, name: &str) -> usize {
+        match self {
+            Held::Memory(m) => m.nbytes(name),
+            Held::Disk(s) => s.nbytes(name),
+        }
+    }
+    fn dtype(&self, name: &str) -> Option<DType> {
+        match self {
+            Held::Memory(m) => m.dtype(name),
+            Held::Disk(s) => s.dtype(name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_reads_back_as_written() {
+        let shape = ndarray::IxDyn(&[2, 3]);
+        let f = ArrayD::from_shape_fn(shape.clone(), |i| i[0] as f64 * 3.0 + i[1] as f64 - 2.5);
+        let mut values = vec![Tensor::F64(f.clone())];
+        for d in [
+            DType::F32,
+            DType::F16,
+            DType::Bf16,
+            DType::I64,
+            DType::I8,
+            DType::U8,
+        ] {
+            values.push(Tensor::from_f64(d, f.clone()).expect("cast"));
+        }
+        values.push(Tensor::Bool(f.mapv(|v| v > 0.0)));
+        // A transposed view: written in logical order.
+        values.push(Tensor::F32(f.mapv(|v| v as f32).reversed_axes()));
+        let mut s = Spill::new("test").unwrap();
+        for (k, t) in values.iter().enumerate() {
+            s.put(&k.to_string(), t).unwrap();
+        }
+        for (k, t) in values.iter().enumerate() {
+            let back = s.get(&k.to_string()).unwrap();
+            assert_eq!(back.dtype(), t.dtype());
+            assert_eq!(back.shape(), t.shape());
+            assert_eq!(back.to_f64_array(), t.to_f64_array(), "value {k}");
+        }
+        let dir = s.dir().to_path_buf();
+        assert!(s.take("0").is_some() && !s.has("0"));
+        drop(s);
+        assert!(!dir.exists(), "the spill directory is removed on drop");
+    }
+}
