@@ -14,7 +14,7 @@ use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::report::model::ValueReport;
 use crate::spill::Held;
-use crate::target::{Capture, Target};
+use crate::target::{Chunks, Target};
 use crate::tensor::Tensor;
 
 /// Share of the budget one chunk of reference values may take (the target's copy, tract's and ONNX Runtime's live
@@ -25,7 +25,9 @@ pub use crate::fsutil::{fmt_size, parse_size};
 
 /// Collects reference values and compares them chunk by chunk against target runs that expose only that chunk.
 pub struct Chunker<'a> {
-    target: &'a mut dyn Target,
+    /// The target, until the first chunk opens its run of chunks.
+    target: Option<&'a mut dyn Target>,
+    chunks: Option<Box<dyn Chunks + 'a>>,
     graph: &'a Graph,
     inputs: &'a Inputs,
     tol: &'a ToleranceSpec,
@@ -59,7 +61,8 @@ impl<'a> Chunker<'a> {
         Chunker {
             scales,
             outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
-            target,
+            target: Some(target),
+            chunks: None,
             graph,
             inputs,
             tol,
@@ -148,10 +151,15 @@ impl<'a> Chunker<'a> {
 
     fn run(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
         self.runs += 1;
-        let out = self
-            .target
-            .run(self.graph, self.inputs, Capture::Names(names))?;
-        Ok(out.values)
+        if let Some(t) = self.target.take() {
+            self.chunks = Some(t.chunks(self.graph, self.inputs)?);
+        }
+        match self.chunks.as_mut() {
+            Some(c) => c.next(names),
+            None => Err(Error::Usage(
+                "the target could not start its chunked run".into(),
+            )),
+        }
     }
 }
 

@@ -153,6 +153,25 @@ impl Graph {
         m
     }
 
+    /// Values computed from initializers alone (no graph input among their ancestors).
+    pub fn constant_derived(&self) -> std::collections::HashSet<&str> {
+        let mut constants: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for n in &self.nodes {
+            let constant = n.inputs.iter().filter(|i| !i.is_empty()).all(|i| {
+                self.initializers.contains_key(i.as_str()) || constants.contains(i.as_str())
+            });
+            if constant && n.subgraph_nodes == 0 && !n.op_type.starts_with("Random") {
+                constants.extend(
+                    n.outputs
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|o| !o.is_empty()),
+                );
+            }
+        }
+        constants
+    }
+
     /// Every value computed by a top-level node, in topological order.
     pub fn computed_values(&self) -> Vec<&str> {
         self.nodes

@@ -177,7 +177,7 @@ fn cut_of(graph: &Graph, seg: &Segment, sides: &Sides, path: &Path) -> Result<Cu
     }
     let shape_of = |base: &str| sides.reference.get(base).map(|t| t.shape().to_vec());
     // The model's own inputs stay inputs: as constants the reference would fold what they feed.
-    let constants = constant_derived(graph);
+    let constants = graph.constant_derived();
     let embed = |f: &Feed| {
         if seg.graph_inputs.contains(&f.base) {
             return Ok(None);
@@ -208,26 +208,6 @@ fn cut_of(graph: &Graph, seg: &Segment, sides: &Sides, path: &Path) -> Result<Cu
         .filter(|o| !outputs.contains(o.as_str()))
         .collect();
     Ok(c)
-}
-
-/// Values computed from initializers alone (no graph input among their ancestors).
-fn constant_derived(graph: &Graph) -> HashSet<&str> {
-    let mut constants: HashSet<&str> = HashSet::new();
-    for n in &graph.nodes {
-        let constant =
-            n.inputs.iter().filter(|i| !i.is_empty()).all(|i| {
-                graph.initializers.contains_key(i.as_str()) || constants.contains(i.as_str())
-            });
-        if constant && n.subgraph_nodes == 0 && !n.op_type.starts_with("Random") {
-            constants.extend(
-                n.outputs
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|o| !o.is_empty()),
-            );
-        }
-    }
-    constants
 }
 
 /// One side's inputs for the cut, in its graph-input order; the target's cast to the types the cut declares.

@@ -77,6 +77,28 @@ impl Isolated {
     }
 }
 
+/// Values asked for chunk by chunk, in the order the reference computes them (bounded memory).
+pub trait Chunks {
+    /// The target's values of `names`, by name (a value the target did not produce is absent).
+    fn next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>>;
+}
+
+/// Each chunk a run of the whole model exposing only that chunk's values.
+pub struct Reruns<'a> {
+    pub target: &'a mut dyn Target,
+    pub graph: &'a Graph,
+    pub inputs: &'a Inputs,
+}
+
+impl Chunks for Reruns<'_> {
+    fn next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
+        Ok(self
+            .target
+            .run(self.graph, self.inputs, Capture::Names(names))?
+            .values)
+    }
+}
+
 /// One target: an engine that computes the model's values in its own precision.
 pub trait Target {
     /// What was asked for.
@@ -109,6 +131,12 @@ pub trait Target {
         reference: &dyn Values,
         rounding: &Rounding,
     ) -> Result<Isolated>;
+    /// Its values chunk by chunk (bounded memory).
+    fn chunks<'a>(
+        &'a mut self,
+        graph: &'a Graph,
+        inputs: &'a Inputs,
+    ) -> Result<Box<dyn Chunks + 'a>>;
     /// The element type the target stores each float value in (the expected-noise run rounds to it).
     fn rounding(&self, graph: &Graph) -> Result<Rounding>;
     /// What ran, for runs that did not go through [`Target::run`] with [`Capture::All`].

@@ -1,7 +1,7 @@
 //! ONNX Runtime as a [`Target`]: the provider and options of the spec, `--target-model` or phantom's fp16/bf16
 //! conversion of the model, introduced error from one session of disconnected nodes.
 
-use super::{Capture, Engine, Isolated, Target, TargetSpec};
+use super::{Capture, Chunks, Engine, Isolated, Reruns, Target, TargetSpec};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::{self, Graph};
@@ -9,7 +9,7 @@ use crate::precision::convert::{ConvertOptions, RangeIssue};
 use crate::precision::target::ConversionReport;
 use crate::precision::LowPrecision;
 use crate::runner::facts::{Instrumentation, TargetFacts};
-use crate::runner::ort::OrtRunner;
+use crate::runner::ort::{chunks::CutRuns, OrtRunner};
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
 use crate::runner::trace::Run;
@@ -154,6 +154,23 @@ impl Target for OrtTarget {
             }
         }
         Ok(all)
+    }
+
+    fn chunks<'a>(
+        &'a mut self,
+        graph: &'a Graph,
+        inputs: &'a Inputs,
+    ) -> Result<Box<dyn Chunks + 'a>> {
+        crate::watchdog::engine("ONNX Runtime");
+        let model = self.runner.target_model.as_ref().unwrap_or(graph);
+        if CutRuns::applies(model) {
+            return Ok(Box::new(CutRuns::new(&mut self.runner, graph, inputs)?));
+        }
+        Ok(Box::new(Reruns {
+            target: self,
+            graph,
+            inputs,
+        }))
     }
 
     fn rounding(&self, graph: &Graph) -> Result<Rounding> {

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use super::{Capture, Engine, Isolated, Target, TargetSpec};
+use super::{Capture, Chunks, Engine, Isolated, Reruns, Target, TargetSpec};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
@@ -90,6 +90,20 @@ impl Target for WgpuTarget {
             groups: 1,
             ..Default::default()
         })
+    }
+
+    fn chunks<'a>(
+        &'a mut self,
+        graph: &'a Graph,
+        inputs: &'a Inputs,
+    ) -> Result<Box<dyn Chunks + 'a>> {
+        // The device computes node by node (nothing fuses across a value), so a run per chunk gives the whole run's
+        // values.
+        Ok(Box::new(Reruns {
+            target: self,
+            graph,
+            inputs,
+        }))
     }
 
     fn rounding(&self, graph: &Graph) -> Result<Rounding> {

@@ -453,7 +453,9 @@ fn bounded_memory_gives_the_same_verdict_in_chunks() {
         .and_then(|s| s.parse().ok())
         .unwrap();
     assert!(runs > 2, "a 64 KiB budget takes several chunks: {note}");
-    // Same verdict per value; metrics equal up to what exposing different values lets ORT fuse (~1e-7).
+    // Same values: each chunk runs a cut of the model with every value it computes exposed, fed with the target's
+    // own earlier values, so nothing fuses across a value, as in the whole run (to a few float32 steps: ONNX
+    // Runtime's vectorized Sigmoid splits its work by the tensors it is given).
     for (a, b) in full["nodes"]
         .as_array()
         .unwrap()
@@ -464,7 +466,7 @@ fn bounded_memory_gives_the_same_verdict_in_chunks() {
         assert_eq!(va["status"], vb["status"], "{}", a["name"]);
         let d =
             va["metrics"]["max_abs"].as_f64().unwrap() - vb["metrics"]["max_abs"].as_f64().unwrap();
-        assert!(d.abs() < 1e-5, "{}: {d}", a["name"]);
+        assert!(d.abs() < 1e-7, "{}: {d}", a["name"]);
     }
 }
 

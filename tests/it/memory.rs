@@ -204,3 +204,38 @@ fn nodes_run_alone_in_groups_measure_the_same_introduced_error() {
     assert_eq!(a, b);
     assert_eq!(one["verdict"]["culprits"], grouped["verdict"]["culprits"]);
 }
+
+/// Chunks on ONNX Runtime run cuts of the model with every value exposed, not the whole model exposing the chunk
+/// only: exposing fewer values would let ONNX Runtime fuse across the others and round differently. On this fp16
+/// QuantizeLinear (one element sits at a rounding boundary) a run exposing only the chunk lost the one-level flip
+/// the whole run finds; the cut keeps it.
+#[test]
+fn chunks_round_as_the_whole_run_does() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = root().join("tests/data/fp16/quant_saturation.onnx");
+    let run = |extra: &[&str], json: &str| {
+        let json = dir.path().join(json);
+        let mut args = vec![
+            "onnx",
+            m.to_str().unwrap(),
+            "--precision",
+            "fp16",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = phantom(&args);
+        assert_eq!(code, 1, "{out}{err}");
+        read_json(&json)
+    };
+    let whole = run(&[], "w.json");
+    let chunked = run(&["--max-memory", "1KiB"], "c.json");
+    assert!(chunked["notes"]
+        .to_string()
+        .contains("bounded memory (1 KiB)"));
+    for k in ["status", "failing_values", "first_divergence"] {
+        assert_eq!(whole["verdict"][k], chunked["verdict"][k], "{k}");
+    }
+    assert_eq!(whole["verdict"]["failing_values"], 1);
+}

@@ -3,6 +3,7 @@
 //! messages); the unmodified model runs too, so the report can say whether exposing values moved the outputs.
 //! [`run`] holds the runs (plain, every value, chosen values) and the session cache.
 
+pub mod chunks;
 mod run;
 
 use std::collections::HashMap;
