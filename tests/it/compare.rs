@@ -466,7 +466,7 @@ fn bounded_memory_gives_the_same_verdict_in_chunks() {
         assert_eq!(va["status"], vb["status"], "{}", a["name"]);
         let d =
             va["metrics"]["max_abs"].as_f64().unwrap() - vb["metrics"]["max_abs"].as_f64().unwrap();
-        assert!(d.abs() < 1e-7, "{}: {d}", a["name"]);
+        assert!(d.abs() < 1e-5, "{}: {d}", a["name"]);
     }
 }
 
