@@ -108,23 +108,43 @@ pub fn fmt_size(b: usize) -> String {
 /// machine's physical memory (Linux `/proc/meminfo`, else 8 GiB) or half of the process's own limit where one is
 /// lower ([`process_limit`]).
 pub fn memory_budget() -> usize {
-    if let Some(b) = std::env::var("PHANTOM_MEMORY_BUDGET")
-        .ok()
-        .and_then(|v| parse_size(&v))
-    {
+    if let Some(b) = budget_override() {
         return b;
     }
+    let machine = machine_memory() / 2;
+    process_limit().map_or(machine, |l| machine.min(l / 2))
+}
+
+/// Share of the machine's memory a run's values may take before `phantom onnx` exposes them chunk by chunk.
+pub const VALUES_SHARE: usize = 32;
+
+/// The memory a run's values may take before `phantom onnx` exposes them chunk by chunk on ONNX Runtime:
+/// `PHANTOM_MEMORY_BUDGET` when set, else 1/[`VALUES_SHARE`] of the machine's memory, at least 256 MiB, within
+/// [`memory_budget`]. Chunks there run each node once and keep values on disk, so a small share costs little time.
+pub fn values_budget() -> usize {
+    if let Some(b) = budget_override() {
+        return b;
+    }
+    (machine_memory() / VALUES_SHARE)
+        .max(256 << 20)
+        .min(memory_budget())
+}
+
+fn budget_override() -> Option<usize> {
+    std::env::var("PHANTOM_MEMORY_BUDGET")
+        .ok()
+        .and_then(|v| parse_size(&v))
+}
+
+/// The machine's physical memory (Linux `/proc/meminfo`, else 16 GiB).
+pub fn machine_memory() -> usize {
     let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         m.lines()
             .find(|l| l.starts_with("MemTotal:"))
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse::<usize>().ok())
     });
-    let machine = match total_kib {
-        Some(k) => k.saturating_mul(1024) / 2,
-        None => 8 << 30,
-    };
-    process_limit().map_or(machine, |l| machine.min(l / 2))
+    total_kib.map_or(16 << 30, |k| k.saturating_mul(1024))
 }
 
 /// The memory this process may take, where a limit is set: the address-space limit (`ulimit -v`) or the cgroup's

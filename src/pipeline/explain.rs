@@ -52,6 +52,11 @@ pub fn attribute(
         introduced(s, lane, cmp, &values, round);
         all.absorb(iso);
     }
+    if let (true, Some(budget)) = (groups.len() > 1, s.budget()) {
+        // Groups read back from disk, each within a chunk of the budget.
+        all.groups = groups.len();
+        all.group_bytes = (budget / CHUNK_SHARE).max(1);
+    }
     lane.notes.extend(all.notes());
     pb.finish_and_clear();
     Ok(())

@@ -1,6 +1,6 @@
 //! Memory by default: `phantom onnx` without `--max-memory` sizes the run's values from tract's shapes before the
-//! target runs, and when holding them would exceed phantom's default budget (half the machine's memory, or
-//! `PHANTOM_MEMORY_BUDGET`), exposes the target's values chunk by chunk within that budget instead of running out
+//! target runs, and when holding them would exceed phantom's default budget (on ONNX Runtime 1/32 of the machine's
+//! memory, on wgpu half of it; or `PHANTOM_MEMORY_BUDGET`), exposes the target's values chunk by chunk within that budget instead of running out
 //! of memory, with the values attribution reads again spilled to disk ([`crate::spill`]), so the verdict is the
 //! whole run's. The report says so.
 
@@ -26,7 +26,12 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
         return s;
     };
     let need = held_at_once(f64_bytes, s.attribution);
-    let budget = crate::fsutil::memory_budget();
+    // Chunks on ONNX Runtime run each node once (cuts); on wgpu each chunk reruns the model, so only a run that
+    // would not fit the machine's budget is chunked there.
+    let budget = match s.target().engine {
+        crate::target::Engine::Ort(_) => crate::fsutil::values_budget(),
+        crate::target::Engine::Wgpu(_) => crate::fsutil::memory_budget(),
+    };
     if need > budget as u64 {
         s.strategy = Strategy::Bounded { budget };
         let spill = spill_room(f64_bytes);
@@ -108,11 +113,17 @@ fn held_at_once(f64_bytes: u64, attribution: bool) -> u64 {
 
 fn note(need: u64, budget: usize, no_spill: Option<String>) -> String {
     let source = match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
-        Some(_) => "PHANTOM_MEMORY_BUDGET",
-        None => {
-            "half this machine's memory, or of the process's memory limit where lower; \
-                 PHANTOM_MEMORY_BUDGET or --max-memory set another"
+        Some(_) => "PHANTOM_MEMORY_BUDGET".to_string(),
+        None if budget == crate::fsutil::memory_budget() => {
+            "half this machine's memory, or of the process's memory limit where lower; PHANTOM_MEMORY_BUDGET or \
+             --max-memory set another"
+                .to_string()
         }
+        None => format!(
+            "1/{} of this machine's {}, at least 256 MiB; PHANTOM_MEMORY_BUDGET or --max-memory set another",
+            crate::fsutil::VALUES_SHARE,
+            fmt_size(crate::fsutil::machine_memory())
+        ),
     };
     let attribution = match no_spill {
         None => "the reference values and the expected-noise run's waited on disk for attribution".to_string(),

@@ -29,8 +29,9 @@ pub struct CutRuns<'a> {
     inputs: &'a Inputs,
     /// Nodes of `model` run so far.
     done: HashSet<usize>,
-    /// Last node producing each value (by target name).
+    /// The node producing each value, and those reading it (by target name).
     producer: HashMap<String, usize>,
+    consumers: HashMap<String, Vec<usize>>,
     /// Every value computed so far, by target name.
     kept: Spill,
     /// Shapes of the values computed so far and of the inputs, by the original value's name.
@@ -60,6 +61,12 @@ impl<'a> CutRuns<'a> {
             .iter()
             .flat_map(|n| n.outputs.iter().map(move |o| (o.clone(), n.index)))
             .collect();
+        let mut consumers: HashMap<String, Vec<usize>> = HashMap::new();
+        for n in &model.nodes {
+            for i in n.inputs.iter().filter(|i| !i.is_empty()) {
+                consumers.entry(i.clone()).or_default().push(n.index);
+            }
+        }
         let shapes = inputs
             .tensors
             .iter()
@@ -76,6 +83,7 @@ impl<'a> CutRuns<'a> {
             inputs,
             done: HashSet::new(),
             producer,
+            consumers,
             kept: Spill::new("target")?,
             shapes,
             constants,
@@ -100,8 +108,9 @@ impl<'a> CutRuns<'a> {
         keep
     }
 
-    /// Runs the nodes `keep` as one cut, keeping every value it computes.
-    fn run_cut(&mut self, keep: HashSet<usize>) -> Result<()> {
+    /// Runs the nodes `keep` as one cut: the values of `names` it computes, handed back; every other value, and
+    /// those later nodes read, kept on disk.
+    fn run_cut(&mut self, keep: HashSet<usize>, names: &[&str]) -> Result<HashMap<String, Tensor>> {
         let shapes = &self.shapes;
         let shape_of = |base: &str| shapes.get(base).cloned();
         let (kept, constants) = (&self.kept, &self.constants);
@@ -135,29 +144,44 @@ impl<'a> CutRuns<'a> {
             feeds.tensors.push((f.name.clone(), t));
         }
         let mut session = self.runner.session_for(&c.graph)?;
-        for (name, v) in run_session(&mut session, &feeds, &c.graph)? {
-            if let Ok(t) = v {
-                self.shapes
-                    .insert(base_name(&name).to_string(), t.shape().to_vec());
+        let outputs = run_session(&mut session, &feeds, &c.graph)?;
+        drop(session);
+        self.done.extend(keep);
+        let mut fresh = HashMap::new();
+        for (name, v) in outputs {
+            let Ok(t) = v else { continue };
+            self.shapes
+                .insert(base_name(&name).to_string(), t.shape().to_vec());
+            let read_later = self
+                .consumers
+                .get(&name)
+                .is_some_and(|c| c.iter().any(|i| !self.done.contains(i)));
+            let asked = names.contains(&name.as_str());
+            if read_later || !asked || self.constants.contains(&name) {
                 self.kept.put(&name, &t)?;
             }
+            if asked {
+                fresh.insert(name, t);
+            }
         }
-        self.done.extend(keep);
-        Ok(())
+        Ok(fresh)
     }
 }
 
 impl Chunks for CutRuns<'_> {
     fn next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
         let keep = self.needed(names);
-        if !keep.is_empty() {
-            self.run_cut(keep)?;
-        }
+        let mut fresh = match keep.is_empty() {
+            true => HashMap::new(),
+            false => self.run_cut(keep, names)?,
+        };
         let mut out = HashMap::new();
         for n in names {
             let v = match self.plain.get(*n) {
                 Some(t) if !self.model.handed_on.contains(&n.to_string()) => Some(t.clone()),
-                _ => self.kept.tensor(n).map(|t| t.into_owned()),
+                _ => fresh
+                    .remove(*n)
+                    .or_else(|| self.kept.tensor(n).map(|t| t.into_owned())),
             };
             if let Some(t) = v {
                 out.insert(n.to_string(), t);
