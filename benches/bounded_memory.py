@@ -1,6 +1,7 @@
 """Bounded-memory benchmark: a model whose intermediates exceed 2 GB (24 values of 1x32x1024x1024 float32 = 3 GiB;
-6 GiB as the f64 reference holds them). Runs `phantom onnx` unbounded and with --max-memory 2GiB, and --bisect, on a
-target that diverges at one node; prints peak RSS (GNU time), wall time, verdict and first divergence of each.
+6 GiB as the f64 reference holds them). Runs `phantom onnx` whole (PHANTOM_MEMORY_BUDGET=64GiB), by default (which
+bounds itself), with --max-memory 2GiB, and --bisect, on a target that diverges at one node; prints peak RSS (GNU
+time), wall time, verdict, first divergence and culprits of each.
 
 usage: python3 benches/bounded_memory.py [PHANTOM_BINARY]     (needs /usr/bin/time)
 """
@@ -43,8 +44,9 @@ def build(path, perturb_at=None):
     onnx.save(m, path)
 
 
-def run(exe, args):
-    p = subprocess.run(["/usr/bin/time", "-v", exe] + args, capture_output=True, text=True)
+def run(exe, args, env=None):
+    p = subprocess.run(["/usr/bin/time", "-v", exe] + args, capture_output=True, text=True,
+                       env={**os.environ, **(env or {})})
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024 / 1024
     wall = re.search(r"Elapsed \(wall clock\) time .*: (\S+)", p.stderr).group(1)
     return p.returncode, rss, wall, p.stdout, p.stderr
@@ -59,13 +61,18 @@ def main():
     gib = C * H * W * 4 * DEPTH / 2**30
     print(f"model: {DEPTH} values of 1x{C}x{H}x{W} f32 = {gib:.1f} GiB of intermediates ({2 * gib:.1f} GiB in f64)")
     rows = []
-    for label, extra in [("unbounded", []), ("--max-memory 2GiB", ["--max-memory", "2GiB"]), ("--bisect", ["--bisect"])]:
+    modes = [("whole", [], {"PHANTOM_MEMORY_BUDGET": "64GiB"}), ("default", [], {}),
+             ("--max-memory 2GiB", ["--max-memory", "2GiB"], {}), ("--bisect", ["--bisect"], {})]
+    for label, extra, env in modes:
         js = os.path.join(d, "r.json")
-        code, rss, wall, out, err = run(exe, ["onnx", ref, "--target-model", tgt, "--json", js, "-q"] + extra)
+        code, rss, wall, out, err = run(exe, ["onnx", ref, "--target-model", tgt, "--json", js, "-q"] + extra, env)
         r = json.load(open(js)) if os.path.exists(js) else {}
+        culprits = "-"
         if "verdict" in r:
             fd = (r["verdict"].get("first_divergence") or {}).get("node")
             failing = r["verdict"]["failing_values"]
+            culprits = ",".join(f"{c['node']}({c['causes'][0]['kind'] if c['causes'] else '-'})"
+                                for c in r["verdict"]["culprits"])
         else:
             fd = (r.get("first_divergence") or {}).get("node")
             failing = "-"
@@ -75,7 +82,7 @@ def main():
         runs = runs or (m.group(1) if m else 1)
         rows.append((label, code, rss, wall, fd, failing, runs))
         print(f"{label:20s} exit {code}  peak RSS {rss:5.2f} GiB  wall {wall:>8s}  first divergence {fd}  "
-              f"failing {failing}  target runs {runs}", flush=True)
+              f"failing {failing}  target runs {runs}  culprits {culprits}", flush=True)
         os.remove(js) if os.path.exists(js) else None
 
 
