@@ -281,6 +281,17 @@ impl Held {
         }
     }
 
+    /// Keeps a copy of `t` as `name` (on disk, written without a copy in memory).
+    pub fn keep(&mut self, name: &str, t: &Tensor) -> Result<()> {
+        match self {
+            Held::Memory(m) => {
+                m.insert(name.to_string(), t.clone());
+                Ok(())
+            }
+            Held::Disk(s) => s.put(name, t),
+        }
+    }
+
     /// Gives `name` up: the value, then forgotten.
     pub fn take(&mut self, name: &str) -> Option<Tensor> {
         match self {

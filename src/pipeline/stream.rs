@@ -130,7 +130,7 @@ fn held_store(p: &Prepared, keep: bool, bounded: bool) -> Result<Held> {
         (true, true) => Held::Disk(Spill::new("reference")?),
     };
     for (n, t) in &p.inputs.tensors {
-        held.insert(n, t.clone())?;
+        held.keep(n, t)?;
     }
     Ok(held)
 }
@@ -162,7 +162,7 @@ fn bounded(
         ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
             let c = Instant::now();
             if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
-                failed = k.insert(name, t.clone()).err();
+                failed = k.keep(name, t).err();
             }
             ch.push(name, value);
             *compare_time += c.elapsed();

@@ -119,6 +119,29 @@ fn assert_same_attribution(a: &serde_json::Value, b: &serde_json::Value) {
     );
 }
 
+/// `phantom onnx MODEL --precision fp16` with `extra` arguments and `env` set, writing `tag`.json in `dir`: the exit
+/// code and the JSON report.
+fn fp16_run(
+    dir: &Path,
+    m: &Path,
+    (extra, env): (&[&str], &[(&str, &str)]),
+    tag: &str,
+) -> (i32, serde_json::Value) {
+    let json = dir.join(format!("{tag}.json"));
+    let mut args = vec![
+        "onnx",
+        m.to_str().unwrap(),
+        "--precision",
+        "fp16",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, out, err) = phantom_env(&args, env);
+    assert!(code <= 1, "{out}{err}");
+    (code, read_json(&json))
+}
+
 /// An fp16 run over the default budget: which values are precision-limited rests on the expected noise, which the
 /// bounded run measures from the noise run spilled to disk, so every value's status is the whole run's.
 #[test]
@@ -126,22 +149,9 @@ fn a_bounded_fp16_run_keeps_its_expected_noise() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let m = model("encoder.onnx");
-    let run = |env: &[(&str, &str)], json: &str| {
-        let json = dir.path().join(json);
-        let args = [
-            "onnx",
-            m.to_str().unwrap(),
-            "--precision",
-            "fp16",
-            "--json",
-            json.to_str().unwrap(),
-        ];
-        let (code, out, err) = phantom_env(&args, env);
-        assert!(code <= 1, "{out}{err}");
-        read_json(&json)
-    };
-    let whole = run(&[], "w.json");
-    let auto = run(&[("PHANTOM_MEMORY_BUDGET", "256KiB")], "a.json");
+    let (_, whole) = fp16_run(dir.path(), &m, (&[], &[]), "w");
+    let budget = [("PHANTOM_MEMORY_BUDGET", "256KiB")];
+    let (_, auto) = fp16_run(dir.path(), &m, (&[], &budget), "a");
     assert!(
         auto["notes"].to_string().contains("waited on disk"),
         "{}",
@@ -214,23 +224,9 @@ fn chunks_round_as_the_whole_run_does() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let m = root().join("tests/data/fp16/quant_saturation.onnx");
-    let run = |extra: &[&str], json: &str| {
-        let json = dir.path().join(json);
-        let mut args = vec![
-            "onnx",
-            m.to_str().unwrap(),
-            "--precision",
-            "fp16",
-            "--json",
-            json.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let (code, out, err) = phantom(&args);
-        assert_eq!(code, 1, "{out}{err}");
-        read_json(&json)
-    };
-    let whole = run(&[], "w.json");
-    let chunked = run(&["--max-memory", "1KiB"], "c.json");
+    let (code, whole) = fp16_run(dir.path(), &m, (&[], &[]), "w");
+    let (chunked_code, chunked) = fp16_run(dir.path(), &m, (&["--max-memory", "1KiB"], &[]), "c");
+    assert_eq!((code, chunked_code), (1, 1));
     assert!(chunked["notes"]
         .to_string()
         .contains("bounded memory (1 KiB)"));
