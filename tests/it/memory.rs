@@ -235,3 +235,43 @@ fn chunks_round_as_the_whole_run_does() {
     }
     assert_eq!(whole["verdict"]["failing_values"], 1);
 }
+
+/// On wgpu a bounded run reruns the model per chunk (the shaders compute node by node) and reads its attribution
+/// back from disk: in fp16 on lavapipe every value's status, error, expected noise and introduced error are the
+/// whole run's, to the last bit.
+#[test]
+fn a_bounded_wgpu_run_is_the_whole_run() {
+    if !crate::wgpu::have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = model("convnet.onnx");
+    let wgpu = ["--ep", "wgpu"];
+    let (_, whole) = fp16_run(dir.path(), &m, (&wgpu, &[]), "w");
+    let bounded = ["--ep", "wgpu", "--max-memory", "64KiB"];
+    let (_, chunked) = fp16_run(dir.path(), &m, (&bounded, &[]), "c");
+    assert!(chunked["notes"].to_string().contains("waited on disk"));
+    let values = |r: &serde_json::Value| -> Vec<String> {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|n| n["values"].as_array().unwrap().iter())
+            .map(|v| {
+                let fields = [
+                    &v["status"],
+                    &v["metrics"]["max_abs"],
+                    &v["noise"]["max_abs"],
+                ];
+                format!("{fields:?} {}", v["introduced"]["metrics"]["max_abs"])
+            })
+            .collect()
+    };
+    let (a, b) = (values(&whole), values(&chunked));
+    assert!(
+        a.iter().filter(|v| !v.ends_with("null")).count() > 5,
+        "{a:?}"
+    );
+    assert_eq!(a, b);
+}
