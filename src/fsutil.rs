@@ -119,10 +119,14 @@ pub fn memory_budget() -> usize {
 pub const VALUES_SHARE: usize = 32;
 
 /// The memory a run's values may take before `phantom onnx` exposes them chunk by chunk on ONNX Runtime:
-/// `PHANTOM_MEMORY_BUDGET` when set, else 1/[`VALUES_SHARE`] of the machine's memory, at least 256 MiB, within
-/// [`memory_budget`]. Chunks there run each node once and keep values on disk, so a small share costs little time.
+/// `PHANTOM_VALUES_BUDGET`, else `PHANTOM_MEMORY_BUDGET`, when set; else 1/[`VALUES_SHARE`] of the machine's
+/// memory, at least 256 MiB, within [`memory_budget`]. Chunks there run each node once and keep values on disk, so a
+/// small share costs little time.
 pub fn values_budget() -> usize {
-    if let Some(b) = budget_override() {
+    let own = std::env::var("PHANTOM_VALUES_BUDGET")
+        .ok()
+        .and_then(|v| parse_size(&v));
+    if let Some(b) = own.or_else(budget_override) {
         return b;
     }
     (machine_memory() / VALUES_SHARE)

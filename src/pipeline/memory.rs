@@ -32,13 +32,25 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
         crate::target::Engine::Ort(_) => crate::fsutil::values_budget(),
         crate::target::Engine::Wgpu(_) => crate::fsutil::memory_budget(),
     };
-    if need > budget as u64 {
-        s.strategy = Strategy::Bounded { budget };
-        let spill = spill_room(f64_bytes);
-        if s.attribution {
-            s.attribution = spill.is_ok();
+    if need <= budget as u64 {
+        return s;
+    }
+    let spill = spill_room(f64_bytes);
+    let half = crate::fsutil::memory_budget();
+    match spill {
+        // Without a spill directory a run that fits half the machine is held whole rather than bounded without
+        // attribution (chunks on ONNX Runtime keep the target's values there too).
+        Err(why) if need <= half as u64 => p.graph.notes.push(format!(
+            "memory: this run's values (about {}) exceed phantom's default budget of {} but were held whole, within \
+             half this machine's memory: {why}",
+            fmt_size(need as usize),
+            fmt_size(budget)
+        )),
+        spill => {
+            s.strategy = Strategy::Bounded { budget };
+            s.attribution &= spill.is_ok();
+            p.graph.notes.push(note(need, budget, spill.err()));
         }
-        p.graph.notes.push(note(need, budget, spill.err()));
     }
     s
 }
@@ -48,6 +60,9 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
 fn spill_room(f64_bytes: u64) -> Result<(), String> {
     let need = f64_bytes + f64_bytes / 2;
     let root = crate::spill::root();
+    if let Err(e) = crate::spill::Spill::new("check") {
+        return Err(format!("{e}"));
+    }
     match crate::spill::free_bytes(&root) {
         Some(free) if free < need => Err(format!(
             "they spill about {} of values to disk and {} has {} free; set PHANTOM_SPILL_DIR to a disk with room to \
@@ -113,6 +128,9 @@ fn held_at_once(f64_bytes: u64, attribution: bool) -> u64 {
 
 fn note(need: u64, budget: usize, no_spill: Option<String>) -> String {
     let source = match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
+        _ if std::env::var_os("PHANTOM_VALUES_BUDGET").is_some() && budget != crate::fsutil::memory_budget() => {
+            "PHANTOM_VALUES_BUDGET".to_string()
+        }
         Some(_) => "PHANTOM_MEMORY_BUDGET".to_string(),
         None if budget == crate::fsutil::memory_budget() => {
             "half this machine's memory, or of the process's memory limit where lower; PHANTOM_MEMORY_BUDGET or \
@@ -120,7 +138,7 @@ fn note(need: u64, budget: usize, no_spill: Option<String>) -> String {
                 .to_string()
         }
         None => format!(
-            "1/{} of this machine's {}, at least 256 MiB; PHANTOM_MEMORY_BUDGET or --max-memory set another",
+            "1/{} of this machine's {}, at least 256 MiB; PHANTOM_VALUES_BUDGET or --max-memory set another",
             crate::fsutil::VALUES_SHARE,
             fmt_size(crate::fsutil::machine_memory())
         ),

@@ -275,3 +275,27 @@ fn a_bounded_wgpu_run_is_the_whole_run() {
     );
     assert_eq!(a, b);
 }
+
+/// A spill directory that cannot be written: a run over the default budget that fits half the machine is held whole
+/// and says why; `--max-memory`, which needs the directory, stops with exit 2 naming PHANTOM_SPILL_DIR.
+#[test]
+fn an_unwritable_spill_directory_is_said_not_hidden() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let nowhere = dir.path().join("no/such/dir");
+    let spill = ("PHANTOM_SPILL_DIR", nowhere.to_str().unwrap());
+    let (whole, _) = perturbed_run(dir.path(), &[]);
+    let values = [("PHANTOM_VALUES_BUDGET", "256KiB"), spill];
+    let (held, out) = perturbed_run(dir.path(), &values);
+    assert_eq!(whole["verdict"], held["verdict"], "{out}");
+    let notes = held["notes"].to_string();
+    assert!(
+        notes.contains("were held whole") && notes.contains("no/such/dir"),
+        "{notes}"
+    );
+    let m = model("convnet.onnx");
+    let args = ["onnx", m.to_str().unwrap(), "--max-memory", "64KiB"];
+    let (code, out, err) = phantom_env(&args, &[spill]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("PHANTOM_SPILL_DIR"), "{err}");
+}
