@@ -178,8 +178,8 @@ impl Values for Spill {
 /// A write to or read from a spill directory failed: say where, and how to put it elsewhere.
 fn spill_error(path: &Path, e: std::io::Error) -> Error {
     Error::Usage(format!(
-        "spilling values to disk at {}: {e}; set PHANTOM_SPILL_DIR to a directory on a disk with room (a bounded run \
-         spills about the f64 size of the model's values, plus the expected-noise run's), or pass --attribution off",
+        "spilling values to disk at {}: {e}; a bounded run keeps values there (up to about 1.5x the f64 size of the \
+         model's values): set PHANTOM_SPILL_DIR to a writable directory on a disk with room",
         path.display()
     ))
 }
