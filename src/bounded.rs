@@ -43,8 +43,8 @@ pub struct Chunker<'a> {
     /// The first error a target run met (reported after the reference run).
     pub error: Option<Error>,
     slice: Option<crate::compare::slice::SliceSpec>,
-    /// The reference's RMS per value so far (operand scales of the default tolerance).
-    pub scales: Scales,
+    /// The reference's RMS per value so far (operand scales of the default tolerance), recorded as values arrive.
+    scales: &'a mut Scales,
     /// The expected-noise run's values, applied to each value as it is compared (with attribution).
     noise: Option<&'a mut Held>,
 }
@@ -56,7 +56,7 @@ impl<'a> Chunker<'a> {
         inputs: &'a Inputs,
         tol: &'a ToleranceSpec,
         budget: usize,
-        (heatmaps, scales): (bool, Scales),
+        (heatmaps, scales): (bool, &'a mut Scales),
     ) -> Chunker<'a> {
         Chunker {
             scales,

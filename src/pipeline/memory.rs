@@ -1,8 +1,8 @@
 //! Memory by default: `phantom onnx` without `--max-memory` sizes the run's values from tract's shapes before the
 //! target runs, and when holding them would exceed phantom's default budget (on ONNX Runtime 1/32 of the machine's
-//! memory, on wgpu half of it; or `PHANTOM_MEMORY_BUDGET`), exposes the target's values chunk by chunk within that budget instead of running out
-//! of memory, with the values attribution reads again spilled to disk ([`crate::spill`]), so the verdict is the
-//! whole run's. The report says so.
+//! memory, on wgpu half of it; or `PHANTOM_VALUES_BUDGET`, `PHANTOM_MEMORY_BUDGET`), exposes the target's values
+//! chunk by chunk within that budget instead of running out of memory, with the values attribution reads again
+//! spilled to disk ([`crate::spill`]), so the verdict is the whole run's. The report says so.
 
 use super::{CompareSettings, Prepared, Strategy};
 use crate::bounded::fmt_size;
@@ -26,12 +26,7 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
         return s;
     };
     let need = held_at_once(f64_bytes, s.attribution);
-    // Chunks on ONNX Runtime run each node once (cuts); on wgpu each chunk reruns the model, so only a run that
-    // would not fit the machine's budget is chunked there.
-    let budget = match s.target().engine {
-        crate::target::Engine::Ort(_) => crate::fsutil::values_budget(),
-        crate::target::Engine::Wgpu(_) => crate::fsutil::memory_budget(),
-    };
+    let (budget, source) = default_budget(&s.target().engine);
     if need <= budget as u64 {
         return s;
     }
@@ -49,10 +44,33 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
         spill => {
             s.strategy = Strategy::Bounded { budget };
             s.attribution &= spill.is_ok();
-            p.graph.notes.push(note(need, budget, spill.err()));
+            p.graph.notes.push(note(need, (budget, &source), spill.err()));
         }
     }
     s
+}
+
+/// The budget a run's values may take before the run is chunked, on `engine`, and where it comes from. Chunks on
+/// ONNX Runtime run each node once (cuts); on wgpu each chunk reruns the model, so only a run that would not fit
+/// the machine's budget is chunked there.
+fn default_budget(engine: &crate::target::Engine) -> (usize, String) {
+    let set = |var: &str| std::env::var_os(var).is_some();
+    let source = match engine {
+        crate::target::Engine::Wgpu(_) if set("PHANTOM_MEMORY_BUDGET") => "PHANTOM_MEMORY_BUDGET".into(),
+        crate::target::Engine::Wgpu(_) => format!("{}; PHANTOM_MEMORY_BUDGET or --max-memory set another", budget_source()),
+        _ if set("PHANTOM_VALUES_BUDGET") => "PHANTOM_VALUES_BUDGET".into(),
+        _ if set("PHANTOM_MEMORY_BUDGET") => "PHANTOM_MEMORY_BUDGET".into(),
+        _ => format!(
+            "1/{} of this machine's {}, at least 256 MiB; PHANTOM_VALUES_BUDGET or --max-memory set another",
+            crate::fsutil::VALUES_SHARE,
+            fmt_size(crate::fsutil::machine_memory())
+        ),
+    };
+    let budget = match engine {
+        crate::target::Engine::Wgpu(_) => crate::fsutil::memory_budget(),
+        crate::target::Engine::Ort(_) => crate::fsutil::values_budget(),
+    };
+    (budget, source)
 }
 
 /// Whether the spill directory has room for a bounded run's spilled values (the reference's in f64, and the
@@ -126,23 +144,7 @@ fn held_at_once(f64_bytes: u64, attribution: bool) -> u64 {
     }
 }
 
-fn note(need: u64, budget: usize, no_spill: Option<String>) -> String {
-    let source = match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
-        _ if std::env::var_os("PHANTOM_VALUES_BUDGET").is_some() && budget != crate::fsutil::memory_budget() => {
-            "PHANTOM_VALUES_BUDGET".to_string()
-        }
-        Some(_) => "PHANTOM_MEMORY_BUDGET".to_string(),
-        None if budget == crate::fsutil::memory_budget() => {
-            "half this machine's memory, or of the process's memory limit where lower; PHANTOM_MEMORY_BUDGET or \
-             --max-memory set another"
-                .to_string()
-        }
-        None => format!(
-            "1/{} of this machine's {}, at least 256 MiB; PHANTOM_VALUES_BUDGET or --max-memory set another",
-            crate::fsutil::VALUES_SHARE,
-            fmt_size(crate::fsutil::machine_memory())
-        ),
-    };
+fn note(need: u64, (budget, source): (usize, &str), no_spill: Option<String>) -> String {
     let attribution = match no_spill {
         None => "the reference values and the expected-noise run's waited on disk for attribution".to_string(),
         Some(why) => format!(

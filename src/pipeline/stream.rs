@@ -151,7 +151,7 @@ fn bounded(
         &p.inputs,
         &s.tolerance,
         budget,
-        (s.heatmaps, std::mem::replace(scales, Scales::new(&p.graph))),
+        (s.heatmaps, scales),
     );
     let mut ch = c.with_slice(s.slice.clone());
     if attributed {
@@ -171,7 +171,6 @@ fn bounded(
         return Err(e);
     }
     let (reports, runs) = finish_chunks(&mut ch)?;
-    *scales = std::mem::replace(&mut ch.scales, Scales::new(&p.graph));
     drop(ch);
     lane.reports = reports;
     let spilled = keep.and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));

@@ -108,6 +108,15 @@ pub fn wrong_epsilon_copy(dir: &Path) -> (PathBuf, PathBuf, String) {
 }
 
 /// Parses a JSON report file.
+/// Every value report of a JSON report, node by node.
+pub fn value_reports(r: &serde_json::Value) -> impl Iterator<Item = &serde_json::Value> {
+    r["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["values"].as_array().unwrap().iter())
+}
+
 pub fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }

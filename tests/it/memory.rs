@@ -253,11 +253,7 @@ fn a_bounded_wgpu_run_is_the_whole_run() {
     let (_, chunked) = fp16_run(dir.path(), &m, (&bounded, &[]), "c");
     assert!(chunked["notes"].to_string().contains("waited on disk"));
     let values = |r: &serde_json::Value| -> Vec<String> {
-        r["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|n| n["values"].as_array().unwrap().iter())
+        value_reports(r)
             .map(|v| {
                 let fields = [
                     &v["status"],

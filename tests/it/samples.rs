@@ -150,11 +150,7 @@ fn seeded_samples_differ_and_identical_ones_are_refused() {
         .map(|s| s["label"].as_str().unwrap())
         .collect();
     assert_eq!(labels, ["seed 5", "seed 6", "seed 7"]);
-    let picked: std::collections::BTreeSet<u64> = r["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|n| n["values"].as_array().unwrap().iter())
+    let picked: std::collections::BTreeSet<u64> = value_reports(&r)
         .filter_map(|v| v["sample"].as_u64())
         .collect();
     assert!(

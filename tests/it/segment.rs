@@ -55,11 +55,7 @@ fn whole_and_segmented(
 type Row = (String, String, f64, Option<f64>, f64, f64);
 
 fn values(r: &Value) -> Vec<Row> {
-    r["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|n| n["values"].as_array().unwrap().iter())
+    value_reports(r)
         .map(|v| {
             (
                 v["name"].as_str().unwrap().to_string(),

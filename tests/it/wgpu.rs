@@ -296,11 +296,7 @@ fn f16_accumulation_drifts_more_than_f32_accumulation() {
         assert!(code == 0 || code == 1, "{out}\n{err}");
         let r = read_json(&json);
         assert_eq!(r["target"]["details"]["accumulate"], acc);
-        r["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|n| n["values"].as_array().unwrap().iter())
+        crate::common::value_reports(&r)
             .filter_map(|v| v["metrics"]["max_rel"].as_f64())
             .fold(0.0, f64::max)
     };
