@@ -132,6 +132,10 @@ pub struct RuntimeArgs {
     /// Never pip-install ONNX Runtime when none is found (also: PHANTOM_NO_INSTALL=1).
     #[arg(long)]
     pub no_install: bool,
+    /// A plugin execution provider library: NAME is an --ep name (webgpu) or ONNX Runtime's provider name
+    /// (repeatable). Installed `onnxruntime_ep_*` Python packages are found without it.
+    #[arg(long = "ep-library", value_name = "NAME=PATH")]
+    pub ep_library: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -25,6 +25,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
     settings.runtime = RuntimeSpec {
         ort_lib: a.runtime.ort_lib.clone(),
         no_install: a.runtime.no_install,
+        ep_library: a.runtime.ep_library.clone(),
     };
     settings.command = std::env::args().collect();
     let (report, inputs) = compare(&settings)?;

@@ -5,6 +5,7 @@ use super::Outcome;
 use crate::runner::{ort, ort_lib};
 
 pub fn run(a: RuntimeArgs) -> anyhow::Result<Outcome> {
+    crate::runner::plugins::request(&a.ep_library)?;
     let lib = ort_lib::locate(a.ort_lib.as_deref(), a.no_install)?;
     let env = ort::init(&lib)?;
     println!("onnxruntime {}", env.2);
@@ -12,9 +13,34 @@ pub fn run(a: RuntimeArgs) -> anyhow::Result<Outcome> {
     println!("  found via {}", lib.source);
     println!("  providers {}", ort::available_providers().join(", "));
     println!("  build     {}", ::ort::info());
+    for cli in ["cuda", "tensorrt"] {
+        if let Some(r) = crate::runner::cuda_libs::ensure(&lib.path, cli) {
+            println!("  {cli} needs (from {})", r.provider_lib.display());
+            for l in r.lines() {
+                println!("    {l}");
+            }
+        }
+    }
+    print_plugins(&env.0);
     println!(
         "reference   tract-onnx {} (f64, typed)",
         crate::runner::reference::TRACT_VERSION
     );
     Ok(Outcome::Clean)
+}
+
+/// Each plugin library (`--ep-library`, `onnxruntime_ep_*` Python packages) and the devices it offers.
+fn print_plugins(env: &::ort::environment::Environment) {
+    for (p, devices) in crate::runner::plugins::listing(env) {
+        println!("  plugin    {} ({}, from {})", p.name, p.path.display(), p.source);
+        match devices {
+            Ok(d) if d.is_empty() => println!("    no device (the plugin found nothing it can run on)"),
+            Ok(d) => {
+                for d in d {
+                    println!("    {} on {} {} #{}", d.ep, d.vendor, d.kind, d.id);
+                }
+            }
+            Err(e) => println!("    not loaded: {e}"),
+        }
+    }
 }

@@ -16,6 +16,7 @@ pub fn runtime(e: &EngineArgs) -> RuntimeSpec {
     RuntimeSpec {
         ort_lib: e.runtime.ort_lib.clone(),
         no_install: e.runtime.no_install,
+        ep_library: e.runtime.ep_library.clone(),
     }
 }
 
@@ -37,6 +38,7 @@ pub fn specs(
     keep_fp32: &[String],
     model: Option<PathBuf>,
 ) -> anyhow::Result<Vec<TargetSpec>> {
+    crate::runner::plugins::request(&e.runtime.ep_library)?;
     let wgpu =
         e.ep.iter()
             .filter(|x| x.eq_ignore_ascii_case("wgpu"))

@@ -223,6 +223,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let graph = model::load(&s.model)?;
     memory::weights_fit(&graph)?;
     let inputs = model::inputs::prepare(&graph, &s.inputs)?;
+    crate::runner::plugins::request(&s.runtime.ep_library)?;
     let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
     let inputs = shapes::checked(&graph, &s.inputs, inputs, &lib)?;
     let graph = match s.keep_control_flow {

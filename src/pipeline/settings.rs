@@ -17,6 +17,9 @@ pub struct RuntimeSpec {
     pub ort_lib: Option<PathBuf>,
     /// `--no-install`.
     pub no_install: bool,
+    /// `--ep-library NAME=PATH`: plugin execution providers.
+    #[serde(default)]
+    pub ep_library: Vec<String>,
 }
 
 /// How the target's values are captured.

@@ -5,10 +5,12 @@
 //! - [`ort`]: ONNX Runtime through the `ort` crate on a chosen execution provider; a target.
 //! - [`wgpu`]: phantom's own WGSL shaders on a Vulkan/Metal/DX12 adapter; a target.
 
+pub mod cuda_libs;
 pub mod facts;
 pub mod isolate;
 pub mod ort;
 pub mod ort_lib;
+pub mod plugins;
 pub mod providers;
 pub mod reference;
 pub mod trace;

@@ -19,6 +19,9 @@ pub struct Provider {
     build: Option<Build>,
     /// What to install when the loaded ONNX Runtime lacks the provider or its libraries.
     pub install: &'static str,
+    /// For providers that also come as a plugin library ([`super::plugins`]): what the plugin needs to offer a
+    /// device.
+    pub plugin_needs: Option<&'static str>,
 }
 
 /// Providers whose options are free-form key/value pairs (ONNX Runtime's provider options).
@@ -50,6 +53,9 @@ const PIP_GPU: &str = "`pip install onnxruntime-gpu` (ONNX Runtime built with CU
      libraries come as the pip packages it depends on, under site-packages/nvidia/, where phantom finds them), then \
      run phantom with that Python environment active or --ort-lib pointing at its capi/libonnxruntime.so";
 
+const WEBGPU_NEEDS: &str = "a GPU with a Vulkan (Linux), Metal (macOS) or D3D12 (Windows) driver, and on Linux \
+     the Vulkan loader libvulkan.so.1 (lavapipe's software Vulkan is not offered)";
+
 /// Every provider, in the order `phantom runtimes` and `--help` list them.
 pub static PROVIDERS: &[Provider] = &[
     Provider {
@@ -57,12 +63,14 @@ pub static PROVIDERS: &[Provider] = &[
         ort_name: "CPUExecutionProvider",
         build: None,
         install: "every ONNX Runtime build has it",
+        plugin_needs: None,
     },
     Provider {
         cli: "cuda",
         ort_name: "CUDAExecutionProvider",
         build: Some(configurable::<ep::CUDA>),
         install: PIP_GPU,
+        plugin_needs: None,
     },
     Provider {
         cli: "tensorrt",
@@ -70,54 +78,73 @@ pub static PROVIDERS: &[Provider] = &[
         build: Some(configurable::<ep::TensorRT>),
         install: "`pip install onnxruntime-gpu tensorrt-cu13` (TensorRT's libnvinfer must be on the library path \
                   as well as CUDA's; see the CUDA provider)",
+        plugin_needs: None,
     },
     Provider {
         cli: "rocm",
         ort_name: "ROCMExecutionProvider",
         build: Some(configurable::<ep::ROCm>),
         install: "`pip install onnxruntime-rocm` on a machine with ROCm installed",
+        plugin_needs: None,
     },
     Provider {
         cli: "migraphx",
         ort_name: "MIGraphXExecutionProvider",
         build: Some(fixed::<ep::MIGraphX>),
         install: "`pip install onnxruntime-migraphx` on a machine with ROCm and MIGraphX installed",
+        plugin_needs: None,
     },
     Provider {
         cli: "openvino",
         ort_name: "OpenVINOExecutionProvider",
         build: Some(configurable::<ep::OpenVINO>),
-        install: "`pip install onnxruntime-openvino` (it bundles OpenVINO's runtime)",
+        install: "`pip install onnxruntime-openvino` (it bundles OpenVINO's runtime), or the plugin \
+                  `pip install onnxruntime-ep-openvino`",
+        plugin_needs: Some("an Intel CPU, GPU or NPU that OpenVINO supports"),
     },
     Provider {
         cli: "directml",
         ort_name: "DmlExecutionProvider",
         build: Some(fixed::<ep::DirectML>),
         install: "`pip install onnxruntime-directml` on Windows 10 or later",
+        plugin_needs: None,
     },
     Provider {
         cli: "coreml",
         ort_name: "CoreMLExecutionProvider",
         build: Some(configurable::<ep::CoreML>),
         install: "the standard `pip install onnxruntime` wheel on macOS (Apple silicon or x86-64)",
+        plugin_needs: None,
     },
     Provider {
         cli: "qnn",
         ort_name: "QNNExecutionProvider",
         build: Some(configurable::<ep::QNN>),
         install: "`pip install onnxruntime-qnn` on a Snapdragon device (Windows on ARM or Android)",
+        plugin_needs: None,
     },
     Provider {
         cli: "webgpu",
         ort_name: "WebGpuExecutionProvider",
         build: Some(configurable::<ep::WebGPU>),
-        install: "an ONNX Runtime built with --use_webgpu (the PyPI `onnxruntime` wheels do not include it)",
+        install: "`pip install onnxruntime-ep-webgpu` (a plugin library phantom finds in python3's packages and \
+                  registers), or --ep-library webgpu=PATH, or an ONNX Runtime built with --use_webgpu",
+        plugin_needs: Some(WEBGPU_NEEDS),
     },
     Provider {
         cli: "xnnpack",
         ort_name: "XnnpackExecutionProvider",
         build: Some(configurable::<ep::XNNPACK>),
         install: "an ONNX Runtime built with --use_xnnpack (onnxruntime-android / onnxruntime-mobile include it)",
+        plugin_needs: None,
+    },
+    Provider {
+        cli: "tensorrt-rtx",
+        ort_name: "NvTensorRTRTXExecutionProvider",
+        build: None,
+        install: "`pip install onnxruntime-ep-nv-tensorrt-rtx-cu13` (a plugin library), or --ep-library \
+                  tensorrt-rtx=PATH",
+        plugin_needs: Some("an NVIDIA RTX GPU (Ampere or newer) with its driver"),
     },
 ];
 
@@ -128,6 +155,23 @@ impl Provider {
         PROVIDERS
             .iter()
             .find(|p| p.cli == n || p.ort_name.to_ascii_lowercase() == n)
+            .or_else(|| super::plugins::provider(name.trim()))
+    }
+
+    /// A provider known only through `--ep-library NAME=PATH`, NAME being ONNX Runtime's provider name.
+    pub(crate) fn plugin(ort_name: &'static str) -> Provider {
+        Provider {
+            cli: ort_name,
+            ort_name,
+            build: None,
+            install: "the plugin library given with --ep-library",
+            plugin_needs: None,
+        }
+    }
+
+    /// Whether the provider comes only as a plugin library (no registration compiled into ONNX Runtime).
+    pub fn plugin_only(&self) -> bool {
+        self.build.is_none() && self.cli != "cpu"
     }
 
     /// The `--ep` names, for help texts and errors.
@@ -141,6 +185,10 @@ impl Provider {
         options: &[(String, String)],
     ) -> Result<Option<ExecutionProviderDispatch>, String> {
         match self.build {
+            None if self.plugin_only() => Err(format!(
+                "{} comes only as a plugin library: {}",
+                self.ort_name, self.install
+            )),
             None if !options.is_empty() => {
                 Err("the CPU provider takes no provider options".to_string())
             }

@@ -358,3 +358,19 @@ pub fn refused(args: &[&str], names: &[&str]) -> String {
     }
     err
 }
+
+/// An exclusive lock on `path` (created), held until the returned file is dropped: one test at a time does the
+/// work it guards (a download into `target/`).
+pub fn file_lock(path: &Path) -> std::fs::File {
+    use std::os::unix::io::AsRawFd;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap();
+    // SAFETY: flock on a descriptor this function owns; released when the file is closed.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    f
+}

@@ -18,6 +18,7 @@ mod inputs;
 mod memory;
 mod multi;
 mod oracle;
+mod plugins;
 mod precision;
 mod profile;
 mod recipes;

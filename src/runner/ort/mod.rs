@@ -241,6 +241,23 @@ impl OrtRunner {
                     .map_err(|e| fail(e.into()))?,
                 None => b,
             };
+            if let Some(devices) = self.plugin_devices()? {
+                let prefix = self.provider.ort_name;
+                let opts: Vec<(String, String)> = self
+                    .options
+                    .iter()
+                    .map(|(k, v)| (format!("{prefix}.{k}"), v.clone()))
+                    .collect();
+                b = b
+                    .with_devices(devices, Some(&opts))
+                    .map_err(|e| ep_fail(e.to_string()))?;
+                return b.commit_from_memory(bytes).map_err(fail);
+            }
+            if let Some(r) = super::cuda_libs::ensure(&self.env.1.path, self.provider.cli) {
+                if let Some(m) = r.missing_message(self.provider.cli) {
+                    return Err(ep_fail(m));
+                }
+            }
             if let Some(d) = self.provider.dispatch(&self.options).map_err(ep_fail)? {
                 b = b
                     .with_execution_providers([d])
@@ -249,6 +266,29 @@ impl OrtRunner {
             b.commit_from_memory(bytes).map_err(fail)
         };
         build()
+    }
+}
+
+impl OrtRunner {
+    /// The plugin devices to run on when the loaded ONNX Runtime has no built-in provider of this name and a
+    /// plugin library brings it; `None` for built-in providers. A plugin-only provider with no plugin is an error.
+    fn plugin_devices(&self) -> Result<Option<Vec<ort::device::Device<'static>>>> {
+        let p = self.provider;
+        if p.cli == "cpu" || available_providers().iter().any(|a| a == p.ort_name) {
+            return Ok(None);
+        }
+        match super::plugins::for_provider(&self.env.0, p)? {
+            Some((_, devices)) => Ok(Some(devices)),
+            None if p.plugin_only() => Err(Error::Target {
+                reason: format!(
+                    "{} is not compiled into the ONNX Runtime at {} and no plugin library brings it.\n  hint: {}",
+                    p.ort_name,
+                    self.env.1.path.display(),
+                    p.install
+                ),
+            }),
+            None => Ok(None),
+        }
     }
 }
 
