@@ -103,7 +103,9 @@ def compare(
     folder = workdir()
     tmp = Path(folder.name)
     eps = [ep] if isinstance(ep, str) else list(ep)
-    args = ["onnx", str(_model_path(model, tmp)), "--json", str(tmp / "report.json"), "--precision", precision]
+    args = ["onnx", str(_model_path(model, tmp)), "--json", str(tmp / "report.json")]
+    if precision != "fp32":  # fp32 is the default, and --target-model refuses any --precision
+        args += ["--precision", precision]
     args += [flag for e in eps for flag in ("--ep", e)]
     if html:
         args += ["--html", str(tmp / "report.html")]

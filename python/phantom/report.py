@@ -21,6 +21,8 @@ class Value:
     max_abs: Optional[float]
     max_rel: Optional[float]
     snr_db: Optional[float]
+    #: The share of its tolerance the worst element uses (above 1 fails).
+    tolerance_used: Optional[float]
     is_output: bool
     #: Why it was not compared (``unchecked`` only).
     reason: Optional[str] = None
@@ -85,6 +87,7 @@ class Report:
                 out[v["name"]] = Value(
                     name=v["name"], node=node["name"], op_type=node["op_type"], status=v["status"],
                     max_abs=m.get("max_abs"), max_rel=m.get("max_rel"), snr_db=m.get("snr_db"),
+                    tolerance_used=m.get("tolerance_used"),
                     is_output=bool(v.get("is_output")), reason=v.get("reason"), raw=v,
                 )
         return out

@@ -77,10 +77,12 @@ def compare(module: Any, inputs: Any, ep: str = "cpu", opset: int = 17, **option
                       output_names=[f"output_{i}" for i in range(len(outs))])
     feeds = {f"input_{i}": a.detach().cpu().numpy() for i, a in enumerate(args)}
     report = phantom.compare(onnx_path, inputs=feeds, ep=ep, dump=str(tmp / "dump"), **options)
-    eager_file = tmp / "eager_outputs.npz"
-    np.savez(eager_file, **{f"output_{i}": o.numpy() for i, o in enumerate(outs)})
+    eager_dir = tmp / "eager_outputs"  # one .npy per output: names pair with the dump's file names
+    eager_dir.mkdir()
+    for i, o in enumerate(outs):
+        np.save(eager_dir / f"output_{i}.npy", o.numpy())
     target_dir = next(p for p in sorted((tmp / "dump").iterdir()) if p.is_dir() and p.name != "reference")
-    report.eager = phantom.diff(eager_file, target_dir)
+    report.eager = phantom.diff(eager_dir, target_dir)
     report.eager_dump = tmp / "eager.pt"
     dump(module, args, report.eager_dump)
     report._torch_workdir = folder

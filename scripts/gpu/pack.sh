@@ -6,12 +6,12 @@
 # The GPU machine brings CUDA 13 itself (the nvidia-* pip packages beside PyTorch); phantom finds them.
 #
 # usage: scripts/gpu/pack.sh [PIECE_MIB] [MODEL.onnx ...]
-#   PIECE_MIB  size of each piece of the ONNX Runtime archive (default 54: with the ~10 MB working tree, one call carries at most 64 MiB)
+#   PIECE_MIB  size of each piece of the ONNX Runtime archive (default 50: a call carries at most 64 MB, the ~10 MB working tree included)
 #   MODEL      extra models to carry (demo models and scripts/gpu/run.sh's own exports always go)
 # Then on the GPU machine, after every piece is there: scripts/gpu/run.sh OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PIECE=${1:-54}
+PIECE=${1:-50}
 shift || true
 ORT_VERSION=$(sed -n 's/^pub const PINNED_ORT: &str = "\(.*\)";/\1/p' src/runner/ort_lib.rs)
 G=.gpu
@@ -34,14 +34,14 @@ if [ ! -s "$G/cache/ort.tar.zst" ]; then
   rm -rf "$G/cache/x"
 fi
 
-# Pieces p1, p2, ... ; the last one also holds the binary, zstd and the models.
+# Pieces p1, p2, ... of the archive; one more folder holds the binary, zstd, the models and the plugin's wheel.
 rm -rf "$G"/p[0-9]*
 split -b "${PIECE}M" -d -a 1 "$G/cache/ort.tar.zst" "$G/cache/piece."
 n=0
 for f in "$G"/cache/piece.*; do
   n=$((n + 1)); mkdir -p "$G/p$n"; mv "$f" "$G/p$n/ort.tar.zst.$((n - 1))"
 done
-last="$G/p$n"
+n=$((n + 1)); last="$G/p$n"; mkdir -p "$last"
 test -x target/release/phantom || { echo "build the release binary first: cargo build --release" >&2; exit 2; }
 zstd -q -19 -T0 -f target/release/phantom -o "$last/phantom.zst"
 mkdir -p "$last/tools" "$last/models"
@@ -50,6 +50,6 @@ for l in $(ldd /usr/bin/zstd | awk '/=>/ {print $3}' | grep -v -E 'libc\.so|libm
 for m in "$@"; do cp "$m" "$last/models/"; done
 cp "$G"/cache/onnxruntime_ep_webgpu-*.whl "$last/"
 sha256sum "$G/cache/ort.tar.zst" | awk '{print $1}' >"$last/ort.sha256"
-echo "$n" >"$last/pieces"
+echo "$((n - 1))" >"$last/pieces"
 du -sh "$G"/p*
 echo "carry .gpu/p1 … .gpu/p$n, one per call, then run: bash scripts/gpu/run.sh \$OUT (with .gpu/p$n and .gl carried)"
