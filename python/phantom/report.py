@@ -55,7 +55,7 @@ class Report:
 
     @property
     def status(self) -> str:
-        """``clean``, ``drift``, ``anomalous`` or ``precision_limited``."""
+        """``clean``, ``drift``, ``anomalous``, ``precision_limited`` or ``precision_insufficient``."""
         return self.data["verdict"]["status"]
 
     @property

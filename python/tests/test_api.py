@@ -17,7 +17,7 @@ from phantom.testing import assert_numerics
 
 ROOT = Path(__file__).resolve().parents[2]
 CONVNET = ROOT / "models" / "convnet.onnx"
-ENCODER = ROOT / "models" / "encoder.onnx"
+FP16 = ROOT / "tests" / "data" / "fp16"
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +86,20 @@ def test_a_faulty_layer_is_drift_named_and_raises(tmp_path):
         r.raise_for_drift()
 
 
-def test_precision_limited_passes_unless_strict():
-    r = phantom.compare(ENCODER, atol=1e-15, rtol=1e-15, html=False)
+def test_precision_verdicts_pass_only_while_the_outputs_pass():
+    # fp16 intermediates fail, outputs pass: precision-limited passes a gate unless strict.
+    r = phantom.compare(FP16 / "ln_variance_overflow.onnx", precision="fp16", html=False)
     assert r.status == "precision_limited" and r.passed
     r.raise_for_drift()
-    strict = phantom.compare(ENCODER, atol=1e-15, rtol=1e-15, strict=True, html=False)
+    strict = phantom.compare(FP16 / "ln_variance_overflow.onnx", precision="fp16", strict=True, html=False)
     assert strict.status == "precision_limited" and not strict.passed
     with pytest.raises(phantom.DriftError):
         strict.raise_for_drift()
+    # The fp16 output is destroyed: precision-insufficient always fails, naming the culprit.
+    bad = phantom.compare(FP16 / "bn_var_overflow.onnx", precision="fp16", html=False)
+    assert bad.status == "precision_insufficient" and not bad.passed
+    with pytest.raises(phantom.DriftError, match="culprits bn"):
+        bad.raise_for_drift()
 
 
 def test_bad_input_raises_phantom_error_naming_the_file(tmp_path):

@@ -1,6 +1,7 @@
 """One Markdown row per phantom JSON report in a folder (scripts/gpu/run.sh's): verdict, values compared and
-failing, first divergence, the final outputs' worst relative error against the f64 reference, the median relative
-error of the Conv/MatMul/Gemm values (where TF32 or fp16 shows first), the provider that ran, and time.
+failing, first divergence, the share of its tolerance the final outputs' worst element uses against the f64
+reference, the median
+share of its tolerance used by the Conv/MatMul/Gemm values (where TF32 or fp16 shows first), the provider that ran, and time.
 Multi-target reports give their agreement conclusion; determinism and check reports their status.
 
 usage: python3 scripts/gpu/summary.py REPORTS_DIR
@@ -17,13 +18,15 @@ def single(r):
     v = r.get("verdict", {})
     vals = [(n, x) for n in r.get("nodes", []) for x in n.get("values", [])]
     compared = [x for _, x in vals if x.get("metrics")]
-    outs = [x["metrics"].get("max_rel", 0) for _, x in vals if x.get("is_output") and x.get("metrics")]
-    lin = [x["metrics"].get("max_rel", 0) for n, x in vals if n.get("op_type") in LINEAR and x.get("metrics")]
+    outs = [x["metrics"].get("tolerance_used", 0) for _, x in vals if x.get("is_output") and x.get("metrics")]
+    lin = [x["metrics"].get("tolerance_used", 0) for n, x in vals
+           if n.get("op_type") in LINEAR and x.get("metrics")]
     fd = v.get("first_divergence") or {}
     fd = fd.get("value") or fd.get("name") or fd.get("node") or ""
     placed = r.get("target", {}).get("facts", {}) or {}
     ep = placed.get("ep") or placed.get("provider") or r.get("target", {}).get("label", "")
-    t = r.get("timings", {}).get("total_ms") or r.get("timings", {}).get("total")
+    tm = r.get("timings", {})
+    t = tm.get("total_ms") or sum(v for v in tm.values() if isinstance(v, (int, float)))
     return [v.get("status", "?"), f"{len(compared)}", f"{v.get('failing_values', '')}", str(fd)[:48],
             f"{max(outs):.2e}" if outs else "", f"{statistics.median(lin):.2e}" if lin else "", str(ep),
             f"{t / 1e3:.1f}" if isinstance(t, (int, float)) else ""]
@@ -38,8 +41,8 @@ def multi(r):
 
 def main():
     d = sys.argv[1]
-    print("| run | verdict | compared | failing | first divergence | outputs max rel | median rel Conv/MatMul/Gemm "
-          "| target | time (s) / note |")
+    print("| run | verdict | compared | failing | first divergence | outputs: share of tolerance | median share, "
+          "Conv/MatMul/Gemm | target | time (s) / note |")
     print("|---|---|---|---|---|---|---|---|---|")
     for f in sorted(os.listdir(d)):
         if not f.endswith(".json"):

@@ -122,7 +122,10 @@ pub fn classify(verdict: &mut Verdict, nodes: &[NodeReport]) {
     verdict.status = if !unexplained.is_empty() {
         Status::Drift
     } else if !explained.is_empty() || (!verdict.culprits.is_empty() && ideal_culprits) {
-        Status::PrecisionLimited
+        match verdict.outputs_pass {
+            true => Status::PrecisionLimited,
+            false => Status::PrecisionInsufficient,
+        }
     } else if !verdict.anomalies.is_empty() || !verdict.culprits.is_empty() {
         Status::Anomalous
     } else {

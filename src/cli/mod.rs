@@ -45,6 +45,13 @@ pub fn run() -> ExitCode {
     // A panic that escapes every engine guard still ends as exit 2 with one line, never a backtrace.
     // `serve` runs until stopped: no time limit.
     if !matches!(cli.command, args::Command::Serve(_)) {
+        // `phantom … | head`: end quietly when the reader goes away, as other command-line tools do, instead of
+        // a "failed printing to stdout" panic reported as an internal error.
+        #[cfg(unix)]
+        // SAFETY: sets the default action of one signal (process-wide) before phantom starts any thread.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
         crate::watchdog::arm(std::time::Duration::from_secs(cli.timeout));
     }
     // PHANTOM_DEBUG=1 keeps Rust's own panic message and backtrace.

@@ -32,12 +32,23 @@ pub fn run(a: RuntimeArgs) -> anyhow::Result<Outcome> {
 /// Each plugin library (`--ep-library`, `onnxruntime_ep_*` Python packages) and the devices it offers.
 fn print_plugins(env: &::ort::environment::Environment) {
     for (p, devices) in crate::runner::plugins::listing(env) {
-        println!("  plugin    {} ({}, from {})", p.name, p.path.display(), p.source);
+        println!(
+            "  plugin    {} ({}, from {})",
+            p.name,
+            p.path.display(),
+            p.source
+        );
         match devices {
-            Ok(d) if d.is_empty() => println!("    no device (the plugin found nothing it can run on)"),
+            Ok(d) if d.is_empty() => {
+                println!("    no device (the plugin found nothing it can run on)")
+            }
             Ok(d) => {
                 for d in d {
-                    println!("    {} on {} {} #{}", d.ep, d.vendor, d.kind, d.id);
+                    let vendor = if d.vendor.is_empty() { "" } else { " " };
+                    println!(
+                        "    {} on{vendor}{} {} (device id {})",
+                        d.ep, d.vendor, d.kind, d.id
+                    );
                 }
             }
             Err(e) => println!("    not loaded: {e}"),

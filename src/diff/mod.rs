@@ -177,6 +177,9 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
         v
     };
     let (only_a, only_b) = (only(&a, &b), only(&b, &a));
+    if pairs.is_empty() {
+        return Err(Error::Usage(no_pairs(&only_a, &only_b)));
+    }
     let bad = |p: &&PairReport| p.status != PairStatus::Pass;
     let verdict = DiffVerdict {
         status: if pairs.iter().any(|p| bad(&p)) {
@@ -209,4 +212,27 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
         only_a,
         only_b,
     })
+}
+
+/// Nothing paired is never a clean comparison: the error names each side's first names and the flags that rename.
+fn no_pairs(only_a: &[String], only_b: &[String]) -> String {
+    let first = |v: &[String]| match v.len() {
+        0 => "no tensors".to_string(),
+        n => format!(
+            "{n} tensors ({}{})",
+            v.iter()
+                .take(3)
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if n > 3 { ", …" } else { "" }
+        ),
+    };
+    format!(
+        "no tensor name is on both sides, so nothing was compared: A has {}, B has {}.\n  hint: --rename \
+         'REGEX=REPLACEMENT' (both sides), --rename-a or --rename-b rewrite names until they pair (`$1` for groups); \
+         --sum X+Y=Z pairs a sum with one tensor",
+        first(only_a),
+        first(only_b)
+    )
 }

@@ -119,6 +119,9 @@ pub fn explain(
 ) -> Result<Found> {
     let reports = std::mem::take(&mut lane.reports);
     let (found, settled) = find(s, p, cmp, lane, reports)?;
+    if let Some(note) = tf32_note(&lane.spec, &found.verdict) {
+        lane.notes.push(note);
+    }
     if settled {
         lane.notes.push(
             "a fusion cause was checked by rerunning the target with --ort-opt-level disable"
@@ -245,4 +248,78 @@ fn settle_fusion(
     }
     pb.finish_and_clear();
     Ok(true)
+}
+
+/// ONNX Runtime's CUDA and TensorRT providers run float32 MatMul, Gemm and Conv on TF32 tensor cores by default on
+/// Ampere and newer GPUs (10-bit mantissa operands: errors near 1e-3 of the operands' scale, beyond float32's
+/// tolerance). When such a node is a culprit in float32 and TF32 was not turned off, the note says how to tell TF32
+/// from a kernel fault; it does not claim TF32 as the cause (seen on an H100: ResNet-18 and ViT-Ti drift with the
+/// default and are clean with `use_tf32=0`).
+fn tf32_note(spec: &target::TargetSpec, verdict: &Verdict) -> Option<String> {
+    let target::Engine::Ort(o) = &spec.engine else {
+        return None;
+    };
+    let tf32_off = o.options.get("use_tf32").is_some_and(|v| v == "0");
+    let gpu = matches!(o.provider.as_str(), "cuda" | "tensorrt");
+    let linear: Vec<&str> = verdict
+        .culprits
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.op_type.as_str(),
+                "MatMul" | "Gemm" | "Conv" | "ConvTranspose"
+            )
+        })
+        .map(|c| c.node.as_str())
+        .take(3)
+        .collect();
+    (gpu && !tf32_off && spec.precision.is_none() && !linear.is_empty()).then(|| {
+        format!(
+            "culprits {} are float32 MatMul/Gemm/Conv on ONNX Runtime's {} provider, which uses TF32 tensor cores \
+             by default on Ampere and newer GPUs (10-bit mantissa); rerun with --ep-option use_tf32=0 to tell TF32 \
+             from a kernel fault",
+            linear.join(", "),
+            o.provider
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::{Engine, OrtSpec, TargetSpec};
+
+    fn verdict(op: &str) -> Verdict {
+        serde_json::from_value(serde_json::json!({
+            "status": "drift", "first_divergence": null, "failing_values": 1, "worst": [], "outputs_pass": true,
+            "culprits": [{"node_index": 4, "node": "Conv_1", "op_type": op, "value": "c", "basis": "introduced",
+                          "max_abs": 1e-3, "noise_ratio": null, "causes": [], "spoils": [], "path": []}]
+        }))
+        .unwrap()
+    }
+
+    fn on(provider: &str, tf32: Option<&str>) -> TargetSpec {
+        let mut o = OrtSpec::new(provider);
+        if let Some(v) = tf32 {
+            o.options.insert("use_tf32".into(), v.into());
+        }
+        TargetSpec {
+            engine: Engine::Ort(o),
+            precision: None,
+            model: None,
+        }
+    }
+
+    #[test]
+    fn tf32_is_named_only_for_gpu_linear_culprits_with_tf32_on() {
+        let note = tf32_note(&on("cuda", None), &verdict("Conv")).unwrap();
+        assert!(
+            note.contains("Conv_1") && note.contains("use_tf32=0"),
+            "{note}"
+        );
+        assert!(tf32_note(&on("cuda", Some("1")), &verdict("MatMul")).is_some());
+        assert!(tf32_note(&on("cuda", Some("0")), &verdict("Conv")).is_none());
+        assert!(tf32_note(&on("cpu", None), &verdict("Conv")).is_none());
+        assert!(tf32_note(&on("cuda", None), &verdict("Softmax")).is_none());
+    }
 }

@@ -85,7 +85,9 @@ pub fn cases(r: &super::Report) -> Vec<Case> {
             continue;
         }
         let name = format!("#{} {} {} → {}", n.index, n.op_type, n.name, v.name);
-        if failing && limited(&v.name) {
+        let insufficient =
+            v.is_output && r.verdict.status == super::model::Status::PrecisionInsufficient;
+        if failing && limited(&v.name) && !insufficient {
             cases.push(Case {
                 name,
                 class: "phantom.precision_limited".into(),

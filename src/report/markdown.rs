@@ -10,7 +10,7 @@ pub fn mark(s: Status) -> &'static str {
     match s {
         Status::Clean => "✅",
         Status::PrecisionLimited => "⚠️",
-        Status::Anomalous | Status::Drift => "❌",
+        Status::Anomalous | Status::Drift | Status::PrecisionInsufficient => "❌",
     }
 }
 

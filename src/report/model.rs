@@ -143,8 +143,11 @@ pub enum Status {
     /// hiding under the tolerance): see `verdict.anomalies`.
     Anomalous,
     /// Values out of tolerance only where the target's precision itself cannot meet the tolerance (the ideal run,
-    /// every value correctly rounded, fails there too) while its kernels are faithful.
+    /// every value correctly rounded, fails there too) while its kernels are faithful, and the final outputs pass.
     PrecisionLimited,
+    /// As precision-limited, but the final outputs fail: the runtime is faithful and the model does not survive
+    /// this precision. A gate fails (exit 1): keep the culprits in float32 (`--keep-fp32`) or use a wider type.
+    PrecisionInsufficient,
 }
 
 impl Status {
@@ -155,16 +158,18 @@ impl Status {
             Status::Drift => "drift",
             Status::Anomalous => "anomalous",
             Status::PrecisionLimited => "precision-limited",
+            Status::PrecisionInsufficient => "precision-insufficient",
         }
     }
 
-    /// Drift > anomalous > precision-limited > clean.
+    /// Drift > precision-insufficient > anomalous > precision-limited > clean.
     pub fn severity(self) -> u8 {
         match self {
             Status::Clean => 0,
             Status::PrecisionLimited => 1,
             Status::Anomalous => 2,
-            Status::Drift => 3,
+            Status::PrecisionInsufficient => 3,
+            Status::Drift => 4,
         }
     }
 
@@ -172,7 +177,7 @@ impl Status {
     pub fn fails(self, strict: bool) -> bool {
         match self {
             Status::Clean => false,
-            Status::Drift | Status::Anomalous => true,
+            Status::Drift | Status::Anomalous | Status::PrecisionInsufficient => true,
             Status::PrecisionLimited => strict,
         }
     }

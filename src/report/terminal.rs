@@ -190,6 +190,9 @@ pub fn render(r: &Report, top: usize) -> String {
         Status::PrecisionLimited => "~ PRECISION-LIMITED"
             .if_supports_color(Stdout, |t| t.yellow().bold().to_string())
             .to_string(),
+        Status::PrecisionInsufficient => "✗ PRECISION-INSUFFICIENT"
+            .if_supports_color(Stdout, |t| t.red().bold().to_string())
+            .to_string(),
         Status::Anomalous => "✗ ANOMALOUS"
             .if_supports_color(Stdout, |t| t.magenta().bold().to_string())
             .to_string(),
@@ -453,6 +456,13 @@ pub fn verdict_line(r: &Report) -> String {
              meet it (the correctly rounded run fails there too){first}",
             v.failing_values
         ),
+        Status::PrecisionInsufficient => format!(
+            "precision-insufficient: {} of {compared} values out of tolerance, the final outputs among them, only \
+             where the target's precision cannot meet it (the correctly rounded run fails there too){first}; the \
+             runtime is faithful, the model does not survive this precision{}",
+            v.failing_values,
+            keep_fp32_hint(v)
+        ),
         Status::Anomalous => match (v.anomalies.first(), v.culprits.first()) {
             (Some(a), _) => format!(
                 "anomalous: all {compared} values within tolerance, but {} node(s) introduce error far beyond \
@@ -510,5 +520,17 @@ mod tests {
         assert_eq!(super::num(2.0), "2");
         assert_eq!(super::num(3.14159e-7), "3.142e-7");
         assert_eq!(super::num(-52.25), "-52.25");
+    }
+}
+
+/// `: keep `a`, `b` in float32 (--keep-fp32 a,b)` for the culprits of a precision-insufficient verdict.
+fn keep_fp32_hint(v: &super::model::Verdict) -> String {
+    let nodes: Vec<&str> = v.culprits.iter().map(|c| c.node.as_str()).take(5).collect();
+    match nodes.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; keep the culprits in float32: --keep-fp32 {}",
+            nodes.join(",")
+        ),
     }
 }

@@ -86,13 +86,19 @@ pub fn needed(lib: &Path) -> Result<Vec<String>, String> {
     f.read_exact(&mut head)
         .map_err(|e| format!("{}: {e}", lib.display()))?;
     if &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
-        return Err(format!("{} is not a 64-bit little-endian ELF file", lib.display()));
+        return Err(format!(
+            "{} is not a 64-bit little-endian ELF file",
+            lib.display()
+        ));
     }
     let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as u64;
     let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
     let (phoff, phentsize, phnum) = (u64_at(&head, 32), u16_at(&head, 54), u16_at(&head, 56));
     if phentsize < 56 || phnum > 4096 {
-        return Err(format!("{}: unexpected program header table", lib.display()));
+        return Err(format!(
+            "{}: unexpected program header table",
+            lib.display()
+        ));
     }
     let mut ph = vec![0u8; (phentsize * phnum) as usize];
     f.seek(SeekFrom::Start(phoff))
@@ -156,17 +162,27 @@ fn loaded_at_run_time(needed: &[String]) -> Vec<String> {
         return vec![];
     };
     let cufft = major.saturating_sub(1);
-    ["libcudnn.so.9".to_string(), format!("libcufft.so.{cufft}"), format!("libnvrtc.so.{major}")]
-        .into_iter()
-        .filter(|n| !needed.contains(n))
-        .collect()
+    [
+        "libcudnn.so.9".to_string(),
+        format!("libcufft.so.{cufft}"),
+        format!("libnvrtc.so.{major}"),
+    ]
+    .into_iter()
+    .filter(|n| !needed.contains(n))
+    .collect()
 }
 
 /// Whether a needed library is CUDA's (or cuDNN's, TensorRT's), not the C runtime's or ONNX Runtime's own.
 fn is_cuda(soname: &str) -> bool {
-    ["libcu", "libnvrtc", "libnvinfer", "libnvonnxparser", "libnvJitLink"]
-        .iter()
-        .any(|p| soname.starts_with(p))
+    [
+        "libcu",
+        "libnvrtc",
+        "libnvinfer",
+        "libnvonnxparser",
+        "libnvJitLink",
+    ]
+    .iter()
+    .any(|p| soname.starts_with(p))
 }
 
 const PY_PATHS: &str = "import sys\nfor p in sys.path: print(p)";
@@ -213,8 +229,8 @@ fn search_dirs(ort_lib: &Path) -> Vec<PathBuf> {
 fn load_global(path: &Path) -> Result<(), String> {
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
     // SAFETY: loading a CUDA library runs its initialisers, as ONNX Runtime's own preload does.
-    let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }
-        .map_err(|e| e.to_string())?;
+    let lib =
+        unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())?;
     std::mem::forget(lib);
     Ok(())
 }
@@ -267,8 +283,11 @@ pub fn resolve(ort_lib: &Path, provider_file: &str) -> Option<Resolved> {
             Err(_) => true,
         });
         if pending.len() == before {
-            r.missing
-                .extend(pending.iter().map(|(n, p)| format!("{n} (at {}, fails to load)", p.display())));
+            r.missing.extend(
+                pending
+                    .iter()
+                    .map(|(n, p)| format!("{n} (at {}, fails to load)", p.display())),
+            );
             break;
         }
     }
@@ -312,7 +331,9 @@ mod tests {
 
     #[test]
     fn only_cuda_libraries_are_preloaded() {
-        assert!(is_cuda("libcublasLt.so.13") && is_cuda("libcudnn.so.9") && is_cuda("libnvrtc.so.13"));
+        assert!(
+            is_cuda("libcublasLt.so.13") && is_cuda("libcudnn.so.9") && is_cuda("libnvrtc.so.13")
+        );
         assert!(!is_cuda("libc.so.6") && !is_cuda("libonnxruntime_providers_shared.so"));
     }
 
@@ -325,7 +346,10 @@ mod tests {
             ..Default::default()
         };
         let m = r.missing_message("cuda").unwrap();
-        assert!(m.contains("libcublas.so.13") && m.contains("/sp/nvidia/cu13/lib"), "{m}");
+        assert!(
+            m.contains("libcublas.so.13") && m.contains("/sp/nvidia/cu13/lib"),
+            "{m}"
+        );
         assert!(m.contains("onnxruntime-gpu[cuda,cudnn]"), "{m}");
     }
 }

@@ -8,7 +8,7 @@
 //! it needs, never a fallback.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
@@ -80,7 +80,12 @@ pub fn request(specs: &[String]) -> Result<()> {
             .find(|p| p.cli == name || p.ort_name == name)
             .map(|p| vec![p.ort_name.to_string()])
             .unwrap_or_else(|| vec![name.to_string()]);
-        let plugin = Plugin { name: name.to_string(), eps, path, source: "--ep-library".into() };
+        let plugin = Plugin {
+            name: name.to_string(),
+            eps,
+            path,
+            source: "--ep-library".into(),
+        };
         if !req.contains(&plugin) {
             req.push(plugin);
         }
@@ -113,7 +118,11 @@ fn discovered() -> &'static [Plugin] {
                 let (name, eps, path) = (f.next()?, f.next()?, f.next()?);
                 Some(Plugin {
                     name: name.to_string(),
-                    eps: eps.split(',').filter(|e| !e.is_empty()).map(String::from).collect(),
+                    eps: eps
+                        .split(',')
+                        .filter(|e| !e.is_empty())
+                        .map(String::from)
+                        .collect(),
                     path: PathBuf::from(path),
                     source: format!("python package {name}"),
                 })
@@ -138,14 +147,22 @@ pub fn register(env: &Environment, plugin: &Plugin) -> std::result::Result<(), S
     }
     let r = env
         .register_ep_library(&plugin.name, &plugin.path)
-        .map_err(|e| format!("plugin {} ({}) could not be registered: {e}", plugin.name, plugin.path.display()));
+        .map_err(|e| {
+            format!(
+                "plugin {} ({}) could not be registered: {e}",
+                plugin.name,
+                plugin.path.display()
+            )
+        });
     done.push((plugin.path.clone(), r.clone()));
     r
 }
 
 /// The devices the environment offers for provider `ep` (ONNX Runtime's name).
 pub fn devices_of<'e>(env: &'e Environment, ep: &str) -> Vec<ort::device::Device<'e>> {
-    env.devices().filter(|d| d.ep().is_ok_and(|n| n == ep)).collect()
+    env.devices()
+        .filter(|d| d.ep().is_ok_and(|n| n == ep))
+        .collect()
 }
 
 /// What a device is, for listings.
@@ -191,7 +208,9 @@ pub fn for_provider<'e>(
     }
     match failures.is_empty() {
         true => Ok(None),
-        false => Err(Error::Target { reason: failures.join("\n") }),
+        false => Err(Error::Target {
+            reason: failures.join("\n"),
+        }),
     }
 }
 
@@ -216,9 +235,4 @@ pub fn listing(env: &Environment) -> Vec<(Plugin, std::result::Result<Vec<Plugin
             (pl, r)
         })
         .collect()
-}
-
-/// Whether `path` looks like a plugin library file name (for hints).
-pub fn is_library(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "so" || e == "dll" || e == "dylib")
 }

@@ -53,7 +53,8 @@ const PIP_GPU: &str = "`pip install onnxruntime-gpu` (ONNX Runtime built with CU
      libraries come as the pip packages it depends on, under site-packages/nvidia/, where phantom finds them), then \
      run phantom with that Python environment active or --ort-lib pointing at its capi/libonnxruntime.so";
 
-const WEBGPU_NEEDS: &str = "a GPU with a Vulkan (Linux), Metal (macOS) or D3D12 (Windows) driver, and on Linux \
+const WEBGPU_NEEDS: &str =
+    "a GPU with a Vulkan (Linux), Metal (macOS) or D3D12 (Windows) driver, and on Linux \
      the Vulkan loader libvulkan.so.1 (lavapipe's software Vulkan is not offered)";
 
 /// Every provider, in the order `phantom runtimes` and `--help` list them.

@@ -459,3 +459,20 @@ fn a_legacy_torch_file_reads_the_same_values() {
         "{out}"
     );
 }
+
+/// Two dumps whose names never meet compare nothing: that is an error naming each side's first names and the
+/// flags that rename (exit 2), never `CLEAN` (it was, with "all 0 pairs within tolerance").
+#[test]
+fn zero_pairs_is_an_error_not_clean() {
+    let (code, out, r) = diff(&[&data("tp1"), &data("fused_bf16.safetensors")]);
+    assert_eq!(code, 2, "{out}");
+    assert!(r.is_null(), "no report is written");
+    assert!(
+        out.contains("no tensor name is on both sides") && out.contains("--rename"),
+        "{out}"
+    );
+    assert!(out.contains("A has ") && out.contains("B has "), "{out}");
+    // A side against itself pairs every name.
+    let (code, out, _) = diff(&[&data("tp1"), &data("tp1")]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -21,6 +21,7 @@ mod oracle;
 mod plugins;
 mod precision;
 mod profile;
+mod python;
 mod recipes;
 mod reduce;
 mod replay;

@@ -18,9 +18,19 @@ fn an_ep_library_that_does_not_exist_or_cannot_load_is_refused_by_name() {
     ensure_runtime();
     let m = model("convnet.onnx");
     let m = m.to_str().unwrap();
-    let (code, _, err) = phantom(&["onnx", m, "--ep", "webgpu", "--ep-library", "webgpu=/nonexistent/libx.so"]);
+    let (code, _, err) = phantom(&[
+        "onnx",
+        m,
+        "--ep",
+        "webgpu",
+        "--ep-library",
+        "webgpu=/nonexistent/libx.so",
+    ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("/nonexistent/libx.so") && err.contains("no such file"), "{err}");
+    assert!(
+        err.contains("/nonexistent/libx.so") && err.contains("no such file"),
+        "{err}"
+    );
     let (code, _, err) = phantom(&["onnx", m, "--ep", "webgpu", "--ep-library", "webgpu"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("NAME=PATH"), "{err}");
@@ -30,12 +40,18 @@ fn an_ep_library_that_does_not_exist_or_cannot_load_is_refused_by_name() {
     let spec = format!("webgpu={}", lib.display());
     let (code, out, err) = phantom(&["onnx", m, "--ep", "webgpu", "--ep-library", &spec]);
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(err.contains("plugin webgpu") && err.contains("could not be registered"), "{err}");
+    assert!(
+        err.contains("plugin webgpu") && err.contains("could not be registered"),
+        "{err}"
+    );
     assert!(err.contains(lib.to_str().unwrap()), "{err}");
     // Listed by `phantom runtimes`, with why it did not load.
     let (code, out, err) = phantom(&["runtimes", "--ep-library", &spec]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("plugin    webgpu") && out.contains("not loaded"), "{out}");
+    assert!(
+        out.contains("plugin    webgpu") && out.contains("not loaded"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -45,7 +61,14 @@ fn a_provider_name_only_a_plugin_knows_becomes_an_ep() {
     let lib = fake_library(dir.path());
     let m = model("convnet.onnx");
     let spec = format!("AcmeExecutionProvider={}", lib.display());
-    let (code, _, err) = phantom(&["onnx", m.to_str().unwrap(), "--ep", "AcmeExecutionProvider", "--ep-library", &spec]);
+    let (code, _, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "AcmeExecutionProvider",
+        "--ep-library",
+        &spec,
+    ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("plugin AcmeExecutionProvider"), "{err}");
     // Without the library the name is not a target.
@@ -72,11 +95,17 @@ fn installed_plugin_packages_are_found_through_python() {
     let env = [("PYTHONPATH", dir.path().to_str().unwrap())];
     let (code, out, err) = phantom_env(&["runtimes"], &env);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("plugin    onnxruntime_ep_fakegpu") && out.contains("python package"), "{out}");
+    assert!(
+        out.contains("plugin    onnxruntime_ep_fakegpu") && out.contains("python package"),
+        "{out}"
+    );
     let m = model("convnet.onnx");
     let (code, out, err) = phantom_env(&["onnx", m.to_str().unwrap(), "--ep", "webgpu"], &env);
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(err.contains("onnxruntime_ep_fakegpu") && err.contains("could not be registered"), "{err}");
+    assert!(
+        err.contains("onnxruntime_ep_fakegpu") && err.contains("could not be registered"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -85,9 +114,14 @@ fn a_plugin_only_provider_without_its_plugin_says_what_to_install() {
     let m = model("convnet.onnx");
     let empty = tempfile::tempdir().unwrap();
     let env = [("PYTHONPATH", empty.path().to_str().unwrap())];
-    let (code, out, err) = phantom_env(&["onnx", m.to_str().unwrap(), "--ep", "tensorrt-rtx"], &env);
+    let (code, out, err) =
+        phantom_env(&["onnx", m.to_str().unwrap(), "--ep", "tensorrt-rtx"], &env);
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(err.contains("NvTensorRTRTXExecutionProvider") && err.contains("onnxruntime-ep-nv-tensorrt-rtx"), "{err}");
+    assert!(
+        err.contains("NvTensorRTRTXExecutionProvider")
+            && err.contains("onnxruntime-ep-nv-tensorrt-rtx"),
+        "{err}"
+    );
 }
 
 /// The real WebGPU plugin (`onnxruntime-ep-webgpu`, fetched once with pip): it registers; on a machine without a
@@ -103,13 +137,29 @@ fn the_webgpu_plugin_runs_or_names_what_it_needs() {
     let spec = format!("webgpu={}", lib.display());
     let (code, out, err) = phantom(&["runtimes", "--ep-library", &spec]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("plugin    webgpu") && !out.contains("not loaded"), "{out}");
-    let (code, out, err) = phantom(&["onnx", m.to_str().unwrap(), "--ep", "webgpu", "--ep-library", &spec]);
+    assert!(
+        out.contains("plugin    webgpu") && !out.contains("not loaded"),
+        "{out}"
+    );
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "webgpu",
+        "--ep-library",
+        &spec,
+    ]);
     match code {
-        0 => assert!(out.contains("WebGpuExecutionProvider") && out.contains("CLEAN"), "{out}"),
+        0 => assert!(
+            out.contains("WebGpuExecutionProvider") && out.contains("CLEAN"),
+            "{out}"
+        ),
         _ => {
             assert_eq!(code, 2, "{out}\n{err}");
-            assert!(err.contains("reports no device") && err.contains("Vulkan"), "{err}");
+            assert!(
+                err.contains("reports no device") && err.contains("Vulkan"),
+                "{err}"
+            );
         }
     }
 }
@@ -126,7 +176,15 @@ fn webgpu_plugin() -> Option<PathBuf> {
         return Some(lib);
     }
     let ok = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", "--target"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+        ])
         .arg(&dir)
         .arg("onnxruntime-ep-webgpu==0.4.0")
         .status()
@@ -140,5 +198,8 @@ fn webgpu_plugin() -> Option<PathBuf> {
 fn cuda_libraries_are_read_from_the_provider_library() {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_phantom"));
     let needed = phantom::runner::cuda_libs::needed(&exe).unwrap();
-    assert!(needed.iter().any(|n| n.starts_with("libc.so")), "{needed:?}");
+    assert!(
+        needed.iter().any(|n| n.starts_with("libc.so")),
+        "{needed:?}"
+    );
 }

@@ -4,6 +4,8 @@
 use prost::Message;
 use tract_onnx::pb;
 
+use std::path::Path;
+
 use crate::common::{ensure_runtime, model, phantom, read_json, root};
 
 fn case(name: &str) -> String {
@@ -32,13 +34,19 @@ fn fp16_report(name: &str, extra: &[&str]) -> serde_json::Value {
     let (code, out, err) = phantom(&args);
     assert!(code == 0 || code == 1, "{name}: {out}\n{err}");
     let r = read_json(&json);
-    // fp16 failing where fp16 itself cannot meet the tolerance is precision-limited (exit 0); anything else that
-    // fails is drift (exit 1). Either way the culprit is named.
+    // fp16 failing where fp16 itself cannot meet the tolerance is precision-limited (exit 0) while the final
+    // outputs pass, precision-insufficient (exit 1) when they fail; anything else that fails is drift (exit 1).
+    // Either way the culprit is named.
     let status = r["verdict"]["status"].as_str().unwrap().to_string();
-    let want = if status == "drift" { 1 } else { 0 };
+    let want = if status == "precision_limited" { 0 } else { 1 };
     assert!(
-        status == "drift" || status == "precision_limited",
+        ["drift", "precision_limited", "precision_insufficient"].contains(&status.as_str()),
         "{name}: {out}"
+    );
+    assert_eq!(
+        status == "precision_insufficient",
+        status != "drift" && r["verdict"]["outputs_pass"] == false,
+        "{name}: a precision verdict is insufficient exactly when the final outputs fail\n{out}"
     );
     assert_eq!(code, want, "{name}: {status}\n{out}");
     r
@@ -500,4 +508,50 @@ fn ir3_initializers_and_loop_bodies_convert_consistently() {
             );
         }
     }
+}
+
+/// A model whose fp16 output is destroyed by its precision never exits 0 (`precision_insufficient`, the culprit and
+/// the `--keep-fp32` fix in the headline), in every report format; one whose fp16 intermediates fail while its
+/// outputs pass stays precision-limited (exit 0, 1 with `--strict`).
+#[test]
+fn a_destroyed_fp16_output_is_precision_insufficient_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |f: &str| dir.path().join(f).to_string_lossy().into_owned();
+    let m = case("bn_var_overflow");
+    let (code, text, err) = phantom(&[
+        "onnx",
+        &m,
+        "--precision",
+        "fp16",
+        "--json",
+        &out("r.json"),
+        "--junit",
+        &out("r.xml"),
+        "--summary-md",
+        &out("r.md"),
+        "--html",
+        &out("r.html"),
+    ]);
+    assert_eq!(code, 1, "{text}\n{err}");
+    assert!(
+        text.contains("✗ PRECISION-INSUFFICIENT") && text.contains("--keep-fp32 bn"),
+        "{text}"
+    );
+    let r = read_json(Path::new(&out("r.json")));
+    assert_eq!(r["verdict"]["status"], "precision_insufficient");
+    assert_eq!(r["verdict"]["outputs_pass"], false);
+    let junit = std::fs::read_to_string(out("r.xml")).unwrap();
+    assert!(
+        junit.contains("<failure") && junit.contains("failures=\"1\""),
+        "{junit}"
+    );
+    let md = std::fs::read_to_string(out("r.md")).unwrap();
+    assert!(md.contains("❌ **precision-insufficient**"), "{md}");
+    let html = std::fs::read_to_string(out("r.html")).unwrap();
+    assert!(html.contains("class=\"verdict precision_insufficient\""));
+    // Intermediates fail, outputs pass: precision-limited, a gate passes unless --strict.
+    let m = case("ln_variance_overflow");
+    let (code, text, _) = phantom(&["onnx", &m, "--precision", "fp16", "-q"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.starts_with("precision-limited"), "{text}");
 }
