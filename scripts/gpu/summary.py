@@ -1,8 +1,7 @@
 """One Markdown row per phantom JSON report in a folder (scripts/gpu/run.sh's): verdict, values compared and
 failing, first divergence, the share of its tolerance the final outputs' worst element uses against the f64
-reference, the median
-share of its tolerance used by the Conv/MatMul/Gemm values (where TF32 or fp16 shows first), the provider that ran, and time.
-Multi-target reports give their agreement conclusion; determinism and check reports their status.
+reference, the median share over the Conv/MatMul/Gemm values (where TF32 or fp16 shows first), the provider that
+ran, and time. Multi-target reports give their agreement conclusion; determinism and check reports their status.
 
 usage: python3 scripts/gpu/summary.py REPORTS_DIR
 """

@@ -1,7 +1,9 @@
 //! Guessed image sizes checked against ONNX Runtime before the comparison: when nothing in the model says how
 //! large an image input is, phantom's first guess (320×320) is run once on ORT's CPU provider; if ORT rejects it, the
-//! sizes real models use are tried in turn ([`IMAGE_SIZES`]) and the first that runs is kept, said in the report. A
-//! run that still fails names the inputs, the dims phantom chose and the flags that set them.
+//! sizes real models use are tried in turn ([`IMAGE_SIZES`]) and the first that runs is kept, said in the report.
+//! Sequence lengths guessed from a dim's name (128), and unnamed dims left at 1, get the lengths real models use
+//! ([`LENGTHS`]) the same way. A run that still fails names the inputs, the dims phantom chose and the flags that set
+//! them.
 
 use crate::error::{Error, Result};
 use crate::model::dims::{spatial_axes, GUESSED_LENGTH, IMAGE_SIZES, LENGTHS};
@@ -12,7 +14,10 @@ use crate::target::{self, Capture, Engine, OrtSpec, TargetSpec};
 
 /// `inputs`, or inputs of the first image size or sequence length ONNX Runtime accepts when they were guessed.
 pub fn checked(graph: &Graph, spec: &InputSpec, inputs: Inputs, lib: &Located) -> Result<Inputs> {
-    if inputs.guessed_images.is_empty() && inputs.guessed_lengths.is_empty() {
+    if inputs.guessed_images.is_empty()
+        && inputs.guessed_lengths.is_empty()
+        && inputs.guessed_axes.is_empty()
+    {
         return Ok(inputs);
     }
     let cpu = TargetSpec {
@@ -79,7 +84,43 @@ fn candidates(graph: &Graph, spec: &InputSpec, inputs: &Inputs) -> Vec<(InputSpe
             format!("`{syms}` = {len}: ONNX Runtime rejected 128, accepted this"),
         ));
     }
+    out.extend(unnamed(spec, inputs));
     out
+}
+
+/// Unnamed dims defaulted to 1, each sequence length in turn (all of them at once, as for named lengths).
+fn unnamed(spec: &InputSpec, inputs: &Inputs) -> Vec<(InputSpec, String)> {
+    if inputs.guessed_axes.is_empty() {
+        return vec![];
+    }
+    let axes: Vec<String> = inputs
+        .guessed_axes
+        .iter()
+        .map(|(n, a)| format!("{n} axis {a}"))
+        .collect();
+    LENGTHS
+        .iter()
+        .map(|&len| {
+            let mut s = spec.clone();
+            for (name, axis) in &inputs.guessed_axes {
+                let Some((_, t)) = inputs.tensors.iter().find(|(n, _)| n == name) else {
+                    continue;
+                };
+                let shape = s
+                    .shapes
+                    .entry(name.clone())
+                    .or_insert_with(|| t.shape().to_vec());
+                if let Some(d) = shape.get_mut(*axis) {
+                    *d = len;
+                }
+            }
+            let said = format!(
+                "{} = {len}: ONNX Runtime rejected 1, accepted this",
+                axes.join(", ")
+            );
+            (s, said)
+        })
+        .collect()
 }
 
 /// The shape of input `name` with its spatial dims set to `(h, w)`.

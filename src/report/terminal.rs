@@ -510,6 +510,18 @@ fn sample_lines(r: &Report) -> String {
     s
 }
 
+/// `: keep `a`, `b` in float32 (--keep-fp32 a,b)` for the culprits of a precision-insufficient verdict.
+fn keep_fp32_hint(v: &super::model::Verdict) -> String {
+    let nodes: Vec<&str> = v.culprits.iter().map(|c| c.node.as_str()).take(5).collect();
+    match nodes.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; keep the culprits in float32: --keep-fp32 {}",
+            nodes.join(",")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -520,17 +532,5 @@ mod tests {
         assert_eq!(super::num(2.0), "2");
         assert_eq!(super::num(3.14159e-7), "3.142e-7");
         assert_eq!(super::num(-52.25), "-52.25");
-    }
-}
-
-/// `: keep `a`, `b` in float32 (--keep-fp32 a,b)` for the culprits of a precision-insufficient verdict.
-fn keep_fp32_hint(v: &super::model::Verdict) -> String {
-    let nodes: Vec<&str> = v.culprits.iter().map(|c| c.node.as_str()).take(5).collect();
-    match nodes.is_empty() {
-        true => String::new(),
-        false => format!(
-            "; keep the culprits in float32: --keep-fp32 {}",
-            nodes.join(",")
-        ),
     }
 }

@@ -239,3 +239,77 @@ fn symbolic_image_dims_get_realistic_sizes() {
     let (code, _, err) = phantom(&["onnx", m.to_str().unwrap(), "--shape", "x=1x3x7x9"]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// An unnamed dim (an audio model's sample axis, as Silero VAD v6 has it) gets the sequence lengths real models use
+/// when ONNX Runtime rejects 1, as named ones do: `x[1, ?] → Reshape([1, -1, 64])` runs at 512 with no flags.
+#[test]
+fn unnamed_dims_get_the_fallback_lengths() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let dim =
+        |v: Option<pb::tensor_shape_proto::dimension::Value>| pb::tensor_shape_proto::Dimension {
+            value: v,
+            ..Default::default()
+        };
+    let tensor = |name: &str, dims: Vec<pb::tensor_shape_proto::Dimension>| pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: 1,
+                shape: Some(pb::TensorShapeProto { dim: dims }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    use pb::tensor_shape_proto::dimension::Value::DimValue;
+    let m = pb::ModelProto {
+        ir_version: 8,
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(pb::GraphProto {
+            name: "g".into(),
+            node: vec![pb::NodeProto {
+                name: "frames".into(),
+                op_type: "Reshape".into(),
+                input: vec!["x".into(), "shape".into()],
+                output: vec!["y".into()],
+                ..Default::default()
+            }],
+            initializer: vec![pb::TensorProto {
+                name: "shape".into(),
+                data_type: 7,
+                dims: vec![3],
+                int64_data: vec![1, -1, 64],
+                ..Default::default()
+            }],
+            input: vec![tensor("x", vec![dim(Some(DimValue(1))), dim(None)])],
+            output: vec![pb::ValueInfoProto {
+                name: "y".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let p = dir.path().join("unnamed.onnx");
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        p.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("x axis 1 = 512: ONNX Runtime rejected 1, accepted this"),
+        "{out}"
+    );
+    assert_eq!(
+        read_json(&json)["inputs"][0]["shape"],
+        serde_json::json!([1, 512])
+    );
+}

@@ -126,6 +126,9 @@ pub struct Inputs {
     pub guessed_images: Vec<String>,
     /// Symbolic dims given a sequence length from their name alone (checked against the runtime too).
     pub guessed_lengths: Vec<String>,
+    /// Unnamed dims (input, axis) set to 1 with nothing to go on: the sequence lengths are tried on them too when
+    /// the runtime rejects 1 (an audio model's unnamed sample axis).
+    pub guessed_axes: Vec<(String, usize)>,
 }
 
 /// Builds every graph input from `spec`.
@@ -177,6 +180,13 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
         {
             out.guessed_images.push(info.name.clone());
         }
+        out.guessed_axes.extend(
+            dims_from
+                .iter()
+                .filter(|d| d.ends_with("= 1: no better guess"))
+                .filter_map(|d| d.strip_prefix("axis ")?.split(' ').next()?.parse().ok())
+                .map(|axis: usize| (info.name.clone(), axis)),
+        );
         for d in dims_from
             .iter()
             .filter(|d| d.ends_with(super::dims::GUESSED_LENGTH))
