@@ -16,6 +16,28 @@ use crate::oracle::files;
 /// Ops ORT has no CPU kernel for (CUDA/ROCm only): compared with the numpy definition alone.
 const NO_CPU_KERNEL: &[&str] = &["BiasAdd", "BiasSplitGelu"];
 
+/// Ops ONNX Runtime computes with its u8×s8 integer GEMM. On x86-64 without VNNI (AVX2, AVX-512 without VNNI) that
+/// kernel sums pairs of products in int16 with saturation (`vpmaddubsw`), a documented ORT limitation (its
+/// quantization guide's `reduce_range`): there ORT itself leaves the definition by up to 0.8 of the output's scale
+/// (measured on an AMD EPYC with AVX2 only), so the ORT half of the check runs only where the kernel is exact.
+const U8S8_GEMM: &[&str] = &[
+    "DynamicQuantizeMatMul",
+    "MatMulIntegerToFloat",
+    "DynamicQuantizeLSTM",
+];
+
+/// Whether ORT's u8×s8 GEMM is exact here: not x86-64, or a CPU with VNNI.
+fn exact_u8s8() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return true;
+    }
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags = info.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+    flags
+        .split_whitespace()
+        .any(|f| f == "avx512_vnni" || f == "avx_vnni")
+}
+
 fn load(
     dir: &Path,
 ) -> (
@@ -90,7 +112,9 @@ fn contrib_kernels_match_float64_definitions_and_ort() {
                 failures.push(format!("{case} {name}: reference off by {e:.2e} of scale"));
             }
         }
-        if NO_CPU_KERNEL.contains(&op.as_str()) {
+        if NO_CPU_KERNEL.contains(&op.as_str())
+            || (U8S8_GEMM.contains(&op.as_str()) && !exact_u8s8())
+        {
             continue;
         }
         let ort = OrtRunner::cpu(&lib)
