@@ -246,56 +246,24 @@ fn symbolic_image_dims_get_realistic_sizes() {
 fn unnamed_dims_get_the_fallback_lengths() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
-    let dim =
-        |v: Option<pb::tensor_shape_proto::dimension::Value>| pb::tensor_shape_proto::Dimension {
-            value: v,
+    let mut x = value("x", &[1, 1]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        x.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.shape.as_mut().unwrap().dim[1].value = None; // unnamed: no dim_value, no dim_param
+    }
+    let graph = pb::GraphProto {
+        name: "g".into(),
+        node: vec![node("Reshape", &["x", "shape"], "y")],
+        initializer: vec![i64_tensor("shape", vec![3], vec![1, -1, 64])],
+        input: vec![x],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
             ..Default::default()
-        };
-    let tensor = |name: &str, dims: Vec<pb::tensor_shape_proto::Dimension>| pb::ValueInfoProto {
-        name: name.into(),
-        r#type: Some(pb::TypeProto {
-            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
-                elem_type: 1,
-                shape: Some(pb::TensorShapeProto { dim: dims }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    use pb::tensor_shape_proto::dimension::Value::DimValue;
-    let m = pb::ModelProto {
-        ir_version: 8,
-        opset_import: vec![pb::OperatorSetIdProto {
-            domain: String::new(),
-            version: 17,
         }],
-        graph: Some(pb::GraphProto {
-            name: "g".into(),
-            node: vec![pb::NodeProto {
-                name: "frames".into(),
-                op_type: "Reshape".into(),
-                input: vec!["x".into(), "shape".into()],
-                output: vec!["y".into()],
-                ..Default::default()
-            }],
-            initializer: vec![pb::TensorProto {
-                name: "shape".into(),
-                data_type: 7,
-                dims: vec![3],
-                int64_data: vec![1, -1, 64],
-                ..Default::default()
-            }],
-            input: vec![tensor("x", vec![dim(Some(DimValue(1))), dim(None)])],
-            output: vec![pb::ValueInfoProto {
-                name: "y".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
         ..Default::default()
     };
-    let p = dir.path().join("unnamed.onnx");
-    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    let p = write_model(&dir.path().join("unnamed.onnx"), graph, 17);
     let json = dir.path().join("r.json");
     let (code, out, err) = phantom(&[
         "onnx",

@@ -19,11 +19,8 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// `python3 -m venv DIR` with maturin, pytest and numpy, from PyPI.
-fn venv(dir: &Path) -> PathBuf {
-    let _ = std::fs::remove_dir_all(dir);
-    run(Command::new("python3").args(["-m", "venv"]).arg(dir));
-    let bin = dir.join("bin");
+/// `pip install` into the virtual environment whose `bin/` is `bin`.
+fn pip_install(bin: &Path, what: &[&str]) {
     run(Command::new(bin.join("python"))
         .args([
             "-m",
@@ -32,7 +29,15 @@ fn venv(dir: &Path) -> PathBuf {
             "--quiet",
             "--disable-pip-version-check",
         ])
-        .args(["maturin>=1.9,<2", "pytest", "numpy"]));
+        .args(what));
+}
+
+/// `python3 -m venv DIR` with maturin, pytest and numpy, from PyPI.
+fn venv(dir: &Path) -> PathBuf {
+    let _ = std::fs::remove_dir_all(dir);
+    run(Command::new("python3").args(["-m", "venv"]).arg(dir));
+    let bin = dir.join("bin");
+    pip_install(&bin, &["maturin>=1.9,<2", "pytest", "numpy"]);
     bin
 }
 
@@ -70,15 +75,7 @@ fn the_wheel_installs_phantom_and_its_python_tests_pass() {
     let _lock = file_lock(&work.with_extension("lock"));
     let bin = venv(&work.join("venv"));
     let whl = wheel(&bin, &work, &work.join("wheels"));
-    run(Command::new(bin.join("python"))
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .arg(&whl));
+    pip_install(&bin, &[whl.to_str().unwrap()]);
     // The venv first on PATH, as an activated environment: its python3 holds the pinned onnxruntime.
     let path = format!(
         "{}:{}",
