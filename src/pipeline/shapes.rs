@@ -35,7 +35,9 @@ pub fn checked(graph: &Graph, spec: &InputSpec, inputs: Inputs, lib: &Located) -
         let mut candidate = inputs::prepare(graph, &s)?;
         if ort.run(graph, &candidate, Capture::Outputs).is_ok() {
             for sm in candidate.summaries.iter_mut() {
-                if inputs.guessed_images.contains(&sm.name) || sm.dims_from.is_empty() {
+                // Said on the inputs whose shape the accepted size changed (not on a scalar beside them).
+                let before = inputs.summaries.iter().find(|o| o.name == sm.name);
+                if before.is_none_or(|o| o.shape != sm.shape) {
                     sm.dims_from.retain(|d| !d.contains(GUESSED_LENGTH));
                     sm.dims_from.push(said.clone());
                 }
@@ -88,21 +90,19 @@ fn candidates(graph: &Graph, spec: &InputSpec, inputs: &Inputs) -> Vec<(InputSpe
     out
 }
 
-/// Unnamed dims defaulted to 1, each sequence length in turn (all of them at once, as for named lengths).
+/// Unnamed dims defaulted to 1, each sequence length in turn: each dim alone first (an audio model's sample axis
+/// beside a state whose unnamed axis really is 1), then all of them at once.
 fn unnamed(spec: &InputSpec, inputs: &Inputs) -> Vec<(InputSpec, String)> {
-    if inputs.guessed_axes.is_empty() {
-        return vec![];
+    let axes = &inputs.guessed_axes;
+    let mut groups: Vec<&[(String, usize)]> = axes.chunks(1).collect();
+    if axes.len() > 1 {
+        groups.push(axes);
     }
-    let axes: Vec<String> = inputs
-        .guessed_axes
-        .iter()
-        .map(|(n, a)| format!("{n} axis {a}"))
-        .collect();
-    LENGTHS
-        .iter()
-        .map(|&len| {
+    let mut out = vec![];
+    for group in groups {
+        for &len in &LENGTHS {
             let mut s = spec.clone();
-            for (name, axis) in &inputs.guessed_axes {
+            for (name, axis) in group {
                 let Some((_, t)) = inputs.tensors.iter().find(|(n, _)| n == name) else {
                     continue;
                 };
@@ -114,13 +114,15 @@ fn unnamed(spec: &InputSpec, inputs: &Inputs) -> Vec<(InputSpec, String)> {
                     *d = len;
                 }
             }
+            let which: Vec<String> = group.iter().map(|(n, a)| format!("{n} axis {a}")).collect();
             let said = format!(
                 "{} = {len}: ONNX Runtime rejected 1, accepted this",
-                axes.join(", ")
+                which.join(", ")
             );
-            (s, said)
-        })
-        .collect()
+            out.push((s, said));
+        }
+    }
+    out
 }
 
 /// The shape of input `name` with its spatial dims set to `(h, w)`.

@@ -246,21 +246,32 @@ fn symbolic_image_dims_get_realistic_sizes() {
 fn unnamed_dims_get_the_fallback_lengths() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
-    let mut x = value("x", &[1, 1]);
-    if let Some(pb::type_proto::Value::TensorType(t)) =
-        x.r#type.as_mut().and_then(|t| t.value.as_mut())
-    {
-        t.shape.as_mut().unwrap().dim[1].value = None; // unnamed: no dim_value, no dim_param
-    }
+    let unnamed = |name: &str, dims: &[i64]| {
+        let mut v = value(name, dims);
+        if let Some(pb::type_proto::Value::TensorType(t)) =
+            v.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.shape.as_mut().unwrap().dim[1].value = None; // unnamed: no dim_value, no dim_param
+        }
+        v
+    };
+    let out = |name: &str| pb::ValueInfoProto {
+        name: name.into(),
+        ..Default::default()
+    };
+    // `state[2, ?]` beside it must stay 1 (Reshape to [2]), as Silero's state does: each dim is tried alone first.
     let graph = pb::GraphProto {
         name: "g".into(),
-        node: vec![node("Reshape", &["x", "shape"], "y")],
-        initializer: vec![i64_tensor("shape", vec![3], vec![1, -1, 64])],
-        input: vec![x],
-        output: vec![pb::ValueInfoProto {
-            name: "y".into(),
-            ..Default::default()
-        }],
+        node: vec![
+            node("Reshape", &["x", "shape"], "y"),
+            node("Reshape", &["state", "two"], "s"),
+        ],
+        initializer: vec![
+            i64_tensor("shape", vec![3], vec![1, -1, 64]),
+            i64_tensor("two", vec![1], vec![2]),
+        ],
+        input: vec![unnamed("x", &[1, 1]), unnamed("state", &[2, 1])],
+        output: vec![out("y"), out("s")],
         ..Default::default()
     };
     let p = write_model(&dir.path().join("unnamed.onnx"), graph, 17);
@@ -279,5 +290,9 @@ fn unnamed_dims_get_the_fallback_lengths() {
     assert_eq!(
         read_json(&json)["inputs"][0]["shape"],
         serde_json::json!([1, 512])
+    );
+    assert_eq!(
+        read_json(&json)["inputs"][1]["shape"],
+        serde_json::json!([2, 1])
     );
 }
