@@ -2,6 +2,7 @@
 //! metrics and tolerances of `phantom onnx`, streamed pair by pair (only one pair's tensors are in memory at once).
 
 pub mod archive;
+mod container;
 pub mod formats;
 pub mod inspect;
 pub mod naming;
@@ -113,6 +114,7 @@ fn side(path: &std::path::Path, rules: &[Rename], limits: archive::Limits) -> Re
             path: path.display().to_string(),
             tensors: count,
             ignored_files: ignored,
+            naming: None,
         },
         _opened: opened,
     })
@@ -120,16 +122,23 @@ fn side(path: &std::path::Path, rules: &[Rename], limits: archive::Limits) -> Re
 
 /// Runs the diff.
 pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
-    let a = side(
+    let mut a = side(
         &opts.a,
         &[opts.rename.clone(), opts.rename_a.clone()].concat(),
         opts.limits,
     )?;
-    let b = side(
+    let mut b = side(
         &opts.b,
         &[opts.rename.clone(), opts.rename_b.clone()].concat(),
         opts.limits,
     )?;
+    let ruled = (
+        !opts.rename.is_empty() || !opts.rename_a.is_empty(),
+        !opts.rename.is_empty() || !opts.rename_b.is_empty(),
+    );
+    let (na, nb) = container::reconcile(&mut a.tensors, &mut b.tensors, ruled);
+    a.report.naming = na;
+    b.report.naming = nb;
     let mut names: Vec<String> = a
         .tensors
         .keys()

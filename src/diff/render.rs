@@ -35,9 +35,13 @@ fn detail(p: &PairReport) -> String {
 pub fn terminal(r: &DiffReport, limit: usize) -> String {
     let v = &r.verdict;
     let mut out = format!(
-        "phantom diff\nA  {} ({} tensors)\nB  {} ({} tensors)\n\n",
+        "phantom diff\nA  {} ({} tensors)\nB  {} ({} tensors)\n",
         r.a.path, r.a.tensors, r.b.path, r.b.tensors
     );
+    for note in [&r.a.naming, &r.b.naming].into_iter().flatten() {
+        out += &format!("   {note}\n");
+    }
+    out += "\n";
     out += &match &v.first_divergent {
         Some(f) => format!(
             "✗ DRIFT  {} of {} pairs fail, {} mismatch; first divergent: `{f}`\n",

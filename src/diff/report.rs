@@ -15,6 +15,9 @@ pub struct SideReport {
     pub tensors: usize,
     /// Files that hold no tensor phantom reads (README, JSON...), by path inside the dump.
     pub ignored_files: Vec<String>,
+    /// How this side's names were made when not from the full paths (container prefixes dropped so names pair).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub naming: Option<String>,
 }
 
 /// Whether a pair is within tolerance.

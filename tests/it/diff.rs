@@ -476,3 +476,68 @@ fn zero_pairs_is_an_error_not_clean() {
     let (code, out, _) = diff(&[&data("tp1"), &data("tp1")]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// A folder of one `.safetensors` file per layer against one file holding them all: the per-file prefix
+/// (`layer0/0_attn`) is all that keeps names apart, so A is named by the keys, which pairs every tensor; the report
+/// says so, and the perturbed layer is named first.
+#[test]
+fn a_per_file_container_prefix_is_dropped_when_that_pairs_names() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = tempfile::tempdir().unwrap();
+    let data = |seed: u32, scale: f32| -> Vec<u8> {
+        (0..16u32)
+            .flat_map(|i| (((i * 7 + seed * 13) % 11) as f32 * 0.1 * scale + 0.05).to_le_bytes())
+            .collect()
+    };
+    let write = |path: std::path::PathBuf, items: &[(&str, Vec<u8>)]| {
+        let views: Vec<(String, TensorView)> = items
+            .iter()
+            .map(|(k, b)| {
+                (
+                    k.to_string(),
+                    TensorView::new(Dtype::F32, vec![4, 4], b).unwrap(),
+                )
+            })
+            .collect();
+        safetensors::serialize_to_file(views, None, &path).unwrap();
+    };
+    let a = dir.path().join("a");
+    std::fs::create_dir(&a).unwrap();
+    write(
+        a.join("layer0.safetensors"),
+        &[("0_attn", data(0, 1.0)), ("0_mlp", data(1, 1.0))],
+    );
+    write(
+        a.join("layer1.safetensors"),
+        &[("1_attn", data(2, 1.0)), ("1_mlp", data(3, 1.0))],
+    );
+    let b = dir.path().join("all.safetensors");
+    let all = [
+        ("0_attn", data(0, 1.0)),
+        ("0_mlp", data(1, 1.0)),
+        ("1_attn", data(2, 1.0)),
+        ("1_mlp", data(3, 1.05)),
+    ];
+    write(b.clone(), &all);
+    let (code, out, r) = diff(&[a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["first_divergent"], "1_mlp", "{out}");
+    assert_eq!(r["pairs"].as_array().unwrap().len(), 4, "{out}");
+    assert!(
+        r["a"]["naming"]
+            .as_str()
+            .unwrap()
+            .contains("pairs 4 (the full names pair 0)"),
+        "{r}"
+    );
+    assert!(r["b"]["naming"].is_null(), "{r}");
+    assert!(out.contains("without the file prefix"), "{out}");
+    // With --rename on A, its names are the rules' to make: nothing pairs, which is an error.
+    let (code, out, _) = diff(&[
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--rename-a",
+        "x=y",
+    ]);
+    assert_eq!(code, 2, "{out}");
+}
