@@ -7,10 +7,11 @@ use crate::compare::compare;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
-/// Reads every part of `n`; joins shards when there are several (to `want`'s shape when known).
+/// Reads every part of `n`; when there are several, decides against the other side's tensor when known
+/// (replicated copies or partial sums, [`reconcile::whole_on_every_rank`]), else joins shards (to its shape).
 pub(super) fn read(
     n: &Named,
-    want: Option<&[usize]>,
+    other: Option<&Tensor>,
     transforms: &mut Vec<String>,
     side: &str,
 ) -> Result<Tensor> {
@@ -22,6 +23,11 @@ pub(super) fn read(
     if parts.len() == 1 {
         return Ok(parts.into_iter().next().expect("one part"));
     }
+    if let Some((t, said)) = other.and_then(|o| reconcile::whole_on_every_rank(&parts, o)) {
+        transforms.push(format!("{side}: {said}"));
+        return Ok(t);
+    }
+    let want = other.map(|o| o.shape());
     // No axis gives the other side's shape: join along the first that fits, and let the other transformations try.
     let (t, axis) = reconcile::join(&parts, want)
         .or_else(|_| reconcile::join(&parts, None))
@@ -38,11 +44,11 @@ pub(super) fn read(
 fn both(a: &Named, b: &Named, tr: &mut Vec<String>) -> Result<(Tensor, Tensor)> {
     Ok(if a.parts.len() > 1 && b.parts.len() == 1 {
         let tb = read(b, None, tr, "B")?;
-        (read(a, Some(tb.shape()), tr, "A")?, tb)
+        (read(a, Some(&tb), tr, "A")?, tb)
     } else {
         let ta = read(a, None, tr, "A")?;
-        let want = (b.parts.len() > 1 && a.parts.len() == 1).then(|| ta.shape().to_vec());
-        let tb = read(b, want.as_deref(), tr, "B")?;
+        let other = (b.parts.len() > 1 && a.parts.len() == 1).then_some(&ta);
+        let tb = read(b, other, tr, "B")?;
         (ta, tb)
     })
 }

@@ -46,6 +46,58 @@ pub fn join(parts: &[Tensor], want: Option<&[usize]>) -> Result<(Tensor, usize),
     ))
 }
 
+/// Shards that each already have the other side's shape are not shards: every rank holds the whole tensor, either a
+/// copy (*replicated*, after an all-reduce: the residual stream, attention and MLP outputs) or a share of a sum not
+/// yet reduced (*partial sums*). Returns the tensor to compare and what was decided: ranks all equal → rank 0; ranks
+/// that differ → their sum when it is closer to the other side than rank 0 is, else rank 0 with the ranks'
+/// disagreement said (itself a finding). `None` when the parts do not all have `other`'s shape.
+pub fn whole_on_every_rank(parts: &[Tensor], other: &Tensor) -> Option<(Tensor, String)> {
+    if parts.len() < 2 || parts.iter().any(|p| p.shape() != other.shape()) {
+        return None;
+    }
+    let arrays: Vec<ArrayD<f64>> = parts.iter().map(|p| p.to_f64_array()).collect();
+    let max_diff = |x: &ArrayD<f64>, y: &ArrayD<f64>| {
+        x.iter()
+            .zip(y)
+            .map(|(a, b)| (a - b).abs())
+            .fold(
+                0.0f64,
+                |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) },
+            )
+    };
+    let spread = arrays[1..]
+        .iter()
+        .map(|a| max_diff(&arrays[0], a))
+        .fold(0.0f64, f64::max);
+    let n = parts.len();
+    if spread == 0.0 {
+        return Some((
+            parts[0].clone(),
+            format!("{n} ranks hold identical copies (replicated): rank 0 compared"),
+        ));
+    }
+    let o = other.to_f64_array();
+    let sum = arrays[1..].iter().fold(arrays[0].clone(), |acc, a| acc + a);
+    let (d_sum, d_one) = (max_diff(&sum, &o), max_diff(&arrays[0], &o));
+    if d_sum < d_one {
+        let t = Tensor::from_f64(parts[0].dtype(), sum)?;
+        return Some((
+            t,
+            format!(
+                "{n} ranks summed (partial sums: the sum is off the other side by {d_sum:.3e}, rank 0 alone by \
+                 {d_one:.3e})"
+            ),
+        ));
+    }
+    Some((
+        parts[0].clone(),
+        format!(
+            "{n} ranks hold the whole tensor but differ by up to {spread:.3e} (replicated values should be equal): \
+             rank 0 compared"
+        ),
+    ))
+}
+
 /// The permutation of the leading axes (last axis kept) that turns shape `from` into `to`, if any but identity.
 pub fn transposition(from: &[usize], to: &[usize]) -> Option<Vec<usize>> {
     let r = from.len();

@@ -541,3 +541,88 @@ fn a_per_file_container_prefix_is_dropped_when_that_pairs_names() {
     ]);
     assert_eq!(code, 2, "{out}");
 }
+
+/// Tensor-parallel dumps hold three kinds of per-rank tensors: shards (joined), replicated copies after an
+/// all-reduce (every rank the whole, equal tensor: one is taken) and partial sums (every rank the whole shape, summed
+/// when the sum matches the other side better). None is a MISMATCH, each says what was done, and the one real fault
+/// (in a replicated tensor) is named first; ranks that should be replicated but differ are said.
+#[test]
+fn replicated_sharded_and_partial_sum_tensors_pair_without_mismatch() {
+    use ndarray::{ArrayD, Dimension, IxDyn};
+    use phantom::model::npy::write_npy;
+    use phantom::tensor::Tensor;
+    let dir = tempfile::tempdir().unwrap();
+    let t = |seed: usize, shape: &[usize]| -> ArrayD<f32> {
+        ArrayD::from_shape_fn(IxDyn(shape), |i| {
+            let k = i.slice().iter().fold(seed, |a, &x| a * 31 + x);
+            ((k * 2654435761) % 1000) as f32 / 500.0 - 1.0
+        })
+    };
+    let put = |path: std::path::PathBuf, a: &ArrayD<f32>| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        write_npy(&path, &Tensor::F32(a.clone())).unwrap();
+    };
+    let (tp, one) = (dir.path().join("tp2"), dir.path().join("tp1"));
+    // Layer 0: qkv sharded on the last axis, the attention output as partial sums, the residual replicated.
+    let qkv = t(1, &[4, 12]);
+    let (p0, p1) = (t(2, &[4, 8]), t(3, &[4, 8]));
+    let resid = t(4, &[4, 8]);
+    let mlp = t(5, &[4, 8]);
+    for r in 0..2 {
+        let rank = tp.join(format!("rank{r}"));
+        put(
+            rank.join("0_qkv.npy"),
+            &qkv.slice(ndarray::s![.., r * 6..(r + 1) * 6])
+                .into_dyn()
+                .to_owned(),
+        );
+        put(rank.join("0_attn.npy"), if r == 0 { &p0 } else { &p1 });
+        put(rank.join("0_resid.npy"), &resid);
+        put(rank.join("0_mlp.npy"), &mlp);
+    }
+    put(one.join("0_qkv.npy"), &qkv);
+    put(one.join("0_attn.npy"), &(&p0 + &p1));
+    put(one.join("0_resid.npy"), &resid);
+    let mut bad = mlp.clone();
+    bad[[1, 2]] += 0.5;
+    put(one.join("0_mlp.npy"), &bad);
+    let (code, out, r) = diff(&[
+        one.to_str().unwrap(),
+        tp.to_str().unwrap(),
+        "--order",
+        "{layer}_{stage}",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["mismatched"], 0, "{out}");
+    assert_eq!(r["verdict"]["first_divergent"], "0_mlp", "{out}");
+    assert!(
+        tr_of(&r, "0_qkv").contains("shards joined along axis 1"),
+        "{}",
+        tr_of(&r, "0_qkv")
+    );
+    assert!(
+        tr_of(&r, "0_attn").contains("ranks summed (partial sums"),
+        "{}",
+        tr_of(&r, "0_attn")
+    );
+    assert!(
+        tr_of(&r, "0_resid").contains("identical copies (replicated)"),
+        "{}",
+        tr_of(&r, "0_resid")
+    );
+    assert_eq!(pair(&r, "0_resid")["status"], "pass");
+    assert_eq!(pair(&r, "0_attn")["status"], "pass");
+    // Ranks that should hold the same copy but differ are said, not hidden.
+    let mut drifted = resid.clone();
+    drifted[[0, 0]] += 1e-3;
+    put(tp.join("rank1/0_resid.npy"), &drifted);
+    let (_, out, r) = diff(&[one.to_str().unwrap(), tp.to_str().unwrap()]);
+    assert!(
+        tr_of(&r, "0_resid").contains("differ by up to 1.000e-3"),
+        "{out}"
+    );
+}
+
+fn tr_of(r: &Value, name: &str) -> String {
+    pair(r, name)["transforms"].to_string()
+}
