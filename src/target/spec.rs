@@ -138,14 +138,12 @@ impl TargetSpec {
             Engine::Ort(o) => {
                 let p = o.provider()?;
                 let opts: Vec<(String, String)> = o.options.clone().into_iter().collect();
-                if let Err(e) = p
-                    .dispatch(&opts)
-                    .map(|_| ())
-                    .or_else(|e| match p.plugin_only() {
-                        true => Ok(()),
-                        false => Err(e),
-                    })
-                {
+                // A plugin-only provider has no registration to check: its plugin takes the options.
+                let checked = match p.plugin_only() {
+                    true => Ok(None),
+                    false => p.dispatch(&opts),
+                };
+                if let Err(e) = checked {
                     return Err(Error::Usage(format!("--ep-option on --ep {}: {e}", p.cli)));
                 }
                 if !o.keep_fp32.is_empty() && self.precision.is_none() {

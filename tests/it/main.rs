@@ -7,6 +7,7 @@ mod contrib;
 mod determinism;
 mod devices;
 mod diff;
+mod diff_pairing;
 mod dump;
 mod errors;
 mod explorer;
