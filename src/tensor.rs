@@ -240,6 +240,34 @@ impl Tensor {
         self.len() == 0
     }
 
+    /// Whether the elements lie in row-major order with no gaps (what ONNX Runtime reads without a copy).
+    pub fn is_standard_layout(&self) -> bool {
+        dispatch_tensor!(self, a => a.is_standard_layout())
+    }
+
+    /// The tensor in row-major layout: borrowed when it already is, else a copy (a transposed or sliced view).
+    pub fn standard_layout(&self) -> std::borrow::Cow<'_, Tensor> {
+        if self.is_standard_layout() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let copy = match self {
+            Tensor::F64(a) => Tensor::F64(a.as_standard_layout().into_owned()),
+            Tensor::F32(a) => Tensor::F32(a.as_standard_layout().into_owned()),
+            Tensor::F16(a) => Tensor::F16(a.as_standard_layout().into_owned()),
+            Tensor::Bf16(a) => Tensor::Bf16(a.as_standard_layout().into_owned()),
+            Tensor::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
+            Tensor::I32(a) => Tensor::I32(a.as_standard_layout().into_owned()),
+            Tensor::I16(a) => Tensor::I16(a.as_standard_layout().into_owned()),
+            Tensor::I8(a) => Tensor::I8(a.as_standard_layout().into_owned()),
+            Tensor::U64(a) => Tensor::U64(a.as_standard_layout().into_owned()),
+            Tensor::U32(a) => Tensor::U32(a.as_standard_layout().into_owned()),
+            Tensor::U16(a) => Tensor::U16(a.as_standard_layout().into_owned()),
+            Tensor::U8(a) => Tensor::U8(a.as_standard_layout().into_owned()),
+            Tensor::Bool(a) => Tensor::Bool(a.as_standard_layout().into_owned()),
+        };
+        std::borrow::Cow::Owned(copy)
+    }
+
     /// Bytes held by the elements.
     pub fn nbytes(&self) -> usize {
         self.len() * self.dtype().size()

@@ -66,7 +66,7 @@ pub(crate) fn reimported(graph: Graph, proto: ModelProto, notes: Vec<String>) ->
     if notes.is_empty() {
         return Ok(graph);
     }
-    let mut changed = super::import::from_bytes(&graph.path, proto.encode_to_vec())?;
+    let mut changed = super::surgery::finish(&graph.path, proto)?;
     changed.sha256 = graph.sha256.clone();
     changed.was_unsorted |= graph.was_unsorted;
     changed.notes = graph.notes.iter().cloned().chain(notes).collect();

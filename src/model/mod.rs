@@ -11,6 +11,7 @@ pub mod inputs;
 pub mod npy;
 pub mod proto;
 pub mod random;
+pub mod surgery;
 pub mod unroll;
 pub mod validate;
 

@@ -84,7 +84,9 @@ struct Known<'g> {
 impl<'g> Known<'g> {
     fn of(g: &'g GraphProto) -> Known<'g> {
         let mut dims = HashMap::new();
-        for v in g.input.iter().chain(&g.value_info).chain(&g.output) {
+        // Graph inputs only: value_info and output shapes are hints that exporters leave stale (ONNX Runtime
+        // merges them leniently), so a rule read from them would refuse models that run.
+        for v in &g.input {
             if let Some(d) = declared_dims(v) {
                 dims.insert(v.name.as_str(), d);
             }

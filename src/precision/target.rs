@@ -102,8 +102,7 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
     let mut seen: HashSet<String> = HashSet::new();
     loop {
         let conversion = convert(&proto, graph.path.parent(), &opts)?;
-        let bytes = conversion.model.encode_to_vec();
-        let mut low = model::import::from_bytes(&path, bytes)?;
+        let mut low = model::surgery::finish(&path, conversion.model.clone())?;
         low.handed_on = graph.handed_on.clone();
         match ort.check_loads(&low) {
             Ok(()) => {

@@ -10,6 +10,7 @@ pub const FLOAT: i32 = 1;
 pub const UINT8: i32 = 2;
 pub const INT32: i32 = 6;
 pub const INT64: i32 = 7;
+pub const STRING: i32 = 8;
 pub const BOOL: i32 = 9;
 pub const FLOAT16: i32 = 10;
 pub const BFLOAT16: i32 = 16;
@@ -62,7 +63,7 @@ fn node_types(n: &NodeProto, known: &HashMap<String, i32>) -> Vec<Option<i32>> {
                 "value" => a.t.as_ref().map(|t| t.data_type).unwrap_or(FLOAT),
                 "value_float" | "value_floats" => FLOAT,
                 "value_int" | "value_ints" => INT64,
-                _ => 8,
+                _ => STRING,
             }))
         }
         "Cast" => all(attr_i(n, "to").map(|v| v as i32)),
@@ -73,6 +74,19 @@ fn node_types(n: &NodeProto, known: &HashMap<String, i32>) -> Vec<Option<i32>> {
         "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "And" | "Or" | "Xor"
         | "Not" | "IsNaN" | "IsInf" => all(Some(BOOL)),
         "TopK" | "MaxPool" => vec![first, Some(INT64)],
+        // Dropout's second output is its mask.
+        "Dropout" => vec![first, Some(BOOL)],
+        // ai.onnx.ml: labels (int64, or strings when the classes are named), then float scores.
+        "TreeEnsembleClassifier" | "LinearClassifier" | "SVMClassifier" => {
+            let strings = n.attribute.iter().any(|a| a.name == "classlabels_strings");
+            vec![Some(if strings { STRING } else { INT64 }), Some(FLOAT)]
+        }
+        "TreeEnsembleRegressor"
+        | "LinearRegressor"
+        | "SVMRegressor"
+        | "Scaler"
+        | "Normalizer"
+        | "FeatureVectorizer" => all(Some(FLOAT)),
         "Unique" => vec![first, Some(INT64), Some(INT64), Some(INT64)],
         "ConstantOfShape" => all(Some(
             n.attribute

@@ -6,7 +6,6 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use prost::Message;
 use tract_onnx::pb::{
     tensor_proto::DataLocation, tensor_shape_proto, type_proto, GraphProto, ModelProto,
     TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
@@ -14,7 +13,7 @@ use tract_onnx::pb::{
 
 use crate::error::{Error, Result};
 use crate::model::proto::{tensor_from_proto, tensor_to_proto};
-use crate::model::{import, Graph};
+use crate::model::{surgery, Graph};
 use crate::precision::types::infer;
 use crate::runner::isolate::{base_name, decode};
 use crate::tensor::DType;
@@ -118,8 +117,7 @@ pub fn cut(
     let mut outputs = vec![];
     for n in kept.iter().filter(|n| expose.contains(&n.index)) {
         for o in n.outputs.iter().filter(|o| !o.is_empty()) {
-            let code = types.get(o).copied().unwrap_or(0);
-            sub.output.push(value_info(o, code, None));
+            sub.output.push(surgery::untyped_output(o));
             outputs.push((o.clone(), base_name(o).to_string()));
         }
     }
@@ -132,7 +130,7 @@ pub fn cut(
         graph: Some(sub),
         ..Default::default()
     };
-    let graph = import::from_bytes(path, out.encode_to_vec())?;
+    let graph = surgery::finish(path, out)?;
     Ok(Cut {
         graph,
         feeds,

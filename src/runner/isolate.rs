@@ -13,7 +13,7 @@ use tract_onnx::pb::{type_proto, ModelProto, TypeProto, ValueInfoProto};
 
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
-use crate::model::{import, Graph};
+use crate::model::{surgery, Graph};
 use crate::precision::types::{infer, BFLOAT16, FLOAT, FLOAT16};
 use crate::runner::ort::{run_session, OrtRunner};
 use crate::runner::reference::Rounding;
@@ -50,6 +50,16 @@ fn float_dtype(code: i32) -> Option<DType> {
 fn known_dtype(code: i32) -> Option<DType> {
     let d = DType::from_onnx(code);
     (!matches!(d, DType::Other | DType::String)).then_some(d)
+}
+
+/// The element type a node reads `name` in: a value that is not a float has the type the reference computed it
+/// in (exact: integers, booleans); a float one the type the target model gives it (float32, or a converted
+/// model's float16/bfloat16 copy).
+fn feed_dtype(name: &str, types: &HashMap<String, i32>, reference: &dyn Values) -> Option<DType> {
+    match reference.dtype(base_name(name)) {
+        Some(d) if !d.is_float() && d != DType::Other && d != DType::String => Some(d),
+        _ => types.get(name).and_then(|&c| known_dtype(c)),
+    }
 }
 
 pub fn decode(g: &Graph) -> Result<ModelProto> {
@@ -128,7 +138,7 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
             .filter(|i| !i.is_empty() && !inits.contains(*i))
         {
             let base = base_name(i);
-            let dtype = types.get(i).and_then(|&c| known_dtype(c));
+            let dtype = feed_dtype(i, &types, available);
             if !available.has(base) || dtype.is_none() {
                 excluded.insert(
                     n.name.clone(),
@@ -148,10 +158,7 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
         {
             let feed = feed_of.entry(i.clone()).or_insert_with(|| {
                 let f = format!("{FEED}{i}");
-                let d = types
-                    .get(i)
-                    .and_then(|&c| known_dtype(c))
-                    .expect("checked above");
+                let d = feed_dtype(i, &types, available).expect("checked above");
                 feeds.push((f.clone(), base_name(i).to_string(), d));
                 f
             });
@@ -185,16 +192,13 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
         .iter()
         .flat_map(|n| n.output.iter())
         .filter(|o| !o.is_empty())
-        .map(|o| ValueInfoProto {
-            name: o.clone(),
-            ..Default::default()
-        })
+        .map(|o| surgery::untyped_output(o))
         .collect();
     g.input = feeds.iter().map(|(f, _, d)| vi(f, d.onnx_code())).collect();
     g.value_info.clear();
     g.node = nodes;
     let path = target.path.with_extension("isolated.onnx");
-    let graph = import::from_bytes(&path, proto.encode_to_vec())?;
+    let graph = surgery::finish(&path, proto)?;
     Ok(Isolated {
         graph,
         feeds,

@@ -17,7 +17,6 @@ use crate::reduce::extract::value_info;
 use crate::runner::isolate::decode;
 use crate::runner::reference::{InputFact, ReferenceRunner};
 use crate::tensor::DType;
-use prost::Message;
 
 /// How to cut.
 #[derive(Clone, Copy, Debug)]
@@ -235,7 +234,7 @@ fn traced_sizes(graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> 
             facts.push((t.name, DType::from_onnx(t.data_type), dims));
         }
     }
-    let skeleton = crate::model::import::from_bytes(&graph.path, proto.encode_to_vec())?;
+    let skeleton = crate::model::surgery::finish(&graph.path, proto)?;
     ReferenceRunner { round: None }.sizes_from_facts(&skeleton, &facts)
 }
 

@@ -399,13 +399,19 @@ pub fn run_session(
         .iter()
         .map(|i| i.name().to_string())
         .collect();
+    // ONNX Runtime reads row-major buffers: a transposed or sliced array (a host op's result on wgpu) is copied.
+    let laid: Vec<std::borrow::Cow<'_, Tensor>> = inputs
+        .tensors
+        .iter()
+        .map(|(_, t)| t.standard_layout())
+        .collect();
     let mut feeds: Vec<(String, SessionInputValue<'_>)> = Vec::new();
     for n in &names {
         let t = inputs
             .tensors
             .iter()
-            .find(|(k, _)| k == n)
-            .map(|(_, t)| t)
+            .position(|(k, _)| k == n)
+            .map(|k| laid[k].as_ref())
             .ok_or_else(|| Error::Target {
                 reason: format!(
                     "{} expects input `{n}`, which the reference model does not have",

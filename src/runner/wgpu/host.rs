@@ -6,7 +6,6 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use prost::Message;
 use tract_onnx::pb::{type_proto, GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
 
 use crate::error::{Error, Result};
@@ -108,7 +107,7 @@ impl Host {
             ..Default::default()
         };
         let path = self.dir.join(format!("{}.host.onnx", node.name));
-        let graph = crate::model::import::from_bytes(Path::new(&path), model.encode_to_vec())?;
+        let graph = crate::model::surgery::finish(Path::new(&path), model)?;
         let mut session = self.ort.session_for(&graph)?;
         run_session(&mut session, &inputs, &graph)
     }

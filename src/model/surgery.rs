@@ -1,0 +1,96 @@
+//! The validity rules every model phantom derives from the user's model obeys (cut chunks, nodes run alone,
+//! segments, reduce cuts, inlined branches, unrolled loops, host-run nodes, precision conversions): each is
+//! finished here before it is imported, so a rule real-world graphs need is written once.
+//!
+//! - IR < 4 lists every initializer among the graph inputs and ONNX Runtime refuses one that is not (old Caffe2
+//!   and CNTK exports). A derived model declares only the inputs it is fed, so it is raised to IR 4, where
+//!   initializers stand alone; nothing else differs between the two.
+//! - `value_info` of values the derived graph no longer computes is dropped: a stale entry is a type or shape
+//!   claim about nothing, and ONNX Runtime infers the rest.
+//! - Element types of a derived model's outputs are left for the loader to infer: a declared type would be a
+//!   guess (Dropout's mask is bool, TopK's indices int64), and a wrong one is refused.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use prost::Message;
+use tract_onnx::pb::{ModelProto, ValueInfoProto};
+
+use super::{import, Graph};
+use crate::error::Result;
+
+/// The lowest IR version whose initializers need not be graph inputs.
+const IR_STANDALONE_INITIALIZERS: i64 = 4;
+
+/// `proto` made valid by the rules above, then imported under `path`.
+pub fn finish(path: &Path, mut proto: ModelProto) -> Result<Graph> {
+    legalize(&mut proto);
+    import::from_bytes(path, proto.encode_to_vec())
+}
+
+/// Applies the rules above to `proto` in place.
+pub fn legalize(proto: &mut ModelProto) {
+    proto.ir_version = proto.ir_version.max(IR_STANDALONE_INITIALIZERS);
+    let Some(g) = proto.graph.as_mut() else {
+        return;
+    };
+    let computed: HashSet<&str> = g
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().map(String::as_str))
+        .collect();
+    let kept: Vec<ValueInfoProto> = g
+        .value_info
+        .iter()
+        .filter(|v| computed.contains(v.name.as_str()))
+        .cloned()
+        .collect();
+    g.value_info = kept;
+}
+
+/// An output that declares its name alone: the loader infers its type and shape.
+pub fn untyped_output(name: &str) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.to_string(),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tract_onnx::pb::{GraphProto, NodeProto};
+
+    use super::*;
+
+    #[test]
+    fn ir3_is_raised_and_stale_value_info_dropped() {
+        let mut proto = ModelProto {
+            ir_version: 3,
+            graph: Some(GraphProto {
+                node: vec![NodeProto {
+                    op_type: "Relu".into(),
+                    input: vec!["x".into()],
+                    output: vec!["y".into()],
+                    ..Default::default()
+                }],
+                value_info: vec![untyped_output("y"), untyped_output("gone")],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        legalize(&mut proto);
+        assert_eq!(proto.ir_version, 4);
+        let names: Vec<&str> = proto
+            .graph
+            .as_ref()
+            .unwrap()
+            .value_info
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(names, ["y"]);
+        proto.ir_version = 9;
+        legalize(&mut proto);
+        assert_eq!(proto.ir_version, 9, "a newer IR is kept");
+    }
+}
