@@ -55,7 +55,7 @@ class Report:
 
     @property
     def status(self) -> str:
-        """``clean``, ``drift``, ``anomalous``, ``precision_limited`` or ``precision_insufficient``."""
+        """``clean``, ``drift``, ``anomalous``, ``precision_limited``, ``precision_insufficient`` or ``incomplete``."""
         return self.data["verdict"]["status"]
 
     @property

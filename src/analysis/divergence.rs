@@ -7,6 +7,7 @@ use crate::compare::{compare, detail, ToleranceSpec};
 use crate::model::Graph;
 use crate::report::model::{
     Coverage, NodeRef, NodeReport, RefPrecision, Status, ValueReport, ValueStatus, Verdict,
+    INCOMPLETE_PERCENT,
 };
 use crate::tensor::Tensor;
 
@@ -214,6 +215,29 @@ pub fn verdict_for(outputs: &HashSet<&str>, nodes: &[NodeReport]) -> Verdict {
     }
 }
 
+/// Whether a value unchecked for `reason` hides something the verdict needs: not when no output depends on it
+/// (tract prunes those), ONNX leaves it undefined, or its readers are computed from an exact stand-in (an
+/// INT64_MAX slice bound tract cannot hold, read clamped).
+pub fn hides(reason: &str) -> bool {
+    !HIDE_NOTHING.iter().any(|w| reason.contains(w))
+}
+
+/// Words of the reasons [`hides`] does not count (as the places that leave values unchecked write them).
+const HIDE_NOTHING: &[&str] = &[
+    "no graph output depends on it",
+    "ONNX leaves",
+    "the Slice reads a copy clamped",
+];
+
+/// A passing verdict becomes [`Status::Incomplete`] when more than [`INCOMPLETE_PERCENT`]% of the values hide
+/// (unless `accept`).
+pub fn incomplete(verdict: &mut Verdict, c: &Coverage, accept: bool) {
+    let passing = matches!(verdict.status, Status::Clean | Status::PrecisionLimited);
+    if passing && !accept && c.unchecked_hiding * 100 > INCOMPLETE_PERCENT * c.values.max(1) {
+        verdict.status = Status::Incomplete;
+    }
+}
+
 /// Compared / unchecked counts, with unchecked reasons grouped.
 pub fn coverage(graph: &Graph, nodes: &[NodeReport]) -> Coverage {
     let mut c = Coverage {
@@ -225,11 +249,71 @@ pub fn coverage(graph: &Graph, nodes: &[NodeReport]) -> Coverage {
         c.values += 1;
         if v.status == ValueStatus::Unchecked {
             c.unchecked += 1;
-            *by.entry(v.reason.clone().unwrap_or_default()).or_default() += 1;
+            let why = v.reason.clone().unwrap_or_default();
+            c.unchecked_hiding += usize::from(hides(&why));
+            *by.entry(why).or_default() += 1;
         } else {
             c.compared += 1;
         }
     }
     c.unchecked_by_reason = by;
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(status: Status) -> Verdict {
+        let mut v = verdict_for(&HashSet::new(), &[]);
+        v.status = status;
+        v
+    }
+
+    fn coverage_of(values: usize, hiding: usize) -> Coverage {
+        Coverage {
+            values,
+            compared: values - hiding,
+            unchecked: hiding,
+            unchecked_hiding: hiding,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_passing_run_that_hides_many_values_is_incomplete() {
+        // issue 32: a wgpu run with 239 of 607 values unchecked said CLEAN, exit 0
+        let mut v = verdict(Status::Clean);
+        incomplete(&mut v, &coverage_of(607, 239), false);
+        assert_eq!(v.status, Status::Incomplete);
+        assert!(v.status.fails(false));
+        let mut v = verdict(Status::PrecisionLimited);
+        incomplete(&mut v, &coverage_of(100, 6), false);
+        assert_eq!(v.status, Status::Incomplete);
+    }
+
+    #[test]
+    fn a_few_unchecked_values_drift_or_acceptance_keep_their_verdict() {
+        let mut v = verdict(Status::Clean);
+        incomplete(&mut v, &coverage_of(100, 5), false);
+        assert_eq!(v.status, Status::Clean, "5% is within the allowance");
+        let mut v = verdict(Status::Clean);
+        incomplete(&mut v, &coverage_of(607, 239), true);
+        assert_eq!(v.status, Status::Clean, "--accept-incomplete");
+        let mut v = verdict(Status::Drift);
+        incomplete(&mut v, &coverage_of(607, 239), false);
+        assert_eq!(v.status, Status::Drift, "drift found is drift");
+    }
+
+    #[test]
+    fn pruned_and_undefined_values_hide_nothing() {
+        assert!(!hides(
+            "reference: tract pruned it: no graph output depends on it"
+        ));
+        assert!(!hides(
+            "not compared: ONNX leaves Dropout's mask unspecified in inference before opset 12 (runtimes differ)"
+        ));
+        assert!(hides("target: node ScatterND failed on the host"));
+        assert!(hides("reference: not computable (Concat `Concat_82`)"));
+    }
 }

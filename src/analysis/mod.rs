@@ -10,4 +10,4 @@ pub mod divergence;
 pub mod fusion;
 pub mod index_flip;
 
-pub use divergence::{assemble, compare_pair, coverage, verdict};
+pub use divergence::{assemble, compare_pair, coverage, hides, incomplete, verdict};

@@ -164,6 +164,10 @@ pub struct OnnxArgs {
     /// Exit 1 on a precision-limited verdict too (by default only drift and anomalies fail).
     #[arg(long)]
     pub strict: bool,
+    /// Let a passing run that could not compare more than 5% of the values the outputs depend on (a side failed
+    /// to compute them) exit 0; without it the verdict is `incomplete`, exit 1.
+    #[arg(long)]
+    pub accept_incomplete: bool,
     /// Compare only a slice of each tensor: `:,:64,:64` (NumPy-style, leading axes) or `::4` (every 4th element).
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub slice: Option<String>,

@@ -34,6 +34,9 @@ pub struct PlanArgs {
     /// Run If and Loop nodes as the file has them (see `phantom onnx --keep-control-flow`).
     #[arg(long)]
     pub keep_control_flow: bool,
+    /// Let `merge` pass a run that could not compare many values (see `phantom onnx --accept-incomplete`).
+    #[arg(long)]
+    pub accept_incomplete: bool,
     /// Absolute tolerance for float values (default by the target's element type, as `phantom onnx`).
     #[arg(long)]
     pub atol: Option<f64>,

@@ -25,6 +25,7 @@ pub fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
         "a plan runs one input sample; drop --samples"
     );
     s.attribution = a.attribution != Switch::Off;
+    s.accept_incomplete = a.accept_incomplete;
     let split = match (&a.segments, &a.segment_memory) {
         (Some(k), _) => planning::Split::Segments(*k as usize),
         (None, Some(m)) => planning::Split::Memory(

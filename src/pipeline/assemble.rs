@@ -26,6 +26,8 @@ pub fn report(
     (t_explain, t_all): (Instant, Instant),
 ) -> Report {
     let coverage = analysis::coverage(&p.graph, &found.nodes);
+    let mut found = found;
+    analysis::incomplete(&mut found.verdict, &coverage, s.accept_incomplete);
     let notes = notes(p, lane, cmp);
     let details = lane
         .out

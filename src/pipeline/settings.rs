@@ -71,6 +71,11 @@ pub struct CompareSettings {
     /// Show spinners on stderr.
     #[serde(skip)]
     pub progress: bool,
+    /// `--accept-incomplete`: a passing run that could not compare many values is not [`Status::Incomplete`].
+    ///
+    /// [`Status::Incomplete`]: crate::report::model::Status::Incomplete
+    #[serde(default)]
+    pub accept_incomplete: bool,
 }
 
 impl CompareSettings {
@@ -95,6 +100,7 @@ impl CompareSettings {
             dump: None,
             command: std::env::args().collect(),
             progress: false,
+            accept_incomplete: false,
         }
     }
 

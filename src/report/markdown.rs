@@ -10,7 +10,9 @@ pub fn mark(s: Status) -> &'static str {
     match s {
         Status::Clean => "✅",
         Status::PrecisionLimited => "⚠️",
-        Status::Anomalous | Status::Drift | Status::PrecisionInsufficient => "❌",
+        Status::Anomalous | Status::Drift | Status::PrecisionInsufficient | Status::Incomplete => {
+            "❌"
+        }
     }
 }
 

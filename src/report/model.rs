@@ -148,7 +148,14 @@ pub enum Status {
     /// As precision-limited, but the final outputs fail: the runtime is faithful and the model does not survive
     /// this precision. A gate fails (exit 1): keep the culprits in float32 (`--keep-fp32`) or use a wider type.
     PrecisionInsufficient,
+    /// What was compared passes (clean or precision-limited), but more than [`INCOMPLETE_PERCENT`]% of the values
+    /// the outputs depend on could not be computed on one side (`coverage.unchecked_by_reason` says why), so the
+    /// run cannot vouch for them. A gate fails (exit 1) unless `--accept-incomplete`.
+    Incomplete,
 }
+
+/// The share of values (in percent) a passing run may leave unchecked before it is [`Status::Incomplete`].
+pub const INCOMPLETE_PERCENT: usize = 5;
 
 impl Status {
     /// The word the headline, JUnit and Markdown use.
@@ -159,17 +166,19 @@ impl Status {
             Status::Anomalous => "anomalous",
             Status::PrecisionLimited => "precision-limited",
             Status::PrecisionInsufficient => "precision-insufficient",
+            Status::Incomplete => "incomplete",
         }
     }
 
-    /// Drift > precision-insufficient > anomalous > precision-limited > clean.
+    /// Drift > precision-insufficient > anomalous > incomplete > precision-limited > clean.
     pub fn severity(self) -> u8 {
         match self {
             Status::Clean => 0,
             Status::PrecisionLimited => 1,
-            Status::Anomalous => 2,
-            Status::PrecisionInsufficient => 3,
-            Status::Drift => 4,
+            Status::Incomplete => 2,
+            Status::Anomalous => 3,
+            Status::PrecisionInsufficient => 4,
+            Status::Drift => 5,
         }
     }
 
@@ -177,7 +186,10 @@ impl Status {
     pub fn fails(self, strict: bool) -> bool {
         match self {
             Status::Clean => false,
-            Status::Drift | Status::Anomalous | Status::PrecisionInsufficient => true,
+            Status::Drift
+            | Status::Anomalous
+            | Status::PrecisionInsufficient
+            | Status::Incomplete => true,
             Status::PrecisionLimited => strict,
         }
     }
@@ -416,6 +428,10 @@ pub struct Coverage {
     pub unchecked_by_reason: BTreeMap<String, usize>,
     /// Values inside control-flow bodies (see `model.hidden_values`).
     pub hidden: usize,
+    /// Unchecked values the outputs depend on (a side failed to compute them): what an incomplete run hides.
+    /// Values no output depends on and values ONNX leaves undefined are not counted.
+    #[serde(default)]
+    pub unchecked_hiding: usize,
 }
 
 #[derive(

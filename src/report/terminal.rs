@@ -199,6 +199,9 @@ pub fn render(r: &Report, top: usize) -> String {
         Status::Drift => "✗ DRIFT"
             .if_supports_color(Stdout, |t| t.red().bold().to_string())
             .to_string(),
+        Status::Incomplete => "✗ INCOMPLETE"
+            .if_supports_color(Stdout, |t| t.yellow().bold().to_string())
+            .to_string(),
     };
     let _ = writeln!(s, "{badge}  {}", verdict_sentence(r));
     s.push_str(&sample_lines(r));
@@ -437,7 +440,14 @@ pub fn verdict_line(r: &Report) -> String {
         })
         .unwrap_or_default();
     let compared = r.coverage.compared;
-    match v.status {
+    let sentence = match v.status {
+        Status::Incomplete => format!(
+            "incomplete: {} of {} values the outputs depend on were not compared ({}); the {compared} compared \
+             values pass, but the run cannot vouch for the rest (--accept-incomplete to pass it)",
+            r.coverage.unchecked_hiding,
+            r.coverage.values,
+            top_reason(&r.coverage)
+        ),
         Status::Clean => format!("clean: all {compared} compared values within tolerance"),
         Status::Drift => format!(
             "drift: {} of {compared} values out of tolerance (final outputs {}){first}{culprit}",
@@ -477,6 +487,27 @@ pub fn verdict_line(r: &Report) -> String {
             ),
             (None, None) => "anomalous".into(),
         },
+    };
+    match (v.status, r.coverage.unchecked_hiding) {
+        (Status::Incomplete, _) | (_, 0) => sentence,
+        (_, n) => format!(
+            "{sentence}; {n} value(s) the outputs depend on not compared ({})",
+            top_reason(&r.coverage)
+        ),
+    }
+}
+
+/// The commonest reason values went unchecked, with its count when there are others.
+fn top_reason(c: &super::model::Coverage) -> String {
+    let hiding = c
+        .unchecked_by_reason
+        .iter()
+        .filter(|(why, _)| crate::analysis::hides(why))
+        .max_by_key(|(_, n)| **n);
+    match hiding {
+        Some((why, &n)) if n < c.unchecked_hiding => format!("{n} with {why}, and others"),
+        Some((why, _)) => why.clone(),
+        None => "reasons in the report".into(),
     }
 }
 

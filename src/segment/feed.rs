@@ -61,8 +61,11 @@ pub fn prepare(dir: &Path, plan: &Plan, seg: &Segment) -> Result<Fed> {
         .map_err(|e| Error::Usage(format!("segment {}: {e}; plan more segments", seg.index)))?;
     let mut spec = plan.settings.targets[0].clone();
     let mut target_cut = None;
+    let mut target_feeds = None;
     if let Some(other) = &spec.model {
-        let tc = cut_of(&model::load(other)?, seg, &sides, other)?;
+        // Prepared as the reference is (taken branches inlined, random ops seeded), so both cut the same graph.
+        let target = super::transformed(model::load(other)?, &plan.settings, &stored)?;
+        let tc = cut_of(&target, seg, &sides, other)?;
         let file = tempfile::Builder::new()
             .prefix("phantom-segment-target")
             .suffix(".onnx")
@@ -75,13 +78,19 @@ pub fn prepare(dir: &Path, plan: &Plan, seg: &Segment) -> Result<Fed> {
         crate::report::json::write_atomic(&file, &tc.graph.bytes)?;
         spec.model = Some(file.to_path_buf());
         target_cut = Some(file);
+        // The target's model may read what the prepared reference does not (the batch size through
+        // `Shape(input)` where the reference's preparation fixed it): it is fed by its own cut's inputs.
+        target_feeds = Some(tc);
     }
-    let from_plan: HashSet<&str> = seg.graph_inputs.iter().map(String::as_str).collect();
+    let from_plan: HashSet<&str> = stored.tensors.iter().map(|(n, _)| n.as_str()).collect();
     let feed = |values: &HashMap<String, Tensor>, what: &str, cast: bool| {
         side_inputs(&c, seg, &from_plan, values, what, cast)
     };
     let reference = feed(&sides.reference, "reference", false)?;
-    let target = feed(&sides.target, "target", true)?;
+    let target = match &target_feeds {
+        Some(tc) => side_inputs(tc, seg, &from_plan, &sides.target, "target", true)?,
+        None => feed(&sides.target, "target", true)?,
+    };
     let noise = match &sides.noise {
         Some(n) => Some(feed(n, "expected-noise run", false)?),
         None => None,
@@ -111,11 +120,8 @@ fn read_sides(dir: &Path, plan: &Plan, seg: &Segment, stored: &Inputs) -> Result
         noise: plan.settings.attribution.then(HashMap::new),
         target: HashMap::new(),
     };
-    for (name, t) in stored
-        .tensors
-        .iter()
-        .filter(|(n, _)| seg.graph_inputs.contains(n))
-    {
+    // Every graph input, not only those the segment's reference nodes read: a `--target-model` may read others.
+    for (name, t) in &stored.tensors {
         sides.reference.insert(name.clone(), t.clone());
         sides.target.insert(name.clone(), t.clone());
         if let Some(n) = sides.noise.as_mut() {

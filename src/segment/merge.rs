@@ -129,6 +129,11 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
     report.model = crate::pipeline::model_summary(&graph);
     report.inputs = inputs.summaries.clone();
     report.coverage = analysis::coverage(&graph, &nodes);
+    analysis::incomplete(
+        &mut verdict,
+        &report.coverage,
+        plan.settings.accept_incomplete,
+    );
     report.instrumentation = partials
         .last()
         .and_then(|p| p.report.instrumentation.clone());

@@ -70,7 +70,7 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
     settings.model = model.clone();
     for t in settings.targets.iter_mut() {
         if let Some(m) = t.model.as_mut() {
-            check_names(&graph, m)?;
+            check_names(&graph, m, s, &inputs)?;
             *m = std::fs::canonicalize(&*m).unwrap_or_else(|_| m.clone());
         }
     }
@@ -119,8 +119,14 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
 }
 
 /// `--target-model` is cut at the model's node names: every one must be there.
-fn check_names(graph: &Graph, other: &std::path::Path) -> Result<()> {
-    let target = model::load(other)?;
+fn check_names(
+    graph: &Graph,
+    other: &std::path::Path,
+    s: &CompareSettings,
+    inputs: &Inputs,
+) -> Result<()> {
+    // Prepared as the reference is, so an If both inline names the same nodes.
+    let target = transformed(model::load(other)?, s, inputs)?;
     let names: HashSet<&str> = target.nodes.iter().map(|n| n.name.as_str()).collect();
     match graph.nodes.iter().find(|n| !names.contains(n.name.as_str())) {
         None => Ok(()),

@@ -32,6 +32,7 @@ mod scan;
 mod schema;
 mod segment;
 mod snapshots;
+mod surgery;
 mod targets;
 mod verdicts;
 mod wgpu;

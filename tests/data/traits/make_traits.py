@@ -126,16 +126,24 @@ def shape_of_input():
     """Later layers read the batch size through Shape(input) (ViT/transformer exports), so a segment or cut of the
     tail needs the graph input's shape, not its values."""
     n = [
-        helper.make_node("Shape", ["input"], ["in_shape"], name="shape"),
-        helper.make_node("Gather", ["in_shape", "zero"], ["batch"], name="batch", axis=0),
-        helper.make_node("Unsqueeze", ["batch", "ax0"], ["batch1"], name="batch1"),
         helper.make_node("MatMul", ["input", "w1"], ["h1"], name="fc1"),
         helper.make_node("Relu", ["h1"], ["r1"], name="relu1"),
         helper.make_node("MatMul", ["r1", "w2"], ["h2"], name="fc2"),
         helper.make_node("Relu", ["h2"], ["r2"], name="relu2"),
         helper.make_node("MatMul", ["r2", "w3"], ["h3"], name="fc3"),
+        # listed (and sorted) last, as exporters emit them beside the layer that reads them
+        helper.make_node("Shape", ["input"], ["in_shape"], name="shape"),
+        helper.make_node("Gather", ["in_shape", "zero"], ["batch"], name="batch", axis=0),
+        helper.make_node("Unsqueeze", ["batch", "ax0"], ["batch1"], name="batch1"),
         helper.make_node("Concat", ["batch1", "minus1"], ["flat_shape"], name="flat_shape", axis=0),
-        helper.make_node("Reshape", ["h3", "flat_shape"], ["y"], name="flatten"),
+        # torch exports guard on the batch size with an If whose condition reads Shape(input)
+        helper.make_node("Greater", ["batch", "zero"], ["has_batch"], name="has_batch"),
+        helper.make_node("If", ["has_batch"], ["h3b"], name="guard",
+                         then_branch=helper.make_graph([helper.make_node("Identity", ["h3"], ["h3t"], name="keep")],
+                                                       "then", [], [vi("h3t", None)]),
+                         else_branch=helper.make_graph([helper.make_node("Neg", ["h3"], ["h3e"], name="neg")],
+                                                       "else", [], [vi("h3e", None)])),
+        helper.make_node("Reshape", ["h3b", "flat_shape"], ["y"], name="flatten"),
     ]
     inits = [w("w1", 6, 8), w("w2", 8, 8), w("w3", 8, 3),
              numpy_helper.from_array(np.array(0, np.int64), "zero"),
@@ -180,6 +188,9 @@ def external_data_and_domains():
     inits = [w("w1", 8, 64), w("w2", 64, 4)]
     m = model(n, [vi("x", ["batch", 8])], [vi("y", ["batch", 4])], inits, extra_opsets=[("com.microsoft", 1)])
     m.ir_version = 8
+    data = os.path.join(HERE, "external_data.bin")
+    if os.path.exists(data):
+        os.remove(data)  # onnx.save appends to an existing data file
     onnx.save(m, os.path.join(HERE, "external_data.onnx"), save_as_external_data=True,
               all_tensors_to_one_file=True, location="external_data.bin", size_threshold=256)
     print("wrote external_data.onnx", len(m.graph.node), "nodes")

@@ -8,6 +8,7 @@
 mod act;
 mod attend;
 mod attention;
+mod batchnorm;
 mod embed;
 mod gqa;
 mod lstm;
@@ -124,6 +125,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| rotary::kernel(op))
         .or_else(|| quant::kernel(op))
         .or_else(|| lstm::kernel(op))
+        .or_else(|| batchnorm::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -131,6 +133,10 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 const ANY_DOMAIN: &[&str] = &["SimplifiedLayerNormalization", "DynamicQuantizeLinear"];
 
 fn claims(n: &NodeProto) -> bool {
+    if n.op_type == "BatchNormalization" {
+        // Inference mode is tract's; training mode (statistics outputs) is phantom's.
+        return batchnorm::training(n);
+    }
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
     ours && kernel(&n.op_type).is_some()
 }
@@ -164,6 +170,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(rotary::OPS)
         .chain(quant::OPS)
         .chain(lstm::OPS)
+        .chain(batchnorm::OPS)
     {
         onnx.op_register
             .0

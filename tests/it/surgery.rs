@@ -1,0 +1,240 @@
+//! The surgery property test (issue 32): on models with the traits real-world graphs have (`tests/data/traits/`,
+//! one per trait, made by `make_traits.py`), and on every `.onnx` in `PHANTOM_SURGERY_MODELS` when it is set (the
+//! fetch script's folder: the full set), every model phantom derives gives what the whole run gives:
+//! - the whole comparison runs with every value compared (values ONNX leaves undefined excepted, said why) and
+//!   every node's introduced error measured from its run alone (the isolated model), control flow excepted;
+//! - chunk cuts (`--max-memory 1KiB`: one cut per few values) give the whole run's target values;
+//! - segments (`plan`, the boundary pass, each index, `merge`, with `--target-model`) give the whole run's verdict
+//!   on as many values.
+//!
+//! A model that fails is a failing test, never a skip.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{ensure_runtime, phantom, read_json, root};
+
+fn trait_models() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("tests/data/traits"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    v.sort();
+    assert!(
+        v.len() >= 7,
+        "the trait models are in the repository: {v:?}"
+    );
+    v
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The whole comparison's JSON report.
+fn whole(m: &Path, dir: &Path) -> serde_json::Value {
+    let json = dir.join("whole.json");
+    let (code, out, err) = phantom(&["onnx", s(m), "--json", s(&json)]);
+    assert_eq!(code, 0, "{}: {out}{err}", m.display());
+    read_json(&json)
+}
+
+/// Every value compared, bar those the report says ONNX leaves undefined; every node outside control flow has
+/// its introduced error measured.
+fn everything_compared(m: &Path, r: &serde_json::Value) {
+    for n in r["nodes"].as_array().unwrap() {
+        for v in n["values"].as_array().unwrap() {
+            let reason = v["reason"].as_str().unwrap_or("");
+            let excused =
+                reason.contains("ONNX leaves") || reason.contains("no graph output depends on it");
+            assert!(
+                v["status"] != "unchecked" || excused,
+                "{}: value {} unchecked: {reason}",
+                m.display(),
+                v["name"]
+            );
+        }
+    }
+    let not_measured = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .find(|n| n.contains("not measured"));
+    // Inlined branches and unrolled loops leave their condition's nodes with no value downstream (tract prunes
+    // them), so those are not run alone.
+    let control_flow = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .any(|n| n.contains("branch") || n.contains("unrolled"))
+        || r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| ["If", "Loop", "Scan"].contains(&n["op_type"].as_str().unwrap_or("")));
+    assert!(
+        not_measured.is_none() || control_flow,
+        "{}: {not_measured:?}",
+        m.display()
+    );
+}
+
+/// The chunked run's target values against the whole run's, value by value, through their distance from the
+/// reference (to a few float32 steps where ONNX Runtime splits vectorized work by the tensors it is given).
+fn chunks_agree(m: &Path, dir: &Path, r: &serde_json::Value) {
+    let json = dir.join("chunked.json");
+    let (code, out, err) = phantom(&["onnx", s(m), "--max-memory", "1KiB", "--json", s(&json)]);
+    assert_eq!(code, 0, "{} chunked: {out}{err}", m.display());
+    let c = read_json(&json);
+    let note = c["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .find(|n| n.starts_with("bounded memory"));
+    assert!(
+        note.is_some_and(|n| n.contains("chunk")),
+        "{}: not chunked: {note:?}",
+        m.display()
+    );
+    let values = |r: &serde_json::Value| -> Vec<serde_json::Value> {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|n| n["values"].as_array().unwrap().clone())
+            .collect()
+    };
+    let (a, b) = (values(r), values(&c));
+    assert_eq!(a.len(), b.len(), "{}", m.display());
+    for (va, vb) in a.iter().zip(&b) {
+        assert_eq!(
+            (&va["name"], &va["status"]),
+            (&vb["name"], &vb["status"]),
+            "{}",
+            m.display()
+        );
+        let d = |v: &serde_json::Value| v["metrics"]["max_abs"].as_f64();
+        if let (Some(x), Some(y)) = (d(va), d(vb)) {
+            assert!(
+                (x - y).abs() <= 1e-5 * x.abs().max(1e-3),
+                "{} {}: whole {x}, chunked {y}",
+                m.display(),
+                va["name"]
+            );
+        }
+    }
+}
+
+/// Plan, boundary pass, every index and merge, with the model itself as `--target-model`: the merged verdict is
+/// the whole run's, on as many values.
+fn segments_agree(m: &Path, dir: &Path, r: &serde_json::Value) {
+    let plan = dir.join("plan");
+    let json = dir.join("merged.json");
+    let run = |args: &[&str]| {
+        let (code, out, err) = phantom(args);
+        assert_eq!(code, 0, "{} {args:?}: {out}{err}", m.display());
+    };
+    run(&[
+        "plan",
+        s(m),
+        "-o",
+        s(&plan),
+        "--segments",
+        "3",
+        "--target-model",
+        s(m),
+    ]);
+    run(&["segment", s(&plan), "--boundary"]);
+    for i in ["0", "1", "2"] {
+        run(&["segment", s(&plan), "--index", i]);
+    }
+    run(&["merge", s(&plan), "--json", s(&json)]);
+    let merged = read_json(&json);
+    assert_eq!(
+        merged["verdict"]["status"],
+        r["verdict"]["status"],
+        "{}",
+        m.display()
+    );
+    let count = |r: &serde_json::Value| r["coverage"]["compared"].clone();
+    assert_eq!(count(&merged), count(r), "{}: values compared", m.display());
+}
+
+fn check(m: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let r = whole(m, dir.path());
+    everything_compared(m, &r);
+    chunks_agree(m, dir.path(), &r);
+    // A segment is cut between top-level nodes: a model of fewer than three has nothing to segment.
+    if r["nodes"].as_array().unwrap().len() >= 3 {
+        segments_agree(m, dir.path(), &r);
+    }
+}
+
+#[test]
+fn every_surgery_kind_on_every_trait_model() {
+    ensure_runtime();
+    let mut models = trait_models();
+    if let Some(d) = std::env::var_os("PHANTOM_SURGERY_MODELS") {
+        let mut more: Vec<PathBuf> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+            .collect();
+        more.sort();
+        models.extend(more);
+    }
+    let failures: Vec<String> = models
+        .iter()
+        .filter_map(|m| {
+            std::panic::catch_unwind(|| check(m))
+                .err()
+                .map(|e| match e.downcast_ref::<String>() {
+                    Some(s) => s.clone(),
+                    None => format!("{}: failed", m.display()),
+                })
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} models failed:\n{}",
+        failures.len(),
+        models.len(),
+        failures.join("\n---\n")
+    );
+}
+
+/// ONNX Runtime reads row-major buffers: a tensor with other strides (a transposed view, as host-op results on
+/// wgpu can be) is fed in its logical order, not refused (issue 32: a Llama's ScatterND on wgpu).
+#[test]
+fn a_transposed_tensor_is_fed_in_logical_order() {
+    use phantom::model::inputs::Inputs;
+    use phantom::runner::ort::{run_session, OrtRunner};
+    use phantom::tensor::Tensor;
+    ensure_runtime();
+    let m = root().join("tests/data/traits/names_and_stale_value_info.onnx");
+    let graph = phantom::model::load(&m).unwrap();
+    let lib = phantom::runner::ort_lib::locate(None, false).unwrap();
+    let ort = OrtRunner::cpu(&lib).unwrap();
+    let logical = ndarray::Array2::from_shape_fn((2, 5), |(i, j)| (i * 5 + j) as f32 * 0.1 - 0.4);
+    let strided = logical
+        .t()
+        .as_standard_layout()
+        .to_owned()
+        .reversed_axes()
+        .into_dyn();
+    assert!(!strided.is_standard_layout() && strided == logical.clone().into_dyn());
+    let run = |t: Tensor| {
+        let mut inputs = Inputs::default();
+        inputs.tensors.push(("x".into(), t));
+        let mut session = ort.session_for(&graph).unwrap();
+        let out = run_session(&mut session, &inputs, &graph).unwrap();
+        out.into_iter().next().unwrap().1.unwrap().to_f64_array()
+    };
+    let a = run(Tensor::F32(logical.into_dyn()));
+    let b = run(Tensor::F32(strided));
+    assert_eq!(a, b);
+}
