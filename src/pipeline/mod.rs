@@ -15,6 +15,7 @@
 //! stream-compare stage. Bisection ([`crate::bisect`]) reuses [`prepare`].
 
 mod assemble;
+pub mod degrade;
 mod dump;
 mod explain;
 mod memory;
@@ -177,7 +178,10 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     let mut lanes = capture(s, p, attribution)?;
     for lane in lanes.iter_mut() {
         let t = Instant::now();
-        lane.emulated = expected_noise(s, p, lane.rounding.as_ref())?;
+        let noise =
+            degrade::injected("noise").and_then(|_| expected_noise(s, p, lane.rounding.as_ref()));
+        lane.emulated =
+            degrade::optional(&mut lane.notes, "expected noise", noise).unwrap_or_default();
         lane.noise_ms = ms(t);
     }
     let mut cmp = stream::compare(s, p, &mut lanes, attribution)?;
@@ -186,7 +190,9 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     for mut lane in lanes {
         if let Some(round) = lane.rounding.clone() {
             let t = Instant::now();
-            explain::attribute(s, p, &mut lane, &cmp, &round)?;
+            let done = degrade::injected("attribution")
+                .and_then(|_| explain::attribute(s, p, &mut lane, &cmp, &round));
+            degrade::optional(&mut lane.notes, "introduced error", done);
             lane.attribution_ms = ms(t);
         }
         let t_explain = Instant::now();

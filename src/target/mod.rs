@@ -41,8 +41,9 @@ pub enum Capture<'a> {
 #[derive(Debug, Default)]
 pub struct Isolated {
     pub values: HashMap<String, Tensor>,
-    /// Nodes whose introduced error could not be measured (control-flow bodies, inputs the reference lacks).
-    pub excluded: usize,
+    /// Nodes whose introduced error could not be measured, with the reason (control-flow bodies, inputs the
+    /// reference lacks, a run alone that failed).
+    pub excluded: std::collections::BTreeMap<String, String>,
     /// Runs the nodes were split into to bound memory, and the bytes of values each was held to (0: not split).
     pub groups: usize,
     pub group_bytes: usize,
@@ -52,7 +53,7 @@ impl Isolated {
     /// Adds the nodes of another run alone (a later group).
     pub fn absorb(&mut self, other: Isolated) {
         self.values.extend(other.values);
-        self.excluded += other.excluded;
+        self.excluded.extend(other.excluded);
         self.groups += other.groups;
         self.group_bytes = self.group_bytes.max(other.group_bytes);
     }
@@ -60,10 +61,11 @@ impl Isolated {
     /// What the report should say: nodes not measured, and groups when the nodes ran in more than one.
     pub fn notes(&self) -> Vec<String> {
         let mut notes = vec![];
-        if self.excluded > 0 {
+        if !self.excluded.is_empty() {
             notes.push(format!(
-                "introduced error not measured for {} node(s) (control-flow bodies, or inputs the reference lacks)",
-                self.excluded
+                "introduced error not measured for {} node(s): {}",
+                self.excluded.len(),
+                excluded_by_reason(&self.excluded)
             ));
         }
         if self.groups > 1 {
@@ -75,6 +77,25 @@ impl Isolated {
         }
         notes
     }
+}
+
+/// `reason (n node(s): a, b, c…)` per reason, commonest first.
+fn excluded_by_reason(excluded: &std::collections::BTreeMap<String, String>) -> String {
+    let mut by: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (node, why) in excluded {
+        by.entry(why).or_default().push(node);
+    }
+    let mut groups: Vec<(&str, Vec<&str>)> = by.into_iter().collect();
+    groups.sort_by_key(|(_, nodes)| std::cmp::Reverse(nodes.len()));
+    groups
+        .iter()
+        .map(|(why, nodes)| {
+            let more = if nodes.len() > 3 { "…" } else { "" };
+            let named: Vec<String> = nodes.iter().take(3).map(|n| format!("`{n}`")).collect();
+            format!("{why} ({}: {}{more})", nodes.len(), named.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Values asked for chunk by chunk, in the order the reference computes them (bounded memory).

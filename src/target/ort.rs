@@ -20,6 +20,12 @@ use crate::spill::Values;
 /// [`crate::fsutil::memory_budget`]: the feeds and outputs of one isolated run, beside the reference values held.
 const ISOLATED_SHARE: usize = 16;
 
+/// Outputs of nodes run alone, and the nodes left out with the reason.
+type IsolatedRun = (
+    std::collections::HashMap<String, crate::tensor::Tensor>,
+    std::collections::BTreeMap<String, String>,
+);
+
 /// ONNX Runtime on one execution provider.
 pub struct OrtTarget {
     spec: TargetSpec,
@@ -28,6 +34,66 @@ pub struct OrtTarget {
 }
 
 impl OrtTarget {
+    /// Runs `part`'s nodes alone into `all`. When the group's model fails (a type ONNX Runtime refuses, a kernel
+    /// error), its halves are tried, down to single nodes, so a failure leaves only its own node not measured,
+    /// with the reason.
+    fn isolate_part(
+        &self,
+        part: &Graph,
+        target: &Graph,
+        reference: &dyn Values,
+        rounding: &Rounding,
+        all: &mut Isolated,
+    ) {
+        match self.isolate_once(part, target, reference, rounding) {
+            Ok((values, excluded)) => {
+                all.values.extend(values);
+                all.excluded.extend(excluded);
+            }
+            Err(e) if part.nodes.len() == 1 => {
+                let why = e.to_string();
+                let why = why
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(200)
+                    .collect::<String>();
+                all.excluded.insert(
+                    part.nodes[0].name.clone(),
+                    format!("its run alone failed: {why}"),
+                );
+            }
+            Err(_) => {
+                let (a, b) = part.nodes.split_at(part.nodes.len() / 2);
+                for half in [a, b] {
+                    let g = Graph {
+                        nodes: half.to_vec(),
+                        ..part.clone()
+                    };
+                    self.isolate_part(&g, target, reference, rounding, all);
+                }
+            }
+        }
+    }
+
+    /// One isolated run of `part`'s nodes: their outputs, and the nodes left out with the reason.
+    fn isolate_once(
+        &self,
+        part: &Graph,
+        target: &Graph,
+        reference: &dyn Values,
+        rounding: &Rounding,
+    ) -> Result<IsolatedRun> {
+        crate::pipeline::degrade::injected("attribution-node")?;
+        let iso = isolate::build(part, target, reference)?;
+        let values = match iso.graph.nodes.is_empty() {
+            true => Default::default(),
+            false => isolate::run(&iso, &self.runner, reference, rounding)?,
+        };
+        Ok((values, iso.excluded.into_iter().collect()))
+    }
+
     /// Opens ONNX Runtime as `spec` says; converts `graph` to fp16/bf16 when it asks.
     pub fn open(spec: &TargetSpec, graph: &Graph, lib: &Located) -> Result<OrtTarget> {
         let Engine::Ort(o) = &spec.engine else {
@@ -145,13 +211,8 @@ impl Target for OrtTarget {
             ..Default::default()
         };
         for part in &parts {
-            let iso = isolate::build(part, target, reference)?;
-            all.excluded += iso.excluded.len();
             all.groups += 1;
-            if !iso.graph.nodes.is_empty() {
-                all.values
-                    .extend(isolate::run(&iso, &self.runner, reference, rounding)?);
-            }
+            self.isolate_part(part, target, reference, rounding, &mut all);
         }
         Ok(all)
     }

@@ -3,15 +3,32 @@
 //! fetch script's folder: the full set), every model phantom derives gives what the whole run gives:
 //! - the whole comparison runs with every value compared (values ONNX leaves undefined excepted, said why) and
 //!   every node's introduced error measured from its run alone (the isolated model), control flow excepted;
-//! - chunk cuts (`--max-memory 1KiB`: one cut per few values) give the whole run's target values;
+//! - chunk cuts (`--max-memory 1KiB`: one cut per few values; `PHANTOM_SURGERY_BUDGET` for the full set) give the
+//!   whole run's target values;
 //! - segments (`plan`, the boundary pass, each index, `merge`, with `--target-model`) give the whole run's verdict
 //!   on as many values.
 //!
-//! A model that fails is a failing test, never a skip.
+//! A model that fails is a failing test, never a skip. `PHANTOM_BIN` runs another build of phantom (a release one).
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{ensure_runtime, phantom, read_json, root};
+use crate::common::{ensure_runtime, read_json, root};
+
+/// Runs phantom: the binary `PHANTOM_BIN` names (a release build for the full set), else this build's.
+fn phantom(args: &[&str]) -> (i32, String, String) {
+    let bin =
+        std::env::var_os("PHANTOM_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_phantom").into());
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run phantom");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
 
 fn trait_models() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("tests/data/traits"))
@@ -85,7 +102,9 @@ fn everything_compared(m: &Path, r: &serde_json::Value) {
 /// reference (to a few float32 steps where ONNX Runtime splits vectorized work by the tensors it is given).
 fn chunks_agree(m: &Path, dir: &Path, r: &serde_json::Value) {
     let json = dir.join("chunked.json");
-    let (code, out, err) = phantom(&["onnx", s(m), "--max-memory", "1KiB", "--json", s(&json)]);
+    // 1 KiB cuts a trait model every few values; the full set takes PHANTOM_SURGERY_BUDGET (8MiB in the README).
+    let budget = std::env::var("PHANTOM_SURGERY_BUDGET").unwrap_or_else(|_| "1KiB".into());
+    let (code, out, err) = phantom(&["onnx", s(m), "--max-memory", &budget, "--json", s(&json)]);
     assert_eq!(code, 0, "{} chunked: {out}{err}", m.display());
     let c = read_json(&json);
     let note = c["notes"]
