@@ -8,6 +8,7 @@ pub mod image;
 pub mod import;
 pub mod inline;
 pub mod inputs;
+pub mod loader_rules;
 pub mod npy;
 pub mod proto;
 pub mod random;

@@ -47,6 +47,7 @@ pub fn check(path: &Path, model: &ModelProto) -> Result<()> {
             )));
         }
     }
+    super::loader_rules::check(model).map_err(bad)?;
     let local: Vec<&str> = model
         .functions
         .iter()

@@ -3,17 +3,19 @@
 
 use crate::common::{ensure_runtime, model, perturbed_copy, phantom_env, read_json};
 
+/// The demo CNN against `m` (its copy with a fault) with `fail` injected.
 fn run(m: &std::path::Path, dir: &std::path::Path, fail: &str) -> (i32, serde_json::Value) {
     let json = dir.join(format!("r-{fail}.json"));
-    let (code, out, err) = phantom_env(
-        &[
-            "onnx",
-            m.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        &[("PHANTOM_INJECT_FAILURE", fail)],
-    );
+    let reference = model("convnet.onnx");
+    let args = [
+        "onnx",
+        reference.to_str().unwrap(),
+        "--target-model",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let (code, out, err) = phantom_env(&args, &[("PHANTOM_INJECT_FAILURE", fail)]);
     assert!(code == 0 || code == 1, "{fail}: exit {code}\n{out}{err}");
     (code, read_json(&json))
 }

@@ -1,0 +1,171 @@
+//! What ONNX Runtime's loader refuses before any kernel runs, checked by phantom for every target (the wgpu
+//! shaders and `--target-model` runs included) so that a model ORT would refuse is refused everywhere, with the
+//! node and attribute named: an IR version newer than ORT reads, a graph with nodes but no outputs, an attribute
+//! given twice, a name defined twice (a graph input or initializer that a node also writes), an initializer whose
+//! dims are negative or overflow, and inputs of one-type ops (Add, MatMul, Conv…) whose declared element types
+//! differ (a float64 initializer beside float32 activations).
+
+use std::collections::{HashMap, HashSet};
+
+use tract_onnx::pb::{GraphProto, ModelProto, NodeProto};
+
+use crate::precision::types::declared;
+
+/// The newest IR version ONNX Runtime 1.31 reads (its loader says so for newer ones).
+pub const MAX_IR: i64 = 13;
+
+/// Ops whose listed input slots share one type parameter `T` in every opset.
+const ONE_TYPE: &[(&str, &[usize])] = &[
+    ("Add", &[0, 1]),
+    ("Sub", &[0, 1]),
+    ("Mul", &[0, 1]),
+    ("Div", &[0, 1]),
+    ("MatMul", &[0, 1]),
+    ("Gemm", &[0, 1, 2]),
+    ("Conv", &[0, 1, 2]),
+    ("ConvTranspose", &[0, 1, 2]),
+    ("PRelu", &[0, 1]),
+    ("Equal", &[0, 1]),
+    ("Less", &[0, 1]),
+    ("Greater", &[0, 1]),
+    ("Where", &[1, 2]),
+    ("Concat", &[]),
+    ("Sum", &[]),
+    ("Max", &[]),
+    ("Min", &[]),
+    ("Mean", &[]),
+];
+
+/// Checks `model`; the error names the node or value and what is wrong.
+pub fn check(model: &ModelProto) -> Result<(), String> {
+    if model.ir_version > MAX_IR {
+        return Err(format!(
+            "IR version {} is newer than ONNX Runtime reads (up to {MAX_IR}); re-save it with an onnx release \
+             that writes IR {MAX_IR} or older",
+            model.ir_version
+        ));
+    }
+    let Some(g) = &model.graph else {
+        return Ok(());
+    };
+    if !g.node.is_empty() && g.output.is_empty() {
+        return Err("the graph declares no outputs, so no node's value is asked for".into());
+    }
+    initializer_dims(g)?;
+    defined_once(g)?;
+    nodes(g)
+}
+
+fn at(i: usize, n: &NodeProto) -> String {
+    match n.name.is_empty() {
+        true => format!("node #{i} ({})", n.op_type),
+        false => format!("node `{}` ({})", n.name, n.op_type),
+    }
+}
+
+fn initializer_dims(g: &GraphProto) -> Result<(), String> {
+    for t in &g.initializer {
+        let dims: Option<Vec<usize>> = t.dims.iter().map(|&d| usize::try_from(d).ok()).collect();
+        let fits = dims.is_some_and(|d| crate::tensor::checked_nbytes(&d, 8).is_some());
+        if !fits {
+            return Err(format!(
+                "initializer `{}` has dims {:?}: negative, or more elements than any memory holds",
+                t.name, t.dims
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each value is defined once: by a graph input and/or an initializer (IR 3 lists initializers as inputs too), or
+/// by one node's output.
+fn defined_once(g: &GraphProto) -> Result<(), String> {
+    let outer: HashSet<&str> = g
+        .input
+        .iter()
+        .map(|v| v.name.as_str())
+        .chain(g.initializer.iter().map(|t| t.name.as_str()))
+        .collect();
+    let mut written: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in g.node.iter().enumerate() {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            if outer.contains(o.as_str()) {
+                return Err(format!(
+                    "{}: writes `{o}`, which is also a graph input or initializer (a name defined twice)",
+                    at(i, n)
+                ));
+            }
+            if let Some(first) = written.insert(o.as_str(), i) {
+                return Err(format!(
+                    "{}: writes `{o}`, which {} writes too (a name defined twice)",
+                    at(i, n),
+                    at(first, &g.node[first])
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Per node, in this graph and every body: attributes given once, one-type inputs of one declared type.
+fn nodes(g: &GraphProto) -> Result<(), String> {
+    let types: HashMap<&str, i32> = g
+        .input
+        .iter()
+        .filter_map(|v| Some((v.name.as_str(), declared(v)?)))
+        .chain(g.initializer.iter().map(|t| (t.name.as_str(), t.data_type)))
+        .collect();
+    for (i, n) in g.node.iter().enumerate() {
+        let mut seen = HashSet::new();
+        if let Some(a) = n.attribute.iter().find(|a| !seen.insert(a.name.as_str())) {
+            return Err(format!(
+                "{}: attribute `{}` is given twice",
+                at(i, n),
+                a.name
+            ));
+        }
+        one_type(n, &types).map_err(|why| format!("{}: {why}", at(i, n)))?;
+        for a in &n.attribute {
+            for body in a.g.iter().chain(&a.graphs) {
+                nodes(body)
+                    .map_err(|why| format!("{}, attribute `{}`: {why}", at(i, n), a.name))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn one_type(n: &NodeProto, types: &HashMap<&str, i32>) -> Result<(), String> {
+    let Some((_, slots)) = ONE_TYPE
+        .iter()
+        .find(|(op, _)| *op == n.op_type && n.domain.is_empty())
+    else {
+        return Ok(());
+    };
+    let all: Vec<usize> = (0..n.input.len()).collect();
+    let slots = if slots.is_empty() { &all[..] } else { slots };
+    let mut first: Option<(&str, i32)> = None;
+    for name in slots
+        .iter()
+        .filter_map(|&k| n.input.get(k))
+        .filter(|s| !s.is_empty())
+    {
+        let Some(&t) = types.get(name.as_str()) else {
+            continue;
+        };
+        match first {
+            None => first = Some((name, t)),
+            Some((other, u)) if u != t => {
+                let ty = |c| crate::tensor::DType::from_onnx(c).name();
+                return Err(format!(
+                    "input `{name}` is {} but `{other}` is {}; the op takes one element type (ONNX Runtime \
+                     refuses it)",
+                    ty(t),
+                    ty(u)
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
