@@ -112,7 +112,9 @@ fn table(title: &str, list: &[ValueSpread]) -> String {
 
 pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
     let graph = model::load(&a.model)?;
-    let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
+    let spec_in = super::settings::input_spec(&a.inputs)?;
+    let inputs = model::inputs::prepare(&graph, &spec_in)?;
+    let graph = crate::pipeline::prepared_graph(graph, &inputs, spec_in.seed, false)?;
     let spec = super::target::one("determinism", &a.engine, a.precision, None)?;
     let rt = &a.engine.runtime;
     let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;

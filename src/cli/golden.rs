@@ -37,9 +37,11 @@ pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
     if a.output.exists() && !a.force {
         anyhow::bail!("{} already exists; phantom never overwrites a golden record: pass --force to replace it", a.output.display());
     }
-    // Random ops draw phantom's seeded hash noise, so a rerun draws the same numbers.
-    let graph = model::random::seeded(model::load(&a.model)?, a.inputs.seed)?;
+    // Prepared as every command prepares it: random ops draw phantom's seeded hash noise (a rerun draws the same
+    // numbers), the Ifs and Loops these inputs decide resolved.
+    let graph = model::load(&a.model)?;
     let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
+    let graph = crate::pipeline::prepared_graph(graph, &inputs, a.inputs.seed, false)?;
     let (out, provenance, spec) = run_target(&graph, &inputs, &a.target, "record")?;
     let mut values = vec![];
     for n in &graph.nodes {
@@ -110,12 +112,12 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
         .get("seed")
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let graph = model::random::seeded(model::load(&a.model)?, seed)?;
     let tensors = golden::read_inputs(&a.golden, &g)?;
     let inputs = Inputs {
         tensors,
         ..Default::default()
     };
+    let graph = crate::pipeline::prepared_graph(model::load(&a.model)?, &inputs, seed, false)?;
     let (out, now, _) = run_target(&graph, &inputs, &a.target, "check")?;
     let report = check_values(&g, &out.values, &now, &budgets);
     if let Some(p) = &a.json {

@@ -17,8 +17,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     let spec_in = super::settings::input_spec(&a.inputs)?;
     let inputs = model::inputs::prepare(&graph, &spec_in)?;
     // As `phantom onnx` runs it: Ifs and Loops the inputs decide resolved, random ops drawing phantom's noise.
-    let graph =
-        model::random::seeded(model::inline::taken_branches(graph, &inputs)?, spec_in.seed)?;
+    let graph = crate::pipeline::prepared_graph(graph, &inputs, spec_in.seed, false)?;
     let t = Instant::now();
     // (values, bytes) the run computed; the reference streams them and keeps only the graph outputs.
     let mut computed = (0, 0);

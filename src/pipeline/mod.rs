@@ -223,20 +223,39 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     })
 }
 
+/// The inputs every comparing command feeds, made one way (dims ONNX Runtime accepts, see [`shapes`]), with the
+/// ONNX Runtime found for them.
+pub fn prepared_inputs(graph: &model::Graph, s: &CompareSettings) -> Result<(Inputs, Located)> {
+    let inputs = model::inputs::prepare(graph, &s.inputs)?;
+    crate::runner::plugins::request(&s.runtime.ep_library)?;
+    let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
+    let inputs = shapes::checked(graph, &s.inputs, inputs, &lib)?;
+    Ok((inputs, lib))
+}
+
+/// The graph every command compares or runs, prepared one way: the `If`s and `Loop`s these inputs decide resolved
+/// (unless `keep_control_flow`), random ops drawing phantom's seeded hash noise. `onnx`, `run`, `record`, `check`,
+/// `determinism`, `plan`/`segment` and a `--target-model` cut by a plan all prepare through here.
+pub fn prepared_graph(
+    graph: model::Graph,
+    inputs: &model::inputs::Inputs,
+    seed: u64,
+    keep_control_flow: bool,
+) -> Result<model::Graph> {
+    let graph = match keep_control_flow {
+        true => graph,
+        false => model::inline::taken_branches(graph, inputs)?,
+    };
+    model::random::seeded(graph, seed)
+}
+
 /// Loads the model, makes the inputs, finds ONNX Runtime and opens the targets (converting the model where asked).
 pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let t = Instant::now();
     let graph = model::load(&s.model)?;
     memory::weights_fit(&graph)?;
-    let inputs = model::inputs::prepare(&graph, &s.inputs)?;
-    crate::runner::plugins::request(&s.runtime.ep_library)?;
-    let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
-    let inputs = shapes::checked(&graph, &s.inputs, inputs, &lib)?;
-    let graph = match s.keep_control_flow {
-        true => graph,
-        false => model::inline::taken_branches(graph, &inputs)?,
-    };
-    let graph = model::random::seeded(graph, s.inputs.seed)?;
+    let (inputs, lib) = prepared_inputs(&graph, s)?;
+    let graph = prepared_graph(graph, &inputs, s.inputs.seed, s.keep_control_flow)?;
     let targets = s
         .targets
         .iter()

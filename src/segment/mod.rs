@@ -178,11 +178,7 @@ pub fn load_graph(plan: &Plan, inputs: &Inputs) -> Result<Graph> {
 
 /// The transformations `pipeline::prepare` applies before comparing.
 pub fn transformed(graph: Graph, s: &CompareSettings, inputs: &Inputs) -> Result<Graph> {
-    let graph = match s.keep_control_flow {
-        true => graph,
-        false => model::inline::taken_branches(graph, inputs)?,
-    };
-    model::random::seeded(graph, s.inputs.seed)
+    crate::pipeline::prepared_graph(graph, inputs, s.inputs.seed, s.keep_control_flow)
 }
 
 fn short(h: &str) -> &str {

@@ -50,7 +50,8 @@ struct Sizes {
 pub fn plan(ps: &PlanSettings) -> Result<Plan> {
     let s = &ps.compare;
     let graph = model::load(&s.model)?;
-    let inputs = model::inputs::prepare(&graph, &s.inputs)?;
+    // The inputs `phantom onnx` would feed (dims ONNX Runtime accepts), so a plan compares what a whole run does.
+    let (inputs, _) = crate::pipeline::prepared_inputs(&graph, s)?;
     let graph = transformed(graph, s, &inputs)?;
     if graph.nodes.is_empty() {
         return Err(Error::Usage(format!(

