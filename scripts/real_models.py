@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-# Concrete shapes that run (dims not given default to 1).
+# Concrete shapes that run (dims not given default to 1); models not listed run with no flags.
 ARGS = {
     "ppocr_det_v4": ["--shape", "x=1x3x640x640"],
     "ppocr_det_v6s": ["--shape", "x=1x3x640x640"],
@@ -51,7 +51,9 @@ def main():
     binary = sys.argv[2] if len(sys.argv) > 2 else "target/release/phantom"
     print("| model | verdict | nodes | compared / values | unchecked | reduced-precision ref nodes | first divergence | time (s) |")
     print("|---|---|---|---|---|---|---|---|")
-    for name, extra in ARGS.items():
+    # The models above with their flags, then every other model in the folder with none (phantom's defaults).
+    others = sorted(f[:-5] for f in os.listdir(models_dir) if f.endswith(".onnx") and f[:-5] not in ARGS)
+    for name, extra in [*ARGS.items(), *((n, []) for n in others)]:
         path = os.path.join(models_dir, name + ".onnx")
         if not os.path.exists(path):
             continue

@@ -39,6 +39,18 @@ pub enum Error {
     Usage(String),
 }
 
+/// An error when `stage` is named in `PHANTOM_INJECT_FAILURE` (see `pipeline::degrade`: tests make optional
+/// stages fail with it).
+pub fn injected(stage: &str) -> Result<()> {
+    let asked = std::env::var("PHANTOM_INJECT_FAILURE").unwrap_or_default();
+    match asked.split(',').any(|s| s.trim() == stage) {
+        true => Err(Error::Usage(format!(
+            "{stage}: failure injected by PHANTOM_INJECT_FAILURE"
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// Shorthand used throughout the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

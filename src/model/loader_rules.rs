@@ -7,9 +7,15 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tract_onnx::pb::{GraphProto, ModelProto, NodeProto};
+use tract_onnx::pb::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 
-use crate::precision::types::declared;
+/// The element type a graph input declares.
+fn declared(vi: &ValueInfoProto) -> Option<i32> {
+    match vi.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(t) if t.elem_type != 0 => Some(t.elem_type),
+        _ => None,
+    }
+}
 
 /// The newest IR version ONNX Runtime 1.31 reads (its loader says so for newer ones).
 pub const MAX_IR: i64 = 13;

@@ -5,21 +5,12 @@
 //! `PHANTOM_INJECT_FAILURE=stage[,stage…]` makes the named stages fail ([`STAGES`]; `attribution-node` fails every
 //! node's run alone, one by one), so tests can prove each one degrades.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The stages that may fail without losing the verdict.
 pub const STAGES: &[&str] = &["attribution", "attribution-node", "noise", "fusion"];
 
-/// An error when `stage` is named in `PHANTOM_INJECT_FAILURE`.
-pub fn injected(stage: &str) -> Result<()> {
-    let asked = std::env::var("PHANTOM_INJECT_FAILURE").unwrap_or_default();
-    match asked.split(',').any(|s| s.trim() == stage) {
-        true => Err(Error::Usage(format!(
-            "{stage}: failure injected by PHANTOM_INJECT_FAILURE"
-        ))),
-        false => Ok(()),
-    }
-}
+pub use crate::error::injected;
 
 /// The stage's result, or `None` with a note saying what was not measured and why.
 pub fn optional<T>(notes: &mut Vec<String>, what: &str, r: Result<T>) -> Option<T> {

@@ -85,7 +85,7 @@ impl OrtTarget {
         reference: &dyn Values,
         rounding: &Rounding,
     ) -> Result<IsolatedRun> {
-        crate::pipeline::degrade::injected("attribution-node")?;
+        crate::error::injected("attribution-node")?;
         let iso = isolate::build(part, target, reference)?;
         let values = match iso.graph.nodes.is_empty() {
             true => Default::default(),

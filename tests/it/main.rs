@@ -17,6 +17,7 @@ mod golden;
 mod hostile;
 mod hostile_models;
 mod inputs;
+mod layering;
 mod memory;
 mod multi;
 mod oracle;
