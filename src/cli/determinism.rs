@@ -114,7 +114,8 @@ pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
     let graph = model::load(&a.model)?;
     let spec_in = super::settings::input_spec(&a.inputs)?;
     let inputs = model::inputs::prepare(&graph, &spec_in)?;
-    let graph = crate::pipeline::prepared_graph(graph, &inputs, spec_in.seed, false)?;
+    // Taken branches inlined as every command does; random ops deliberately not seeded: finding them is the point.
+    let graph = model::inline::taken_branches(graph, &inputs)?;
     let spec = super::target::one("determinism", &a.engine, a.precision, None)?;
     let rt = &a.engine.runtime;
     let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;

@@ -1,6 +1,6 @@
 //! What ONNX Runtime's loader refuses before any kernel runs, checked by phantom for every target (the wgpu
 //! shaders and `--target-model` runs included) so that a model ORT would refuse is refused everywhere, with the
-//! node and attribute named: an IR version newer than ORT reads, a graph with nodes but no outputs, an attribute
+//! node and attribute named: an IR version no ONNX release defines, a graph with nodes but no outputs, an attribute
 //! given twice, a name defined twice (a graph input or initializer that a node also writes), an initializer whose
 //! dims are negative or overflow, and inputs of one-type ops (Add, MatMul, Conv…) whose declared element types
 //! differ (a float64 initializer beside float32 activations).
@@ -17,8 +17,10 @@ fn declared(vi: &ValueInfoProto) -> Option<i32> {
     }
 }
 
-/// The newest IR version ONNX Runtime 1.31 reads (its loader says so for newer ones).
-pub const MAX_IR: i64 = 13;
+/// The newest IR version phantom accepts: ONNX's current releases write up to 14 (the backend node tests in
+/// `tests/data/wgpu` have it; ONNX Runtime 1.31 reads up to 13 and refuses newer ones itself, on its targets), a
+/// little room for newer releases, none for corrupt numbers such as 99.
+pub const MAX_IR: i64 = 16;
 
 /// Ops whose listed input slots share one type parameter `T` in every opset.
 const ONE_TYPE: &[(&str, &[usize])] = &[
@@ -46,8 +48,8 @@ const ONE_TYPE: &[(&str, &[usize])] = &[
 pub fn check(model: &ModelProto) -> Result<(), String> {
     if model.ir_version > MAX_IR {
         return Err(format!(
-            "IR version {} is newer than ONNX Runtime reads (up to {MAX_IR}); re-save it with an onnx release \
-             that writes IR {MAX_IR} or older",
+            "IR version {} is newer than any ONNX release defines (phantom reads up to {MAX_IR}; ONNX Runtime \
+             1.31 up to 13): the file is corrupt, or re-save it with an onnx release that writes IR 13",
             model.ir_version
         ));
     }

@@ -235,7 +235,8 @@ pub fn prepared_inputs(graph: &model::Graph, s: &CompareSettings) -> Result<(Inp
 
 /// The graph every command compares or runs, prepared one way: the `If`s and `Loop`s these inputs decide resolved
 /// (unless `keep_control_flow`), random ops drawing phantom's seeded hash noise. `onnx`, `run`, `record`, `check`,
-/// `determinism`, `plan`/`segment` and a `--target-model` cut by a plan all prepare through here.
+/// `plan`/`segment` and a `--target-model` cut by a plan all prepare through here (`determinism` inlines alone: it
+/// looks for the random ops seeding would hide).
 pub fn prepared_graph(
     graph: model::Graph,
     inputs: &model::inputs::Inputs,
