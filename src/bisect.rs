@@ -16,7 +16,7 @@ use crate::pipeline::{prepare, CompareSettings, Prepared};
 use crate::report::model::ValueStatus;
 use crate::runner::reference::ReferenceRunner;
 use crate::spill::{Spill, Values};
-use crate::target::{Capture, Target};
+use crate::targets::{Capture, Target};
 use crate::tensor::Tensor;
 
 /// One probed value.

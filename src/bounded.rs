@@ -14,14 +14,12 @@ use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::report::model::ValueReport;
 use crate::spill::Held;
-use crate::target::{Chunks, Target};
+use crate::targets::{Chunks, Target};
 use crate::tensor::Tensor;
 
 /// Share of the budget one chunk of reference values may take (the target's copy, tract's and ONNX Runtime's live
 /// tensors take the rest).
 pub const CHUNK_SHARE: usize = 4;
-
-pub use crate::fsutil::{fmt_size, parse_size};
 
 /// Collects reference values and compares them chunk by chunk against target runs that expose only that chunk.
 pub struct Chunker<'a> {
@@ -167,10 +165,10 @@ impl<'a> Chunker<'a> {
 mod tests {
     #[test]
     fn sizes() {
-        assert_eq!(super::parse_size("2GiB"), Some(2 << 30));
-        assert_eq!(super::parse_size("512M"), Some(512 << 20));
-        assert_eq!(super::parse_size("1.5g"), Some(3 << 29));
-        assert_eq!(super::parse_size("4096"), Some(4096));
-        assert_eq!(super::parse_size("lots"), None);
+        assert_eq!(crate::units::parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(crate::units::parse_size("512M"), Some(512 << 20));
+        assert_eq!(crate::units::parse_size("1.5g"), Some(3 << 29));
+        assert_eq!(crate::units::parse_size("4096"), Some(4096));
+        assert_eq!(crate::units::parse_size("lots"), None);
     }
 }

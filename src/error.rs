@@ -32,7 +32,7 @@ pub enum Error {
     #[error("ONNX Runtime not available: {reason}")]
     RuntimeMissing { reason: String },
     #[error("ONNX Runtime failed: {reason}")]
-    Target { reason: String },
+    Ort { reason: String },
     #[error("the wgpu target failed: {reason}")]
     Wgpu { reason: String },
     #[error("{0}")]
@@ -125,8 +125,8 @@ pub fn read_bounded(path: &std::path::Path, limit: u64, what: &str) -> Result<Ve
     if meta.len() > limit {
         return Err(limit_error(format!(
             "{} is larger than phantom reads for a {what} ({})",
-            crate::fsutil::fmt_size(meta.len() as usize),
-            crate::fsutil::fmt_size(limit as usize)
+            crate::units::fmt_size(meta.len() as usize),
+            crate::units::fmt_size(limit as usize)
         )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);

@@ -75,35 +75,6 @@ pub fn write_error(path: &Path, e: std::io::Error) -> Error {
     }
 }
 
-/// Parses `2GiB`, `512MiB`, `1.5G`, `800M`, `4096` (bytes).
-pub fn parse_size(s: &str) -> Option<usize> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.trim().parse().ok()?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    (n > 0.0 && (n * mult).is_finite() && n * mult < usize::MAX as f64)
-        .then_some((n * mult) as usize)
-}
-
-/// `2.0 GiB`, `512 MiB`, `64 KiB`.
-pub fn fmt_size(b: usize) -> String {
-    let b = b as f64;
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.1} GiB", b / (1u64 << 30) as f64)
-    } else if b >= (1 << 20) as f64 {
-        format!("{:.0} MiB", b / (1 << 20) as f64)
-    } else {
-        format!("{:.0} KiB", b / 1024.0)
-    }
-}
-
 /// The memory phantom plans with: `PHANTOM_MEMORY_BUDGET` (a size such as `4GiB`) when set, else half of the
 /// machine's physical memory (Linux `/proc/meminfo`, else 8 GiB) or half of the process's own limit where one is
 /// lower ([`process_limit`]).
@@ -125,7 +96,7 @@ pub const VALUES_SHARE: usize = 32;
 pub fn values_budget() -> usize {
     let own = std::env::var("PHANTOM_VALUES_BUDGET")
         .ok()
-        .and_then(|v| parse_size(&v));
+        .and_then(|v| crate::units::parse_size(&v));
     if let Some(b) = own.or_else(budget_override) {
         return b;
     }
@@ -137,7 +108,7 @@ pub fn values_budget() -> usize {
 fn budget_override() -> Option<usize> {
     std::env::var("PHANTOM_MEMORY_BUDGET")
         .ok()
-        .and_then(|v| parse_size(&v))
+        .and_then(|v| crate::units::parse_size(&v))
 }
 
 /// The machine's physical memory (Linux `/proc/meminfo`, else 16 GiB).

@@ -6,27 +6,43 @@
 //!  ▼
 //! pipeline: prepare ─► capture ─► expected noise ─► stream-compare ─► attribute ─► explain ─► assemble
 //!  │          │          │                             │                 │            │          │
-//!  │          │          └── target::Target ◄──────────┼─────────────────┘            │          ▼
-//!  │          │              (ort: providers table,    │ (bounded: chunks)            │       report::Report
-//!  │          │               wgpu: shaders)           │                              │       ─► terminal, JSON,
-//!  │          ▼                                        ▼                              ▼          HTML, JUnit, MD, DOT
-//!  │        model::load, inputs               runner::reference (tract f64)   analysis (culprits, causes)
-//!  │                                           compare (metrics, tolerance)
+//!  │          │          └── targets::Target ◄─────────┼─────────────────┘            │          ▼
+//!  │          │              (ort: providers, chunks,  │ (bounded: chunks)            │       report::model::Report
+//!  │          │               fp16/bf16 model;         │                              │       ─► terminal, JSON,
+//!  │          │               wgpu: shaders)           │                              │          HTML, JUnit, MD, DOT
+//!  │          ▼                                        ▼                              ▼
+//!  │        model (load, inputs, surgery, cuts)  runner::reference (tract f64)   analysis (culprits, causes)
+//!  │                                             compare (metrics, tolerance)
 //!  └─► bisect, golden (record/check), replay, determinism: the same targets
 //!      scan: the reference alone (fragile nodes before any conversion)
 //!      reduce: a culprit cut out with its boundary values, as a bundle for upstream
 //!      profile: ONNX Runtime's profiler read per node (time, FLOPs, bytes, memory)
 //! ```
 //!
-//! Every model passes `model::validate` on import; engines run behind `error::guard` (a panic becomes an error
-//! naming the node) and `watchdog` (`--timeout`).
+//! Every model passes `model::validate` on import; every model phantom derives from it (cuts, nodes run alone,
+//! segments, inlined branches, conversions) is finished by `model::surgery`. Engines run behind `error::guard` (a
+//! panic becomes an error naming the node) and `watchdog` (`--timeout`).
 //!
 //! Each target asked for (`--ep cpu --ep wgpu`) is a `pipeline::Lane` through the stages: the reference runs once,
 //! each lane gets its own `Report`, and `analysis::agreement` compares the lanes with each other into
-//! `report::multi::MultiReport` (with its own renderers).
+//! `report::model::multi::MultiReport` (with its own renderers in `report::multi`).
 //!
-//! Dependencies point down: `cli` → `pipeline` → `target` / `analysis` / `compare` → `runner` → `model`,
-//! `precision`, `tensor`. Runners never import `cli` or `report`; `report` re-exports the runner facts it shows.
+//! Dependencies point down, layer by layer (`tests/it/layering.rs` holds the order and fails on an import that
+//! runs up or a circle between modules):
+//!
+//! ```text
+//! cli
+//! golden, scan, profile, reduce, bisect, replay, segment, diff
+//! pipeline
+//! report (renderers)
+//! targets, bounded
+//! analysis
+//! compare, report::model (the report's schema)
+//! runner (tract f64 reference, ONNX Runtime and wgpu runners, target specs)
+//! precision (fp16/bf16 conversion)
+//! model (ONNX import, validation, surgery, cuts, types, tract conversions)
+//! error, fsutil, tensor, spill, units, watchdog
+//! ```
 
 pub mod analysis;
 pub mod bisect;
@@ -48,8 +64,9 @@ pub mod runner;
 pub mod scan;
 pub mod segment;
 pub mod spill;
-pub mod target;
+pub mod targets;
 pub mod tensor;
+pub mod units;
 pub mod watchdog;
 
 pub use error::{Error, Result};

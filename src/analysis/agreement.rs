@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use crate::compare::{compare, ToleranceSpec};
+use crate::report::model::multi::{AgreeStatus, Agreement, Disagreement, NodeAgreement, PairValue};
 use crate::report::model::{NodeRef, NodeReport, Report, ValueReport, ValueStatus};
-use crate::report::multi::{AgreeStatus, Agreement, Disagreement, NodeAgreement, PairValue};
 use crate::tensor::Tensor;
 
 /// How much further from f64 one target must be than another before phantom calls it the wrong (or the other the
@@ -255,10 +255,7 @@ fn conclusion(
             }
         };
     };
-    let err = |e: Option<f64>| {
-        e.map(crate::report::terminal::num)
-            .unwrap_or_else(|| "—".into())
-    };
+    let err = |e: Option<f64>| e.map(crate::units::num).unwrap_or_else(|| "—".into());
     let mut s = format!(
         "{} and {} first disagree at node #{} {} `{}` (value `{}`): max |a − b| = {}, {}× tolerance; against f64, \
          {} is off by {} and {} by {}",
@@ -268,8 +265,8 @@ fn conclusion(
         d.at.op_type,
         d.at.node,
         d.at.value,
-        crate::report::terminal::num(d.max_abs),
-        crate::report::terminal::num(d.tolerance_used),
+        crate::units::num(d.max_abs),
+        crate::units::num(d.tolerance_used),
         d.a,
         err(d.a_error),
         d.b,

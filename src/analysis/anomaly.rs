@@ -18,8 +18,8 @@ use super::attribution::NOISE_FACTOR;
 use crate::report::model::{
     Anomaly, NodeRef, NodeReport, Status, ValueReport, ValueStatus, Verdict,
 };
-use crate::report::terminal::num;
 use crate::tensor::DType;
+use crate::units::num;
 
 /// Rounding ratio above which a node's own error is anomalous.
 pub const ROUNDING_FACTOR: f64 = 2048.0;

@@ -92,8 +92,8 @@ impl PrecisionArg {
 }
 
 pub use crate::runner::ort::OptLevel;
+pub use crate::runner::spec::Accumulate;
 pub use crate::runner::wgpu::F16Mode;
-pub use crate::target::spec::Accumulate;
 
 /// The target a command runs: an ONNX Runtime execution provider with its options, or phantom's wgpu shaders.
 #[derive(Debug, Clone, Args)]

@@ -9,19 +9,16 @@ use super::args::DeterminismArgs;
 use super::Outcome;
 use crate::analysis::determinism::{Tracker, ValueSpread};
 use crate::golden::Provenance;
-use crate::model::{self, inputs::Inputs, Graph};
+use crate::model::{inputs::Inputs, Graph};
 use crate::report::json::write_atomic;
-use crate::report::terminal::num;
 use crate::runner::facts::TargetFacts;
 use crate::runner::ort_lib::{self, Located};
 use crate::runner::{reference::ReferenceRunner, Runner};
-use crate::target::{self, Capture, Engine, TargetSpec};
+use crate::targets::{self, Capture, TargetSpec};
+use crate::units::num;
 
 fn facts_name(spec: &TargetSpec) -> String {
-    match spec.engine {
-        Engine::Ort(_) => "onnxruntime".into(),
-        Engine::Wgpu(_) => "wgpu".into(),
-    }
+    spec.engine.name().into()
 }
 
 /// The determinism report (`--json`).
@@ -56,11 +53,11 @@ fn trackers(
 ) -> anyhow::Result<(Tracker, Tracker, TargetFacts)> {
     let mut fresh = Tracker::default();
     for _ in 0..runs {
-        let mut t = target::open(spec, graph, lib)?;
+        let mut t = targets::open(spec, graph, lib)?;
         fresh.add_run(t.run(graph, inputs, Capture::All)?.values);
     }
     let mut same = Tracker::default();
-    let mut t = target::open(spec, graph, lib)?;
+    let mut t = targets::open(spec, graph, lib)?;
     t.reuse_sessions();
     let mut facts = t.facts(graph);
     for _ in 0..runs {
@@ -111,29 +108,26 @@ fn table(title: &str, list: &[ValueSpread]) -> String {
 }
 
 pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
-    let graph = model::load(&a.model)?;
     let spec_in = super::settings::input_spec(&a.inputs)?;
-    let inputs = model::inputs::prepare(&graph, &spec_in)?;
-    // Taken branches inlined as every command does; random ops deliberately not seeded: finding them is the point.
-    let graph = model::inline::taken_branches(graph, &inputs)?;
-    let spec = super::target::one("determinism", &a.engine, a.precision, None)?;
+    let runtime = super::target_flags::runtime(&a.engine);
+    // Prepared as every command does, but random ops deliberately not seeded: finding them is the point.
+    let (graph, inputs) =
+        crate::pipeline::prepared_model("determinism", &a.model, &spec_in, &runtime, false)?;
+    let spec = super::target_flags::one("determinism", &a.engine, a.precision, None)?;
     let rt = &a.engine.runtime;
     let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
     let (fresh, same, facts) = trackers(&spec, &graph, &inputs, &lib, a.runs)?;
-    let deterministic_compute = match (&spec.engine, a.ort_deterministic) {
-        (_, false) => None,
-        (Engine::Wgpu(_), true) => {
-            anyhow::bail!(
-                "--ort-deterministic is an option of ONNX Runtime targets, not of --ep wgpu"
-            )
-        }
-        (Engine::Ort(o), true) => {
-            let mut o = o.clone();
-            o.deterministic = true;
-            let det = TargetSpec {
-                engine: Engine::Ort(o),
-                ..spec.clone()
+    let deterministic_compute = match a.ort_deterministic {
+        false => None,
+        true => {
+            let mut det = spec.clone();
+            let Some(o) = det.engine.ort_mut() else {
+                anyhow::bail!(
+                    "--ort-deterministic is an option of ONNX Runtime targets, not of --ep {}",
+                    spec.engine.name()
+                )
             };
+            o.deterministic = true;
             let (f, s, _) = trackers(&det, &graph, &inputs, &lib, a.runs)?;
             Some((f.nondeterministic(&graph), s.nondeterministic(&graph)))
         }

@@ -31,7 +31,7 @@ fn sums(list: &[String]) -> anyhow::Result<Vec<(String, String, String)>> {
 
 /// The diff's options from its arguments.
 fn options(a: &DiffArgs) -> anyhow::Result<DiffOptions> {
-    let max_unpacked = crate::fsutil::parse_size(&a.max_unpacked).ok_or_else(|| {
+    let max_unpacked = crate::units::parse_size(&a.max_unpacked).ok_or_else(|| {
         Error::Usage(format!(
             "--max-unpacked `{}`: expected a size such as 512M or 16G",
             a.max_unpacked
@@ -113,7 +113,7 @@ fn serve_one(
 
 pub fn serve(a: super::args::ServeArgs) -> anyhow::Result<Outcome> {
     let parse = |s: &str, flag: &str| {
-        crate::fsutil::parse_size(s)
+        crate::units::parse_size(s)
             .ok_or_else(|| Error::Usage(format!("{flag} `{s}`: expected a size such as 500M")))
     };
     let max_upload = parse(&a.max_upload, "--max-upload")? as u64;

@@ -7,13 +7,13 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
 use super::args::{CheckArgs, RecordArgs, TargetArgs};
 use super::Outcome;
-use crate::golden::check::{check as check_values, Budgets, CheckStatus};
+use crate::golden::check::{check as check_values, Budgets, CheckReport, CheckStatus, ValueCheck};
 use crate::golden::{self, fingerprint, Golden, Provenance, GOLDEN_SCHEMA};
 use crate::model::{self, inputs::Inputs, Graph};
-use crate::report::terminal::num;
 use crate::runner::{ort_lib, RunOutput};
-use crate::target::{self, Capture, TargetSpec};
+use crate::targets::{self, Capture, TargetSpec};
 use crate::tensor::Tensor;
+use crate::units::num;
 
 /// Runs the one target the arguments name, every value captured; what ran, as provenance.
 fn run_target(
@@ -22,10 +22,10 @@ fn run_target(
     t: &TargetArgs,
     command: &str,
 ) -> anyhow::Result<(RunOutput, Provenance, TargetSpec)> {
-    let spec = super::target::one(command, &t.engine, t.precision, t.target_model.clone())?;
+    let spec = super::target_flags::one(command, &t.engine, t.precision, t.target_model.clone())?;
     let rt = &t.engine.runtime;
     let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
-    let mut target = target::open(&spec, graph, &lib)?;
+    let mut target = targets::open(&spec, graph, &lib)?;
     let out = target.run(graph, inputs, Capture::All)?;
     let sha = &target.own_model().unwrap_or(graph).sha256;
     let facts = out.facts.clone().unwrap_or_else(|| target.facts(graph));
@@ -100,61 +100,85 @@ fn budget_map(list: &[String], flag: &str) -> anyhow::Result<HashMap<String, f64
 }
 
 pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
+    let budgets = parse_budgets(&a)?;
+    let g = golden::read(&a.golden)?;
+    let (graph, out, now) = rerun(&a, &g)?;
+    let report = check_values(&g, &out.values, &now, &budgets);
+    if let Some(p) = &a.json {
+        crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    }
+    if let Some(p) = &a.junit {
+        write_junit(p, &report, &graph)?;
+    }
+    print_summary(&a, &graph, &report);
+    Ok(if report.regressed > 0 || report.missing > 0 {
+        Outcome::Diverged
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// The drift budgets the arguments give: the default, then per op type and per node.
+fn parse_budgets(a: &CheckArgs) -> anyhow::Result<Budgets> {
     super::settings::finite_non_negative("--budget", a.budget)?;
-    let budgets = Budgets {
+    Ok(Budgets {
         default: a.budget,
         by_op: budget_map(&a.budget_op, "--budget-op")?,
         by_node: budget_map(&a.budget_node, "--budget-node")?,
-    };
-    let g = golden::read(&a.golden)?;
+    })
+}
+
+/// Runs the target again on the recorded inputs and seed: the prepared graph, what it produced, what ran.
+fn rerun(a: &CheckArgs, g: &Golden) -> anyhow::Result<(Graph, RunOutput, Provenance)> {
     let seed = g
         .options
         .get("seed")
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let tensors = golden::read_inputs(&a.golden, &g)?;
+    let tensors = golden::read_inputs(&a.golden, g)?;
     let inputs = Inputs {
         tensors,
         ..Default::default()
     };
     let graph = crate::pipeline::prepared_graph(model::load(&a.model)?, &inputs, seed, false)?;
     let (out, now, _) = run_target(&graph, &inputs, &a.target, "check")?;
-    let report = check_values(&g, &out.values, &now, &budgets);
-    if let Some(p) = &a.json {
-        crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
-    }
-    if let Some(p) = &a.junit {
-        let cases: Vec<crate::report::junit::Case> = report
-            .values
-            .iter()
-            .map(|v| crate::report::junit::Case {
-                name: format!("#{} {} {} → {}", v.node_index, v.op_type, v.node, v.value),
-                class: "phantom.check".into(),
-                failure: match v.status {
-                    CheckStatus::Regressed => Some(format!(
-                        "drift {} > budget {}{}",
-                        num(v.drift),
-                        num(v.budget),
-                        v.detail
-                            .as_ref()
-                            .map(|d| format!(" ({d})"))
-                            .unwrap_or_default()
-                    )),
-                    CheckStatus::Missing => Some("recorded, but not produced now".into()),
-                    _ => None,
-                },
-                skipped: None,
-            })
-            .collect();
-        crate::report::json::write_atomic(
-            p,
-            crate::report::junit::render(
-                &format!("phantom check {}", graph.path.display()),
-                &cases,
-            )
+    Ok((graph, out, now))
+}
+
+/// Writes the check as JUnit to `p`: one case per value, failing where it regressed or is missing.
+fn write_junit(p: &std::path::Path, report: &CheckReport, graph: &Graph) -> anyhow::Result<()> {
+    let cases: Vec<crate::report::junit::Case> = report
+        .values
+        .iter()
+        .map(|v| crate::report::junit::Case {
+            name: format!("#{} {} {} → {}", v.node_index, v.op_type, v.node, v.value),
+            class: "phantom.check".into(),
+            failure: match v.status {
+                CheckStatus::Regressed => Some(format!(
+                    "drift {} > budget {}{}",
+                    num(v.drift),
+                    num(v.budget),
+                    v.detail
+                        .as_ref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default()
+                )),
+                CheckStatus::Missing => Some("recorded, but not produced now".into()),
+                _ => None,
+            },
+            skipped: None,
+        })
+        .collect();
+    crate::report::json::write_atomic(
+        p,
+        crate::report::junit::render(&format!("phantom check {}", graph.path.display()), &cases)
             .as_bytes(),
-        )?;
-    }
+    )?;
+    Ok(())
+}
+
+/// Prints the counts, the first regressed value with the worst regressions, and what changed in the environment.
+fn print_summary(a: &CheckArgs, graph: &Graph, report: &CheckReport) {
     let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
     println!(
         "phantom check {} against {}: {} identical, {} within budget, {} regressed, {} missing",
@@ -166,47 +190,8 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
         report.missing
     );
     if let Some(f) = &report.first_regressed {
-        println!(
-            "first regressed: node #{} {} `{}` → `{}`: drift {} > budget {}{}",
-            f.node_index,
-            f.op_type,
-            f.node,
-            f.value,
-            num(f.drift),
-            num(f.budget),
-            f.detail
-                .as_ref()
-                .map(|d| format!(" ({d})"))
-                .unwrap_or_default()
-        );
-        if github {
-            println!(
-                "::error title=phantom numeric regression::{} `{}` drifted {} (budget {})",
-                f.op_type,
-                f.node,
-                num(f.drift),
-                num(f.budget)
-            );
-        }
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(vec!["#", "op", "node", "value", "drift", "budget"]);
-        for v in report
-            .values
-            .iter()
-            .filter(|v| v.status == CheckStatus::Regressed)
-            .take(10)
-        {
-            t.add_row(vec![
-                v.node_index.to_string(),
-                v.op_type.clone(),
-                v.node.clone(),
-                v.value.clone(),
-                num(v.drift),
-                num(v.budget),
-            ]);
-        }
-        println!("{t}");
+        print_first_regressed(f, github);
+        println!("{}", regressed_table(report));
     }
     if report.environment_changes.is_empty() {
         println!("environment: unchanged");
@@ -218,9 +203,53 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
-    Ok(if report.regressed > 0 || report.missing > 0 {
-        Outcome::Diverged
-    } else {
-        Outcome::Clean
-    })
+}
+
+/// Prints the first regressed value, and on GitHub Actions an error annotation for it.
+fn print_first_regressed(f: &ValueCheck, github: bool) {
+    println!(
+        "first regressed: node #{} {} `{}` → `{}`: drift {} > budget {}{}",
+        f.node_index,
+        f.op_type,
+        f.node,
+        f.value,
+        num(f.drift),
+        num(f.budget),
+        f.detail
+            .as_ref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default()
+    );
+    if github {
+        println!(
+            "::error title=phantom numeric regression::{} `{}` drifted {} (budget {})",
+            f.op_type,
+            f.node,
+            num(f.drift),
+            num(f.budget)
+        );
+    }
+}
+
+/// The first ten regressed values with their drift and budget.
+fn regressed_table(report: &CheckReport) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["#", "op", "node", "value", "drift", "budget"]);
+    for v in report
+        .values
+        .iter()
+        .filter(|v| v.status == CheckStatus::Regressed)
+        .take(10)
+    {
+        t.add_row(vec![
+            v.node_index.to_string(),
+            v.op_type.clone(),
+            v.node.clone(),
+            v.value.clone(),
+            num(v.drift),
+            num(v.budget),
+        ]);
+    }
+    t
 }

@@ -19,7 +19,7 @@ mod runtimes;
 mod scan;
 mod segment;
 pub mod settings;
-mod target;
+mod target_flags;
 
 use std::process::ExitCode;
 

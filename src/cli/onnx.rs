@@ -19,47 +19,11 @@ fn check_tolerance(name: &str, v: Option<f64>) -> anyhow::Result<()> {
 pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     check_tolerance("atol", a.atol)?;
     check_tolerance("rtol", a.rtol)?;
-    let outputs = [
-        ("--json", &a.json),
-        ("--junit", &a.junit),
-        ("--summary-md", &a.summary_md),
-        ("--html", &a.html),
-        ("--dot", &a.dot),
-        ("--save-target-model", &a.save_target_model),
-    ];
-    for (flag, p) in outputs {
-        if let Some(p) = p.as_ref().filter(|p| p.is_dir()) {
-            anyhow::bail!(
-                "{flag} {}: is a directory; give a file name to write",
-                p.display()
-            );
-        }
-    }
+    refuse_directories(&a)?;
     let settings = settings(&a)?;
-    for (flag, d) in [
-        ("--save-run", &a.save_run),
-        ("--model-explorer", &a.model_explorer),
-    ] {
-        if let Some(d) = d.as_ref().filter(|d| d.exists() && !a.force) {
-            anyhow::bail!(
-                "{flag} {}: already exists; pass --force to replace it",
-                d.display()
-            );
-        }
-    }
+    refuse_existing(&a)?;
     if a.bisect {
-        anyhow::ensure!(
-            a.dump.is_none(),
-            "--bisect exposes one value per run; --dump needs a whole run: drop one"
-        );
-        anyhow::ensure!(
-            a.samples <= 1,
-            "--bisect probes one input sample; drop --samples (or run --bisect with --seed K for sample K)"
-        );
-        anyhow::ensure!(
-            a.steps <= 1,
-            "--bisect probes one forward pass: drop --steps"
-        );
+        refuse_with_bisect(&a)?;
         return bisect(&settings, a.json.as_deref());
     }
     anyhow::ensure!(
@@ -85,9 +49,73 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         &report,
         [&a.json, &a.junit, &a.summary_md, &a.html].map(|p| p.as_deref()),
     )?;
+    write_graph_views(&a, &report)?;
+    print_summary(&a, &report);
+    Ok(match report.verdict.status.fails(a.strict) {
+        false => Outcome::Clean,
+        true => Outcome::Diverged,
+    })
+}
+
+/// Refuses an output file flag given a directory.
+fn refuse_directories(a: &OnnxArgs) -> anyhow::Result<()> {
+    let outputs = [
+        ("--json", &a.json),
+        ("--junit", &a.junit),
+        ("--summary-md", &a.summary_md),
+        ("--html", &a.html),
+        ("--dot", &a.dot),
+        ("--save-target-model", &a.save_target_model),
+    ];
+    for (flag, p) in outputs {
+        if let Some(p) = p.as_ref().filter(|p| p.is_dir()) {
+            anyhow::bail!(
+                "{flag} {}: is a directory; give a file name to write",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuses to replace an existing `--save-run` or `--model-explorer` directory without `--force`.
+fn refuse_existing(a: &OnnxArgs) -> anyhow::Result<()> {
+    for (flag, d) in [
+        ("--save-run", &a.save_run),
+        ("--model-explorer", &a.model_explorer),
+    ] {
+        if let Some(d) = d.as_ref().filter(|d| d.exists() && !a.force) {
+            anyhow::bail!(
+                "{flag} {}: already exists; pass --force to replace it",
+                d.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuses the options `--bisect` cannot combine with: it probes one value of one forward pass per run.
+fn refuse_with_bisect(a: &OnnxArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        a.dump.is_none(),
+        "--bisect exposes one value per run; --dump needs a whole run: drop one"
+    );
+    anyhow::ensure!(
+        a.samples <= 1,
+        "--bisect probes one input sample; drop --samples (or run --bisect with --seed K for sample K)"
+    );
+    anyhow::ensure!(
+        a.steps <= 1,
+        "--bisect probes one forward pass: drop --steps"
+    );
+    Ok(())
+}
+
+/// Writes the DOT graph and the Model Explorer overlays where a path is given.
+fn write_graph_views(a: &OnnxArgs, report: &crate::report::model::Report) -> anyhow::Result<()> {
     if let Some(p) = &a.dot {
         let graph = crate::model::load(&a.model)?;
-        json::write_atomic(p, crate::report::dot::render(&report, &graph).as_bytes())
+        json::write_atomic(p, crate::report::dot::render(report, &graph).as_bytes())
             .with_context(|| format!("writing the DOT graph to {}", p.display()))?;
     }
     if let Some(d) = &a.model_explorer {
@@ -97,14 +125,19 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
             d,
             a.force,
             &ids,
-            &crate::report::explorer::from_report(&report),
+            &crate::report::explorer::from_report(report),
         )
         .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }
+    Ok(())
+}
+
+/// Prints the verdict line or the full summary, and on GitHub Actions an error annotation at the first divergence.
+fn print_summary(a: &OnnxArgs, report: &crate::report::model::Report) {
     if a.quiet {
-        println!("{}", terminal::verdict_line(&report));
+        println!("{}", terminal::verdict_line(report));
     } else {
-        print!("{}", terminal::render(&report, a.top));
+        print!("{}", terminal::render(report, a.top));
         if let Some(p) = &a.json {
             println!("JSON report: {}", p.display());
         }
@@ -117,10 +150,6 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
-    Ok(match report.verdict.status.fails(a.strict) {
-        false => Outcome::Clean,
-        true => Outcome::Diverged,
-    })
 }
 
 /// Writes the report as JSON, JUnit, Markdown and HTML where a path is given (in that order).
@@ -162,7 +191,7 @@ fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow:
             p.value,
             p.status,
             p.tolerance_used
-                .map(|u| format!(" ({} of its tolerance)", terminal::num(u)))
+                .map(|u| format!(" ({} of its tolerance)", crate::units::num(u)))
                 .unwrap_or_default()
         );
     }
@@ -188,7 +217,7 @@ fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow:
 /// The command line resolved into the pipeline's settings.
 fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     let mut targets =
-        super::target::specs(&a.engine, a.precision, &a.keep_fp32, a.target_model.clone())?;
+        super::target_flags::specs(&a.engine, a.precision, &a.keep_fp32, a.target_model.clone())?;
     if targets.len() > 1 {
         refuse_with_several(a)?;
     }
@@ -199,7 +228,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     s.tolerance.rtol = a.rtol;
     s.inputs = super::settings::input_spec(&a.inputs)?;
     s.inputs.samples = a.samples as usize;
-    s.runtime = super::target::runtime(&a.engine);
+    s.runtime = super::target_flags::runtime(&a.engine);
     s.progress = std::io::stderr().is_terminal() && !a.quiet;
     s.heatmaps = a.html.is_some();
     s.slice = a
@@ -212,7 +241,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
         .transpose()?;
     s.strategy = Strategy::Auto;
     if let Some(m) = a.max_memory.as_deref() {
-        let budget = crate::bounded::parse_size(m)
+        let budget = crate::units::parse_size(m)
             .with_context(|| format!("--max-memory {m}: not a size (try 2GiB or 512MiB)"))?;
         s.strategy = Strategy::Bounded { budget };
     }

@@ -61,7 +61,7 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
             a.out.display()
         );
     }
-    let target = super::target::one("precision", &a.engine, a.precision, None)?;
+    let target = super::target_flags::one("precision", &a.engine, a.precision, None)?;
     if target.is_wgpu() {
         bail!(
             "phantom precision writes a mixed fp16/fp32 ONNX model for ONNX Runtime; --ep wgpu computes every node \
@@ -78,14 +78,14 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
     let mut met = false;
     for round in 1..=a.max_rounds {
         let mut target = target.clone();
-        if let crate::target::Engine::Ort(o) = &mut target.engine {
+        if let Some(o) = target.engine.ort_mut() {
             o.keep_fp32 = keep.clone();
         }
         let mut settings = CompareSettings::new(a.model.clone(), target);
         settings.tolerance.atol = a.atol;
         settings.tolerance.rtol = a.rtol;
         settings.inputs = inputs.clone();
-        settings.runtime = super::target::runtime(&a.engine);
+        settings.runtime = super::target_flags::runtime(&a.engine);
         settings.attribution = true;
         settings.save_target_model = Some(scratch.clone());
         let (report, _) = compare(&settings)?;

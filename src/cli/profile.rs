@@ -26,14 +26,14 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
     let other = a.compare.as_ref().map(|p| load(p)).transpose()?;
     let m = &a.model_on_target;
     let mut targets =
-        super::target::specs(&a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
+        super::target_flags::specs(&a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
     anyhow::ensure!(
         targets.len() == 1,
         "profile measures one target; give one --ep"
     );
     let mut s = CompareSettings::new(a.model.clone(), targets.remove(0));
     s.inputs = super::settings::input_spec(&a.inputs)?;
-    s.runtime = super::target::runtime(&a.engine);
+    s.runtime = super::target_flags::runtime(&a.engine);
     crate::watchdog::stage("profile: target runs");
     let (p, runs) = profile(&s, a.runs as usize)?;
     if let Some(path) = &a.json {
@@ -57,7 +57,7 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
             d,
             a.force,
             &ids,
-            &crate::report::explorer::from_profile(&p, &graph),
+            &crate::profile::render::overlays(&p, &graph),
         )
         .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }

@@ -7,17 +7,16 @@ use std::time::Instant;
 use super::args::{RunArgs, Side};
 use super::Outcome;
 use crate::golden::Provenance;
-use crate::model;
 use crate::runner::{ort_lib, reference::ReferenceRunner};
-use crate::target::{self, Capture};
+use crate::targets::{self, Capture};
 
 pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
-    let spec = super::target::one("run", &a.engine, a.precision, None)?;
-    let graph = model::load(&a.model)?;
+    let spec = super::target_flags::one("run", &a.engine, a.precision, None)?;
     let spec_in = super::settings::input_spec(&a.inputs)?;
-    let inputs = model::inputs::prepare(&graph, &spec_in)?;
-    // As `phantom onnx` runs it: Ifs and Loops the inputs decide resolved, random ops drawing phantom's noise.
-    let graph = crate::pipeline::prepared_graph(graph, &inputs, spec_in.seed, false)?;
+    // As `phantom onnx` runs it: the dims ONNX Runtime accepts, Ifs and Loops the inputs decide resolved, random
+    // ops drawing phantom's noise.
+    let runtime = super::target_flags::runtime(&a.engine);
+    let (graph, inputs) = crate::pipeline::prepared_model("run", &a.model, &spec_in, &runtime, true)?;
     let t = Instant::now();
     // (values, bytes) the run computed; the reference streams them and keeps only the graph outputs.
     let mut computed = (0, 0);
@@ -38,7 +37,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         Side::Target => {
             let rt = &a.engine.runtime;
             let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
-            let mut tg = target::open(&spec, &graph, &lib)?;
+            let mut tg = targets::open(&spec, &graph, &lib)?;
             let capture = if a.all_values {
                 Capture::All
             } else {
@@ -80,7 +79,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     println!(
         "{} values ({}) in {ms:.1} ms",
         computed.0,
-        crate::fsutil::fmt_size(computed.1)
+        crate::units::fmt_size(computed.1)
     );
     Ok(Outcome::Clean)
 }

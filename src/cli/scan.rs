@@ -23,8 +23,9 @@ pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
             d.display()
         );
     }
-    let graph = crate::model::load(&a.model)?;
-    let inputs = crate::model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
+    let spec_in = super::settings::input_spec(&a.inputs)?;
+    let runtime = crate::pipeline::RuntimeSpec::default();
+    let (graph, inputs) = crate::pipeline::prepared_model("scan", &a.model, &spec_in, &runtime, true)?;
     crate::watchdog::stage("scan: reference run");
     let scan = crate::scan::scan(&graph, &inputs, precision)?;
     if let Some(p) = &a.json {
@@ -33,13 +34,8 @@ pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(d) = &a.model_explorer {
         let ids = crate::report::explorer::ids(&graph)?;
-        crate::report::explorer::write(
-            d,
-            a.force,
-            &ids,
-            &crate::report::explorer::from_scan(&scan),
-        )
-        .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
+        crate::report::explorer::write(d, a.force, &ids, &crate::scan::render::overlays(&scan))
+            .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }
     print!("{}", crate::scan::terminal(&scan, a.top));
     Ok(Outcome::Clean)

@@ -4,9 +4,9 @@ use anyhow::Context;
 
 use super::args::{MergeArgs, PlanArgs, SegmentArgs, Switch};
 use super::Outcome;
-use crate::fsutil::fmt_size;
 use crate::report::terminal;
 use crate::segment::{merge as merging, plan as planning, run, Plan};
+use crate::units::fmt_size;
 
 pub fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let mut s = super::settings::one_target(
@@ -29,7 +29,7 @@ pub fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let split = match (&a.segments, &a.segment_memory) {
         (Some(k), _) => planning::Split::Segments(*k as usize),
         (None, Some(m)) => planning::Split::Memory(
-            crate::fsutil::parse_size(m)
+            crate::units::parse_size(m)
                 .with_context(|| format!("--segment-memory {m}: not a size (try 6GiB)"))?
                 as u64,
         ),

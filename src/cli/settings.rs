@@ -174,13 +174,13 @@ pub fn one_target(a: OneTarget, why: &str) -> anyhow::Result<crate::pipeline::Co
     }
     let m = a.on_target;
     let mut targets =
-        super::target::specs(a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
+        super::target_flags::specs(a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
     anyhow::ensure!(targets.len() == 1, "{why}");
     let mut s = crate::pipeline::CompareSettings::new(a.model.to_path_buf(), targets.remove(0));
     s.tolerance.atol = atol;
     s.tolerance.rtol = rtol;
     s.inputs = input_spec(a.inputs)?;
-    s.runtime = super::target::runtime(a.engine);
+    s.runtime = super::target_flags::runtime(a.engine);
     s.keep_control_flow = a.keep_control_flow;
     Ok(s)
 }

@@ -122,6 +122,34 @@ fn side(path: &std::path::Path, rules: &[Rename], limits: archive::Limits) -> Re
 
 /// Runs the diff.
 pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
+    let (a, b) = open_sides(opts)?;
+    let (names, stages) = paired_names(opts, &a, &b)?;
+    let (pairs, used_by_sums) = compare_pairs(opts, &names, &a, &b)?;
+    let (only_a, only_b) = (
+        only_on(&a, &b, &used_by_sums),
+        only_on(&b, &a, &used_by_sums),
+    );
+    if pairs.is_empty() {
+        return Err(Error::Usage(no_pairs(&only_a, &only_b)));
+    }
+    let verdict = verdict(&pairs);
+    Ok(DiffReport {
+        schema: "phantom-diff/1".into(),
+        phantom_version: env!("CARGO_PKG_VERSION").into(),
+        command,
+        a: a.report.clone(),
+        b: b.report.clone(),
+        order: opts.order.clone(),
+        stages,
+        verdict,
+        pairs,
+        only_a,
+        only_b,
+    })
+}
+
+/// Opens both sides, each renamed by its rules, and renames the sides where short names pair more tensors.
+fn open_sides(opts: &DiffOptions) -> Result<(Side, Side)> {
     let mut a = side(
         &opts.a,
         &[opts.rename.clone(), opts.rename_a.clone()].concat(),
@@ -139,6 +167,12 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
     let (na, nb) = container::reconcile(&mut a.tensors, &mut b.tensors, ruled);
     a.report.naming = na;
     b.report.naming = nb;
+    Ok((a, b))
+}
+
+/// The names to compare in the order to compare them: those on both sides and the `--sum` results, sorted by
+/// `--order` or naturally; with the stage order `--order` used.
+fn paired_names(opts: &DiffOptions, a: &Side, b: &Side) -> Result<(Vec<String>, Vec<String>)> {
     let mut names: Vec<String> = a
         .tensors
         .keys()
@@ -157,11 +191,21 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
             vec![]
         }
     };
+    Ok((names, stages))
+}
+
+/// Compares each named pair, or sum against tensor; with the names the `--sum` rules used up.
+fn compare_pairs<'o>(
+    opts: &'o DiffOptions,
+    names: &[String],
+    a: &Side,
+    b: &Side,
+) -> Result<(Vec<PairReport>, Vec<&'o str>)> {
     let mut pairs = vec![];
     let mut used_by_sums: Vec<&str> = vec![];
-    for name in &names {
+    for name in names {
         if let Some(rule) = opts.sums.iter().find(|(_, _, z)| z == name) {
-            match pairing::summed(rule, &a, &b, opts)? {
+            match pairing::summed(rule, a, b, opts)? {
                 Some(p) => pairs.push(p),
                 None => return Err(Error::Usage(format!("--sum {}+{}={}: the names are not on the sides (X and Y on one side, Z on the other)", rule.0, rule.1, rule.2))),
             }
@@ -175,22 +219,25 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
             opts,
         )?);
     }
-    let only = |x: &Side, y: &Side| -> Vec<String> {
-        let mut v: Vec<String> = x
-            .tensors
-            .keys()
-            .filter(|n| !y.tensors.contains_key(*n) && !used_by_sums.contains(&n.as_str()))
-            .cloned()
-            .collect();
-        v.sort_by(|p, q| naming::natural(p, q));
-        v
-    };
-    let (only_a, only_b) = (only(&a, &b), only(&b, &a));
-    if pairs.is_empty() {
-        return Err(Error::Usage(no_pairs(&only_a, &only_b)));
-    }
+    Ok((pairs, used_by_sums))
+}
+
+/// The names on side `x` only, neither on `y` nor used by a `--sum` rule, in natural order.
+fn only_on(x: &Side, y: &Side, used_by_sums: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = x
+        .tensors
+        .keys()
+        .filter(|n| !y.tensors.contains_key(*n) && !used_by_sums.contains(&n.as_str()))
+        .cloned()
+        .collect();
+    v.sort_by(|p, q| naming::natural(p, q));
+    v
+}
+
+/// Drift when any pair fails or mismatches, else clean; with the counts and the first pair that does not pass.
+fn verdict(pairs: &[PairReport]) -> DiffVerdict {
     let bad = |p: &&PairReport| p.status != PairStatus::Pass;
-    let verdict = DiffVerdict {
+    DiffVerdict {
         status: if pairs.iter().any(|p| bad(&p)) {
             "drift"
         } else {
@@ -207,20 +254,7 @@ pub fn run(opts: &DiffOptions, command: Vec<String>) -> Result<DiffReport> {
             .filter(|p| matches!(p.status, PairStatus::Mismatch))
             .count(),
         first_divergent: pairs.iter().find(bad).map(|p| p.name.clone()),
-    };
-    Ok(DiffReport {
-        schema: "phantom-diff/1".into(),
-        phantom_version: env!("CARGO_PKG_VERSION").into(),
-        command,
-        a: a.report.clone(),
-        b: b.report.clone(),
-        order: opts.order.clone(),
-        stages,
-        verdict,
-        pairs,
-        only_a,
-        only_b,
-    })
+    }
 }
 
 /// Nothing paired is never a clean comparison: the error names each side's first names and the flags that rename.

@@ -33,6 +33,26 @@ fn detail(p: &PairReport) -> String {
 
 /// The terminal summary: verdict, a table of the pairs (failing first when there are many), unmatched names.
 pub fn terminal(r: &DiffReport, limit: usize) -> String {
+    let mut out = header(r);
+    let first = r.verdict.first_divergent.as_deref();
+    let shown = shown_pairs(r, limit);
+    out += &format!("{}\n", pairs_table(&shown, first));
+    if shown.len() < r.pairs.len() {
+        out += &format!(
+            "({} of {} pairs shown; all are in the JSON report)\n",
+            shown.len(),
+            r.pairs.len()
+        );
+    }
+    if let Some(p) = r.pairs.iter().find(|p| Some(p.name.as_str()) == first) {
+        out += &format!("first divergent `{}`: {}\n", p.name, detail(p));
+    }
+    out += &unmatched(r);
+    out
+}
+
+/// The two sides with their naming notes, then the verdict line.
+fn header(r: &DiffReport) -> String {
     let v = &r.verdict;
     let mut out = format!(
         "phantom diff\nA  {} ({} tensors)\nB  {} ({} tensors)\n",
@@ -51,6 +71,27 @@ pub fn terminal(r: &DiffReport, limit: usize) -> String {
         ),
         None => format!("✓ CLEAN  all {} pairs within tolerance\n", r.pairs.len()),
     };
+    out
+}
+
+/// The pairs to list with their indices: all of them up to `limit`, else the first `limit` that do not pass.
+fn shown_pairs(r: &DiffReport, limit: usize) -> Vec<(usize, &PairReport)> {
+    if r.pairs.len() <= limit {
+        return r.pairs.iter().enumerate().collect();
+    }
+    let mut s: Vec<(usize, &PairReport)> = r
+        .pairs
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.status != PairStatus::Pass)
+        .take(limit)
+        .collect();
+    s.sort_by_key(|(i, _)| *i);
+    s
+}
+
+/// The table of the shown pairs, the first divergent one marked.
+fn pairs_table(shown: &[(usize, &PairReport)], first: Option<&str>) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
@@ -64,21 +105,7 @@ pub fn terminal(r: &DiffReport, limit: usize) -> String {
         "status",
         "transforms",
     ]);
-    let first = v.first_divergent.as_deref();
-    let shown: Vec<(usize, &PairReport)> = if r.pairs.len() <= limit {
-        r.pairs.iter().enumerate().collect()
-    } else {
-        let mut s: Vec<(usize, &PairReport)> = r
-            .pairs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.status != PairStatus::Pass)
-            .take(limit)
-            .collect();
-        s.sort_by_key(|(i, _)| *i);
-        s
-    };
-    for (i, p) in &shown {
+    for (i, p) in shown {
         let m = p.metrics.as_ref();
         let mark = if Some(p.name.as_str()) == first {
             "▶ "
@@ -97,17 +124,12 @@ pub fn terminal(r: &DiffReport, limit: usize) -> String {
             p.transforms.join("; "),
         ]);
     }
-    out += &format!("{t}\n");
-    if shown.len() < r.pairs.len() {
-        out += &format!(
-            "({} of {} pairs shown; all are in the JSON report)\n",
-            shown.len(),
-            r.pairs.len()
-        );
-    }
-    if let Some(p) = r.pairs.iter().find(|p| Some(p.name.as_str()) == first) {
-        out += &format!("first divergent `{}`: {}\n", p.name, detail(p));
-    }
+    t
+}
+
+/// Names found on one side only, and files of each side that hold nothing phantom reads.
+fn unmatched(r: &DiffReport) -> String {
+    let mut out = String::new();
     for (side, names) in [("A", &r.only_a), ("B", &r.only_b)] {
         if !names.is_empty() {
             let list: Vec<&str> = names.iter().take(8).map(|s| s.as_str()).collect();

@@ -131,7 +131,7 @@ fn handle(state: &mut State, mut req: Request, s: &Serve) {
     let path = req.url().split('?').next().unwrap_or("").to_string();
     let resp = match (req.method(), path.as_str()) {
         (Method::Get, "/") => {
-            html(PAGE.replace("{{limit}}", &crate::fsutil::fmt_size(s.max_upload as usize)))
+            html(PAGE.replace("{{limit}}", &crate::units::fmt_size(s.max_upload as usize)))
         }
         (Method::Post, "/session") => {
             state.next += 1;

@@ -87,7 +87,7 @@ pub struct Golden {
     pub options: BTreeMap<String, String>,
     /// The target recorded, whole (absent in records of phantom before 0.1 targets).
     #[serde(default)]
-    pub target: Option<crate::target::TargetSpec>,
+    pub target: Option<crate::targets::TargetSpec>,
     pub inputs: Vec<String>,
     /// Model outputs saved in full under `outputs/` (with `--full-outputs`).
     pub full_outputs: Vec<String>,

@@ -131,7 +131,7 @@ pub fn load(
     } else {
         format!(
             "(pixel·{} − mean {:?}) / std {:?}",
-            crate::report::terminal::num(norm.scale),
+            crate::units::num(norm.scale),
             norm.mean,
             norm.std
         )

@@ -15,7 +15,7 @@ use tract_onnx::prelude::*;
 use super::inputs::Inputs;
 use super::Graph;
 use crate::error::Result;
-use crate::runner::reference::convert::{datum_type, from_tract, to_tract_f64};
+use crate::model::tract::{datum_type, from_tract, to_tract_f64};
 
 /// The most nodes evaluated in front of one condition (beyond, the `If` stays as it is).
 const MAX_ANCESTORS: usize = 400;

@@ -1,6 +1,6 @@
 //! What ONNX Runtime's loader refuses before any kernel runs, checked by phantom for every target (the wgpu
 //! shaders and `--target-model` runs included) so that a model ORT would refuse is refused everywhere, with the
-//! node and attribute named: an IR version no ONNX release defines, a graph with nodes but no outputs, an attribute
+//! node and attribute named: an IR version no ONNX release defines, a default-domain opset older than 7, a graph with nodes but no outputs, an attribute
 //! given twice, a name defined twice (a graph input or initializer that a node also writes), an initializer whose
 //! dims are negative or overflow, and inputs of one-type ops (Add, MatMul, Conv…) whose declared element types
 //! differ (a float64 initializer beside float32 activations).
@@ -21,6 +21,10 @@ fn declared(vi: &ValueInfoProto) -> Option<i32> {
 /// `tests/data/wgpu` have it; ONNX Runtime 1.31 reads up to 13 and refuses newer ones itself, on its targets), a
 /// little room for newer releases, none for corrupt numbers such as 99.
 pub const MAX_IR: i64 = 16;
+
+/// The oldest default-domain opset ONNX Runtime supports: it "only guarantees support for models stamped with opset
+/// version 7 or above", and has no kernel for most ops at their opset-1 versions (`Relu(1)`, `Add(1)`).
+pub const MIN_OPSET: i64 = 7;
 
 /// Ops whose listed input slots share one type parameter `T` in every opset.
 const ONE_TYPE: &[(&str, &[usize])] = &[
@@ -53,6 +57,7 @@ pub fn check(model: &ModelProto) -> Result<(), String> {
             model.ir_version
         ));
     }
+    opset(model)?;
     let Some(g) = &model.graph else {
         return Ok(());
     };
@@ -62,6 +67,23 @@ pub fn check(model: &ModelProto) -> Result<(), String> {
     initializer_dims(g)?;
     defined_once(g)?;
     nodes(g)
+}
+
+/// The default-domain opset is one ONNX Runtime supports.
+fn opset(model: &ModelProto) -> Result<(), String> {
+    let default = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx");
+    match default {
+        Some(o) if o.version < MIN_OPSET => Err(format!(
+            "it imports ai.onnx opset {}, older than any ONNX Runtime supports ({MIN_OPSET} and later; ops such as \
+             Relu and Add have no kernel at their opset-1 versions): convert it with \
+             onnx.version_converter.convert_version(model, 13)",
+            o.version
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn at(i: usize, n: &NodeProto) -> String {

@@ -3,6 +3,7 @@
 //! Import reads the protobuf only for structure (the runners get the original bytes), so nothing the model
 //! holds is lost or rewritten here. See [`import`] for what real-world files need.
 
+pub mod cut;
 pub mod dims;
 pub mod image;
 pub mod import;
@@ -13,6 +14,8 @@ pub mod npy;
 pub mod proto;
 pub mod random;
 pub mod surgery;
+pub mod tract;
+pub mod types;
 pub mod unroll;
 pub mod validate;
 

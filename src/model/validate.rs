@@ -232,7 +232,7 @@ impl Ctx<'_> {
             _ => Err(format!(
                 "its constant {} {values:?} make a tensor beyond the memory phantom allows ({})",
                 if repeats { "repeats" } else { "shape" },
-                crate::fsutil::fmt_size(self.budget)
+                crate::units::fmt_size(self.budget)
             )),
         }
     }

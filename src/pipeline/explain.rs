@@ -19,7 +19,7 @@ use crate::report::model::{Introduced, NodeReport, ValueReport, Verdict};
 use crate::runner::isolate;
 use crate::runner::reference::Rounding;
 use crate::spill::{Held, Values};
-use crate::target::{self, Capture, Isolated};
+use crate::targets::{self, Capture, Isolated};
 use crate::tensor::Tensor;
 
 /// Introduced error: every node on the target with reference inputs, compared with the reference. When the
@@ -233,7 +233,7 @@ fn settle_fusion(
         s.progress,
         "fusion check: the target with --ort-opt-level disable",
     );
-    let mut t = target::open(&unfused, &p.graph, &p.lib)?;
+    let mut t = targets::open(&unfused, &p.graph, &p.lib)?;
     let names: Vec<&str> = verdict.culprits.iter().map(|c| c.value.as_str()).collect();
     let out = t.run(&p.graph, &p.inputs, Capture::Names(&names))?;
     for c in verdict.culprits.iter_mut() {
@@ -260,10 +260,8 @@ fn settle_fusion(
 /// tolerance). When such a node is a culprit in float32 and TF32 was not turned off, the note says how to tell TF32
 /// from a kernel fault; it does not claim TF32 as the cause (seen on an H100: ResNet-18 and ViT-Ti drift with the
 /// default and are clean with `use_tf32=0`).
-fn tf32_note(spec: &target::TargetSpec, verdict: &Verdict) -> Option<String> {
-    let target::Engine::Ort(o) = &spec.engine else {
-        return None;
-    };
+fn tf32_note(spec: &targets::TargetSpec, verdict: &Verdict) -> Option<String> {
+    let o = spec.engine.ort()?;
     let tf32_off = o.options.get("use_tf32").is_some_and(|v| v == "0");
     let gpu = matches!(o.provider.as_str(), "cuda" | "tensorrt");
     let linear: Vec<&str> = verdict
@@ -292,7 +290,7 @@ fn tf32_note(spec: &target::TargetSpec, verdict: &Verdict) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::{Engine, OrtSpec, TargetSpec};
+    use crate::targets::{Engine, OrtSpec, TargetSpec};
 
     fn verdict(op: &str) -> Verdict {
         serde_json::from_value(serde_json::json!({

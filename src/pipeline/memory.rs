@@ -5,8 +5,8 @@
 //! spilled to disk ([`crate::spill`]), so the verdict is the whole run's. The report says so.
 
 use super::{CompareSettings, Prepared, Strategy};
-use crate::bounded::fmt_size;
 use crate::runner::reference::ReferenceRunner;
+use crate::units::fmt_size;
 
 /// The settings the run goes on with: `s` itself unless its strategy is [`Strategy::Auto`], which becomes whole or
 /// bounded here (with a note on the model when bounded).
@@ -53,11 +53,12 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
 /// The budget a run's values may take before the run is chunked, on `engine`, and where it comes from. Chunks on
 /// ONNX Runtime run each node once (cuts); on wgpu each chunk reruns the model, so only a run that would not fit
 /// the machine's budget is chunked there.
-fn default_budget(engine: &crate::target::Engine) -> (usize, String) {
+fn default_budget(engine: &crate::targets::Engine) -> (usize, String) {
     let set = |var: &str| std::env::var_os(var).is_some();
-    let source = match engine {
-        crate::target::Engine::Wgpu(_) if set("PHANTOM_MEMORY_BUDGET") => "PHANTOM_MEMORY_BUDGET".into(),
-        crate::target::Engine::Wgpu(_) => format!("{}; PHANTOM_MEMORY_BUDGET or --max-memory set another", budget_source()),
+    let rerun = engine.chunks_rerun();
+    let source = match () {
+        _ if rerun && set("PHANTOM_MEMORY_BUDGET") => "PHANTOM_MEMORY_BUDGET".into(),
+        _ if rerun => format!("{}; PHANTOM_MEMORY_BUDGET or --max-memory set another", budget_source()),
         _ if set("PHANTOM_VALUES_BUDGET") => "PHANTOM_VALUES_BUDGET".into(),
         _ if set("PHANTOM_MEMORY_BUDGET") => "PHANTOM_MEMORY_BUDGET".into(),
         _ => format!(
@@ -66,9 +67,9 @@ fn default_budget(engine: &crate::target::Engine) -> (usize, String) {
             fmt_size(crate::fsutil::machine_memory())
         ),
     };
-    let budget = match engine {
-        crate::target::Engine::Wgpu(_) => crate::fsutil::memory_budget(),
-        crate::target::Engine::Ort(_) => crate::fsutil::values_budget(),
+    let budget = match rerun {
+        true => crate::fsutil::memory_budget(),
+        false => crate::fsutil::values_budget(),
     };
     (budget, source)
 }

@@ -12,7 +12,7 @@
 //! attributed, explained and assembled into its own [`Report`]; [`compare_targets`] adds their agreement.
 //!
 //! Bounded memory is a capture strategy ([`Strategy::Bounded`]): the target runs chunk by chunk inside the
-//! stream-compare stage. Bisection ([`crate::bisect`]) reuses [`prepare`].
+//! stream-compare stage. Bisection reuses [`prepare`].
 
 mod assemble;
 pub mod degrade;
@@ -20,6 +20,7 @@ mod dump;
 mod explain;
 mod memory;
 mod parts;
+mod prepare;
 mod samples;
 mod settings;
 mod shapes;
@@ -34,16 +35,17 @@ use crate::error::{Error, Result};
 use crate::model::{self, inputs::Inputs, Graph};
 use crate::report::model::{Report, ValueReport};
 use crate::report::multi::{MultiReport, PairValue};
-use crate::runner::ort_lib::{self, Located};
+use crate::runner::ort_lib::Located;
 use crate::runner::reference::{ReferenceRunner, Rounding};
 use crate::runner::RunOutput;
 use crate::spill::{Held, Spill};
-use crate::target::{self, Capture, Target, TargetSpec};
+use crate::targets::{self, Capture, Target, TargetSpec};
 use crate::tensor::Tensor;
 
 pub use assemble::summary as model_summary;
 pub use memory::weights_fit;
 pub use parts::environment;
+pub use prepare::{checked_inputs, logged, prepared_graph, prepared_inputs, prepared_model};
 use parts::{ms, stage};
 pub use samples::compare_samples;
 pub use settings::{CompareSettings, RuntimeSpec, Strategy};
@@ -223,33 +225,6 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     })
 }
 
-/// The inputs every comparing command feeds, made one way (dims ONNX Runtime accepts, see [`shapes`]), with the
-/// ONNX Runtime found for them.
-pub fn prepared_inputs(graph: &model::Graph, s: &CompareSettings) -> Result<(Inputs, Located)> {
-    let inputs = model::inputs::prepare(graph, &s.inputs)?;
-    crate::runner::plugins::request(&s.runtime.ep_library)?;
-    let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
-    let inputs = shapes::checked(graph, &s.inputs, inputs, &lib)?;
-    Ok((inputs, lib))
-}
-
-/// The graph every command compares or runs, prepared one way: the `If`s and `Loop`s these inputs decide resolved
-/// (unless `keep_control_flow`), random ops drawing phantom's seeded hash noise. `onnx`, `run`, `record`, `check`,
-/// `plan`/`segment` and a `--target-model` cut by a plan all prepare through here (`determinism` inlines alone: it
-/// looks for the random ops seeding would hide).
-pub fn prepared_graph(
-    graph: model::Graph,
-    inputs: &model::inputs::Inputs,
-    seed: u64,
-    keep_control_flow: bool,
-) -> Result<model::Graph> {
-    let graph = match keep_control_flow {
-        true => graph,
-        false => model::inline::taken_branches(graph, inputs)?,
-    };
-    model::random::seeded(graph, seed)
-}
-
 /// Loads the model, makes the inputs, finds ONNX Runtime and opens the targets (converting the model where asked).
 pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let t = Instant::now();
@@ -257,10 +232,11 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     memory::weights_fit(&graph)?;
     let (inputs, lib) = prepared_inputs(&graph, s)?;
     let graph = prepared_graph(graph, &inputs, s.inputs.seed, s.keep_control_flow)?;
+    logged("compare", &graph, &inputs);
     let targets = s
         .targets
         .iter()
-        .map(|spec| target::open(spec, &graph, &lib))
+        .map(|spec| targets::open(spec, &graph, &lib))
         .collect::<Result<Vec<_>>>()?;
     if let Some(path) = &s.save_target_model {
         let own = targets[0].own_model().ok_or_else(|| {

@@ -45,7 +45,7 @@ pub fn compare_samples(s: &CompareSettings) -> Result<(Report, Inputs)> {
 /// An error in one sample, naming it.
 fn in_sample(e: Error, label: &str) -> Error {
     match e {
-        Error::Target { reason } => Error::Target {
+        Error::Ort { reason } => Error::Ort {
             reason: format!("input sample {label}: {reason}"),
         },
         Error::Reference { reason } => Error::Reference {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::compare::slice::SliceSpec;
 use crate::compare::ToleranceSpec;
 use crate::model::inputs::InputSpec;
-use crate::target::TargetSpec;
+use crate::targets::TargetSpec;
 
 /// Where ONNX Runtime comes from (every target needs it: the wgpu target runs nodes without a shader on it).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

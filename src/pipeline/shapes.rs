@@ -10,7 +10,7 @@ use crate::model::dims::{spatial_axes, GUESSED_LENGTH, IMAGE_SIZES, LENGTHS};
 use crate::model::inputs::{self, InputSpec, InputSummary, Inputs};
 use crate::model::Graph;
 use crate::runner::ort_lib::Located;
-use crate::target::{self, Capture, Engine, OrtSpec, TargetSpec};
+use crate::targets::{self, Capture, Engine, OrtSpec, TargetSpec};
 
 /// `inputs`, or inputs of the first image size or sequence length ONNX Runtime accepts when they were guessed.
 pub fn checked(graph: &Graph, spec: &InputSpec, inputs: Inputs, lib: &Located) -> Result<Inputs> {
@@ -25,10 +25,10 @@ pub fn checked(graph: &Graph, spec: &InputSpec, inputs: Inputs, lib: &Located) -
         precision: None,
         model: None,
     };
-    let mut ort = target::open(&cpu, graph, lib)?;
+    let mut ort = targets::open(&cpu, graph, lib)?;
     let first = match ort.run(graph, &inputs, Capture::Outputs) {
         Ok(_) => return Ok(inputs),
-        Err(Error::Target { reason }) => reason,
+        Err(Error::Ort { reason }) => reason,
         Err(e) => e.to_string(),
     };
     for (s, said) in candidates(graph, spec, &inputs) {
@@ -50,7 +50,7 @@ pub fn checked(graph: &Graph, spec: &InputSpec, inputs: Inputs, lib: &Located) -
         }
     }
     Err(with_dims_hint(
-        Error::Target { reason: first },
+        Error::Ort { reason: first },
         &inputs.summaries,
     ))
 }
@@ -156,7 +156,7 @@ pub fn with_dims_hint(e: Error, summaries: &[InputSummary]) -> Error {
         chosen.join("; ")
     );
     match e {
-        Error::Target { reason } => Error::Target {
+        Error::Ort { reason } => Error::Ort {
             reason: reason + &hint,
         },
         Error::Reference { reason } => Error::Reference {

@@ -10,7 +10,7 @@ use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::agreement;
 use crate::analysis::{self, attribution};
-use crate::bounded::{fmt_size, Chunker};
+use crate::bounded::Chunker;
 use crate::compare::Scales;
 use crate::error::{Error, Result};
 use crate::report::model::ValueReport;
@@ -19,6 +19,7 @@ use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
 use crate::spill::{Held, Spill};
 use crate::tensor::Tensor;
+use crate::units::fmt_size;
 
 /// What the stage produced besides each lane's value reports.
 pub struct Compared {

@@ -20,10 +20,10 @@ use tract_onnx::pb::{
 
 use super::integers::integer_arithmetic;
 pub use super::range::{range_issues, RangeIssue, RangeKind};
-use super::types::{declared, infer, set_declared, BFLOAT16, FLOAT, FLOAT16};
 use super::LowPrecision;
 use crate::error::Result;
 use crate::model::proto::{tensor_from_proto, tensor_to_proto};
+use crate::model::types::{declared, infer, set_declared, BFLOAT16, FLOAT, FLOAT16};
 use crate::tensor::Tensor;
 
 /// Ops with no float16 form in the ONNX spec or whose float inputs must stay float32: kept whole in float32.

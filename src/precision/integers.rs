@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use tract_onnx::pb::GraphProto;
 
-use super::types::{BFLOAT16, FLOAT, FLOAT16};
+use crate::model::types::{BFLOAT16, FLOAT, FLOAT16};
 
 /// Nodes that compute in float on values cast from integers — size arithmetic such as `Cast(int→float) → Div →
 /// Ceil → Cast(→int)` — with nothing but small constants besides: float16 cannot hold integers above 2048

@@ -1,11 +1,10 @@
 //! Reduced-precision targets: phantom's float32 → float16/bfloat16 converter ([`convert`]) and the element types
 //! it needs ([`types`]).
 
+pub mod conversion;
 pub mod convert;
 mod integers;
 mod range;
-pub mod target;
-pub mod types;
 
 use serde::Serialize;
 

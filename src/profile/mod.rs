@@ -106,7 +106,7 @@ pub struct Profile {
 pub fn aggregate(runs: &[Run], model: &Graph, head: (String, String, String)) -> Result<Profile> {
     let timed: Vec<&Run> = runs.iter().skip(1).collect();
     if timed.is_empty() {
-        return Err(Error::Target {
+        return Err(Error::Ort {
             reason: "the profile holds no timed run".into(),
         });
     }

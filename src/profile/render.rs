@@ -1,6 +1,7 @@
 //! A profile for people and tools: the terminal summary (top nodes and op types), the Chrome trace (opens in
 //! Perfetto or chrome://tracing), and the comparison of two saved profiles.
 
+use crate::report::explorer::{Datum, Overlay};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -174,4 +175,42 @@ pub fn compare(a: &Profile, b: &Profile, top: usize) -> String {
     };
     let _ = writeln!(s, "\nnodes only in A: {}; only in B: {} (ONNX Runtime fuses and renames differently across versions, providers and levels)", only(a, b), only(b, a));
     s
+}
+
+/// A profile's overlays: median time per node (µs) and its share of the run, for the nodes ONNX Runtime kept
+/// under the model's names (`graph` is the model profiled).
+pub fn overlays(p: &super::Profile, graph: &crate::model::Graph) -> Vec<Overlay> {
+    let first_output: std::collections::HashMap<&str, &str> = graph
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.name.as_str(), n.outputs.first()?.as_str())))
+        .collect();
+    let kept = |f: &dyn Fn(&super::NodeProfile) -> f64| {
+        p.nodes
+            .iter()
+            .filter_map(|n| {
+                let v = first_output.get(n.model_node.as_deref()?)?;
+                Some((v.to_string(), Datum::Number(f(n)), None))
+            })
+            .collect::<Vec<_>>()
+    };
+    vec![
+        Overlay {
+            file: "phantom_time_us.json".into(),
+            values: kept(&|n| n.time.median_us),
+            thresholds: vec![],
+            gradient: vec!["#ffffff", "#ffcc80", "#e53935"],
+        },
+        Overlay {
+            file: "phantom_time_share.json".into(),
+            values: kept(&|n| n.share),
+            thresholds: vec![
+                (0.01, "#ffffff"),
+                (0.05, "#fff59d"),
+                (0.2, "#ffab91"),
+                (f64::MAX, "#e53935"),
+            ],
+            gradient: vec![],
+        },
+    ]
 }

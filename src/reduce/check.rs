@@ -4,12 +4,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::extract::{cut, Boundary, Cut, Feed};
 use super::{OutputCheck, ReduceSettings};
 use crate::analysis::compare_pair;
 use crate::compare::tolerance::Tolerance;
 use crate::compare::Scales;
 use crate::error::{Error, Result};
+use crate::model::cut::{cut, Boundary, Cut, Feed};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::report::model::ValueStatus;
@@ -86,13 +86,17 @@ impl Ctx<'_> {
     /// reads them); `None` when the target does not hand one of them back.
     pub(super) fn target_values(
         &self,
-        target: &mut dyn crate::target::Target,
+        target: &mut dyn crate::targets::Target,
         original: &Graph,
         feeds: &[Feed],
     ) -> Result<Option<Inputs>> {
         let names: Vec<&str> = feeds.iter().map(|f| f.name.as_str()).collect();
         let got = target
-            .run(original, self.inputs, crate::target::Capture::Names(&names))?
+            .run(
+                original,
+                self.inputs,
+                crate::targets::Capture::Names(&names),
+            )?
             .values;
         let mut inputs = Inputs::default();
         for f in feeds {
@@ -143,7 +147,7 @@ impl Ctx<'_> {
             Some(&d) if f.dtype.is_float() => r.cast(d).expect("float casts"),
             _ => r,
         };
-        stored.cast(f.dtype).ok_or_else(|| Error::Target {
+        stored.cast(f.dtype).ok_or_else(|| Error::Ort {
             reason: format!("reduce: cannot feed `{}` as {}", f.base, f.dtype),
         })
     }
@@ -159,7 +163,7 @@ impl Ctx<'_> {
             let Some(r) = self.parked.get(base) else {
                 continue;
             };
-            let t = got.get(name).ok_or_else(|| Error::Target {
+            let t = got.get(name).ok_or_else(|| Error::Ort {
                 reason: format!("reduce: the target did not produce `{name}` from the cut"),
             })?;
             let v = compare_pair(
@@ -171,7 +175,7 @@ impl Ctx<'_> {
                 false,
                 false,
             );
-            let m = v.metrics.clone().ok_or_else(|| Error::Target {
+            let m = v.metrics.clone().ok_or_else(|| Error::Ort {
                 reason: format!(
                     "reduce: `{name}` could not be compared: {}",
                     v.reason.clone().unwrap_or_default()

@@ -9,7 +9,6 @@
 
 pub mod bundle;
 mod check;
-pub mod extract;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -19,15 +18,15 @@ use serde::Serialize;
 use crate::bisect::park;
 use crate::compare::tolerance::Tolerance;
 use crate::error::{Error, Result};
+use crate::model::cut::Cut;
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::pipeline::{self, CompareSettings};
 use crate::report::model::{Basis, Report};
 use crate::runner::facts::TargetFacts;
-use crate::target::Target;
+use crate::targets::Target;
 use crate::tensor::Tensor;
 use check::Ctx;
-use extract::Cut;
 
 /// The `phantom-reduce/1` summary written beside the bundle.
 pub const SCHEMA: &str = "phantom-reduce/1";
@@ -414,7 +413,7 @@ fn start_node(runs: &Graph, p: &Picked) -> Result<usize> {
 }
 
 fn runner_base(name: &str) -> &str {
-    crate::runner::isolate::base_name(name)
+    crate::model::surgery::base_name(name)
 }
 
 /// Nodes of the model in `set` (phantom's own casts not counted).

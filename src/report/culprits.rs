@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::model::{Basis, Culprit, Report};
-use super::terminal::num;
+use crate::units::num;
 
 fn basis(c: &Culprit) -> String {
     match c.basis {

@@ -39,7 +39,7 @@ pub fn render(r: &Report, graph: &Graph) -> String {
             n.index,
             n.op_type,
             n.name,
-            super::terminal::num(worst)
+            crate::units::num(worst)
         );
         let _ = writeln!(
             s,

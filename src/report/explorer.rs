@@ -12,10 +12,9 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::fsutil::write_dir_atomically;
+use crate::model::surgery::decode;
 use crate::model::Graph;
 use crate::report::model::{Report, ValueStatus};
-use crate::runner::isolate::decode;
-use crate::scan::Scan;
 
 /// One node's datum.
 #[derive(Clone, Debug, Serialize)]
@@ -52,11 +51,11 @@ pub struct Overlay {
     /// The file name (`phantom_tolerance_used.json`).
     pub file: String,
     /// (a value the node computes, its datum, its colour).
-    values: Vec<(String, Datum, Option<&'static str>)>,
+    pub values: Vec<(String, Datum, Option<&'static str>)>,
     /// Upper bounds and their colours, ascending (numbers only).
-    thresholds: Vec<(f64, &'static str)>,
+    pub thresholds: Vec<(f64, &'static str)>,
     /// Colours from the smallest to the largest value, when no thresholds.
-    gradient: Vec<&'static str>,
+    pub gradient: Vec<&'static str>,
 }
 
 /// Model Explorer's ids for a model: the graph id, and the id of the node computing each value.
@@ -245,98 +244,9 @@ fn verdicts(r: &Report) -> Vec<(String, Datum, Option<&'static str>)> {
         .collect()
 }
 
-fn kind_name<T: Serialize>(k: &T) -> String {
+pub fn kind_name<T: Serialize>(k: &T) -> String {
     serde_json::to_value(k)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-/// A scan's overlays: fp16 headroom (65504 / max |x|, smallest over a node's values) and the nodes at risk with
-/// their causes and rank.
-pub fn from_scan(s: &Scan) -> Vec<Overlay> {
-    // Per node (by name): the value it is found by, and its smallest headroom.
-    let mut headroom: BTreeMap<&str, (&str, f64)> = BTreeMap::new();
-    for v in &s.values {
-        if let Some(h) = v.fp16_headroom {
-            let e = headroom
-                .entry(v.node.as_str())
-                .or_insert((v.value.as_str(), h));
-            e.1 = e.1.min(h);
-        }
-    }
-    let risks = s
-        .risks
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let kinds: Vec<String> = r.causes.iter().map(|c| kind_name(&c.kind)).collect();
-            let colour = if i < 3 { "#e53935" } else { "#ffab91" };
-            (
-                r.value.clone(),
-                Datum::Text(format!("#{} {}", i + 1, kinds.join(", "))),
-                Some(colour),
-            )
-        })
-        .collect();
-    vec![
-        Overlay {
-            file: "phantom_fp16_headroom.json".into(),
-            values: headroom
-                .into_values()
-                .map(|(v, h)| (v.to_string(), Datum::Number(h), None))
-                .collect(),
-            thresholds: vec![
-                (1.0, "#e53935"),
-                (10.0, "#ffab91"),
-                (100.0, "#fff59d"),
-                (f64::MAX, "#c8e6c9"),
-            ],
-            gradient: vec![],
-        },
-        Overlay {
-            file: "phantom_risk.json".into(),
-            values: risks,
-            thresholds: vec![],
-            gradient: vec![],
-        },
-    ]
-}
-
-/// A profile's overlays: median time per node (µs) and its share of the run, for the nodes ONNX Runtime kept
-/// under the model's names (`graph` is the model profiled).
-pub fn from_profile(p: &crate::profile::Profile, graph: &Graph) -> Vec<Overlay> {
-    let first_output: HashMap<&str, &str> = graph
-        .nodes
-        .iter()
-        .filter_map(|n| Some((n.name.as_str(), n.outputs.first()?.as_str())))
-        .collect();
-    let kept = |f: &dyn Fn(&crate::profile::NodeProfile) -> f64| {
-        p.nodes
-            .iter()
-            .filter_map(|n| {
-                let v = first_output.get(n.model_node.as_deref()?)?;
-                Some((v.to_string(), Datum::Number(f(n)), None))
-            })
-            .collect::<Vec<_>>()
-    };
-    vec![
-        Overlay {
-            file: "phantom_time_us.json".into(),
-            values: kept(&|n| n.time.median_us),
-            thresholds: vec![],
-            gradient: vec!["#ffffff", "#ffcc80", "#e53935"],
-        },
-        Overlay {
-            file: "phantom_time_share.json".into(),
-            values: kept(&|n| n.share),
-            thresholds: vec![
-                (0.01, "#ffffff"),
-                (0.05, "#fff59d"),
-                (0.2, "#ffab91"),
-                (f64::MAX, "#e53935"),
-            ],
-            gradient: vec![],
-        },
-    ]
 }

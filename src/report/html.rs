@@ -9,7 +9,7 @@ use handlebars::Handlebars;
 use serde_json::json;
 
 use super::model::{RefPrecision, Report, ValueStatus};
-use super::terminal::num;
+use crate::units::num;
 
 const TEMPLATE: &str = include_str!("templates/report.html.hbs");
 

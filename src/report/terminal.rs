@@ -6,31 +6,11 @@ use std::fmt::Write as _;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use owo_colors::{OwoColorize, Stream::Stdout};
 
-use super::model::{RefPrecision, Report, Status, TargetFacts, ValueReport};
+use super::model::{Coverage, RefPrecision, Report, Status, TargetFacts, Timings, ValueReport};
+use crate::units::num;
 
-/// Error figures with the four significant digits that carry meaning: `1173`, `9.847`, `0.001235`, `3.142e-7`.
-pub fn num(x: f64) -> String {
-    if x == 0.0 {
-        "0".into()
-    } else if x.is_infinite() {
-        if x > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        }
-    } else if x.is_nan() {
-        "nan".into()
-    } else if (1e-3..1e4).contains(&x.abs()) {
-        let decimals = (3 - x.abs().log10().floor() as i32).max(0) as usize;
-        let s = format!("{x:.decimals$}");
-        match s.contains('.') {
-            true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
-            false => s,
-        }
-    } else {
-        format!("{x:.3e}")
-    }
-}
+mod verdict;
+pub use verdict::{verdict_line, verdict_sentence};
 
 fn ulp(u: u64) -> String {
     if u == u64::MAX {
@@ -136,6 +116,29 @@ fn stats_table(v: &ValueReport) -> Option<Table> {
 
 /// The full terminal summary.
 pub fn render(r: &Report, top: usize) -> String {
+    let mut s = header_lines(r);
+    s.push_str(&input_lines(r));
+    let _ = writeln!(s);
+    let _ = writeln!(s, "{}  {}", badge(r.verdict.status), verdict_sentence(r));
+    s.push_str(&sample_lines(r));
+    s.push_str(&first_divergence_lines(r));
+    s.push_str(&super::culprits::render(r));
+    if let Some(t) = worst_table(r, top) {
+        let _ = writeln!(s, "worst values:\n{t}");
+    }
+    s.push_str(&coverage_lines(&r.coverage));
+    s.push_str(&own_kernel_line(r));
+    s.push_str(&reduced_lines(r, top));
+    s.push_str(&instrumentation_line(r));
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s.push_str(&timing_line(&r.timings));
+    s
+}
+
+/// What was compared: the model, the target's own model if any, the reference and the target.
+fn header_lines(r: &Report) -> String {
     let mut s = String::new();
     let opset = r
         .model
@@ -165,6 +168,12 @@ pub fn render(r: &Report, top: usize) -> String {
         r.reference.name, r.reference.version
     );
     s.push_str(&target_lines(r));
+    s
+}
+
+/// One line per model input: name, dtype, shape and origin, then where its dimensions came from.
+fn input_lines(r: &Report) -> String {
+    let mut s = String::new();
     for i in &r.inputs {
         let shape = i
             .shape
@@ -181,9 +190,12 @@ pub fn render(r: &Report, top: usize) -> String {
             let _ = writeln!(s, "                dim {d}");
         }
     }
-    let _ = writeln!(s);
-    let v = &r.verdict;
-    let badge = match v.status {
+    s
+}
+
+/// The verdict class as a coloured badge.
+fn badge(status: Status) -> String {
+    match status {
         Status::Clean => "✓ CLEAN"
             .if_supports_color(Stdout, |t| t.green().bold().to_string())
             .to_string(),
@@ -202,81 +214,95 @@ pub fn render(r: &Report, top: usize) -> String {
         Status::Incomplete => "✗ INCOMPLETE"
             .if_supports_color(Stdout, |t| t.yellow().bold().to_string())
             .to_string(),
+    }
+}
+
+/// The first divergent value: where it is, its sample, reference precision, reason, worst element, metrics and
+/// statistics.
+fn first_divergence_lines(r: &Report) -> String {
+    let mut s = String::new();
+    let Some(f) = &r.verdict.first_divergence else {
+        return s;
     };
-    let _ = writeln!(s, "{badge}  {}", verdict_sentence(r));
-    s.push_str(&sample_lines(r));
-    if let Some(f) = &v.first_divergence {
-        let _ = writeln!(
-            s,
-            "first divergence: node #{} {} `{}` → value `{}`",
-            f.node_index, f.op_type, f.node, f.value
-        );
-        if let Some(k) = r.find_value(&f.value).and_then(|(_, v)| v.sample) {
-            let _ = writeln!(s, "  (figures from input sample {k}, the worst here)");
+    let _ = writeln!(
+        s,
+        "first divergence: node #{} {} `{}` → value `{}`",
+        f.node_index, f.op_type, f.node, f.value
+    );
+    if let Some(k) = r.find_value(&f.value).and_then(|(_, v)| v.sample) {
+        let _ = writeln!(s, "  (figures from input sample {k}, the worst here)");
+    }
+    if let Some((n, val)) = r.find_value(&f.value) {
+        if let Some(tag) = precision_tag(&n.reference) {
+            let _ = writeln!(s, "  ({tag})");
         }
-        if let Some((n, val)) = r.find_value(&f.value) {
-            if let Some(tag) = precision_tag(&n.reference) {
-                let _ = writeln!(s, "  ({tag})");
-            }
-            if let Some(reason) = &val.reason {
-                let _ = writeln!(s, "  {reason}");
-            }
-            if let Some(w) = &val.worst {
-                let _ = writeln!(
-                    s,
-                    "  worst element {:?}: reference {} target {}",
-                    w.index,
-                    num(w.reference),
-                    num(w.target)
-                );
-            }
-            if let Some(t) = metrics_table(val) {
-                let _ = writeln!(s, "{t}");
-            }
-            if let Some(t) = stats_table(val) {
-                let _ = writeln!(s, "{t}");
-            }
+        if let Some(reason) = &val.reason {
+            let _ = writeln!(s, "  {reason}");
+        }
+        if let Some(w) = &val.worst {
+            let _ = writeln!(
+                s,
+                "  worst element {:?}: reference {} target {}",
+                w.index,
+                num(w.reference),
+                num(w.target)
+            );
+        }
+        if let Some(t) = metrics_table(val) {
+            let _ = writeln!(s, "{t}");
+        }
+        if let Some(t) = stats_table(val) {
+            let _ = writeln!(s, "{t}");
         }
     }
-    s.push_str(&super::culprits::render(r));
-    if !v.worst.is_empty() {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(vec![
-            "#",
-            "op",
-            "node",
-            "value",
-            "max abs",
-            "max rel",
-            "out of tol",
-            "max ulp",
+    s
+}
+
+/// The `top` worst values with their metrics, or nothing when no value failed.
+fn worst_table(r: &Report, top: usize) -> Option<Table> {
+    if r.verdict.worst.is_empty() {
+        return None;
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "#",
+        "op",
+        "node",
+        "value",
+        "max abs",
+        "max rel",
+        "out of tol",
+        "max ulp",
+    ]);
+    for w in r.verdict.worst.iter().take(top) {
+        let m = r.find_value(&w.value).and_then(|(_, v)| v.metrics.clone());
+        let (a, rel, frac, u) = match m {
+            Some(m) => (
+                num(m.max_abs),
+                num(m.max_rel),
+                format!("{:.2}%", 100.0 * m.fail_fraction),
+                ulp(m.max_ulp),
+            ),
+            None => ("-".into(), "-".into(), "shape".into(), "-".into()),
+        };
+        t.add_row(vec![
+            w.node_index.to_string(),
+            w.op_type.clone(),
+            w.node.clone(),
+            w.value.clone(),
+            a,
+            rel,
+            frac,
+            u,
         ]);
-        for w in v.worst.iter().take(top) {
-            let m = r.find_value(&w.value).and_then(|(_, v)| v.metrics.clone());
-            let (a, rel, frac, u) = match m {
-                Some(m) => (
-                    num(m.max_abs),
-                    num(m.max_rel),
-                    format!("{:.2}%", 100.0 * m.fail_fraction),
-                    ulp(m.max_ulp),
-                ),
-                None => ("-".into(), "-".into(), "shape".into(), "-".into()),
-            };
-            t.add_row(vec![
-                w.node_index.to_string(),
-                w.op_type.clone(),
-                w.node.clone(),
-                w.value.clone(),
-                a,
-                rel,
-                frac,
-                u,
-            ]);
-        }
-        let _ = writeln!(s, "worst values:\n{t}");
     }
-    let c = &r.coverage;
+    Some(t)
+}
+
+/// How many values were compared and why the others were not.
+fn coverage_lines(c: &Coverage) -> String {
+    let mut s = String::new();
     let _ = write!(
         s,
         "coverage: {} of {} values compared, {} unchecked",
@@ -289,6 +315,12 @@ pub fn render(r: &Report, top: usize) -> String {
     for (why, n) in &c.unchecked_by_reason {
         let _ = writeln!(s, "  {n} × {why}");
     }
+    s
+}
+
+/// How many nodes ran on phantom's own f64 kernels, and which op types, when any did.
+fn own_kernel_line(r: &Report) -> String {
+    let mut s = String::new();
     let own: Vec<&str> = r
         .nodes
         .iter()
@@ -306,6 +338,12 @@ pub fn render(r: &Report, top: usize) -> String {
             ops.join(", ")
         );
     }
+    s
+}
+
+/// The nodes whose reference was not computed in f64, the first `top` of them listed with the reason.
+fn reduced_lines(r: &Report, top: usize) -> String {
+    let mut s = String::new();
     let reduced: Vec<_> = r
         .nodes
         .iter()
@@ -330,6 +368,12 @@ pub fn render(r: &Report, top: usize) -> String {
             let _ = writeln!(s, "  … {} more in the JSON report", reduced.len() - top);
         }
     }
+    s
+}
+
+/// Whether exposing intermediates changed ORT's final outputs, when the run was instrumented.
+fn instrumentation_line(r: &Report) -> String {
+    let mut s = String::new();
     if let Some(i) = &r.instrumentation {
         if i.outputs_moved {
             let _ = writeln!(
@@ -344,14 +388,14 @@ pub fn render(r: &Report, top: usize) -> String {
             );
         }
     }
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let t = &r.timings;
-    let _ = writeln!(
-        s,
+    s
+}
+
+/// The time each stage took.
+fn timing_line(t: &Timings) -> String {
+    format!(
         "time: {:.0} ms (import {:.0}, reference {:.0}, target {:.0}, expected noise {:.0}, compare {:.0}, \
-         attribution {:.0}, explain {:.0})",
+         attribution {:.0}, explain {:.0})\n",
         t.total_ms,
         t.import_ms,
         t.reference_ms,
@@ -360,8 +404,7 @@ pub fn render(r: &Report, top: usize) -> String {
         t.compare_ms,
         t.attribution_ms,
         t.explain_ms
-    );
-    s
+    )
 }
 
 /// What ran as the target: provider and optimization level, or adapter, precision and placement.
@@ -385,7 +428,7 @@ pub fn target_lines(r: &Report) -> String {
                     "              nodes cut into slabs: {} (values beyond the {} storage-binding limit; values \
                      identical to an unsplit run)",
                     w.nodes_cut_into_slabs,
-                    crate::fsutil::fmt_size(w.max_binding_bytes as usize)
+                    crate::units::fmt_size(w.max_binding_bytes as usize)
                 );
             }
         }
@@ -401,156 +444,6 @@ pub fn target_lines(r: &Report) -> String {
         }
     }
     s
-}
-
-/// The verdict without its class word (for headlines that show the class as a badge).
-pub fn verdict_sentence(r: &Report) -> String {
-    let line = verdict_line(r);
-    match line.split_once(": ") {
-        Some((_, rest)) => rest.to_string(),
-        None => line,
-    }
-}
-
-/// The verdict in one sentence: the headline of every rendering (and the line `--quiet` prints).
-pub fn verdict_line(r: &Report) -> String {
-    let v = &r.verdict;
-    let at = |i: usize, op: &str, node: &str| format!("node #{i} {op} `{node}`");
-    let first = v
-        .first_divergence
-        .as_ref()
-        .map(|f| {
-            format!(
-                "; first at {} (value `{}`)",
-                at(f.node_index, &f.op_type, &f.node),
-                f.value
-            )
-        })
-        .unwrap_or_default();
-    let culprit = v
-        .culprits
-        .first()
-        .map(|c| {
-            let kind = c
-                .causes
-                .first()
-                .map(|x| x.kind.name())
-                .unwrap_or("precision");
-            format!("; culprit `{}` ({kind})", c.node)
-        })
-        .unwrap_or_default();
-    let compared = r.coverage.compared;
-    let sentence = match v.status {
-        Status::Incomplete => format!(
-            "incomplete: {} of {} values the outputs depend on were not compared ({}); the {compared} compared \
-             values pass, but the run cannot vouch for the rest (--accept-incomplete to pass it)",
-            r.coverage.unchecked_hiding,
-            r.coverage.values,
-            top_reason(&r.coverage)
-        ),
-        Status::Clean => format!("clean: all {compared} compared values within tolerance"),
-        Status::Drift => format!(
-            "drift: {} of {compared} values out of tolerance (final outputs {}){first}{culprit}",
-            v.failing_values,
-            if v.outputs_pass { "pass" } else { "fail" }
-        ),
-        Status::PrecisionLimited if v.failing_values == 0 => {
-            let c = v.culprits.first().map(|c| at(c.node_index, &c.op_type, &c.node)).unwrap_or_default();
-            format!(
-                "precision-limited: all {compared} values within tolerance in this run, but {c} computed alone in \
-                 the target's precision is out of tolerance, and so is the correctly rounded run"
-            )
-        }
-        Status::PrecisionLimited => format!(
-            "precision-limited: {} of {compared} values out of tolerance only where the target's precision cannot \
-             meet it (the correctly rounded run fails there too){first}",
-            v.failing_values
-        ),
-        Status::PrecisionInsufficient => format!(
-            "precision-insufficient: {} of {compared} values out of tolerance, the final outputs among them, only \
-             where the target's precision cannot meet it (the correctly rounded run fails there too){first}; the \
-             runtime is faithful, the model does not survive this precision{}",
-            v.failing_values,
-            keep_fp32_hint(v)
-        ),
-        Status::Anomalous => match (v.anomalies.first(), v.culprits.first()) {
-            (Some(a), _) => format!(
-                "anomalous: all {compared} values within tolerance, but {} node(s) introduce error far beyond \
-                 rounding; first: {} ({}× correct rounding)",
-                v.anomalies.len(),
-                at(a.node_index, &a.op_type, &a.node),
-                num(a.rounding_ratio)
-            ),
-            (None, Some(c)) => format!(
-                "anomalous: all {compared} values within tolerance in the graph, but {} alone is out of tolerance",
-                at(c.node_index, &c.op_type, &c.node)
-            ),
-            (None, None) => "anomalous".into(),
-        },
-    };
-    match (v.status, r.coverage.unchecked_hiding) {
-        (Status::Incomplete, _) | (_, 0) => sentence,
-        (_, n) => format!(
-            "{sentence}; {n} value(s) the outputs depend on not compared ({})",
-            top_reason(&r.coverage)
-        ),
-    }
-}
-
-/// The commonest reason values went unchecked, with its count when there are others.
-fn top_reason(c: &super::model::Coverage) -> String {
-    let hiding = c
-        .unchecked_by_reason
-        .iter()
-        .filter(|(why, _)| crate::analysis::hides(why))
-        .max_by_key(|(_, n)| **n);
-    match hiding {
-        Some((why, &n)) if n < c.unchecked_hiding => format!("{n} with {why}, and others"),
-        Some((why, _)) => why.clone(),
-        None => "reasons in the report".into(),
-    }
-}
-
-/// One line per input sample when there were several: its own verdict, the one that decides marked.
-fn sample_lines(r: &Report) -> String {
-    let mut s = String::new();
-    for k in &r.samples {
-        let first = k
-            .first_divergence
-            .as_ref()
-            .map(|f| format!(", first at #{} `{}`", f.node_index, f.node))
-            .unwrap_or_default();
-        let culprits = match k.culprits.as_slice() {
-            [] => String::new(),
-            c => format!(", culprits {}", c.join(", ")),
-        };
-        let anomalies = match k.anomalies.as_slice() {
-            [] => String::new(),
-            a => format!(", anomalies {}", a.join(", ")),
-        };
-        let _ = writeln!(
-            s,
-            "  sample {} ({}): {}, {} values out of tolerance{first}{culprits}{anomalies}{}",
-            k.index,
-            k.label,
-            k.status.name(),
-            k.failing_values,
-            if k.decides { "  ← decides" } else { "" }
-        );
-    }
-    s
-}
-
-/// `: keep `a`, `b` in float32 (--keep-fp32 a,b)` for the culprits of a precision-insufficient verdict.
-fn keep_fp32_hint(v: &super::model::Verdict) -> String {
-    let nodes: Vec<&str> = v.culprits.iter().map(|c| c.node.as_str()).take(5).collect();
-    match nodes.is_empty() {
-        true => String::new(),
-        false => format!(
-            "; keep the culprits in float32: --keep-fp32 {}",
-            nodes.join(",")
-        ),
-    }
 }
 
 #[cfg(test)]

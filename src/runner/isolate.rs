@@ -8,13 +8,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use prost::Message;
-use tract_onnx::pb::{type_proto, ModelProto, TypeProto, ValueInfoProto};
+use tract_onnx::pb::{type_proto, TypeProto, ValueInfoProto};
 
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
-use crate::model::{surgery, Graph};
-use crate::precision::types::{infer, BFLOAT16, FLOAT, FLOAT16};
+use crate::model::surgery::{self, base_name, decode};
+use crate::model::types::{infer, BFLOAT16, FLOAT, FLOAT16};
+use crate::model::Graph;
 use crate::runner::ort::{run_session, OrtRunner};
 use crate::runner::reference::Rounding;
 use crate::spill::Values;
@@ -22,21 +22,6 @@ use crate::tensor::{DType, Tensor};
 
 /// Prefix of the graph inputs of the isolated model.
 const FEED: &str = "phantom_iso::";
-
-/// The value of the original model a target-model name stands for (`x_phantom_fp16_3` → `x`).
-pub fn base_name(name: &str) -> &str {
-    match name.find("_phantom_") {
-        Some(i) => {
-            let tail = &name[i + 9..];
-            if ["fp16", "bf16", "fp32"].iter().any(|s| tail.starts_with(s)) {
-                &name[..i]
-            } else {
-                name
-            }
-        }
-        None => name,
-    }
-}
 
 fn float_dtype(code: i32) -> Option<DType> {
     match code {
@@ -60,13 +45,6 @@ fn feed_dtype(name: &str, types: &HashMap<String, i32>, reference: &dyn Values) 
         Some(d) if !d.is_float() && d != DType::Other && d != DType::String => Some(d),
         _ => types.get(name).and_then(|&c| known_dtype(c)),
     }
-}
-
-pub fn decode(g: &Graph) -> Result<ModelProto> {
-    ModelProto::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
-        path: g.path.clone(),
-        reason: e.to_string(),
-    })
 }
 
 /// The element type the target stores each float value of the original model in: its type in the target model,
@@ -243,7 +221,7 @@ pub fn run(
 ) -> Result<HashMap<String, Tensor>> {
     let mut inputs = Inputs::default();
     for (feed, base, read) in &iso.feeds {
-        let r = reference.tensor(base).ok_or_else(|| Error::Target {
+        let r = reference.tensor(base).ok_or_else(|| Error::Ort {
             reason: format!("isolating nodes: the reference value `{base}` is gone"),
         })?;
         let stored = match round.get(base) {
@@ -253,7 +231,7 @@ pub fn run(
         let t = if stored.dtype() == *read {
             stored
         } else {
-            stored.cast(*read).ok_or_else(|| Error::Target {
+            stored.cast(*read).ok_or_else(|| Error::Ort {
                 reason: format!("isolating nodes: cannot feed `{base}` as {read}"),
             })?
         };

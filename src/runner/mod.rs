@@ -13,6 +13,7 @@ pub mod ort_lib;
 pub mod plugins;
 pub mod providers;
 pub mod reference;
+pub mod spec;
 pub mod trace;
 pub mod wgpu;
 

@@ -208,7 +208,7 @@ pub fn for_provider<'e>(
     }
     match failures.is_empty() {
         true => Ok(None),
-        false => Err(Error::Target {
+        false => Err(Error::Ort {
             reason: failures.join("\n"),
         }),
     }

@@ -52,7 +52,7 @@ struct Event {
 
 /// The runs of a profile file's text, in order.
 pub fn runs(text: &str) -> Result<Vec<Run>> {
-    let events: Vec<Event> = serde_json::from_str(text).map_err(|e| Error::Target {
+    let events: Vec<Event> = serde_json::from_str(text).map_err(|e| Error::Ort {
         reason: format!("ONNX Runtime's profile is not the expected trace JSON: {e}"),
     })?;
     let mut runs: Vec<Run> = events

@@ -9,7 +9,7 @@
 //! Add that holds the epsilon — is that node's risk, not its followers'). NaN made only by the low precision (a division by a value
 //! it stores as 0) needs the target run: `phantom onnx --precision fp16` finds it.
 
-mod render;
+pub mod render;
 mod stats;
 
 use std::collections::HashMap;

@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 
 use super::stats::{HIST_HIGH, HIST_LOW};
 use super::{Scan, ValueScan};
+use crate::report::explorer::{kind_name, Datum, Overlay};
 use crate::report::model::Confidence;
-use crate::report::terminal::num;
+use crate::units::num;
+use std::collections::BTreeMap;
 
 /// The scan as text; `top` bounds each list.
 pub fn terminal(s: &Scan, top: usize) -> String {
@@ -187,4 +189,55 @@ fn histogram(v: &ValueScan) -> String {
         let _ = writeln!(o, "      {label:>7} {bar} {count}");
     }
     o
+}
+
+/// A scan's overlays: fp16 headroom (65504 / max |x|, smallest over a node's values) and the nodes at risk with
+/// their causes and rank.
+pub fn overlays(s: &Scan) -> Vec<Overlay> {
+    // Per node (by name): the value it is found by, and its smallest headroom.
+    let mut headroom: BTreeMap<&str, (&str, f64)> = BTreeMap::new();
+    for v in &s.values {
+        if let Some(h) = v.fp16_headroom {
+            let e = headroom
+                .entry(v.node.as_str())
+                .or_insert((v.value.as_str(), h));
+            e.1 = e.1.min(h);
+        }
+    }
+    let risks = s
+        .risks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let kinds: Vec<String> = r.causes.iter().map(|c| kind_name(&c.kind)).collect();
+            let colour = if i < 3 { "#e53935" } else { "#ffab91" };
+            (
+                r.value.clone(),
+                Datum::Text(format!("#{} {}", i + 1, kinds.join(", "))),
+                Some(colour),
+            )
+        })
+        .collect();
+    vec![
+        Overlay {
+            file: "phantom_fp16_headroom.json".into(),
+            values: headroom
+                .into_values()
+                .map(|(v, h)| (v.to_string(), Datum::Number(h), None))
+                .collect(),
+            thresholds: vec![
+                (1.0, "#e53935"),
+                (10.0, "#ffab91"),
+                (100.0, "#fff59d"),
+                (f64::MAX, "#c8e6c9"),
+            ],
+            gradient: vec![],
+        },
+        Overlay {
+            file: "phantom_risk.json".into(),
+            values: risks,
+            thresholds: vec![],
+            gradient: vec![],
+        },
+    ]
 }

@@ -8,10 +8,10 @@ use std::path::Path;
 use super::store::{self, Side};
 use super::{load_graph, Plan, Segment};
 use crate::error::{Error, Result};
+use crate::model::cut::{cut, Boundary, Cut, Feed};
 use crate::model::inputs::{InputSummary, Inputs};
 use crate::model::{self, Graph};
-use crate::reduce::extract::{cut, Boundary, Cut, Feed};
-use crate::target::TargetSpec;
+use crate::targets::TargetSpec;
 use crate::tensor::Tensor;
 
 /// The cut of a segment and each side's inputs.
@@ -54,7 +54,7 @@ pub fn prepare(dir: &Path, plan: &Plan, seg: &Segment) -> Result<Fed> {
             "segment {}: its cut carries {} of weights inline, beyond protobuf's 2 GiB for one model; plan more \
              segments",
             seg.index,
-            crate::fsutil::fmt_size(c.graph.bytes.len())
+            crate::units::fmt_size(c.graph.bytes.len())
         )));
     }
     crate::pipeline::weights_fit(&c.graph)

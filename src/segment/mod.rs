@@ -8,7 +8,7 @@
 //! phantom merge PLAN/              the partial reports joined into one report, verdict recomputed on the whole graph
 //! ```
 //!
-//! A segment is a cut of the model ([`crate::reduce::extract::cut`]) run through the same stages as `phantom onnx`,
+//! A segment is a cut of the model ([`crate::model::cut::cut`]) run through the same stages as `phantom onnx`,
 //! with each side fed its own values of the boundary: the target inherits its own drift exactly as in a whole-model
 //! run, so the values inside a segment match the whole run's within rounding.
 

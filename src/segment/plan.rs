@@ -10,11 +10,11 @@ use super::{
     MANIFEST, PLAN_SCHEMA,
 };
 use crate::error::{Error, Result};
+use crate::model::cut::value_info;
 use crate::model::inputs::Inputs;
+use crate::model::surgery::decode;
 use crate::model::{self, Dim, Graph};
 use crate::pipeline::CompareSettings;
-use crate::reduce::extract::value_info;
-use crate::runner::isolate::decode;
 use crate::runner::reference::{InputFact, ReferenceRunner};
 use crate::tensor::DType;
 
@@ -53,6 +53,7 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
     // The inputs `phantom onnx` would feed (dims ONNX Runtime accepts), so a plan compares what a whole run does.
     let (inputs, _) = crate::pipeline::prepared_inputs(&graph, s)?;
     let graph = transformed(graph, s, &inputs)?;
+    crate::pipeline::logged("plan", &graph, &inputs);
     if graph.nodes.is_empty() {
         return Err(Error::Usage(format!(
             "{} has no node to cut into segments",
@@ -358,9 +359,9 @@ fn cuts_within(
             Some(g) if g.nodes.len() == 1 => {
                 return Err(Error::Usage(format!(
                     "--segment-memory {}: node `{}` alone needs about {} in a segment job; raise the budget",
-                    crate::fsutil::fmt_size(budget as usize),
+                    crate::units::fmt_size(budget as usize),
                     g.nodes[0],
-                    crate::fsutil::fmt_size(g.estimate.job_bytes as usize)
+                    crate::units::fmt_size(g.estimate.job_bytes as usize)
                 )))
             }
             Some(_) => k = (k + 1).max(k * 5 / 4),

@@ -18,7 +18,7 @@ use crate::pipeline::{compare_prepared, Prepared, Strategy};
 use crate::report::model::Report;
 use crate::runner::ort_lib;
 use crate::runner::reference::ReferenceRunner;
-use crate::target::{self, Capture};
+use crate::targets::{self, Capture};
 
 /// A segment's partial report, as `phantom merge` reads it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -57,7 +57,7 @@ pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
         plan.settings.runtime.ort_lib.as_deref(),
         plan.settings.runtime.no_install,
     )?;
-    let mut tgt = target::open(&fed.spec, g, &lib)?;
+    let mut tgt = targets::open(&fed.spec, g, &lib)?;
     // Every value exposed, as in the comparison and in a whole-model run: exposing only the boundary would let ONNX
     // Runtime fuse across values the other runs materialize, and round them differently.
     let names: Vec<&str> = seg.hands_on.iter().map(String::as_str).collect();
@@ -129,7 +129,7 @@ pub fn compare(dir: &Path, plan: &Plan, index: usize, progress: bool) -> Result<
     s.progress = progress;
     s.command = std::env::args().collect();
     let lib = ort_lib::locate(s.runtime.ort_lib.as_deref(), s.runtime.no_install)?;
-    let targets = vec![target::open(&fed.spec, &fed.cut.graph, &lib)?];
+    let targets = vec![targets::open(&fed.spec, &fed.cut.graph, &lib)?];
     let mut p = Prepared {
         graph: fed.cut.graph,
         inputs: fed.reference,

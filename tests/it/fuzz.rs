@@ -492,3 +492,55 @@ fn readers_never_panic_on_mutated_bytes() {
         }
     }
 }
+
+/// The wgpu and `--target-model` paths hold models to ONNX Runtime's expectations (issue 32 item 6): a mutated
+/// model that `phantom onnx` on ORT refuses with exit 2 is refused with exit 2 on `--ep wgpu` and as a
+/// `--target-model` too, never compared with exit 0 or 1. `PHANTOM_FUZZ_ORT_CASES` sets the count (default 40).
+#[test]
+fn what_ort_refuses_every_path_refuses() {
+    ensure_runtime();
+    let cases = env_num("PHANTOM_FUZZ_ORT_CASES", 40) as usize;
+    let seed = env_num("PHANTOM_FUZZ_SEED", 20261126);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng::seed_from_u64(seed);
+    let run = |args: Vec<String>, limit_memory: bool| {
+        run_case(&Case {
+            what: String::new(),
+            args,
+            limit_memory,
+        })
+    };
+    let (mut refused, mut failures) = (0, vec![]);
+    for k in 0..cases {
+        let base = *pick(&mut rng, &["convnet.onnx", "encoder.onnx"]);
+        let mut m = pb::ModelProto::decode(std::fs::read(model(base)).unwrap().as_slice()).unwrap();
+        let what = mutate_structure(&mut rng, &mut m);
+        let p = tmp.path().join(format!("m{k}.onnx"));
+        std::fs::write(&p, m.encode_to_vec()).unwrap();
+        let p = p.display().to_string();
+        let quiet = ["-q", "--attribution", "off", "--timeout", "30"].map(String::from);
+        let ort = [vec!["onnx".into(), p.clone()], quiet.to_vec()].concat();
+        if run(ort, true) != Ok(2) {
+            continue;
+        }
+        refused += 1;
+        let clean = model(base).display().to_string();
+        let paths = [
+            vec!["onnx".into(), p.clone(), "--ep".into(), "wgpu".into()],
+            vec!["onnx".into(), clean, "--target-model".into(), p.clone()],
+        ];
+        for args in paths {
+            let args = [args, quiet.to_vec()].concat();
+            match run(args.clone(), false) {
+                Ok(2) => {}
+                other => failures.push(format!(
+                    "case {k} ({base}: {what}): ORT refuses it, `phantom {}` gave {other:?}",
+                    args.join(" ")
+                )),
+            }
+        }
+    }
+    println!("{cases} cases (seed {seed}): ORT refused {refused}, failures {}", failures.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(refused > cases / 5, "too few refusals to test anything: {refused}");
+}

@@ -427,6 +427,10 @@ fn what_the_onnx_runtime_loader_refuses_is_refused_everywhere() {
             }),
             "initializer `h`",
         ),
+        (
+            write("opset1.onnx", relu(), &|m| m.opset_import[0].version = 1),
+            "opset 1",
+        ),
     ];
     let convnet = model("convnet.onnx");
     for (m, what) in &cases {

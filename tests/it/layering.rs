@@ -1,22 +1,21 @@
 //! Engines below, targets above (issue 32 item 5): no library module imports one above it. The allowed order is
 //! written once, here, bottom first; `report::model` (the report's schema) sits below the analyses that fill it,
-//! the renderers above them. Imports that still run up are listed in `KNOWN`: the list may only shrink (a new
-//! arrow fails the test, and so does a listed one that is gone, so the list stays true).
+//! the renderers above them. Modules of one layer may import each other, never round in a circle.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use crate::common::root;
 
 /// Layers, bottom first: a module may import its own layer and those below.
 const LAYERS: &[&[&str]] = &[
-    &["error", "fsutil", "tensor", "spill", "watchdog"],
+    &["error", "fsutil", "tensor", "spill", "units", "watchdog"],
     &["model"],
     &["precision"],
     &["runner"],
     &["compare", "report::model"],
     &["analysis"],
-    &["target", "bounded"],
+    &["targets", "bounded"],
     &["report"],
     &["pipeline"],
     &[
@@ -25,21 +24,6 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-/// Arrows that still run up (file, the module it imports), to remove.
-const KNOWN: &[(&str, &str)] = &[
-    ("analysis/agreement.rs", "report"),
-    ("analysis/anomaly.rs", "report"),
-    ("analysis/causes/mod.rs", "report"),
-    ("model/image.rs", "report"),
-    ("model/inline.rs", "runner"),
-    ("pipeline/mod.rs", "bisect"),
-    ("precision/target.rs", "runner"),
-    ("report/explorer.rs", "profile"),
-    ("report/explorer.rs", "scan"),
-    ("report/model.rs", "target"),
-    ("runner/ort/chunks.rs", "reduce"),
-    ("runner/ort/chunks.rs", "target"),
-];
 fn layer(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
@@ -66,12 +50,12 @@ fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// (file, imported module) for every import that runs up, outside `#[cfg(test)]` code.
-fn arrows_up() -> BTreeSet<(String, String)> {
+/// Every `crate::` import outside `#[cfg(test)]` code: (file, its module, the module it names).
+fn imports() -> Vec<(String, String, String)> {
     let src = root().join("src");
     let mut all = vec![];
     files(&src, &mut all);
-    let mut up = BTreeSet::new();
+    let mut out = vec![];
     for p in all {
         let rel = p
             .strip_prefix(&src)
@@ -84,11 +68,13 @@ fn arrows_up() -> BTreeSet<(String, String)> {
             .unwrap()
             .trim_end_matches(".rs")
             .to_string();
-        let own = match (top.as_str(), rel.as_str()) {
-            ("report", "report/model.rs") => "report::model".to_string(),
-            _ => top.clone(),
+        let own = match rel.starts_with("report/model/") {
+            true => "report::model".to_string(),
+            false => top.clone(),
         };
-        let Some(mine) = layer(&own) else { continue };
+        if rel == "main.rs" || rel == "lib.rs" {
+            continue;
+        }
         let text = std::fs::read_to_string(&p).unwrap();
         let code = text.split("#[cfg(test)]").next().unwrap();
         for (i, _) in code.match_indices("crate::") {
@@ -96,32 +82,65 @@ fn arrows_up() -> BTreeSet<(String, String)> {
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
-            if let Some((name, theirs)) = named(&path) {
-                if theirs > mine && name != own {
-                    up.insert((rel.clone(), name));
+            if let Some((name, _)) = named(&path) {
+                if name != own {
+                    out.push((rel.clone(), own.clone(), name));
                 }
             }
         }
     }
-    up
+    out
 }
 
 #[test]
 fn no_library_module_imports_one_above_it() {
-    let up = arrows_up();
-    let known: BTreeSet<(String, String)> = KNOWN
+    let all = imports();
+    let up: BTreeSet<(String, String)> = all
         .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .filter(|(_, own, name)| match (layer(own), layer(name)) {
+            (Some(mine), Some(theirs)) => theirs > mine,
+            _ => false,
+        })
+        .map(|(file, _, name)| (file.clone(), name.clone()))
         .collect();
-    let new: Vec<_> = up.difference(&known).collect();
-    let gone: Vec<_> = known.difference(&up).collect();
     assert!(
-        new.is_empty(),
-        "imports that run up (move the code down, or the import up): {new:?}"
+        up.is_empty(),
+        "imports that run up (move the code down, or the import up): {up:?}"
     );
-    assert!(gone.is_empty(), "fixed, remove them from KNOWN: {gone:?}");
+    let unplaced: BTreeSet<&String> = all
+        .iter()
+        .flat_map(|(_, own, name)| [own, name])
+        .filter(|m| layer(m).is_none())
+        .collect();
     assert!(
-        known.len() <= 12,
-        "the list only shrinks (12 on 2026-11-26)"
+        unplaced.is_empty(),
+        "modules with no layer in LAYERS: {unplaced:?}"
     );
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    for m in lib.lines().filter_map(|l| l.strip_prefix("pub mod ")) {
+        let m = m.trim_end_matches(';');
+        assert!(
+            layer(m).is_some(),
+            "src/lib.rs declares `{m}`, which has no layer in LAYERS"
+        );
+    }
+}
+
+/// Modules of one layer may import each other, but never both ways round (directly or through others).
+#[test]
+fn no_circle_between_top_level_modules() {
+    let mut edges: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for (_, own, name) in imports() {
+        edges.entry(own).or_default().insert(name);
+    }
+    for start in edges.keys() {
+        let mut seen = BTreeSet::new();
+        let mut todo: Vec<&String> = edges[start].iter().collect();
+        while let Some(m) = todo.pop() {
+            assert!(m != start, "{start} imports itself back through {seen:?}");
+            if seen.insert(m.clone()) {
+                todo.extend(edges.get(m).into_iter().flatten());
+            }
+        }
+    }
 }

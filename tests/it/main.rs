@@ -23,6 +23,7 @@ mod multi;
 mod oracle;
 mod plugins;
 mod precision;
+mod prepare;
 mod profile;
 mod python;
 mod recipes;

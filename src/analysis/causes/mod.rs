@@ -149,9 +149,7 @@ fn involving(mut c: Cause, node: &str) -> Cause {
     c
 }
 
-pub(crate) fn num(x: f64) -> String {
-    crate::report::terminal::num(x)
-}
+pub(crate) use crate::units::num;
 
 impl Evidence<'_> {
     pub(crate) fn value(&self, name: &str) -> Option<ArrayD<f64>> {

@@ -23,7 +23,7 @@ impl Budget {
             return Ok(());
         }
         let need = need
-            .map(crate::fsutil::fmt_size)
+            .map(crate::units::fmt_size)
             .unwrap_or_else(|| "more bytes than can be addressed".into());
         let from = match dims_from {
             [] => String::new(),
@@ -34,8 +34,8 @@ impl Budget {
             reason: format!(
                 "shape {shape:?}{from} needs {need} as f64, beyond what phantom allows inputs on this machine ({} \
                  left of {}, an eighth of its memory): set smaller sizes with --dim NAME=VALUE or --shape {}=…",
-                crate::fsutil::fmt_size(self.left),
-                crate::fsutil::fmt_size(crate::fsutil::input_budget()),
+                crate::units::fmt_size(self.left),
+                crate::units::fmt_size(crate::fsutil::input_budget()),
                 info.name
             ),
         })

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{MultiReport, NodeAgreement};
 use crate::report::model::ValueStatus;
-use crate::report::terminal::num;
+use crate::units::num;
 
 const TEMPLATE: &str = r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>phantom · {{model}} · {{count}} targets</title>

@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::MultiReport;
 use crate::report::model::ValueStatus;
-use crate::report::terminal::{num, verdict_line};
+use crate::report::terminal::verdict_line;
+use crate::units::num;
 
 fn cell(status: ValueStatus, used: Option<f64>) -> String {
     match (status, used) {

@@ -9,7 +9,8 @@ use owo_colors::{OwoColorize, Stream::Stdout};
 
 use super::{AgreeStatus, MultiReport, NodeAgreement};
 use crate::report::model::ValueStatus;
-use crate::report::terminal::{num, target_lines, verdict_line};
+use crate::report::terminal::{target_lines, verdict_line};
+use crate::units::num;
 
 fn cell(status: ValueStatus, used: Option<f64>) -> String {
     match (status, used) {

@@ -3,7 +3,6 @@
 //! messages); the unmodified model runs too, so the report can say whether exposing values moved the outputs.
 //! [`run`] holds the runs (plain, every value, chosen values) and the session cache.
 
-pub mod chunks;
 mod run;
 
 use std::collections::HashMap;
@@ -185,11 +184,11 @@ impl OrtRunner {
         bytes: &[u8],
         placements: Arc<Mutex<Vec<String>>>,
     ) -> Result<Session> {
-        let fail = |e: ort::Error| Error::Target {
+        let fail = |e: ort::Error| Error::Ort {
             reason: format!("{}: {e}", graph.path.display()),
         };
         let ep_fail = |e: String| {
-            Error::Target {
+            Error::Ort {
             reason: format!(
                 "the {} execution provider could not be registered: {e}\n  hint: install {}; `phantom runtimes` \
                  lists the providers the ONNX Runtime phantom found offers",
@@ -279,7 +278,7 @@ impl OrtRunner {
         }
         match super::plugins::for_provider(&self.env.0, p)? {
             Some((_, devices)) => Ok(Some(devices)),
-            None if p.plugin_only() => Err(Error::Target {
+            None if p.plugin_only() => Err(Error::Ort {
                 reason: format!(
                     "{} is not compiled into the ONNX Runtime at {} and no plugin library brings it.\n  hint: {}",
                     p.ort_name,
@@ -412,7 +411,7 @@ pub fn run_session(
             .iter()
             .position(|(k, _)| k == n)
             .map(|k| laid[k].as_ref())
-            .ok_or_else(|| Error::Target {
+            .ok_or_else(|| Error::Ort {
                 reason: format!(
                     "{} expects input `{n}`, which the reference model does not have",
                     graph.path.display()
@@ -420,12 +419,12 @@ pub fn run_session(
             })?;
         feeds.push((
             n.clone(),
-            input_value(t).map_err(|e| Error::Target {
+            input_value(t).map_err(|e| Error::Ort {
                 reason: e.to_string(),
             })?,
         ));
     }
-    let outputs = session.run(feeds).map_err(|e| Error::Target {
+    let outputs = session.run(feeds).map_err(|e| Error::Ort {
         reason: format!("{}: {e}", graph.path.display()),
     })?;
     // Owning iteration: each ORT buffer is freed right after its copy, so the peak is one tensor above the copies.

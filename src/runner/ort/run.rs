@@ -82,7 +82,7 @@ impl OrtRunner {
         for _ in 0..runs {
             run_session(&mut session, inputs, &g)?;
         }
-        let path = session.end_profiling().map_err(|e| Error::Target {
+        let path = session.end_profiling().map_err(|e| Error::Ort {
             reason: format!("ONNX Runtime's profiler: {e}"),
         })?;
         std::fs::read_to_string(&path).map_err(|e| Error::Io {

@@ -341,7 +341,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             }
             let value = match self.tainted.get(&id) {
                 Some(src) => Err(format!("not computable ({src})")),
-                None => super::convert::from_tract(v)
+                None => crate::model::tract::from_tract(v)
                     .ok_or_else(|| format!("element type {:?} is not compared", v.datum_type())),
             };
             (self.sink)(name, value);

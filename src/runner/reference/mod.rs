@@ -5,7 +5,7 @@
 //! at all is marked unavailable, with everything downstream of it, and the comparison goes on.
 
 pub mod contrib;
-pub mod convert;
+
 mod faithful;
 pub mod fast;
 mod hook;
@@ -230,7 +230,7 @@ impl ReferenceRunner {
             let dt = if wide && dtype.is_float() {
                 f64::datum_type()
             } else {
-                convert::datum_type(*dtype)
+                crate::model::tract::datum_type(*dtype)
             };
             let fact = InferenceFact::dt_shape(dt, shape.iter().copied().collect::<TVec<_>>());
             model
@@ -284,8 +284,8 @@ fn within_memory(graph: &Graph, typed: &TypedModel) -> Result<()> {
                         "{} makes a value of shape {shape:?} ({}), beyond the memory phantom plans with ({}): \
                          check the model's shapes, or give smaller input dims with --dim/--shape",
                         node.name,
-                        bytes.map(crate::fsutil::fmt_size).unwrap_or_else(|| "more bytes than can be addressed".into()),
-                        crate::fsutil::fmt_size(budget)
+                        bytes.map(crate::units::fmt_size).unwrap_or_else(|| "more bytes than can be addressed".into()),
+                        crate::units::fmt_size(budget)
                     ),
                 ));
             }
@@ -441,9 +441,9 @@ impl ReferenceRunner {
                     .1;
                 match self.round.as_ref().and_then(|r| r.get(name)) {
                     Some(&d) if t.dtype().is_float() => {
-                        convert::to_tract_f64(&t.cast(d).expect("float casts"))
+                        crate::model::tract::to_tract_f64(&t.cast(d).expect("float casts"))
                     }
-                    _ => convert::to_tract_f64(t),
+                    _ => crate::model::tract::to_tract_f64(t),
                 }
             })
             .collect();

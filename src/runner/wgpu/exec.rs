@@ -462,7 +462,7 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
             Err(why) => {
                 return Ok(Out::Host(format!(
                     "a value beyond the adapter's {} storage binding limit, and {why}",
-                    crate::fsutil::fmt_size(gpu.max_binding() as usize),
+                    crate::units::fmt_size(gpu.max_binding() as usize),
                 )))
             }
         };

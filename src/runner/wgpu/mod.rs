@@ -132,7 +132,7 @@ impl WgpuRunner {
         self.host.ir_version = proto.ir_version;
         self.host.opsets = proto.opset_import.clone();
         if let Some(g) = &proto.graph {
-            self.host.types = crate::precision::types::infer(g, &HashMap::new());
+            self.host.types = crate::model::types::infer(g, &HashMap::new());
         }
         Ok(proto)
     }

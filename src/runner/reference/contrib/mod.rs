@@ -137,6 +137,9 @@ fn claims(n: &NodeProto) -> bool {
         // Inference mode is tract's; training mode (statistics outputs) is phantom's.
         return batchnorm::training(n);
     }
+    if n.op_type == "LayerNormalization" {
+        return norm::claims_layer_norm(n);
+    }
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
     ours && kernel(&n.op_type).is_some()
 }

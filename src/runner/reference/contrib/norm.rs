@@ -1,5 +1,6 @@
 //! The fused normalizations: SkipLayerNormalization, SkipSimplifiedLayerNormalization (`com.microsoft`) and
-//! SimplifiedLayerNormalization (which ORT registers in the ONNX domain), all with the two-pass variance.
+//! SimplifiedLayerNormalization (which ORT registers in the ONNX domain), all with the two-pass variance; and ONNX's
+//! LayerNormalization where tract cannot type it.
 
 use tract_onnx::prelude::*;
 
@@ -10,6 +11,7 @@ pub const OPS: &[&str] = &[
     "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization",
     "SimplifiedLayerNormalization",
+    "LayerNormalization",
 ];
 
 /// SkipLayerNormalization and its simplified (RMS) form: sum = input + skip (+ bias), then the normalized sum.
@@ -92,9 +94,16 @@ impl Kernel for Skip {
     }
 }
 
-/// SimplifiedLayerNormalization (RMS norm): y = x / √(mean(x²) + ε) · scale over the axes from `axis` on.
-/// Outputs: Y and inv_std_var (the normalized axes kept at extent 1).
-struct Simplified;
+/// LayerNormalization (ONNX) and SimplifiedLayerNormalization (RMS norm, ORT's): y = (x − μ) / √(σ² + ε) · scale
+/// (+ bias) over the axes from `axis` on, μ = 0 for the simplified form. Outputs: Y, then the statistics with the
+/// normalized axes kept at extent 1: Mean and InvStdDev for LayerNormalization, inv_std_var for the simplified form.
+///
+/// phantom evaluates ONNX's LayerNormalization itself only where tract cannot: tract's shape rules count up to an
+/// axis below −rank as an unsigned number and never finish, so a node whose axis is negative and not −1 is
+/// phantom's, which refuses an axis outside the input's rank ([`claims_layer_norm`]).
+struct Layer {
+    simplified: bool,
+}
 
 fn split_axis(n: &Node, rank: usize) -> TractResult<usize> {
     let axis = n.int("axis", -1);
@@ -106,61 +115,91 @@ fn split_axis(n: &Node, rank: usize) -> TractResult<usize> {
     Ok(a as usize)
 }
 
-impl Kernel for Simplified {
+/// The statistics' shape: the normalized axes (from `axis` on) kept at extent 1.
+fn stat_shape(shape: &[usize], axis: usize) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if i < axis { d } else { 1 })
+        .collect()
+}
+
+/// Input `slot` broadcast to the normalized axes, row-major.
+fn per_row(n: &Node, ins: &[Option<&Tensor>], slot: usize, axes: &[usize]) -> TractResult<Option<Vec<f64>>> {
+    let Some(v) = f64s_opt(ins, slot)? else {
+        return Ok(None);
+    };
+    let b = v.broadcast(axes).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} input {slot} of shape {:?} does not broadcast to {:?}",
+            n.op(),
+            v.shape(),
+            axes
+        )
+    })?;
+    Ok(Some(b.iter().copied().collect()))
+}
+
+impl Kernel for Layer {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         let x = fact(n, ins, 0)?;
         let dt = float_type(n, x)?;
-        let axis = split_axis(n, x.1.len())?;
-        let stat: Vec<usize> =
-            x.1.iter()
-                .enumerate()
-                .map(|(i, &d)| if i < axis { d } else { 1 })
-                .collect();
-        Ok(vec![(dt, x.1.clone()), (dt, stat)])
+        let stat = stat_shape(&x.1, split_axis(n, x.1.len())?);
+        let mut out = vec![(dt, x.1.clone()), (dt, stat.clone())];
+        if !self.simplified {
+            out.push((dt, stat));
+        }
+        Ok(out)
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         let x = f64s(n, ins, 0)?;
-        let scale = f64s(n, ins, 1)?;
         let shape = x.shape().to_vec();
         let axis = split_axis(n, shape.len())?;
         let h: usize = shape[axis..].iter().product();
-        let scale = scale
-            .broadcast(&shape[axis..])
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "scale of shape {:?} does not broadcast to {:?}",
-                    scale.shape(),
-                    &shape[axis..]
-                )
-            })?
-            .iter()
-            .copied()
-            .collect::<Vec<f64>>();
+        let scale = per_row(n, ins, 1, &shape[axis..])?
+            .ok_or_else(|| anyhow::anyhow!("{} has no scale input", n.op()))?;
+        let bias = match self.simplified {
+            true => None,
+            false => per_row(n, ins, 2, &shape[axis..])?,
+        };
         let norm = RowNorm {
             gamma: &scale,
-            beta: None,
+            beta: bias.as_deref(),
             epsilon: n.float("epsilon", 1e-5),
-            simplified: true,
+            simplified: self.simplified,
         };
         let mut out: Vec<f64> = x.iter().copied().collect();
-        let invs: Vec<f64> = out
-            .chunks_mut(h.max(1))
-            .map(|row| norm.apply(row).1)
-            .collect();
-        let stat: Vec<usize> = shape
-            .iter()
-            .enumerate()
-            .map(|(i, &d)| if i < axis { d } else { 1 })
-            .collect();
-        Ok(vec![shaped(&shape, out)?, shaped(&stat, invs)?])
+        let (mut means, mut invs) = (vec![], vec![]);
+        for row in out.chunks_mut(h.max(1)) {
+            let (m, inv) = norm.apply(row);
+            means.push(m);
+            invs.push(inv);
+        }
+        let stat = stat_shape(&shape, axis);
+        Ok(match self.simplified {
+            true => vec![shaped(&shape, out)?, shaped(&stat, invs)?],
+            false => vec![shaped(&shape, out)?, shaped(&stat, means)?, shaped(&stat, invs)?],
+        })
     }
+}
+
+/// Whether phantom evaluates this ONNX LayerNormalization rather than tract: when its axis is negative and not −1
+/// (tract's rules would loop past an axis below −rank; see [`Layer`]).
+pub fn claims_layer_norm(n: &tract_onnx::pb::NodeProto) -> bool {
+    let axis = n
+        .attribute
+        .iter()
+        .find(|a| a.name == "axis")
+        .map_or(-1, |a| a.i);
+    n.op_type == "LayerNormalization" && (n.domain.is_empty() || n.domain == "ai.onnx") && axis < -1
 }
 
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
         "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => Some(&Skip),
-        "SimplifiedLayerNormalization" => Some(&Simplified),
+        "SimplifiedLayerNormalization" => Some(&Layer { simplified: true }),
+        "LayerNormalization" => Some(&Layer { simplified: false }),
         _ => None,
     }
 }

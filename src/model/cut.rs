@@ -13,9 +13,9 @@ use tract_onnx::pb::{
 
 use crate::error::{Error, Result};
 use crate::model::proto::{tensor_from_proto, tensor_to_proto};
+use crate::model::surgery::{base_name, decode};
+use crate::model::types::infer;
 use crate::model::{surgery, Graph};
-use crate::precision::types::infer;
-use crate::runner::isolate::{base_name, decode};
 use crate::tensor::DType;
 
 /// One graph input of a cut: the value it carries and the element type the kept nodes read it in.

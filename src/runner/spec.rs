@@ -102,6 +102,38 @@ impl OrtSpec {
     }
 }
 
+impl Engine {
+    /// The engine's name in reports: `onnxruntime`, `wgpu`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Engine::Ort(_) => "onnxruntime",
+            Engine::Wgpu(_) => "wgpu",
+        }
+    }
+
+    /// ONNX Runtime's options, when this engine is ONNX Runtime.
+    pub fn ort(&self) -> Option<&OrtSpec> {
+        match self {
+            Engine::Ort(o) => Some(o),
+            Engine::Wgpu(_) => None,
+        }
+    }
+
+    /// ONNX Runtime's options to change, when this engine is ONNX Runtime.
+    pub fn ort_mut(&mut self) -> Option<&mut OrtSpec> {
+        match self {
+            Engine::Ort(o) => Some(o),
+            Engine::Wgpu(_) => None,
+        }
+    }
+
+    /// Whether a chunk of a bounded run reruns the whole model (wgpu) rather than running each node once in cuts
+    /// (ONNX Runtime).
+    pub fn chunks_rerun(&self) -> bool {
+        matches!(self, Engine::Wgpu(_))
+    }
+}
+
 impl TargetSpec {
     /// ONNX Runtime's CPU provider in float32: the default target.
     pub fn ort_cpu() -> TargetSpec {

@@ -35,7 +35,7 @@ impl WgpuTarget {
         let opts = WgpuOptions {
             adapter: w.adapter.clone(),
             f16: spec.precision == Some(LowPrecision::F16),
-            accumulate_f16: w.accumulate == super::spec::Accumulate::F16,
+            accumulate_f16: w.accumulate == crate::runner::spec::Accumulate::F16,
             f16_mode: w.f16_mode,
         };
         Ok(WgpuTarget {

@@ -7,7 +7,7 @@
 //! - [`wgpu`]: phantom's WGSL shaders.
 
 pub mod ort;
-pub mod spec;
+
 pub mod wgpu;
 
 use std::collections::HashMap;
@@ -15,16 +15,16 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
+use crate::precision::conversion::ConversionReport;
 use crate::precision::convert::RangeIssue;
-use crate::precision::target::ConversionReport;
 use crate::runner::facts::{Instrumentation, TargetFacts};
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
+pub use crate::runner::spec::{Engine, OrtSpec, TargetSpec, WgpuSpec};
 use crate::runner::trace::Run;
 use crate::runner::RunOutput;
 use crate::spill::Values;
 use crate::tensor::Tensor;
-pub use spec::{Engine, OrtSpec, TargetSpec, WgpuSpec};
 
 /// Which values a run hands back.
 #[derive(Clone, Copy, Debug)]
@@ -72,7 +72,7 @@ impl Isolated {
             notes.push(format!(
                 "introduced error: the nodes ran alone in {} groups of about {} of values each, not all at once",
                 self.groups,
-                crate::fsutil::fmt_size(self.group_bytes)
+                crate::units::fmt_size(self.group_bytes)
             ));
         }
         notes

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use super::args::{EngineArgs, PrecisionArg};
 use crate::pipeline::RuntimeSpec;
 use crate::runner::providers::Provider;
-use crate::target::{Engine, OrtSpec, TargetSpec, WgpuSpec};
+use crate::targets::{Engine, OrtSpec, TargetSpec, WgpuSpec};
 
 /// Where ONNX Runtime comes from.
 pub fn runtime(e: &EngineArgs) -> RuntimeSpec {

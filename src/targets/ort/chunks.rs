@@ -7,18 +7,18 @@
 //! failing values that way). A cut exposes every value it computes and reads every other as an input, so nothing
 //! fuses across a value here either, and each value is the whole run's. The declared outputs come from one run of
 //! the unmodified model, as in a whole run. Models with control-flow nodes run each chunk as the whole model
-//! exposing that chunk instead ([`crate::target::Reruns`]).
+//! exposing that chunk instead ([`crate::targets::Reruns`]).
 
 use std::collections::{HashMap, HashSet};
 
-use super::{run_session, OrtRunner};
 use crate::error::Result;
+use crate::model::cut::{cut, Boundary, Feed};
 use crate::model::inputs::Inputs;
+use crate::model::surgery::base_name;
 use crate::model::Graph;
-use crate::reduce::extract::{cut, Boundary, Feed};
-use crate::runner::isolate::base_name;
+use crate::runner::ort::{run_session, OrtRunner};
 use crate::spill::{Spill, Values};
-use crate::target::Chunks;
+use crate::targets::Chunks;
 use crate::tensor::Tensor;
 
 /// The target model run range by range.
@@ -134,7 +134,7 @@ impl<'a> CutRuns<'a> {
                     .kept
                     .tensor(&f.name)
                     .map(|t| t.into_owned())
-                    .ok_or_else(|| crate::error::Error::Target {
+                    .ok_or_else(|| crate::error::Error::Ort {
                         reason: format!(
                             "bounded run: the target's value `{}` was not kept",
                             f.name

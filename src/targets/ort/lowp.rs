@@ -8,48 +8,19 @@ use std::path::PathBuf;
 use prost::Message;
 use tract_onnx::pb::ModelProto;
 
-use super::convert::{convert, Conversion, ConvertOptions};
 use crate::error::{Error, Result};
 use crate::model::{self, Graph};
+use crate::precision::conversion::ConversionReport;
+use crate::precision::convert::{convert, Conversion, ConvertOptions};
+use crate::precision::LowPrecision;
 use crate::runner::ort::OrtRunner;
-
-/// What phantom's float32 → float16/bfloat16 conversion did.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct ConversionReport {
-    pub precision: super::LowPrecision,
-    /// Nodes left in float32, and why.
-    pub kept_fp32: Vec<super::convert::KeptNode>,
-    /// Op types kept in float32 because ONNX Runtime has no kernel for them at this precision.
-    pub kept_for_ort: Vec<String>,
-    /// Initializers and constants with values the target type cannot hold (stored as ±inf or 0, not clamped).
-    pub range_issues: Vec<super::convert::RangeIssue>,
-    pub converted_tensors: usize,
-    pub inserted_casts: usize,
-    /// sha256 of the converted model.
-    pub sha256: String,
-}
-
-impl ConversionReport {
-    pub fn of(low: &LowTarget) -> ConversionReport {
-        let c = &low.conversion;
-        ConversionReport {
-            precision: low.precision,
-            kept_fp32: c.kept.clone(),
-            kept_for_ort: low.kept_for_ort.clone(),
-            range_issues: c.range_issues.clone(),
-            converted_tensors: c.converted_tensors,
-            inserted_casts: c.inserted_casts,
-            sha256: low.graph.sha256.clone(),
-        }
-    }
-}
 
 /// Op types phantom will keep in float32 on ORT's word before giving up.
 pub const MAX_RETRIES: usize = 24;
 
 /// A converted target model ready for ONNX Runtime.
 pub struct LowTarget {
-    pub precision: super::LowPrecision,
+    pub precision: LowPrecision,
     pub graph: Graph,
     pub conversion: Conversion,
     /// Op types kept in float32 because ORT has no kernel for them at this precision.
@@ -91,8 +62,8 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
         reason: format!("not an ONNX model: {e}"),
     })?;
     let suffix = match opts.to {
-        super::LowPrecision::F16 => "fp16",
-        super::LowPrecision::Bf16 => "bf16",
+        LowPrecision::F16 => "fp16",
+        LowPrecision::Bf16 => "bf16",
     };
     let path = PathBuf::from(format!(
         "{}.{suffix}.onnx",
@@ -135,7 +106,7 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
                         }
                     }
                     _ => {
-                        return Err(Error::Target {
+                        return Err(Error::Ort {
                             reason: format!(
                                 "ONNX Runtime cannot load the {suffix} conversion of {}: {msg}\n  hint: keep the node \
                                  it names in float32 with --keep-fp32 NODE, or save the model with \
@@ -146,6 +117,23 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
                     }
                 }
             }
+        }
+    }
+}
+
+impl LowTarget {
+    /// What this conversion did, for the report.
+    pub fn report(&self) -> ConversionReport {
+        let low = self;
+        let c = &low.conversion;
+        ConversionReport {
+            precision: low.precision,
+            kept_fp32: c.kept.clone(),
+            kept_for_ort: low.kept_for_ort.clone(),
+            range_issues: c.range_issues.clone(),
+            converted_tensors: c.converted_tensors,
+            inserted_casts: c.inserted_casts,
+            sha256: low.graph.sha256.clone(),
         }
     }
 }

@@ -1,20 +1,23 @@
 //! ONNX Runtime as a [`Target`]: the provider and options of the spec, `--target-model` or phantom's fp16/bf16
 //! conversion of the model, introduced error from one session of disconnected nodes.
 
+pub mod chunks;
+pub mod lowp;
 use super::{Capture, Chunks, Engine, Isolated, Reruns, Target, TargetSpec};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::{self, Graph};
+use crate::precision::conversion::ConversionReport;
 use crate::precision::convert::{ConvertOptions, RangeIssue};
-use crate::precision::target::ConversionReport;
 use crate::precision::LowPrecision;
 use crate::runner::facts::{Instrumentation, TargetFacts};
-use crate::runner::ort::{chunks::CutRuns, OrtRunner};
+use crate::runner::ort::OrtRunner;
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
 use crate::runner::trace::Run;
 use crate::runner::{isolate, RunOutput, Runner};
 use crate::spill::Values;
+use chunks::CutRuns;
 
 /// The nodes run alone (introduced error) in groups whose values take at most 1/`ISOLATED_SHARE` of
 /// [`crate::fsutil::memory_budget`]: the feeds and outputs of one isolated run, beside the reference values held.
@@ -137,8 +140,8 @@ impl OrtTarget {
             keep_nodes: keep.iter().cloned().collect(),
             keep_ops: Default::default(),
         };
-        let low = crate::precision::target::build(graph, opts, &self.runner)?;
-        self.conversion = Some(ConversionReport::of(&low));
+        let low = lowp::build(graph, opts, &self.runner)?;
+        self.conversion = Some(low.report());
         self.runner.target_model = Some(low.graph);
         Ok(())
     }

@@ -1,0 +1,154 @@
+//! The verdict in one sentence: the headline of every rendering, with and without its class word.
+
+use crate::report::model::{Coverage, Report, Status, Verdict};
+use crate::units::num;
+
+/// The verdict without its class word (for headlines that show the class as a badge).
+pub fn verdict_sentence(r: &Report) -> String {
+    let line = verdict_line(r);
+    match line.split_once(": ") {
+        Some((_, rest)) => rest.to_string(),
+        None => line,
+    }
+}
+
+/// The verdict in one sentence: the headline of every rendering (and the line `--quiet` prints).
+pub fn verdict_line(r: &Report) -> String {
+    let v = &r.verdict;
+    let at = |i: usize, op: &str, node: &str| format!("node #{i} {op} `{node}`");
+    let first = v
+        .first_divergence
+        .as_ref()
+        .map(|f| {
+            format!(
+                "; first at {} (value `{}`)",
+                at(f.node_index, &f.op_type, &f.node),
+                f.value
+            )
+        })
+        .unwrap_or_default();
+    let culprit = v
+        .culprits
+        .first()
+        .map(|c| {
+            let kind = c
+                .causes
+                .first()
+                .map(|x| x.kind.name())
+                .unwrap_or("precision");
+            format!("; culprit `{}` ({kind})", c.node)
+        })
+        .unwrap_or_default();
+    let compared = r.coverage.compared;
+    let sentence = match v.status {
+        Status::Incomplete => format!(
+            "incomplete: {} of {} values the outputs depend on were not compared ({}); the {compared} compared \
+             values pass, but the run cannot vouch for the rest (--accept-incomplete to pass it)",
+            r.coverage.unchecked_hiding,
+            r.coverage.values,
+            top_reason(&r.coverage)
+        ),
+        Status::Clean => format!("clean: all {compared} compared values within tolerance"),
+        Status::Drift => format!(
+            "drift: {} of {compared} values out of tolerance (final outputs {}){first}{culprit}",
+            v.failing_values,
+            if v.outputs_pass { "pass" } else { "fail" }
+        ),
+        Status::PrecisionLimited if v.failing_values == 0 => {
+            let c = v.culprits.first().map(|c| at(c.node_index, &c.op_type, &c.node)).unwrap_or_default();
+            format!(
+                "precision-limited: all {compared} values within tolerance in this run, but {c} computed alone in \
+                 the target's precision is out of tolerance, and so is the correctly rounded run"
+            )
+        }
+        Status::PrecisionLimited => format!(
+            "precision-limited: {} of {compared} values out of tolerance only where the target's precision cannot \
+             meet it (the correctly rounded run fails there too){first}",
+            v.failing_values
+        ),
+        Status::PrecisionInsufficient => format!(
+            "precision-insufficient: {} of {compared} values out of tolerance, the final outputs among them, only \
+             where the target's precision cannot meet it (the correctly rounded run fails there too){first}; the \
+             runtime is faithful, the model does not survive this precision{}",
+            v.failing_values,
+            keep_fp32_hint(v)
+        ),
+        Status::Anomalous => match (v.anomalies.first(), v.culprits.first()) {
+            (Some(a), _) => format!(
+                "anomalous: all {compared} values within tolerance, but {} node(s) introduce error far beyond \
+                 rounding; first: {} ({}× correct rounding)",
+                v.anomalies.len(),
+                at(a.node_index, &a.op_type, &a.node),
+                num(a.rounding_ratio)
+            ),
+            (None, Some(c)) => format!(
+                "anomalous: all {compared} values within tolerance in the graph, but {} alone is out of tolerance",
+                at(c.node_index, &c.op_type, &c.node)
+            ),
+            (None, None) => "anomalous".into(),
+        },
+    };
+    match (v.status, r.coverage.unchecked_hiding) {
+        (Status::Incomplete, _) | (_, 0) => sentence,
+        (_, n) => format!(
+            "{sentence}; {n} value(s) the outputs depend on not compared ({})",
+            top_reason(&r.coverage)
+        ),
+    }
+}
+
+/// The commonest reason values went unchecked, with its count when there are others.
+fn top_reason(c: &Coverage) -> String {
+    let hiding = c
+        .unchecked_by_reason
+        .iter()
+        .filter(|(why, _)| crate::analysis::hides(why))
+        .max_by_key(|(_, n)| **n);
+    match hiding {
+        Some((why, &n)) if n < c.unchecked_hiding => format!("{n} with {why}, and others"),
+        Some((why, _)) => why.clone(),
+        None => "reasons in the report".into(),
+    }
+}
+
+/// One line per input sample when there were several: its own verdict, the one that decides marked.
+fn sample_lines(r: &Report) -> String {
+    let mut s = String::new();
+    for k in &r.samples {
+        let first = k
+            .first_divergence
+            .as_ref()
+            .map(|f| format!(", first at #{} `{}`", f.node_index, f.node))
+            .unwrap_or_default();
+        let culprits = match k.culprits.as_slice() {
+            [] => String::new(),
+            c => format!(", culprits {}", c.join(", ")),
+        };
+        let anomalies = match k.anomalies.as_slice() {
+            [] => String::new(),
+            a => format!(", anomalies {}", a.join(", ")),
+        };
+        let _ = writeln!(
+            s,
+            "  sample {} ({}): {}, {} values out of tolerance{first}{culprits}{anomalies}{}",
+            k.index,
+            k.label,
+            k.status.name(),
+            k.failing_values,
+            if k.decides { "  ← decides" } else { "" }
+        );
+    }
+    s
+}
+
+/// `: keep `a`, `b` in float32 (--keep-fp32 a,b)` for the culprits of a precision-insufficient verdict.
+fn keep_fp32_hint(v: &Verdict) -> String {
+    let nodes: Vec<&str> = v.culprits.iter().map(|c| c.node.as_str()).take(5).collect();
+    match nodes.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; keep the culprits in float32: --keep-fp32 {}",
+            nodes.join(",")
+        ),
+    }
+}
