@@ -7,7 +7,7 @@ use ndarray::ArrayD;
 
 use ndarray::Axis;
 
-use super::causes::{cause, limits, num, spacing, Evidence, Site};
+use super::causes::{cause, limits, num, spacing, Evidence, Limits, Site};
 use crate::report::model::Culprit;
 use crate::report::model::{Cause, CauseKind, Confidence};
 use crate::runner::reference::kernels::round_one;
@@ -218,54 +218,110 @@ fn resize_coordinates(ev: &Evidence, i: usize) -> Option<Cause> {
         return None;
     }
     let d = ev.dtype(name);
-    let l = limits(d);
-    let mode = ev.attr_s(i, "mode").unwrap_or_else(|| "nearest".into());
-    let coord = ev
-        .attr_s(i, "coordinate_transformation_mode")
-        .unwrap_or_else(|| "half_pixel".into());
-    let rule = ev
-        .attr_s(i, "nearest_mode")
-        .unwrap_or_else(|| "round_prefer_floor".into());
-    let mut flipped = 0usize;
-    let mut positions = 0usize;
-    let mut worst: Option<(usize, f64, f64)> = None;
-    let mut resized = vec![];
-    for (a, &s) in scales.iter().enumerate() {
-        let stored = round_one(s, d);
-        let len_in = x.shape()[a];
-        if stored == s || s <= 0.0 || stored <= 0.0 || len_in == 0 {
-            continue;
+    let how = Sampling::of(ev, i);
+    let effects = ScaleEffects::of(&scales, x.shape(), d, &how)?;
+    let makers = arithmetic_upstream(ev, name);
+    let mut c = scale_cause(name, &scales, limits(d), &how, &effects, &makers)?;
+    c.nodes = std::iter::once(node.name.clone()).chain(makers).collect();
+    Some(c)
+}
+
+/// How a Resize samples: its `mode`, `coordinate_transformation_mode` and `nearest_mode`, defaults filled in.
+struct Sampling {
+    mode: String,
+    coord: String,
+    rule: String,
+}
+
+impl Sampling {
+    /// The sampling of Resize node `i`.
+    fn of(ev: &Evidence, i: usize) -> Sampling {
+        Sampling {
+            mode: ev.attr_s(i, "mode").unwrap_or_else(|| "nearest".into()),
+            coord: ev
+                .attr_s(i, "coordinate_transformation_mode")
+                .unwrap_or_else(|| "half_pixel".into()),
+            rule: ev
+                .attr_s(i, "nearest_mode")
+                .unwrap_or_else(|| "round_prefer_floor".into()),
         }
-        // Runtimes compute the output size in float32: floor(len · scale).
-        let size = |s: f64| (len_in as f32 * s as f32).floor() as f64;
-        let (out, out_stored) = (size(s), size(stored));
-        if out != out_stored {
-            resized.push(format!("axis {a}: {out} → {out_stored} elements"));
-            continue;
-        }
-        let len_out = out as usize;
-        if mode != "nearest" {
-            continue;
-        }
+    }
+
+    /// Output positions, of `len_out` along an axis of `len_in`, where nearest sampling at scale `s` and at scale
+    /// `stored` reads different source indices; `None` for an unknown coordinate mode.
+    fn flips(&self, s: f64, stored: f64, len_in: usize, len_out: usize) -> Option<usize> {
         let mut here = 0;
         for o in 0..len_out {
-            let (Some(c), Some(c2)) = (
-                source_coordinate(&coord, o as f64, s, len_in, len_out),
-                source_coordinate(&coord, o as f64, stored, len_in, len_out),
-            ) else {
-                return None;
-            };
-            if nearest(c, &rule, len_in) != nearest(c2, &rule, len_in) {
+            let c = source_coordinate(&self.coord, o as f64, s, len_in, len_out)?;
+            let c2 = source_coordinate(&self.coord, o as f64, stored, len_in, len_out)?;
+            if nearest(c, &self.rule, len_in) != nearest(c2, &self.rule, len_in) {
                 here += 1;
             }
         }
-        positions += len_out;
-        flipped += here;
-        if here > 0 && worst.is_none_or(|w| here as f64 > w.1) {
-            worst = Some((a, here as f64, stored));
-        }
+        Some(here)
     }
-    let makers = arithmetic_upstream(ev, name);
+}
+
+/// What storing the scales in the target type changes.
+struct ScaleEffects {
+    /// One entry per axis whose output size moves: `axis a: n → m elements`.
+    resized: Vec<String>,
+    /// Output positions that read another source index, over the axes checked.
+    flipped: usize,
+    /// Output positions checked.
+    positions: usize,
+    /// The axis with the most flipped positions: (axis, flipped positions, stored scale).
+    worst: Option<(usize, f64, f64)>,
+}
+
+impl ScaleEffects {
+    /// The effects of storing `scales` (of an input of `shape`) as `d`; `None` for an unknown coordinate mode.
+    fn of(scales: &[f64], shape: &[usize], d: DType, how: &Sampling) -> Option<ScaleEffects> {
+        let mut fx = ScaleEffects {
+            resized: vec![],
+            flipped: 0,
+            positions: 0,
+            worst: None,
+        };
+        for (a, &s) in scales.iter().enumerate() {
+            let stored = round_one(s, d);
+            let len_in = shape[a];
+            if stored == s || s <= 0.0 || stored <= 0.0 || len_in == 0 {
+                continue;
+            }
+            // Runtimes compute the output size in float32: floor(len · scale).
+            let size = |s: f64| (len_in as f32 * s as f32).floor() as f64;
+            let (out, out_stored) = (size(s), size(stored));
+            if out != out_stored {
+                fx.resized
+                    .push(format!("axis {a}: {out} → {out_stored} elements"));
+                continue;
+            }
+            let len_out = out as usize;
+            if how.mode != "nearest" {
+                continue;
+            }
+            let here = how.flips(s, stored, len_in, len_out)?;
+            fx.positions += len_out;
+            fx.flipped += here;
+            if here > 0 && fx.worst.is_none_or(|w| here as f64 > w.1) {
+                fx.worst = Some((a, here as f64, stored));
+            }
+        }
+        Some(fx)
+    }
+}
+
+/// The cause for scales `name` (stored as `l`, computed by `makers`): output sizes that move, else nearest sampling
+/// that flips on the worst axis; `None` when neither happens.
+fn scale_cause(
+    name: &str,
+    scales: &[f64],
+    l: Limits,
+    how: &Sampling,
+    fx: &ScaleEffects,
+    makers: &[String],
+) -> Option<Cause> {
     let by = match makers.first() {
         Some(p) => format!(" (computed by `{p}`)"),
         None => String::new(),
@@ -277,42 +333,40 @@ fn resize_coordinates(ev: &Evidence, i: usize) -> Option<Cause> {
         ),
         true => "give Resize `sizes` instead of scales".to_string(),
     };
-    let mut c = if !resized.is_empty() {
-        cause(
+    if !fx.resized.is_empty() {
+        return Some(cause(
             CauseKind::IndexFlip,
             format!(
                 "`{name}`{by} holds scales {} that {} stores differently, and the output size moves: {}",
                 scales.iter().map(|v| num(*v)).collect::<Vec<_>>().join(", "),
                 l.name,
-                resized.join("; ")
+                fx.resized.join("; ")
             ),
-            &[("axes_resized", resized.len() as f64)],
+            &[("axes_resized", fx.resized.len() as f64)],
             Confidence::High,
             fix,
-        )
-    } else {
-        let (a, _, stored) = worst?;
-        cause(
-            CauseKind::IndexFlip,
-            format!(
-                "`{name}`{by} holds scale {} on axis {a}, which {} stores as {}: nearest sampling ({coord}, {rule}) then \
-                 reads a neighbouring source index at {flipped} of {positions} output positions",
-                num(scales[a]),
-                l.name,
-                num(stored)
-            ),
-            &[
-                ("flipped_positions", flipped as f64),
-                ("positions", positions as f64),
-                ("scale", scales[a]),
-                ("scale_stored", stored),
-            ],
-            Confidence::High,
-            fix,
-        )
-    };
-    c.nodes = std::iter::once(node.name.clone()).chain(makers).collect();
-    Some(c)
+        ));
+    }
+    let (a, _, stored) = fx.worst?;
+    let (coord, rule, flipped, positions) = (&how.coord, &how.rule, fx.flipped, fx.positions);
+    Some(cause(
+        CauseKind::IndexFlip,
+        format!(
+            "`{name}`{by} holds scale {} on axis {a}, which {} stores as {}: nearest sampling ({coord}, {rule}) then \
+             reads a neighbouring source index at {flipped} of {positions} output positions",
+            num(scales[a]),
+            l.name,
+            num(stored)
+        ),
+        &[
+            ("flipped_positions", flipped as f64),
+            ("positions", positions as f64),
+            ("scale", scales[a]),
+            ("scale_stored", stored),
+        ],
+        Confidence::High,
+        fix,
+    ))
 }
 
 /// The float arithmetic nodes that compute `value`, nearest first, looking through Concat, Cast and reshaping ops

@@ -4,6 +4,7 @@ pub mod detail;
 pub mod metrics;
 mod pass;
 pub mod scales;
+mod side;
 pub mod slice;
 pub mod tolerance;
 

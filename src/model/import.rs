@@ -24,52 +24,10 @@ pub fn load(path: &Path) -> Result<Graph> {
 
 /// Decodes model bytes; `path` is used for messages and to resolve external data.
 pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
-    let malformed = |reason: String| Error::MalformedModel {
-        path: path.to_path_buf(),
-        reason,
-    };
-    if bytes.is_empty() {
-        return Err(malformed("the file is empty".into()));
-    }
-    if bytes.starts_with(b"version https://git-lfs") {
-        return Err(malformed(
-            "this is a Git LFS pointer, not the model: run `git lfs pull`".into(),
-        ));
-    }
-    let model = ModelProto::decode(bytes.as_slice())
-        .map_err(|e| malformed(format!("protobuf decoding failed ({e})")))?;
-    let graph = model
-        .graph
-        .as_ref()
-        .ok_or_else(|| malformed("the model has no graph".into()))?;
-    if graph.node.is_empty() && graph.output.is_empty() {
-        return Err(malformed("the graph has no nodes and no outputs".into()));
-    }
-    super::validate::check(path, &model)?;
+    let model = decode_model(path, &bytes)?;
+    let graph = checked_graph(path, &model)?;
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
-    let initializers: HashMap<String, InitInfo> = graph
-        .initializer
-        .iter()
-        .map(|t| {
-            let info = InitInfo {
-                dtype: DType::from_onnx(t.data_type),
-                dims: t.dims.clone(),
-                external: t.data_location == Some(1),
-            };
-            (t.name.clone(), info)
-        })
-        .chain(graph.sparse_initializer.iter().filter_map(|s| {
-            let v = s.values.as_ref()?;
-            Some((
-                v.name.clone(),
-                InitInfo {
-                    dtype: DType::from_onnx(v.data_type),
-                    dims: s.dims.clone(),
-                    external: false,
-                },
-            ))
-        }))
-        .collect();
+    let initializers = initializer_infos(graph);
     let inputs = graph
         .input
         .iter()
@@ -83,27 +41,8 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
         .map(|v| (v.name.clone(), value_info(v)))
         .collect();
     let (nodes, was_unsorted) = sort_nodes(graph, &initializers, path)?;
-    let mut hidden = Vec::new();
-    for n in &nodes {
-        for g in subgraphs(&graph.node[n.source_index]) {
-            collect_hidden(g, &n.name, &mut hidden);
-        }
-    }
-    let produced: HashSet<&str> = nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().map(|s| s.as_str()))
-        .collect();
-    for o in &outputs {
-        let known = produced.contains(o.name.as_str())
-            || initializers.contains_key(&o.name)
-            || graph.input.iter().any(|i| i.name == o.name);
-        if !known {
-            return Err(malformed(format!(
-                "graph output `{}` is produced by no node",
-                o.name
-            )));
-        }
-    }
+    let hidden = hidden_values(graph, &nodes);
+    check_outputs_produced(path, graph, &nodes, &initializers, &outputs)?;
     Ok(Graph {
         path: path.to_path_buf(),
         bytes: Arc::new(bytes),
@@ -127,6 +66,109 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
         notes: vec![],
         handed_on: vec![],
     })
+}
+
+/// The error for a model file at `path` that cannot be imported, and why.
+fn malformed(path: &Path, reason: String) -> Error {
+    Error::MalformedModel {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// Decodes the protobuf `bytes`, telling an empty file and a Git LFS pointer apart from a corrupt one.
+fn decode_model(path: &Path, bytes: &[u8]) -> Result<ModelProto> {
+    if bytes.is_empty() {
+        return Err(malformed(path, "the file is empty".into()));
+    }
+    if bytes.starts_with(b"version https://git-lfs") {
+        return Err(malformed(
+            path,
+            "this is a Git LFS pointer, not the model: run `git lfs pull`".into(),
+        ));
+    }
+    ModelProto::decode(bytes)
+        .map_err(|e| malformed(path, format!("protobuf decoding failed ({e})")))
+}
+
+/// The model's main graph, once it is known to hold something to run and to pass [`super::validate::check`].
+fn checked_graph<'m>(path: &Path, model: &'m ModelProto) -> Result<&'m GraphProto> {
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| malformed(path, "the model has no graph".into()))?;
+    if graph.node.is_empty() && graph.output.is_empty() {
+        return Err(malformed(
+            path,
+            "the graph has no nodes and no outputs".into(),
+        ));
+    }
+    super::validate::check(path, model)?;
+    Ok(graph)
+}
+
+/// The type, dims and storage of every initializer, dense or sparse, by name.
+fn initializer_infos(graph: &GraphProto) -> HashMap<String, InitInfo> {
+    graph
+        .initializer
+        .iter()
+        .map(|t| {
+            let info = InitInfo {
+                dtype: DType::from_onnx(t.data_type),
+                dims: t.dims.clone(),
+                external: t.data_location == Some(1),
+            };
+            (t.name.clone(), info)
+        })
+        .chain(graph.sparse_initializer.iter().filter_map(|s| {
+            let v = s.values.as_ref()?;
+            Some((
+                v.name.clone(),
+                InitInfo {
+                    dtype: DType::from_onnx(v.data_type),
+                    dims: s.dims.clone(),
+                    external: false,
+                },
+            ))
+        }))
+        .collect()
+}
+
+/// The values made inside the bodies of `nodes`, each with the node that holds the body.
+fn hidden_values(graph: &GraphProto, nodes: &[Node]) -> Vec<HiddenValue> {
+    let mut hidden = Vec::new();
+    for n in nodes {
+        for g in subgraphs(&graph.node[n.source_index]) {
+            collect_hidden(g, &n.name, &mut hidden);
+        }
+    }
+    hidden
+}
+
+/// Errors on a graph output that no node produces and that is neither an initializer nor a graph input.
+fn check_outputs_produced(
+    path: &Path,
+    graph: &GraphProto,
+    nodes: &[Node],
+    initializers: &HashMap<String, InitInfo>,
+    outputs: &[ValueInfo],
+) -> Result<()> {
+    let produced: HashSet<&str> = nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(|s| s.as_str()))
+        .collect();
+    for o in outputs {
+        let known = produced.contains(o.name.as_str())
+            || initializers.contains_key(&o.name)
+            || graph.input.iter().any(|i| i.name == o.name);
+        if !known {
+            return Err(malformed(
+                path,
+                format!("graph output `{}` is produced by no node", o.name),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn value_info(v: &pb::ValueInfoProto) -> ValueInfo {
@@ -213,6 +255,15 @@ fn sort_nodes(
     let mut available: HashSet<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
     available.extend(inits.keys().map(|s| s.as_str()));
     available.insert("");
+    let producer = producers(g, path)?;
+    let deps = dependencies(g, &available, &producer, path)?;
+    let order = node_order(g, &deps, &producer, path)?;
+    let unsorted = order.iter().enumerate().any(|(k, &i)| k != i);
+    Ok((named_nodes(g, &order), unsorted))
+}
+
+/// The node that produces each value; errors on a value produced twice.
+fn producers<'g>(g: &'g GraphProto, path: &Path) -> Result<HashMap<&'g str, usize>> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in g.node.iter().enumerate() {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
@@ -228,6 +279,17 @@ fn sort_nodes(
             }
         }
     }
+    Ok(producer)
+}
+
+/// The values each node waits on: its inputs and what its bodies read from outside, less those `available` from
+/// the start. Errors on a value no node produces.
+fn dependencies(
+    g: &GraphProto,
+    available: &HashSet<&str>,
+    producer: &HashMap<&str, usize>,
+    path: &Path,
+) -> Result<Vec<Vec<String>>> {
     let deps: Vec<Vec<String>> = g
         .node
         .iter()
@@ -252,26 +314,24 @@ fn sort_nodes(
             });
         }
     }
+    Ok(deps)
+}
+
+/// The order to run the nodes in: file order when it is already topological, otherwise the earliest ready node in
+/// file order first. Errors on a cycle.
+fn node_order(
+    g: &GraphProto,
+    deps: &[Vec<String>],
+    producer: &HashMap<&str, usize>,
+    path: &Path,
+) -> Result<Vec<usize>> {
     // A file order that is already topological is kept as it is.
     let in_order = deps
         .iter()
         .enumerate()
         .all(|(i, d)| d.iter().all(|v| producer[v.as_str()] < i));
     let mut pending: Vec<usize> = deps.iter().map(|d| d.len()).collect();
-    let mut users: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, d) in deps.iter().enumerate() {
-        for v in d {
-            users
-                .entry(
-                    producer
-                        .get_key_value(v.as_str())
-                        .map(|(k, _)| *k)
-                        .unwrap_or(""),
-                )
-                .or_default()
-                .push(i);
-        }
-    }
+    let users = users_of(deps, producer);
     // Otherwise the earliest ready node in file order runs first.
     let mut ready: BinaryHeap<Reverse<usize>> = (0..g.node.len())
         .filter(|&i| pending[i] == 0 && !in_order)
@@ -311,9 +371,36 @@ fn sort_nodes(
             ),
         });
     }
-    let unsorted = order.iter().enumerate().any(|(k, &i)| k != i);
+    Ok(order)
+}
+
+/// The nodes waiting on each value, by the value's name as `producer` holds it.
+fn users_of<'g>(
+    deps: &[Vec<String>],
+    producer: &HashMap<&'g str, usize>,
+) -> HashMap<&'g str, Vec<usize>> {
+    let mut users: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, d) in deps.iter().enumerate() {
+        for v in d {
+            users
+                .entry(
+                    producer
+                        .get_key_value(v.as_str())
+                        .map(|(k, _)| *k)
+                        .unwrap_or(""),
+                )
+                .or_default()
+                .push(i);
+        }
+    }
+    users
+}
+
+/// The nodes of `g` in `order`, each with a unique name (`{Op}_{index}` for an unnamed one, `#index` appended to
+/// a repeated one).
+fn named_nodes(g: &GraphProto, order: &[usize]) -> Vec<Node> {
     let mut taken: HashSet<String> = HashSet::new();
-    let nodes = order
+    order
         .iter()
         .enumerate()
         .map(|(index, &i)| {
@@ -338,8 +425,7 @@ fn sort_nodes(
                 subgraph_nodes: subgraphs(n).map(count_nodes).sum(),
             }
         })
-        .collect();
-    Ok((nodes, unsorted))
+        .collect()
 }
 
 /// `node `name` (Op)`, or `node #i (Op)` for an unnamed node.

@@ -1,13 +1,15 @@
 //! What ONNX Runtime's loader refuses before any kernel runs, checked by phantom for every target (the wgpu
 //! shaders and `--target-model` runs included) so that a model ORT would refuse is refused everywhere, with the
 //! node and attribute named: an IR version no ONNX release defines, a default-domain opset older than 7, a graph with nodes but no outputs, an attribute
-//! given twice, a name defined twice (a graph input or initializer that a node also writes), an initializer whose
+//! given twice, not defined by its op or carrying data of another type than it declares, a name defined twice (a graph input or initializer that a node also writes), an initializer whose
 //! dims are negative or overflow, and inputs of one-type ops (Add, MatMul, Conv…) whose declared element types
 //! differ (a float64 initializer beside float32 activations).
 
 use std::collections::{HashMap, HashSet};
 
-use tract_onnx::pb::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
+use tract_onnx::pb::{
+    attribute_proto, type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto,
+};
 
 /// The element type a graph input declares.
 fn declared(vi: &ValueInfoProto) -> Option<i32> {
@@ -66,7 +68,15 @@ pub fn check(model: &ModelProto) -> Result<(), String> {
     }
     initializer_dims(g)?;
     defined_once(g)?;
-    nodes(g)
+    let opsets: HashMap<&str, i64> = model
+        .opset_import
+        .iter()
+        .map(|o| match o.domain.as_str() {
+            "ai.onnx" => ("", o.version),
+            d => (d, o.version),
+        })
+        .collect();
+    nodes(g, &opsets)
 }
 
 /// The default-domain opset is one ONNX Runtime supports.
@@ -138,7 +148,7 @@ fn defined_once(g: &GraphProto) -> Result<(), String> {
 }
 
 /// Per node, in this graph and every body: attributes given once, one-type inputs of one declared type.
-fn nodes(g: &GraphProto) -> Result<(), String> {
+fn nodes(g: &GraphProto, opsets: &HashMap<&str, i64>) -> Result<(), String> {
     let types: HashMap<&str, i32> = g
         .input
         .iter()
@@ -155,10 +165,143 @@ fn nodes(g: &GraphProto) -> Result<(), String> {
             ));
         }
         one_type(n, &types).map_err(|why| format!("{}: {why}", at(i, n)))?;
+        defined_attributes(n, opsets).map_err(|why| format!("{}: {why}", at(i, n)))?;
+        for a in &n.attribute {
+            attribute_data(a).map_err(|why| format!("{}: {why}", at(i, n)))?;
+        }
+        window(n).map_err(|why| format!("{}: {why}", at(i, n)))?;
         for a in &n.attribute {
             for body in a.g.iter().chain(&a.graphs) {
-                nodes(body)
+                nodes(body, opsets)
                     .map_err(|why| format!("{}, attribute `{}`: {why}", at(i, n), a.name))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every attribute of an `ai.onnx`/`ai.onnx.ml` node is one its op defines in the version the model's opset
+/// resolves it to (ONNX Runtime refuses the model with "Unrecognized attribute" otherwise: an `axis` on an opset-17
+/// `Add`, which only `Add-1` to `Add-6` had); ops ONNX does not define are left to the checks that know them.
+fn defined_attributes(n: &NodeProto, opsets: &HashMap<&str, i64>) -> Result<(), String> {
+    let domain = match n.domain.as_str() {
+        "ai.onnx" => "",
+        d => d,
+    };
+    let Some(&opset) = opsets.get(domain) else {
+        return Ok(());
+    };
+    let resolved = super::onnx_attrs::ATTRIBUTES
+        .iter()
+        .filter(|(d, op, since, _)| *d == domain && *op == n.op_type && *since <= opset)
+        .max_by_key(|(_, _, since, _)| *since);
+    let Some((_, _, since, known)) = resolved else {
+        return Ok(());
+    };
+    match n.attribute.iter().find(|a| !known.contains(&a.name.as_str())) {
+        Some(a) => Err(format!(
+            "attribute `{}` is not one {}-{since} defines ({}): remove it, or fix the exporter that wrote it",
+            a.name,
+            n.op_type,
+            match known.is_empty() {
+                true => "it takes none".to_string(),
+                false => format!("it takes {}", known.join(", ")),
+            }
+        )),
+        None => Ok(()),
+    }
+}
+
+/// An attribute carries data of the type it declares only (ONNX Runtime: "type field and data field mismatch").
+fn attribute_data(a: &AttributeProto) -> Result<(), String> {
+    use attribute_proto::AttributeType as T;
+    if a.r#type == T::Undefined as i32 {
+        return Ok(());
+    }
+    let carried = [
+        (T::Float, a.f != 0.0 || a.f.is_nan()),
+        (T::Int, a.i != 0),
+        (T::String, !a.s.is_empty()),
+        (T::Tensor, a.t.is_some()),
+        (T::Graph, a.g.is_some()),
+        (T::Floats, !a.floats.is_empty()),
+        (T::Ints, !a.ints.is_empty()),
+        (T::Strings, !a.strings.is_empty()),
+        (T::Tensors, !a.tensors.is_empty()),
+        (T::Graphs, !a.graphs.is_empty()),
+    ];
+    match carried.iter().find(|(t, on)| *on && *t as i32 != a.r#type) {
+        Some((t, _)) => Err(format!(
+            "attribute `{}` declares type {} but carries {t:?} data: the file is corrupt or its writer is broken",
+            a.name,
+            T::try_from(a.r#type).map_or_else(|_| a.r#type.to_string(), |d| format!("{d:?}")),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Ops with a sliding window, and whether they need `kernel_shape` (a Conv takes it from its weights).
+const WINDOWED: &[(&str, bool)] = &[
+    ("MaxPool", true),
+    ("AveragePool", true),
+    ("LpPool", true),
+    ("Conv", false),
+    ("ConvTranspose", false),
+];
+
+/// A window's attributes as ONNX Runtime's kernels require them before any value is seen: a positive
+/// `kernel_shape`, positive `strides` and `dilations` of the kernel's rank, `pads` of twice its rank, none negative
+/// and, on pools, each smaller than the kernel.
+fn window(n: &NodeProto) -> Result<(), String> {
+    let Some((_, needs_kernel)) = WINDOWED
+        .iter()
+        .find(|(op, _)| *op == n.op_type && (n.domain.is_empty() || n.domain == "ai.onnx"))
+    else {
+        return Ok(());
+    };
+    let ints = |name: &str| n.attribute.iter().find(|a| a.name == name).map(|a| &a.ints);
+    let kernel = ints("kernel_shape");
+    if *needs_kernel && kernel.is_none_or(|k| k.is_empty()) {
+        return Err("attribute `kernel_shape` is missing or empty".into());
+    }
+    let rank = kernel.map(|k| k.len());
+    for name in ["kernel_shape", "strides", "dilations"] {
+        let Some(v) = ints(name) else { continue };
+        if let Some(bad) = v.iter().find(|&&x| x <= 0) {
+            return Err(format!(
+                "attribute `{name}` has {bad}; every entry must be positive"
+            ));
+        }
+        if rank.is_some_and(|r| r != v.len()) {
+            return Err(format!(
+                "attribute `{name}` has {} entries, `kernel_shape` {}",
+                v.len(),
+                rank.unwrap_or(0)
+            ));
+        }
+    }
+    if let Some(pads) = ints("pads") {
+        if let Some(bad) = pads.iter().find(|&&p| p < 0) {
+            return Err(format!(
+                "attribute `pads` has {bad}; pads cannot be negative"
+            ));
+        }
+        if let Some(k) = kernel {
+            if pads.len() != 2 * k.len() {
+                return Err(format!(
+                    "attribute `pads` has {} entries; a {}-d kernel takes {}",
+                    pads.len(),
+                    k.len(),
+                    2 * k.len()
+                ));
+            }
+            let pool = *needs_kernel;
+            if let Some(i) = (0..pads.len()).find(|&i| pool && pads[i] >= k[i % k.len()]) {
+                return Err(format!(
+                    "attribute `pads` entry {i} is {}, not smaller than the kernel's {} (ONNX Runtime requires it)",
+                    pads[i],
+                    k[i % k.len()]
+                ));
             }
         }
     }

@@ -10,6 +10,7 @@ pub mod import;
 pub mod inline;
 pub mod inputs;
 pub mod loader_rules;
+pub mod onnx_attrs;
 pub mod npy;
 pub mod proto;
 pub mod random;

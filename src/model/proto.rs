@@ -84,135 +84,206 @@ fn read_range(path: &Path, offset: u64, len: usize) -> std::result::Result<Vec<u
 pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor> {
     let shape = shape_of(p)?;
     let dtype = DType::from_onnx(p.data_type);
-    let bad = |reason: String| Error::Input {
-        name: p.name.clone(),
-        reason,
-    };
     let n = crate::tensor::checked_nbytes(&shape, 1).ok_or_else(|| {
-        bad(format!(
-            "its dims {shape:?} have more elements than can be addressed"
-        ))
+        bad_tensor(
+            p,
+            format!("its dims {shape:?} have more elements than can be addressed"),
+        )
     })?;
     let external;
     let raw: &[u8] = if p.data_location == Some(1) {
-        let loc = p
-            .external_data
-            .iter()
-            .find(|e| e.key == "location")
-            .map(|e| e.value.clone());
-        let loc = loc.ok_or_else(|| bad("external data without a location".into()))?;
-        let path = base.unwrap_or(Path::new(".")).join(&loc);
-        let get = |k: &str| {
-            p.external_data
-                .iter()
-                .find(|e| e.key == k)
-                .and_then(|e| e.value.parse::<u64>().ok())
-        };
-        let need = n
-            .checked_mul(dtype.size())
-            .filter(|_| dtype.size() > 0)
-            .ok_or_else(|| {
-                bad(format!(
-                    "external {} data of dims {shape:?} cannot be sized",
-                    dtype.name()
-                ))
-            })?;
-        if let Some(len) = get("length").filter(|&l| l != need as u64) {
-            return Err(bad(format!(
-                "{loc}: declared length {len} bytes, its dims {shape:?} of {} need {need}",
-                dtype.name()
-            )));
-        }
-        external = read_range(&path, get("offset").unwrap_or(0), need)
-            .map_err(|why| bad(format!("{loc}: {why}")))?;
+        external = external_bytes(p, base, &shape, n, dtype)?;
         &external
     } else {
         &p.raw_data
     };
-    fn shaped<T>(
-        shape: &[usize],
-        v: Vec<T>,
-    ) -> std::result::Result<ArrayD<T>, ndarray::ShapeError> {
-        ArrayD::from_shape_vec(IxDyn(shape), v)
-    }
-    let use_raw = !raw.is_empty() || n == 0;
-    let t = match dtype {
-        DType::F32 if use_raw => shaped(&shape, from_le(raw, f32::from_le_bytes)).map(Tensor::F32),
-        DType::F32 => shaped(&shape, p.float_data.clone()).map(Tensor::F32),
-        DType::F64 if use_raw => shaped(&shape, from_le(raw, f64::from_le_bytes)).map(Tensor::F64),
-        DType::F64 => shaped(&shape, p.double_data.clone()).map(Tensor::F64),
-        DType::F16 if use_raw => shaped(
-            &shape,
-            from_le(raw, |b| f16::from_bits(u16::from_le_bytes(b))),
-        )
-        .map(Tensor::F16),
-        DType::F16 => shaped(
-            &shape,
-            p.int32_data
-                .iter()
-                .map(|&v| f16::from_bits(v as u16))
-                .collect(),
-        )
-        .map(Tensor::F16),
-        DType::Bf16 if use_raw => shaped(
-            &shape,
-            from_le(raw, |b| bf16::from_bits(u16::from_le_bytes(b))),
-        )
-        .map(Tensor::Bf16),
-        DType::Bf16 => shaped(
-            &shape,
-            p.int32_data
-                .iter()
-                .map(|&v| bf16::from_bits(v as u16))
-                .collect(),
-        )
-        .map(Tensor::Bf16),
-        DType::I64 if use_raw => shaped(&shape, from_le(raw, i64::from_le_bytes)).map(Tensor::I64),
-        DType::I64 => shaped(&shape, p.int64_data.clone()).map(Tensor::I64),
-        DType::I32 if use_raw => shaped(&shape, from_le(raw, i32::from_le_bytes)).map(Tensor::I32),
-        DType::I32 => shaped(&shape, p.int32_data.clone()).map(Tensor::I32),
-        DType::I16 if use_raw => shaped(&shape, from_le(raw, i16::from_le_bytes)).map(Tensor::I16),
-        DType::I16 => {
-            shaped(&shape, p.int32_data.iter().map(|&v| v as i16).collect()).map(Tensor::I16)
-        }
-        DType::I8 if use_raw => {
-            shaped(&shape, raw.iter().map(|&b| b as i8).collect()).map(Tensor::I8)
-        }
-        DType::I8 => {
-            shaped(&shape, p.int32_data.iter().map(|&v| v as i8).collect()).map(Tensor::I8)
-        }
-        DType::U8 if use_raw => shaped(&shape, raw.to_vec()).map(Tensor::U8),
-        DType::U8 => {
-            shaped(&shape, p.int32_data.iter().map(|&v| v as u8).collect()).map(Tensor::U8)
-        }
-        DType::U16 if use_raw => shaped(&shape, from_le(raw, u16::from_le_bytes)).map(Tensor::U16),
-        DType::U16 => {
-            shaped(&shape, p.int32_data.iter().map(|&v| v as u16).collect()).map(Tensor::U16)
-        }
-        DType::U32 if use_raw => shaped(&shape, from_le(raw, u32::from_le_bytes)).map(Tensor::U32),
-        DType::U32 => {
-            shaped(&shape, p.uint64_data.iter().map(|&v| v as u32).collect()).map(Tensor::U32)
-        }
-        DType::U64 if use_raw => shaped(&shape, from_le(raw, u64::from_le_bytes)).map(Tensor::U64),
-        DType::U64 => shaped(&shape, p.uint64_data.clone()).map(Tensor::U64),
-        DType::Bool if use_raw => {
-            shaped(&shape, raw.iter().map(|&b| b != 0).collect()).map(Tensor::Bool)
-        }
-        DType::Bool => {
-            shaped(&shape, p.int32_data.iter().map(|&v| v != 0).collect()).map(Tensor::Bool)
-        }
-        DType::String | DType::Other => {
-            return Err(bad(format!(
-                "element type {} (ONNX code {}) is not supported",
-                dtype, p.data_type
-            )))
+    let src = Elements {
+        p,
+        shape: &shape,
+        raw,
+        use_raw: !raw.is_empty() || n == 0,
+    };
+    let t = match src.floats(dtype).or_else(|| src.integers(dtype)) {
+        Some(t) => t,
+        None => {
+            return Err(bad_tensor(
+                p,
+                format!(
+                    "element type {} (ONNX code {}) is not supported",
+                    dtype, p.data_type
+                ),
+            ))
         }
     };
     t.map_err(|_| {
-        bad(format!(
-            "holds a different number of elements than its shape {shape:?} needs"
-        ))
+        bad_tensor(
+            p,
+            format!("holds a different number of elements than its shape {shape:?} needs"),
+        )
     })
+}
+
+/// The error for tensor `p` that cannot be decoded, and why.
+fn bad_tensor(p: &TensorProto, reason: String) -> Error {
+    Error::Input {
+        name: p.name.clone(),
+        reason,
+    }
+}
+
+/// The bytes of `p`'s external data (`n` elements of `dtype`, dims `shape`), from the file its `location` names
+/// beside `base`, checked against its declared `length`.
+fn external_bytes(
+    p: &TensorProto,
+    base: Option<&Path>,
+    shape: &[usize],
+    n: usize,
+    dtype: DType,
+) -> Result<Vec<u8>> {
+    let bad = |reason: String| bad_tensor(p, reason);
+    let loc = p
+        .external_data
+        .iter()
+        .find(|e| e.key == "location")
+        .map(|e| e.value.clone());
+    let loc = loc.ok_or_else(|| bad("external data without a location".into()))?;
+    let path = base.unwrap_or(Path::new(".")).join(&loc);
+    let get = |k: &str| {
+        p.external_data
+            .iter()
+            .find(|e| e.key == k)
+            .and_then(|e| e.value.parse::<u64>().ok())
+    };
+    let need = n
+        .checked_mul(dtype.size())
+        .filter(|_| dtype.size() > 0)
+        .ok_or_else(|| {
+            bad(format!(
+                "external {} data of dims {shape:?} cannot be sized",
+                dtype.name()
+            ))
+        })?;
+    if let Some(len) = get("length").filter(|&l| l != need as u64) {
+        return Err(bad(format!(
+            "{loc}: declared length {len} bytes, its dims {shape:?} of {} need {need}",
+            dtype.name()
+        )));
+    }
+    read_range(&path, get("offset").unwrap_or(0), need).map_err(|why| bad(format!("{loc}: {why}")))
+}
+
+/// `v` as an array of `shape`, or the error when their sizes differ.
+fn shaped<T>(shape: &[usize], v: Vec<T>) -> std::result::Result<ArrayD<T>, ndarray::ShapeError> {
+    ArrayD::from_shape_vec(IxDyn(shape), v)
+}
+
+/// Where a tensor's elements come from: little-endian `raw` bytes when `use_raw`, else `p`'s typed field.
+struct Elements<'a> {
+    p: &'a TensorProto,
+    shape: &'a [usize],
+    raw: &'a [u8],
+    use_raw: bool,
+}
+
+/// Decoded elements, or the error when their number does not fit the shape.
+type Decoded = std::result::Result<Tensor, ndarray::ShapeError>;
+
+impl Elements<'_> {
+    /// The elements of a floating-point `dtype`; `None` for any other type.
+    fn floats(&self, dtype: DType) -> Option<Decoded> {
+        let (p, shape, raw, use_raw) = (self.p, self.shape, self.raw, self.use_raw);
+        Some(match dtype {
+            DType::F32 if use_raw => {
+                shaped(shape, from_le(raw, f32::from_le_bytes)).map(Tensor::F32)
+            }
+            DType::F32 => shaped(shape, p.float_data.clone()).map(Tensor::F32),
+            DType::F64 if use_raw => {
+                shaped(shape, from_le(raw, f64::from_le_bytes)).map(Tensor::F64)
+            }
+            DType::F64 => shaped(shape, p.double_data.clone()).map(Tensor::F64),
+            DType::F16 if use_raw => shaped(
+                shape,
+                from_le(raw, |b| f16::from_bits(u16::from_le_bytes(b))),
+            )
+            .map(Tensor::F16),
+            DType::F16 => shaped(
+                shape,
+                p.int32_data
+                    .iter()
+                    .map(|&v| f16::from_bits(v as u16))
+                    .collect(),
+            )
+            .map(Tensor::F16),
+            DType::Bf16 if use_raw => shaped(
+                shape,
+                from_le(raw, |b| bf16::from_bits(u16::from_le_bytes(b))),
+            )
+            .map(Tensor::Bf16),
+            DType::Bf16 => shaped(
+                shape,
+                p.int32_data
+                    .iter()
+                    .map(|&v| bf16::from_bits(v as u16))
+                    .collect(),
+            )
+            .map(Tensor::Bf16),
+            _ => return None,
+        })
+    }
+
+    /// The elements of an integer or boolean `dtype`; `None` for any other type.
+    fn integers(&self, dtype: DType) -> Option<Decoded> {
+        let (p, shape, raw, use_raw) = (self.p, self.shape, self.raw, self.use_raw);
+        Some(match dtype {
+            DType::I64 if use_raw => {
+                shaped(shape, from_le(raw, i64::from_le_bytes)).map(Tensor::I64)
+            }
+            DType::I64 => shaped(shape, p.int64_data.clone()).map(Tensor::I64),
+            DType::I32 if use_raw => {
+                shaped(shape, from_le(raw, i32::from_le_bytes)).map(Tensor::I32)
+            }
+            DType::I32 => shaped(shape, p.int32_data.clone()).map(Tensor::I32),
+            DType::I16 if use_raw => {
+                shaped(shape, from_le(raw, i16::from_le_bytes)).map(Tensor::I16)
+            }
+            DType::I16 => {
+                shaped(shape, p.int32_data.iter().map(|&v| v as i16).collect()).map(Tensor::I16)
+            }
+            DType::I8 if use_raw => {
+                shaped(shape, raw.iter().map(|&b| b as i8).collect()).map(Tensor::I8)
+            }
+            DType::I8 => {
+                shaped(shape, p.int32_data.iter().map(|&v| v as i8).collect()).map(Tensor::I8)
+            }
+            DType::U8 if use_raw => shaped(shape, raw.to_vec()).map(Tensor::U8),
+            DType::U8 => {
+                shaped(shape, p.int32_data.iter().map(|&v| v as u8).collect()).map(Tensor::U8)
+            }
+            DType::U16 if use_raw => {
+                shaped(shape, from_le(raw, u16::from_le_bytes)).map(Tensor::U16)
+            }
+            DType::U16 => {
+                shaped(shape, p.int32_data.iter().map(|&v| v as u16).collect()).map(Tensor::U16)
+            }
+            DType::U32 if use_raw => {
+                shaped(shape, from_le(raw, u32::from_le_bytes)).map(Tensor::U32)
+            }
+            DType::U32 => {
+                shaped(shape, p.uint64_data.iter().map(|&v| v as u32).collect()).map(Tensor::U32)
+            }
+            DType::U64 if use_raw => {
+                shaped(shape, from_le(raw, u64::from_le_bytes)).map(Tensor::U64)
+            }
+            DType::U64 => shaped(shape, p.uint64_data.clone()).map(Tensor::U64),
+            DType::Bool if use_raw => {
+                shaped(shape, raw.iter().map(|&b| b != 0).collect()).map(Tensor::Bool)
+            }
+            DType::Bool => {
+                shaped(shape, p.int32_data.iter().map(|&v| v != 0).collect()).map(Tensor::Bool)
+            }
+            _ => return None,
+        })
+    }
 }
 
 /// Encodes a host tensor as a `TensorProto` with `raw_data`.

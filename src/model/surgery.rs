@@ -56,6 +56,29 @@ pub fn untyped_output(name: &str) -> ValueInfoProto {
     }
 }
 
+/// The value of the original model a target-model name stands for (`x_phantom_fp16_3` → `x`).
+pub fn base_name(name: &str) -> &str {
+    match name.find("_phantom_") {
+        Some(i) => {
+            let tail = &name[i + 9..];
+            if ["fp16", "bf16", "fp32"].iter().any(|s| tail.starts_with(s)) {
+                &name[..i]
+            } else {
+                name
+            }
+        }
+        None => name,
+    }
+}
+
+/// The model a graph was loaded from, decoded again.
+pub fn decode(g: &Graph) -> Result<ModelProto> {
+    ModelProto::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
+        path: g.path.clone(),
+        reason: e.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use tract_onnx::pb::{GraphProto, NodeProto};
@@ -93,27 +116,4 @@ mod tests {
         legalize(&mut proto);
         assert_eq!(proto.ir_version, 9, "a newer IR is kept");
     }
-}
-
-/// The value of the original model a target-model name stands for (`x_phantom_fp16_3` → `x`).
-pub fn base_name(name: &str) -> &str {
-    match name.find("_phantom_") {
-        Some(i) => {
-            let tail = &name[i + 9..];
-            if ["fp16", "bf16", "fp32"].iter().any(|s| tail.starts_with(s)) {
-                &name[..i]
-            } else {
-                name
-            }
-        }
-        None => name,
-    }
-}
-
-/// The model a graph was loaded from, decoded again.
-pub fn decode(g: &Graph) -> Result<ModelProto> {
-    ModelProto::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
-        path: g.path.clone(),
-        reason: e.to_string(),
-    })
 }

@@ -16,6 +16,7 @@ use std::path::Path;
 use serde::Serialize;
 use tract_onnx::pb::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
+    ValueInfoProto,
 };
 
 use super::integers::integer_arithmetic;
@@ -249,9 +250,45 @@ fn convert_graph(
     outer_storage: &HashMap<String, i32>,
 ) -> Result<()> {
     let types = infer(g, outer_types);
-    let is_float = |v: &str| types.get(v) == Some(&FLOAT);
-    let init_names: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
-    let arith = integer_arithmetic(g, &types);
+    let kept = kept_nodes(g, &types, ctx);
+    let mut storage = plan_storage(g, ctx.code, main, &types, &kept, outer_storage);
+    let mut shapes = CastShapes::new(g);
+    let (tail, renamed) = cast_outputs(g, ctx, main, &types, &mut storage, &mut shapes);
+
+    // Nodes: casts in front of inputs whose stored type is not what the node reads, attributes, bodies.
+    let mut casts = InputCasts {
+        main,
+        existing: g
+            .node
+            .iter()
+            .flat_map(|n| n.output.iter().chain(n.input.iter()).cloned())
+            .chain(g.initializer.iter().map(|t| t.name.clone()))
+            .collect(),
+        made: HashMap::new(),
+        types: &types,
+        storage: &storage,
+        renamed: &renamed,
+    };
+    let mut nodes = Vec::with_capacity(g.node.len() + tail.len());
+    let mut types_here = outer_types.clone();
+    types_here.extend(types.iter().map(|(k, v)| (k.clone(), *v)));
+    for (mut n, k) in std::mem::take(&mut g.node).into_iter().zip(kept) {
+        casts.retype_inputs(&mut n, k.is_some(), ctx, &mut nodes, &mut shapes);
+        if k.is_none() {
+            convert_node(&mut n, ctx, &types_here, &storage)?;
+        }
+        nodes.push(n);
+    }
+    ctx.out.inserted_casts += tail.len();
+    nodes.extend(tail);
+    g.node = nodes;
+    g.value_info.extend(shapes.infos);
+    apply_storage(g, ctx, &storage)
+}
+
+/// Why each node of `g` stays in float32 (`None`: it is converted); the kept ones are recorded in `ctx.out.kept`.
+fn kept_nodes(g: &GraphProto, types: &HashMap<String, i32>, ctx: &mut Ctx) -> Vec<Option<String>> {
+    let arith = integer_arithmetic(g, types);
     let kept: Vec<Option<String>> = g
         .node
         .iter()
@@ -273,55 +310,97 @@ fn convert_graph(
             });
         }
     }
+    kept
+}
 
-    // Where each float32 value will live.
+/// Where each float32 value will live (FLOAT or the target type `code`), on top of `outer_storage`: the main
+/// graph's real inputs stay float32, initializers only float32 slots read stay float32, and kept nodes' outputs
+/// stay float32.
+fn plan_storage(
+    g: &GraphProto,
+    code: i32,
+    main: bool,
+    types: &HashMap<String, i32>,
+    kept: &[Option<String>],
+    outer_storage: &HashMap<String, i32>,
+) -> HashMap<String, i32> {
+    let is_float = |v: &str| types.get(v) == Some(&FLOAT);
+    let init_names: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
     let mut storage: HashMap<String, i32> = outer_storage.clone();
     for i in g.input.iter().filter(|i| is_float(&i.name)) {
         let real_input = !init_names.contains(&i.name);
         storage.insert(
             i.name.clone(),
-            if main && real_input { FLOAT } else { ctx.code },
+            if main && real_input { FLOAT } else { code },
         );
     }
     for t in g.initializer.iter().filter(|t| t.data_type == FLOAT) {
-        let all_fp32 = g.node.iter().zip(&kept).all(|(n, k)| {
+        let all_fp32 = g.node.iter().zip(kept).all(|(n, k)| {
             n.input
                 .iter()
                 .enumerate()
                 .filter(|(_, i)| **i == t.name)
                 .all(|(s, _)| needs_fp32(n, s, k.is_some()))
         });
-        storage.insert(t.name.clone(), if all_fp32 { FLOAT } else { ctx.code });
+        storage.insert(t.name.clone(), if all_fp32 { FLOAT } else { code });
     }
-    for (n, k) in g.node.iter().zip(&kept) {
+    for (n, k) in g.node.iter().zip(kept) {
         for o in n.output.iter().filter(|o| is_float(o)) {
-            storage.insert(o.clone(), if k.is_some() { FLOAT } else { ctx.code });
+            storage.insert(o.clone(), if k.is_some() { FLOAT } else { code });
         }
     }
+    storage
+}
 
-    // Outputs whose stored type differs from what the graph declares: the producer writes a renamed value and a
-    // Cast produces the declared one.
-    let mut tail: Vec<NodeProto> = vec![];
-    let mut renamed: HashSet<String> = HashSet::new();
-    // The declared shapes of graph inputs and outputs, given to the values cast from or to them too: without them
-    // ONNX Runtime's memory planner may let an in-place op (GroupQueryAttention's present over its past) reuse a
-    // cast buffer of another size and fail at run time.
-    let io_shapes: HashMap<String, tract_onnx::pb::ValueInfoProto> = g
-        .input
-        .iter()
-        .chain(g.output.iter())
-        .map(|v| (v.name.clone(), v.clone()))
-        .collect();
-    let mut cast_infos: Vec<tract_onnx::pb::ValueInfoProto> = vec![];
-    let mut shaped_like = |from: &str, name: &str, code: i32| {
-        if let Some(vi) = io_shapes.get(from) {
+/// The declared shapes of graph inputs and outputs, given to the values cast from or to them too: without them
+/// ONNX Runtime's memory planner may let an in-place op (GroupQueryAttention's present over its past) reuse a
+/// cast buffer of another size and fail at run time.
+struct CastShapes {
+    io: HashMap<String, ValueInfoProto>,
+    /// The declarations made for cast values, to add to the graph's `value_info`.
+    infos: Vec<ValueInfoProto>,
+}
+
+impl CastShapes {
+    /// The declared inputs and outputs of `g`, and no cast values yet.
+    fn new(g: &GraphProto) -> CastShapes {
+        let io = g
+            .input
+            .iter()
+            .chain(g.output.iter())
+            .map(|v| (v.name.clone(), v.clone()))
+            .collect();
+        CastShapes { io, infos: vec![] }
+    }
+
+    /// Declares `name`, of type `code`, with the shape of `from` when `from` is a graph input or output.
+    fn shaped_like(&mut self, from: &str, name: &str, code: i32) {
+        if let Some(vi) = self.io.get(from) {
             let mut vi = vi.clone();
             vi.name = name.to_string();
             set_declared(&mut vi, code);
-            cast_infos.push(vi);
+            self.infos.push(vi);
         }
-    };
-    for o in g.output.iter_mut().filter(|o| is_float(&o.name)) {
+    }
+}
+
+/// Outputs whose stored type differs from what the graph declares: the producer writes a renamed value and a
+/// Cast produces the declared one. Returns those Casts (to run after every node) and the renamed values.
+fn cast_outputs(
+    g: &mut GraphProto,
+    ctx: &mut Ctx,
+    main: bool,
+    types: &HashMap<String, i32>,
+    storage: &mut HashMap<String, i32>,
+    shapes: &mut CastShapes,
+) -> (Vec<NodeProto>, HashSet<String>) {
+    let mut tail: Vec<NodeProto> = vec![];
+    let mut renamed: HashSet<String> = HashSet::new();
+    for o in g
+        .output
+        .iter_mut()
+        .filter(|o| types.get(&o.name) == Some(&FLOAT))
+    {
         let want = if main { FLOAT } else { ctx.code };
         if !main {
             set_declared(o, ctx.code);
@@ -330,33 +409,10 @@ fn convert_graph(
         if have == want {
             continue;
         }
-        let mut inner = format!("{}_phantom_{}", o.name, suffix_of(have, ctx));
-        // A model converted before already holds that name.
-        while g
-            .node
-            .iter()
-            .any(|n| n.output.contains(&inner) || n.input.contains(&inner))
-        {
-            ctx.counter += 1;
-            inner = format!(
-                "{}_phantom_{}_{}",
-                o.name,
-                suffix_of(have, ctx),
-                ctx.counter
-            );
-        }
-        let produced = g.node.iter_mut().any(|n| {
-            let hit = n.output.iter_mut().find(|x| **x == o.name);
-            hit.map(|x| *x = inner.clone()).is_some()
-        });
-        if !produced {
+        let inner = unused_output_name(&g.node, &o.name, have, ctx);
+        if !rename_produced(&mut g.node, &o.name, &inner) {
             // An input or initializer passed straight through keeps its type.
             continue;
-        }
-        for n in g.node.iter_mut() {
-            for i in n.input.iter_mut().filter(|i| **i == o.name) {
-                *i = inner.clone();
-            }
         }
         storage.insert(inner.clone(), have);
         renamed.insert(inner.clone());
@@ -365,31 +421,82 @@ fn convert_graph(
             ctx.counter += 1;
             cast_name = format!("phantom_cast{}_{}", ctx.counter, o.name);
         }
-        shaped_like(&o.name, &inner, have);
+        shapes.shaped_like(&o.name, &inner, have);
         tail.push(cast_node(cast_name, &inner, &o.name, want));
     }
+    (tail, renamed)
+}
 
-    // Nodes: casts in front of inputs whose stored type is not what the node reads, attributes, bodies.
-    let existing: HashSet<String> = g
-        .node
+/// The name output `output`, stored as `have`, is renamed to: `{output}_phantom_{suffix}`, or with a counter when
+/// a node already uses that name (a model converted before).
+fn unused_output_name(nodes: &[NodeProto], output: &str, have: i32, ctx: &mut Ctx) -> String {
+    let mut inner = format!("{}_phantom_{}", output, suffix_of(have, ctx));
+    while nodes
         .iter()
-        .flat_map(|n| n.output.iter().chain(n.input.iter()).cloned())
-        .chain(g.initializer.iter().map(|t| t.name.clone()))
-        .collect();
-    let mut casts: HashMap<(String, i32), String> = HashMap::new();
-    let mut nodes = Vec::with_capacity(g.node.len() + tail.len());
-    let mut types_here = outer_types.clone();
-    types_here.extend(types.iter().map(|(k, v)| (k.clone(), *v)));
-    for (mut n, k) in std::mem::take(&mut g.node).into_iter().zip(kept) {
+        .any(|n| n.output.contains(&inner) || n.input.contains(&inner))
+    {
+        ctx.counter += 1;
+        inner = format!(
+            "{}_phantom_{}_{}",
+            output,
+            suffix_of(have, ctx),
+            ctx.counter
+        );
+    }
+    inner
+}
+
+/// Renames value `from` to `to` where a node produces it and where nodes read it; false (nothing renamed) when no
+/// node produces it.
+fn rename_produced(nodes: &mut [NodeProto], from: &str, to: &str) -> bool {
+    let produced = nodes.iter_mut().any(|n| {
+        let hit = n.output.iter_mut().find(|x| **x == from);
+        hit.map(|x| *x = to.to_string()).is_some()
+    });
+    if !produced {
+        return false;
+    }
+    for n in nodes.iter_mut() {
+        for i in n.input.iter_mut().filter(|i| **i == from) {
+            *i = to.to_string();
+        }
+    }
+    true
+}
+
+/// The Casts put in front of node inputs whose stored type is not what the node reads: one per value and type,
+/// shared by every node that reads it.
+struct InputCasts<'a> {
+    main: bool,
+    /// Every name the graph uses before the casts: a cast value whose plain name is taken gets a counter.
+    existing: HashSet<String>,
+    /// The cast value made for each (value, type).
+    made: HashMap<(String, i32), String>,
+    types: &'a HashMap<String, i32>,
+    storage: &'a HashMap<String, i32>,
+    renamed: &'a HashSet<String>,
+}
+
+impl InputCasts<'_> {
+    /// Points the float inputs of `n` (a node kept in float32 when `kept`) at values of the type it reads, pushing
+    /// onto `nodes` a Cast for each cast value made.
+    fn retype_inputs(
+        &mut self,
+        n: &mut NodeProto,
+        kept: bool,
+        ctx: &mut Ctx,
+        nodes: &mut Vec<NodeProto>,
+        shapes: &mut CastShapes,
+    ) {
         let any = ANY_INPUT.contains(&n.op_type.as_str());
         for s in 0..n.input.len() {
             let v = n.input[s].clone();
-            let float = types.get(&v) == Some(&FLOAT) || renamed.contains(&v);
+            let float = self.types.get(&v) == Some(&FLOAT) || self.renamed.contains(&v);
             if v.is_empty() || !float || any {
                 continue;
             }
-            let have = storage.get(&v).copied().unwrap_or(FLOAT);
-            let want = if needs_fp32(&n, s, k.is_some()) {
+            let have = self.storage.get(&v).copied().unwrap_or(FLOAT);
+            let want = if needs_fp32(n, s, kept) {
                 FLOAT
             } else {
                 ctx.code
@@ -397,49 +504,68 @@ fn convert_graph(
             if have == want {
                 continue;
             }
-            let name = casts
-                .entry((v.clone(), want))
-                .or_insert_with(|| {
-                    ctx.counter += 1;
-                    // Names must be unique across bodies too (both branches of an If may cast one outer value).
-                    let plain = format!("{v}_phantom_{}", suffix_of(want, ctx));
-                    let to = if main && !existing.contains(&plain) {
-                        plain
-                    } else {
-                        format!("{v}_phantom_{}_{}", suffix_of(want, ctx), ctx.counter)
-                    };
-                    nodes.push(cast_node(
-                        format!("phantom_cast{}_{to}", ctx.counter),
-                        &v,
-                        &to,
-                        want,
-                    ));
-                    shaped_like(&v, &to, want);
-                    ctx.out.inserted_casts += 1;
-                    to
-                })
-                .clone();
-            n.input[s] = name;
+            n.input[s] = self.cast(&v, want, ctx, nodes, shapes);
         }
-        if k.is_none() {
-            convert_attributes(&mut n, ctx)?;
-            for a in n.attribute.iter_mut() {
-                if let Some(b) = a.g.as_mut() {
-                    convert_graph(b, ctx, false, &types_here, &storage)?;
-                }
-                for b in a.graphs.iter_mut() {
-                    convert_graph(b, ctx, false, &types_here, &storage)?;
-                }
-            }
-        }
-        nodes.push(n);
     }
-    ctx.out.inserted_casts += tail.len();
-    nodes.extend(tail);
-    g.node = nodes;
-    g.value_info.extend(cast_infos);
 
-    // Declared types follow the storage.
+    /// The name of `v` cast to `want`; the first time, the Cast making it is pushed onto `nodes`.
+    fn cast(
+        &mut self,
+        v: &str,
+        want: i32,
+        ctx: &mut Ctx,
+        nodes: &mut Vec<NodeProto>,
+        shapes: &mut CastShapes,
+    ) -> String {
+        let (main, existing) = (self.main, &self.existing);
+        self.made
+            .entry((v.to_string(), want))
+            .or_insert_with(|| {
+                ctx.counter += 1;
+                // Names must be unique across bodies too (both branches of an If may cast one outer value).
+                let plain = format!("{v}_phantom_{}", suffix_of(want, ctx));
+                let to = if main && !existing.contains(&plain) {
+                    plain
+                } else {
+                    format!("{v}_phantom_{}_{}", suffix_of(want, ctx), ctx.counter)
+                };
+                nodes.push(cast_node(
+                    format!("phantom_cast{}_{to}", ctx.counter),
+                    v,
+                    &to,
+                    want,
+                ));
+                shapes.shaped_like(v, &to, want);
+                ctx.out.inserted_casts += 1;
+                to
+            })
+            .clone()
+    }
+}
+
+/// Converts what a converted node holds: its dtype-bearing attributes and its bodies (`If`/`Loop`/`Scan`), which
+/// see `types` and `storage` of the enclosing graphs.
+fn convert_node(
+    n: &mut NodeProto,
+    ctx: &mut Ctx,
+    types: &HashMap<String, i32>,
+    storage: &HashMap<String, i32>,
+) -> Result<()> {
+    convert_attributes(n, ctx)?;
+    for a in n.attribute.iter_mut() {
+        if let Some(b) = a.g.as_mut() {
+            convert_graph(b, ctx, false, types, storage)?;
+        }
+        for b in a.graphs.iter_mut() {
+            convert_graph(b, ctx, false, types, storage)?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes the declared types of inputs and value_info follow `storage`, and converts the initializers stored in
+/// the target type.
+fn apply_storage(g: &mut GraphProto, ctx: &mut Ctx, storage: &HashMap<String, i32>) -> Result<()> {
     for i in g.input.iter_mut() {
         if let (Some(FLOAT), Some(&s)) = (declared(i), storage.get(&i.name)) {
             set_declared(i, s);

@@ -407,6 +407,36 @@ fn timing_line(t: &Timings) -> String {
     )
 }
 
+/// One line per input sample when there were several: its own verdict, the one that decides marked.
+fn sample_lines(r: &Report) -> String {
+    let mut s = String::new();
+    for k in &r.samples {
+        let first = k
+            .first_divergence
+            .as_ref()
+            .map(|f| format!(", first at #{} `{}`", f.node_index, f.node))
+            .unwrap_or_default();
+        let culprits = match k.culprits.as_slice() {
+            [] => String::new(),
+            c => format!(", culprits {}", c.join(", ")),
+        };
+        let anomalies = match k.anomalies.as_slice() {
+            [] => String::new(),
+            a => format!(", anomalies {}", a.join(", ")),
+        };
+        let _ = writeln!(
+            s,
+            "  sample {} ({}): {}, {} values out of tolerance{first}{culprits}{anomalies}{}",
+            k.index,
+            k.label,
+            k.status.name(),
+            k.failing_values,
+            if k.decides { "  ← decides" } else { "" }
+        );
+    }
+    s
+}
+
 /// What ran as the target: provider and optimization level, or adapter, precision and placement.
 pub fn target_lines(r: &Report) -> String {
     let mut s = String::new();

@@ -494,7 +494,7 @@ fn readers_never_panic_on_mutated_bytes() {
 }
 
 /// The wgpu and `--target-model` paths hold models to ONNX Runtime's expectations (issue 32 item 6): a mutated
-/// model that `phantom onnx` on ORT refuses with exit 2 is refused with exit 2 on `--ep wgpu` and as a
+/// model that `phantom onnx` on ORT refuses with exit 2 (ORT's error or its loader's rules) is refused with exit 2 on `--ep wgpu` and as a
 /// `--target-model` too, never compared with exit 0 or 1. `PHANTOM_FUZZ_ORT_CASES` sets the count (default 40).
 #[test]
 fn what_ort_refuses_every_path_refuses() {
@@ -519,8 +519,16 @@ fn what_ort_refuses_every_path_refuses() {
         std::fs::write(&p, m.encode_to_vec()).unwrap();
         let p = p.display().to_string();
         let quiet = ["-q", "--attribution", "off", "--timeout", "30"].map(String::from);
-        let ort = [vec!["onnx".into(), p.clone()], quiet.to_vec()].concat();
-        if run(ort, true) != Ok(2) {
+        let ort = Command::new(env!("CARGO_BIN_EXE_phantom"))
+            .args(["onnx", &p])
+            .args(&quiet)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        // Refused by ONNX Runtime or by the checks that stand in for its loader, not by the f64 reference alone
+        // (tract refuses `transB = 99`, which ORT reads as true: a target model may carry it).
+        let err = String::from_utf8_lossy(&ort.stderr);
+        if ort.status.code() != Some(2) || err.contains("the f64 reference") {
             continue;
         }
         refused += 1;

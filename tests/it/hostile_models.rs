@@ -369,6 +369,19 @@ fn what_the_onnx_runtime_loader_refuses_is_refused_everywhere() {
     for a in leaky.attribute.iter_mut() {
         a.r#type = 1;
     }
+    let relu_with = |a: pb::AttributeProto| pb::NodeProto {
+        attribute: vec![a],
+        ..node("Relu", &["x"], "y")
+    };
+    // `alpha` declared a float that also carries an int (ONNX Runtime: "type field and data field mismatch").
+    let mut leaky_mixed = node("LeakyRelu", &["x"], "y");
+    leaky_mixed.attribute = vec![pb::AttributeProto {
+        f: 0.1,
+        r#type: 1,
+        ..attr_int("alpha", 3)
+    }];
+    let mut pool = node("MaxPool", &["x"], "y");
+    pool.attribute = vec![attr_ints("kernel_shape", &[2]), attr_ints("pads", &[2, 0])];
     let huge = pb::TensorProto {
         dims: vec![1 << 40, 1 << 40],
         ..f32_tensor("h", vec![1, 4], vec![0.0; 4])
@@ -430,6 +443,18 @@ fn what_the_onnx_runtime_loader_refuses_is_refused_everywhere() {
         (
             write("opset1.onnx", relu(), &|m| m.opset_import[0].version = 1),
             "opset 1",
+        ),
+        (
+            write("unknown_attr.onnx", graph(relu_with(attr_ints("perm", &[0, 1])), vec![]), &|_| {}),
+            "`perm` is not one Relu-14 defines",
+        ),
+        (
+            write("mixed_attr.onnx", graph(leaky_mixed.clone(), vec![]), &|_| {}),
+            "carries Int data",
+        ),
+        (
+            write("pool_pads.onnx", graph(pool.clone(), vec![]), &|_| {}),
+            "not smaller than the kernel",
         ),
     ];
     let convnet = model("convnet.onnx");

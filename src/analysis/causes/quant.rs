@@ -7,7 +7,7 @@
 
 use ndarray::{ArrayD, Axis, Ix2};
 
-use super::{cause, num, spacing, Evidence, Site};
+use super::{cause, num, spacing, Evidence, Limits, Site};
 use crate::report::model::{Cause, CauseKind, Confidence, Culprit};
 use crate::tensor::DType;
 
@@ -64,125 +64,191 @@ fn per_element(p: &ArrayD<f64>, shape: &[usize], axis: usize) -> Option<ArrayD<f
     v.broadcast(shape).map(|b| b.to_owned())
 }
 
+/// Saturation, rounding flips and range use at a `QuantizeLinear`.
 fn quantize(ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
-    let node = s.node;
-    let (Some(x), Some(scale)) = (
-        node.inputs.first().and_then(|n| ev.value(n)),
-        node.inputs.get(1).and_then(|n| ev.value(n)),
-    ) else {
+    let Some(q) = Quantization::of(ev, s) else {
         return;
     };
-    let axis = ev.attr_i(s.i, "axis").unwrap_or(1);
-    let axis = if axis < 0 {
-        axis + x.ndim() as i64
-    } else {
-        axis
+    let t = q.tally();
+    if t.n == 0 {
+        return;
     }
-    .max(0) as usize;
-    let Some(sc) = per_element(&scale, x.shape(), axis) else {
-        return;
-    };
-    let zp_name = node.inputs.get(2).filter(|n| !n.is_empty());
-    let zp = match zp_name.and_then(|n| ev.value(n)) {
-        Some(z) => per_element(&z, x.shape(), axis),
-        None => Some(ArrayD::zeros(x.shape())),
-    };
-    let Some(zp) = zp else {
-        return;
-    };
-    let qtype = zp_name.and_then(|n| dtype_of(ev, n)).unwrap_or(DType::U8);
-    let Some((qmin, qmax)) = int_range(qtype) else {
-        return;
-    };
-    // The error the input carries on the target: what it inherited, and at least half its storage spacing.
-    let x_name = &node.inputs[0];
-    let inherited = ev
-        .nodes
-        .iter()
-        .flat_map(|n| n.values.iter())
-        .find(|v| &v.name == x_name)
-        .and_then(|v| v.metrics.as_ref())
-        .map(|m| m.max_abs)
-        .unwrap_or(0.0);
-    let li = super::limits(ev.dtype(x_name));
-    let (mut n, mut sat, mut near, mut lo, mut hi) =
-        (0usize, 0usize, 0usize, f64::INFINITY, f64::NEG_INFINITY);
-    let mut s_min = f64::INFINITY;
-    for ((&v, &s), &z) in x.iter().zip(sc.iter()).zip(zp.iter()) {
-        if !v.is_finite() || s <= 0.0 {
-            continue;
-        }
-        n += 1;
-        s_min = s_min.min(s);
-        let q = (v / s).round_ties_even() + z;
-        if q < qmin || q > qmax {
-            sat += 1;
+    q.report(&t, out);
+}
+
+/// A `QuantizeLinear`'s input and parameters, broadcast to every element, with the error its input carries.
+struct Quantization {
+    x: ArrayD<f64>,
+    /// Whether the scale is per axis (more than one entry).
+    per_axis: bool,
+    /// The scale of each element.
+    sc: ArrayD<f64>,
+    /// The zero point of each element.
+    zp: ArrayD<f64>,
+    qmin: f64,
+    qmax: f64,
+    /// The error the input carries on the target.
+    inherited: f64,
+    /// The input's storage type.
+    li: Limits,
+}
+
+/// What quantizing each finite element does: how many saturate or sit near a rounding boundary, and the levels
+/// reached.
+struct Tally {
+    /// Finite elements with a positive scale.
+    n: usize,
+    sat: usize,
+    near: usize,
+    lo: f64,
+    hi: f64,
+    s_min: f64,
+}
+
+impl Quantization {
+    /// The quantization at site `s`; `None` when its values, scales or zero points are not known or not analysed.
+    fn of(ev: &Evidence, s: &Site) -> Option<Quantization> {
+        let node = s.node;
+        let x = node.inputs.first().and_then(|n| ev.value(n))?;
+        let scale = node.inputs.get(1).and_then(|n| ev.value(n))?;
+        let axis = ev.attr_i(s.i, "axis").unwrap_or(1);
+        let axis = if axis < 0 {
+            axis + x.ndim() as i64
         } else {
-            let err = inherited.max(spacing(v.abs(), li) / 2.0);
-            let frac = (v / s).rem_euclid(1.0);
-            if (frac - 0.5).abs() * s < err {
-                near += 1;
-            }
+            axis
         }
-        lo = lo.min(q);
-        hi = hi.max(q);
+        .max(0) as usize;
+        let sc = per_element(&scale, x.shape(), axis)?;
+        let zp_name = node.inputs.get(2).filter(|n| !n.is_empty());
+        let zp = match zp_name.and_then(|n| ev.value(n)) {
+            Some(z) => per_element(&z, x.shape(), axis),
+            None => Some(ArrayD::zeros(x.shape())),
+        }?;
+        let qtype = zp_name.and_then(|n| dtype_of(ev, n)).unwrap_or(DType::U8);
+        let (qmin, qmax) = int_range(qtype)?;
+        // The error the input carries on the target: what it inherited, and at least half its storage spacing.
+        let x_name = &node.inputs[0];
+        let inherited = ev
+            .nodes
+            .iter()
+            .flat_map(|n| n.values.iter())
+            .find(|v| &v.name == x_name)
+            .and_then(|v| v.metrics.as_ref())
+            .map(|m| m.max_abs)
+            .unwrap_or(0.0);
+        let li = super::limits(ev.dtype(x_name));
+        Some(Quantization {
+            x,
+            per_axis: scale.len() > 1,
+            sc,
+            zp,
+            qmin,
+            qmax,
+            inherited,
+            li,
+        })
     }
-    if n == 0 {
-        return;
+
+    /// Quantizes every finite element with a positive scale and counts what happens.
+    fn tally(&self) -> Tally {
+        let (qmin, qmax, inherited, li) = (self.qmin, self.qmax, self.inherited, self.li);
+        let (mut n, mut sat, mut near, mut lo, mut hi) =
+            (0usize, 0usize, 0usize, f64::INFINITY, f64::NEG_INFINITY);
+        let mut s_min = f64::INFINITY;
+        for ((&v, &s), &z) in self.x.iter().zip(self.sc.iter()).zip(self.zp.iter()) {
+            if !v.is_finite() || s <= 0.0 {
+                continue;
+            }
+            n += 1;
+            s_min = s_min.min(s);
+            let q = (v / s).round_ties_even() + z;
+            if q < qmin || q > qmax {
+                sat += 1;
+            } else {
+                let err = inherited.max(spacing(v.abs(), li) / 2.0);
+                let frac = (v / s).rem_euclid(1.0);
+                if (frac - 0.5).abs() * s < err {
+                    near += 1;
+                }
+            }
+            lo = lo.min(q);
+            hi = hi.max(q);
+        }
+        Tally {
+            n,
+            sat,
+            near,
+            lo,
+            hi,
+            s_min,
+        }
     }
-    let used = ((hi.min(qmax) - lo.max(qmin)) / (qmax - qmin)).max(0.0);
-    let per_axis = scale.len() > 1;
-    let at = if per_axis {
-        format!("at per-axis scales down to {}", num(s_min))
-    } else {
-        format!("at scale {}", num(s_min))
-    };
-    if sat > 0 {
-        out.push(cause(
-            CauseKind::QuantizationSaturation,
-            format!("{sat} of {n} values fall outside [{qmin}, {qmax}] {at} and saturate"),
-            &[
-                ("saturated", sat as f64),
-                ("scale", s_min),
-                ("qmin", qmin),
-                ("qmax", qmax),
-            ],
-            Confidence::High,
-            "recalibrate the scale on data like this input, or keep this tensor in float".into(),
-        ));
-    }
-    if near > 0 {
-        out.push(cause(
-            CauseKind::QuantizationFlip,
-            format!(
-                "{near} of {n} values sit within the input's error ({} on the target, spacing {} in {}) of a rounding \
-                 boundary between two levels: each flip moves the quantized value by one level, {} after \
-                 dequantization",
-                num(inherited),
-                num(spacing(x.iter().fold(0.0, |m: f64, v| m.max(v.abs())), li)),
-                li.name,
-                num(s_min)
-            ),
-            &[("near_boundary", near as f64), ("values", n as f64), ("quantum", s_min), ("input_error", inherited)],
-            if near * 100 >= n { Confidence::High } else { Confidence::Medium },
-            format!(
-                "expect one-level differences here (compare this value with --atol {}), or keep the input's producer \
-                 in fp32 so it carries less error",
-                num(s_min)
-            ),
-        ));
-    }
-    if used < 0.1 {
-        out.push(cause(
-            CauseKind::QuantizationRange,
-            format!(
-                "the values use {:.1}% of the quantized range {at}",
-                100.0 * used
-            ),
-            &[("range_used", used), ("scale", s_min)],
-            Confidence::Medium,
-            "recalibrate: a smaller scale would resolve these values better".into(),
-        ));
+
+    /// The causes `t` shows: saturation, rounding flips near level boundaries, and little of the range used.
+    fn report(&self, t: &Tally, out: &mut Vec<Cause>) {
+        let (qmin, qmax, inherited, li) = (self.qmin, self.qmax, self.inherited, self.li);
+        let Tally {
+            n,
+            sat,
+            near,
+            lo,
+            hi,
+            s_min,
+        } = *t;
+        let used = ((hi.min(qmax) - lo.max(qmin)) / (qmax - qmin)).max(0.0);
+        let at = if self.per_axis {
+            format!("at per-axis scales down to {}", num(s_min))
+        } else {
+            format!("at scale {}", num(s_min))
+        };
+        if sat > 0 {
+            out.push(cause(
+                CauseKind::QuantizationSaturation,
+                format!("{sat} of {n} values fall outside [{qmin}, {qmax}] {at} and saturate"),
+                &[
+                    ("saturated", sat as f64),
+                    ("scale", s_min),
+                    ("qmin", qmin),
+                    ("qmax", qmax),
+                ],
+                Confidence::High,
+                "recalibrate the scale on data like this input, or keep this tensor in float"
+                    .into(),
+            ));
+        }
+        if near > 0 {
+            out.push(cause(
+                CauseKind::QuantizationFlip,
+                format!(
+                    "{near} of {n} values sit within the input's error ({} on the target, spacing {} in {}) of a \
+                     rounding boundary between two levels: each flip moves the quantized value by one level, {} \
+                     after dequantization",
+                    num(inherited),
+                    num(spacing(self.x.iter().fold(0.0, |m: f64, v| m.max(v.abs())), li)),
+                    li.name,
+                    num(s_min)
+                ),
+                &[("near_boundary", near as f64), ("values", n as f64), ("quantum", s_min), ("input_error", inherited)],
+                if near * 100 >= n { Confidence::High } else { Confidence::Medium },
+                format!(
+                    "expect one-level differences here (compare this value with --atol {}), or keep the input's \
+                     producer in fp32 so it carries less error",
+                    num(s_min)
+                ),
+            ));
+        }
+        if used < 0.1 {
+            out.push(cause(
+                CauseKind::QuantizationRange,
+                format!(
+                    "the values use {:.1}% of the quantized range {at}",
+                    100.0 * used
+                ),
+                &[("range_used", used), ("scale", s_min)],
+                Confidence::Medium,
+                "recalibrate: a smaller scale would resolve these values better".into(),
+            ));
+        }
     }
 }
 

@@ -15,7 +15,6 @@ pub fn verdict_sentence(r: &Report) -> String {
 /// The verdict in one sentence: the headline of every rendering (and the line `--quiet` prints).
 pub fn verdict_line(r: &Report) -> String {
     let v = &r.verdict;
-    let at = |i: usize, op: &str, node: &str| format!("node #{i} {op} `{node}`");
     let first = v
         .first_divergence
         .as_ref()
@@ -73,20 +72,7 @@ pub fn verdict_line(r: &Report) -> String {
             v.failing_values,
             keep_fp32_hint(v)
         ),
-        Status::Anomalous => match (v.anomalies.first(), v.culprits.first()) {
-            (Some(a), _) => format!(
-                "anomalous: all {compared} values within tolerance, but {} node(s) introduce error far beyond \
-                 rounding; first: {} ({}× correct rounding)",
-                v.anomalies.len(),
-                at(a.node_index, &a.op_type, &a.node),
-                num(a.rounding_ratio)
-            ),
-            (None, Some(c)) => format!(
-                "anomalous: all {compared} values within tolerance in the graph, but {} alone is out of tolerance",
-                at(c.node_index, &c.op_type, &c.node)
-            ),
-            (None, None) => "anomalous".into(),
-        },
+        Status::Anomalous => anomalous_sentence(v, compared),
     };
     match (v.status, r.coverage.unchecked_hiding) {
         (Status::Incomplete, _) | (_, 0) => sentence,
@@ -94,6 +80,29 @@ pub fn verdict_line(r: &Report) -> String {
             "{sentence}; {n} value(s) the outputs depend on not compared ({})",
             top_reason(&r.coverage)
         ),
+    }
+}
+
+/// A node as the verdict names it: index, op type and name.
+fn at(i: usize, op: &str, node: &str) -> String {
+    format!("node #{i} {op} `{node}`")
+}
+
+/// The anomalous verdict: the first node adding error far beyond rounding, else the culprit failing alone.
+fn anomalous_sentence(v: &Verdict, compared: usize) -> String {
+    match (v.anomalies.first(), v.culprits.first()) {
+        (Some(a), _) => format!(
+            "anomalous: all {compared} values within tolerance, but {} node(s) introduce error far beyond \
+             rounding; first: {} ({}× correct rounding)",
+            v.anomalies.len(),
+            at(a.node_index, &a.op_type, &a.node),
+            num(a.rounding_ratio)
+        ),
+        (None, Some(c)) => format!(
+            "anomalous: all {compared} values within tolerance in the graph, but {} alone is out of tolerance",
+            at(c.node_index, &c.op_type, &c.node)
+        ),
+        (None, None) => "anomalous".into(),
     }
 }
 
@@ -109,36 +118,6 @@ fn top_reason(c: &Coverage) -> String {
         Some((why, _)) => why.clone(),
         None => "reasons in the report".into(),
     }
-}
-
-/// One line per input sample when there were several: its own verdict, the one that decides marked.
-fn sample_lines(r: &Report) -> String {
-    let mut s = String::new();
-    for k in &r.samples {
-        let first = k
-            .first_divergence
-            .as_ref()
-            .map(|f| format!(", first at #{} `{}`", f.node_index, f.node))
-            .unwrap_or_default();
-        let culprits = match k.culprits.as_slice() {
-            [] => String::new(),
-            c => format!(", culprits {}", c.join(", ")),
-        };
-        let anomalies = match k.anomalies.as_slice() {
-            [] => String::new(),
-            a => format!(", anomalies {}", a.join(", ")),
-        };
-        let _ = writeln!(
-            s,
-            "  sample {} ({}): {}, {} values out of tolerance{first}{culprits}{anomalies}{}",
-            k.index,
-            k.label,
-            k.status.name(),
-            k.failing_values,
-            if k.decides { "  ← decides" } else { "" }
-        );
-    }
-    s
 }
 
 /// `: keep `a`, `b` in float32 (--keep-fp32 a,b)` for the culprits of a precision-insufficient verdict.

@@ -6,16 +6,18 @@
 
 pub mod contrib;
 
+mod capture;
 mod faithful;
 pub mod fast;
 mod hook;
 pub mod kernels;
+mod overrides;
 mod rewrite;
 mod rnn;
 mod symbols;
 mod widen;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use prost::Message;
 use tract_onnx::model::ParseResult;
@@ -24,14 +26,12 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
 use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
 use tract_onnx::tract_core::model::translator::Translate;
-use tract_onnx::tract_core::ops::konst::Const;
 use tract_onnx::tract_core::ops::logic::IfThenElse;
 
 use super::{RunOutput, Runner};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
-use crate::runner::RefPrecision;
 
 /// The tract version phantom is built with.
 pub const TRACT_VERSION: &str = "0.23.9";
@@ -48,14 +48,6 @@ pub struct ReferenceRunner {
     /// Emulate a target that stores values in lower precision: every value named here (graph inputs, constants,
     /// node outputs) is rounded to its element type and computation goes on in f64 from the rounded value.
     pub round: Option<Rounding>,
-}
-
-fn onnx_index(tract_name: &str) -> Option<usize> {
-    let rest = tract_name.strip_prefix(PREFIX)?;
-    let end = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    rest[..end].parse().ok()
 }
 
 /// Rewrites tract's internal node names in a message back to ONNX node names and ops.
@@ -356,83 +348,65 @@ impl ReferenceRunner {
     ) -> Result<RunOutput> {
         let mut notes = Vec::new();
         let facts = facts_of(inputs);
-        let (typed, names, proto) = match self.parse(graph, &facts, true) {
-            Ok(p) => p,
-            Err(wide_err) => match self.parse(graph, &facts, false) {
+        let (typed, names, proto) = self.parse_wide_or_narrow(graph, &facts, &mut notes)?;
+        let producers = graph.producers();
+        let precision = capture::folded_at_import(graph, &typed, &names, &producers);
+        let mut t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
+        symbols::unmint_sized_ranges(&mut t64);
+        let labels = capture::labels_of(&t64, &names);
+        capture::keep_graph_outputs(graph, &mut t64, &names)?;
+        let plan = SimplePlan::new(t64).map_err(|e| ref_err(graph, "planning", e))?;
+        let mut state = SimpleState::new(&plan).map_err(|e| ref_err(graph, "planning", e))?;
+        let onnx_of = capture::onnx_nodes(plan.model(), &producers);
+        let feeds = self.feeds(plan.model(), inputs);
+        let overrides = overrides::Overrides::collect(graph, &proto);
+        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
+            .with_rounding(self.round.as_ref())
+            .with_unfaithful(faithful::unfaithful(graph, &proto))
+            .with_constants(plan.model());
+        state
+            .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
+            .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
+        ev.finish();
+        Ok(capture::run_output(
+            graph,
+            &names,
+            &ev.emitted,
+            ev.precision,
+            notes,
+        ))
+    }
+
+    /// The model parsed as float64 ([`Self::parse`] with `wide`), or, where that fails, as it is (with a note
+    /// in `notes`: constants tract folds at import are then float32-rounded).
+    fn parse_wide_or_narrow(
+        &self,
+        graph: &Graph,
+        facts: &[InputFact],
+        notes: &mut Vec<String>,
+    ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
+        match self.parse(graph, facts, true) {
+            Ok(p) => Ok(p),
+            Err(wide_err) => match self.parse(graph, facts, false) {
                 Ok(p) => {
                     notes.push(format!(
                         "the reference could not load the model rewritten as float64 ({wide_err}); it translated the \
                          float32 model instead, so constants tract folds at import are float32-rounded"
                     ));
-                    p
+                    Ok(p)
                 }
-                Err(_) => return Err(wide_err),
+                Err(_) => Err(wide_err),
             },
-        };
-        let producers = graph.producers();
-        let mut precision: HashMap<usize, RefPrecision> = HashMap::new();
-        // Values tract folded into constants while importing were computed in the model's own precision.
-        for (i, o) in typed.outputs.iter().enumerate() {
-            let node = typed.node(o.node);
-            if let (Some(k), Some(&p)) = (node.op_as::<Const>(), producers.get(names[i].as_str())) {
-                let is_constant_op = graph.nodes[p].op_type == "Constant";
-                let narrow = matches!(k.val().datum_type(), DatumType::F32 | DatumType::F16);
-                if !is_constant_op && narrow {
-                    let reason = format!(
-                        "constant-folded by tract in {:?} at import",
-                        k.val().datum_type()
-                    )
-                    .to_lowercase();
-                    hook::mark(&mut precision, Some(p), RefPrecision::Reduced { reason });
-                }
-            }
         }
-        let mut t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
-        symbols::unmint_sized_ranges(&mut t64);
-        let mut labels: HashMap<usize, Vec<(usize, String)>> = HashMap::new();
-        for (outlet, name) in t64.outputs.iter().zip(&names) {
-            labels
-                .entry(outlet.node)
-                .or_default()
-                .push((outlet.slot, name.clone()));
-        }
-        let mut graph_outputs: Vec<OutletId> = graph
-            .outputs
-            .iter()
-            .filter_map(|o| {
-                names
-                    .iter()
-                    .position(|n| *n == o.name)
-                    .map(|i| t64.outputs[i])
-            })
-            .collect();
-        if !graph_outputs.is_empty() {
-            graph_outputs.extend(symbols::definers(&t64));
-            t64.select_output_outlets(&graph_outputs)
-                .map_err(|e| ref_err(graph, "selecting outputs of", e))?;
-        }
-        let plan = SimplePlan::new(t64).map_err(|e| ref_err(graph, "planning", e))?;
-        let mut state = SimpleState::new(&plan).map_err(|e| ref_err(graph, "planning", e))?;
-        // tract node -> ONNX node: by phantom's name prefix, else by the ONNX value its first output carries
-        // (tract names some nodes after their op, e.g. every `If` is called "If").
-        let onnx_of: HashMap<usize, usize> = plan
-            .model()
-            .nodes
-            .iter()
-            .filter_map(|n| {
-                let by_label = || {
-                    let label = plan.model().outlet_label(OutletId::new(n.id, 0))?;
-                    producers.get(label).copied()
-                };
-                Some((n.id, onnx_index(&n.name).or_else(by_label)?))
-            })
-            .collect();
-        let feeds: TVec<TValue> = plan
-            .model()
+    }
+
+    /// The graph inputs to feed the plan of `model`, as f64 (rounded first where the run emulates low precision).
+    fn feeds(&self, model: &TypedModel, inputs: &Inputs) -> TVec<TValue> {
+        model
             .inputs
             .iter()
             .map(|o| {
-                let name = &plan.model().node(o.node).name;
+                let name = &model.node(o.node).name;
                 let t = &inputs
                     .tensors
                     .iter()
@@ -446,47 +420,6 @@ impl ReferenceRunner {
                     _ => crate::model::tract::to_tract_f64(t),
                 }
             })
-            .collect();
-        let overrides = hook::Overrides::collect(graph, &proto);
-        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
-            .with_rounding(self.round.as_ref())
-            .with_unfaithful(faithful::unfaithful(graph, &proto))
-            .with_constants(plan.model());
-        state
-            .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
-            .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
-        ev.finish();
-        let mut out = RunOutput {
-            notes,
-            ..Default::default()
-        };
-        for name in &names {
-            if !ev.emitted.contains(name.as_str()) {
-                out.missing.insert(
-                    name.clone(),
-                    "tract pruned it: no graph output depends on it".into(),
-                );
-            }
-        }
-        for (i, p) in ev.precision {
-            if p != RefPrecision::F64 {
-                if let Some(n) = graph.nodes.get(i) {
-                    out.precision.insert(n.name.clone(), p);
-                }
-            }
-        }
-        let unexposed: HashSet<&str> = names.iter().map(|s| s.as_str()).collect();
-        for v in graph.computed_values() {
-            if !unexposed.contains(v) {
-                out.missing
-                    .insert(v.to_string(), "tract does not expose this value".into());
-            }
-        }
-        out.details.insert(
-            "precision".into(),
-            "f64 (typed model, f32/f16 translated)".into(),
-        );
-        out.details.insert("tract".into(), TRACT_VERSION.into());
-        Ok(out)
+            .collect()
     }
 }

@@ -6,71 +6,19 @@ use std::collections::{HashMap, HashSet};
 
 use tract_onnx::pb::{ModelProto, NodeProto};
 
-use super::ctx::{download, Ctx, DevVal, Out, Store};
+use super::ctx::{Ctx, DevVal, Out, Store};
 use super::gpu::Gpu;
 use super::host::Host;
 use super::hostops;
+use super::nodetime::{record_time, shapes_of};
 use super::ops;
+use super::readback::{Pending, READ_BATCH_BYTES};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::runner::facts::{HostKind, HostPlacement};
 use crate::runner::RunOutput;
 use crate::tensor::Tensor;
-
-/// Device values not read back yet: read in one submission and one wait when a host node needs one of them, when
-/// they add up to [`READ_BATCH_BYTES`], and at the end (a wait per node costs milliseconds on some drivers).
-#[derive(Default)]
-struct Pending {
-    items: Vec<(String, DevVal)>,
-    names: std::collections::HashSet<String>,
-    bytes: u64,
-    nodes: Vec<String>,
-}
-
-const READ_BATCH_BYTES: u64 = 256 << 20;
-
-impl Pending {
-    fn holds(&self, name: &str) -> bool {
-        self.names.contains(name)
-    }
-
-    /// Reads the pending values back into `out`; those a later node still reads on the host (`needed`) are also kept
-    /// in the store.
-    fn flush(
-        &mut self,
-        gpu: &Gpu,
-        store: &mut Store,
-        out: &mut RunOutput,
-        needed: &dyn Fn(&str) -> bool,
-    ) -> Result<()> {
-        if self.items.is_empty() {
-            return Ok(());
-        }
-        let bufs: Vec<_> = self
-            .items
-            .iter()
-            .map(|(_, v)| (&*v.buf, v.len() as u64 * gpu.mode.elem_bytes()))
-            .collect();
-        let bytes = gpu.read(&bufs)?;
-        let nodes = std::mem::take(&mut self.nodes);
-        let what = match nodes.len() {
-            1 => format!("node {}", nodes[0]),
-            n => format!("one of {n} nodes {} … {}", nodes[0], nodes[n - 1]),
-        };
-        gpu.check(&what)?;
-        self.names.clear();
-        for ((name, v), b) in std::mem::take(&mut self.items).into_iter().zip(bytes) {
-            let t = download(gpu, &v, &b);
-            if needed(&name) {
-                store.host.insert(name.clone(), t.clone());
-            }
-            out.values.insert(name, t);
-        }
-        self.bytes = 0;
-        Ok(())
-    }
-}
 
 /// Where each node ran, for the report.
 #[derive(Default)]
@@ -94,6 +42,26 @@ fn initializers(proto: &ModelProto, dir: &std::path::Path, store: &mut Store) ->
         store.host.insert(t.name.clone(), v);
     }
     Ok(())
+}
+
+/// One run on the device: the values and where they are, the readers each value has left, and the timings.
+struct Exec<'a> {
+    gpu: &'a Gpu,
+    host: &'a Host,
+    opset: i64,
+    store: Store,
+    /// Value name → nodes still to read it.
+    remaining: HashMap<&'a str, usize>,
+    /// Values a control-flow body reads from the outer scope: they stay on the host for the whole run.
+    outer_reads: HashSet<String>,
+    placement: Placement,
+    pending: Pending,
+    run_start: std::time::Instant,
+}
+
+/// Milliseconds since `t`.
+fn ms_since(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
 }
 
 /// Runs `graph` (decoded as `proto`) on the device, every value read back into `out.values`. With `feed`, every
@@ -120,171 +88,222 @@ pub fn execute(
     }
     let protos = &proto.graph.as_ref().expect("graph").node;
     let consumers = graph.consumers();
-    let mut remaining: HashMap<&str, usize> =
-        consumers.iter().map(|(k, v)| (*k, v.len())).collect();
-    // Values a control-flow body reads from the outer scope stay on the host for the whole run.
-    let outer_reads = subgraph_reads(protos);
-    let opset = graph.default_opset().unwrap_or(13);
-    let mut placement = Placement::default();
-    let mut pending = Pending::default();
-    let run_start = std::time::Instant::now();
+    let mut run = Exec {
+        gpu,
+        host,
+        opset: graph.default_opset().unwrap_or(13),
+        store,
+        remaining: consumers.iter().map(|(k, v)| (*k, v.len())).collect(),
+        outer_reads: subgraph_reads(protos),
+        placement: Placement::default(),
+        pending: Pending::default(),
+        run_start: std::time::Instant::now(),
+    };
     for node in &graph.nodes {
+        run.node(node, &protos[node.source_index], feed, out)?;
+    }
+    run.finish(out)
+}
+
+impl Exec<'_> {
+    /// Reads the pending device values back (those a later host reader needs also kept in the store).
+    fn flush(&mut self, out: &mut RunOutput) -> Result<()> {
+        self.pending
+            .flush(self.gpu, &mut self.store, out, &|n: &str| {
+                needed(&self.remaining, &self.outer_reads, n)
+            })
+    }
+
+    /// Runs node `p` on the device, or on the host when it has no shader path, and frees the inputs it read last.
+    fn node(
+        &mut self,
+        node: &crate::model::Node,
+        p: &NodeProto,
+        feed: Option<&dyn crate::spill::Values>,
+        out: &mut RunOutput,
+    ) -> Result<()> {
         crate::error::at_node(&node.name);
-        let p = &protos[node.source_index];
         if let Some(feed) = feed {
-            take_fed(gpu, p, feed, &mut store);
+            take_fed(self.gpu, p, feed, &mut self.store);
         }
         // Ops that read small float parameters (bounds, pad value, scales) from host copies.
         let reads_params = matches!(
             p.op_type.as_str(),
             "Clip" | "Pad" | "Resize" | "BatchNormalization"
         );
-        if reads_params && p.input.iter().skip(1).any(|i| pending.holds(i)) {
-            pending.flush(gpu, &mut store, out, &|n: &str| {
-                needed(&remaining, &outer_reads, n)
-            })?;
+        if reads_params && p.input.iter().skip(1).any(|i| self.pending.holds(i)) {
+            self.flush(out)?;
         }
-        let timed = gpu
+        let timed = self
+            .gpu
             .node_times
             .borrow()
             .is_some()
-            .then(|| (std::time::Instant::now(), shapes_of(&store, &p.input)));
+            .then(|| (std::time::Instant::now(), shapes_of(&self.store, &p.input)));
         let t = std::time::Instant::now();
-        let placed = device_op(gpu, p, opset, &mut store)?;
-        placement.dispatch_ms += t.elapsed().as_secs_f64() * 1e3;
+        let placed = device_op(self.gpu, p, self.opset, &mut self.store)?;
+        self.placement.dispatch_ms += ms_since(t);
         let device_node = matches!(placed, Out::Dev(_));
         let t = std::time::Instant::now();
-        let mut said = String::new();
-        let on_device = match placed {
-            Out::Dev(vals) => {
-                for (name, v) in p.output.iter().zip(&vals) {
-                    if name.is_empty() {
-                        continue;
-                    }
-                    pending.bytes += v.len() as u64 * gpu.mode.elem_bytes();
-                    pending.items.push((name.clone(), v.clone()));
-                    pending.names.insert(name.clone());
-                    store.dev.insert(name.clone(), v.clone());
-                }
-                pending.nodes.push(format!("{} ({})", p.name, p.op_type));
-                placement.device_nodes += 1;
-                if pending.bytes > READ_BATCH_BYTES {
-                    pending.flush(gpu, &mut store, out, &|n: &str| {
-                        needed(&remaining, &outer_reads, n)
-                    })?;
-                }
-                placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
-                true
-            }
-            Out::Host(why) => {
-                said = why;
-                false
-            }
-        };
-        if !on_device {
-            if p.input.iter().any(|i| pending.holds(i)) {
-                pending.flush(gpu, &mut store, out, &|n: &str| {
-                    needed(&remaining, &outer_reads, n)
-                })?;
-            }
-            placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
-            let t = std::time::Instant::now();
-            let why = host_reason(p, &store, &said);
-            let ins: Vec<Option<&Tensor>> = p.input.iter().map(|i| store.host.get(i)).collect();
-            let native = hostops::eval(p, &ins, opset).map(|v| {
-                p.output
-                    .iter()
-                    .cloned()
-                    .zip(v.into_iter().map(Ok))
-                    .collect::<Vec<_>>()
-            });
-            let ran = match native {
-                Some(v) => Ok(v),
-                None => host.run(p, &store.host),
-            };
-            placement.host_ms += t.elapsed().as_secs_f64() * 1e3;
-            match ran {
-                Ok(outs) => {
-                    for (name, v) in outs {
-                        match v {
-                            Ok(t) => {
-                                if gpu.mode.is_f16() && t.dtype().is_float() {
-                                    store.out_of_range.extend(
-                                        crate::precision::convert::range_issues(
-                                            &name,
-                                            t.to_f64_array().iter().copied(),
-                                            crate::precision::LowPrecision::F16,
-                                        ),
-                                    );
-                                }
-                                let t = stored_like_device(gpu, t);
-                                if needed(&remaining, &outer_reads, &name) {
-                                    store.host.insert(name.clone(), t.clone());
-                                }
-                                out.values.insert(name, t);
-                            }
-                            Err(e) => {
-                                out.missing.insert(name, e);
-                            }
-                        }
-                    }
-                }
-                Err(e) => {
-                    for o in p.output.iter().filter(|o| !o.is_empty()) {
-                        out.missing.insert(
-                            o.clone(),
-                            format!("wgpu target: host run of {} failed: {e}", p.name),
-                        );
-                    }
-                }
-            }
-            placement.host.insert(node.name.clone(), why);
+        match placed {
+            Out::Dev(vals) => self.keep_on_device(p, &vals, t, out)?,
+            Out::Host(said) => self.run_on_host(node, p, &said, t, out)?,
         }
         if let Some((t0, inputs)) = timed {
             record_time(
-                gpu,
-                (t0, run_start),
+                self.gpu,
+                (t0, self.run_start),
                 node,
                 device_node,
                 inputs,
-                shapes_of(&store, &p.output),
+                shapes_of(&self.store, &p.output),
                 out,
             )?;
         }
+        self.release_inputs(p);
+        Ok(())
+    }
+
+    /// Keeps the device outputs `vals` of `p` for later nodes and queues them to be read back (read now once the
+    /// queue holds [`READ_BATCH_BYTES`]); `t` is when the node's dispatches were recorded.
+    fn keep_on_device(
+        &mut self,
+        p: &NodeProto,
+        vals: &[DevVal],
+        t: std::time::Instant,
+        out: &mut RunOutput,
+    ) -> Result<()> {
+        for (name, v) in p.output.iter().zip(vals) {
+            if name.is_empty() {
+                continue;
+            }
+            self.pending.bytes += v.len() as u64 * self.gpu.mode.elem_bytes();
+            self.pending.items.push((name.clone(), v.clone()));
+            self.pending.names.insert(name.clone());
+            self.store.dev.insert(name.clone(), v.clone());
+        }
+        self.pending
+            .nodes
+            .push(format!("{} ({})", p.name, p.op_type));
+        self.placement.device_nodes += 1;
+        if self.pending.bytes > READ_BATCH_BYTES {
+            self.flush(out)?;
+        }
+        self.placement.wait_read_ms += ms_since(t);
+        Ok(())
+    }
+
+    /// Runs `p` on the host (in-process shape arithmetic, else a one-node ONNX Runtime session) after reading back
+    /// the device values it reads, and records why it ran there (`said`: the op's own reason, if any).
+    fn run_on_host(
+        &mut self,
+        node: &crate::model::Node,
+        p: &NodeProto,
+        said: &str,
+        t: std::time::Instant,
+        out: &mut RunOutput,
+    ) -> Result<()> {
+        if p.input.iter().any(|i| self.pending.holds(i)) {
+            self.flush(out)?;
+        }
+        self.placement.wait_read_ms += ms_since(t);
+        let t = std::time::Instant::now();
+        let why = host_reason(p, &self.store, said);
+        let ins: Vec<Option<&Tensor>> = p.input.iter().map(|i| self.store.host.get(i)).collect();
+        let native = hostops::eval(p, &ins, self.opset).map(|v| {
+            p.output
+                .iter()
+                .cloned()
+                .zip(v.into_iter().map(Ok))
+                .collect::<Vec<_>>()
+        });
+        let ran = match native {
+            Some(v) => Ok(v),
+            None => self.host.run(p, &self.store.host),
+        };
+        self.placement.host_ms += ms_since(t);
+        match ran {
+            Ok(outs) => {
+                for (name, v) in outs {
+                    match v {
+                        Ok(t) => self.keep_host_value(name, t, out),
+                        Err(e) => {
+                            out.missing.insert(name, e);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                for o in p.output.iter().filter(|o| !o.is_empty()) {
+                    out.missing.insert(
+                        o.clone(),
+                        format!("wgpu target: host run of {} failed: {e}", p.name),
+                    );
+                }
+            }
+        }
+        self.placement.host.insert(node.name.clone(), why);
+        Ok(())
+    }
+
+    /// Records a value computed on the host: its f16 range issues, the value stored as the device stores it, kept
+    /// in the store while a later node reads it.
+    fn keep_host_value(&mut self, name: String, t: Tensor, out: &mut RunOutput) {
+        if self.gpu.mode.is_f16() && t.dtype().is_float() {
+            self.store
+                .out_of_range
+                .extend(crate::precision::convert::range_issues(
+                    &name,
+                    t.to_f64_array().iter().copied(),
+                    crate::precision::LowPrecision::F16,
+                ));
+        }
+        let t = stored_like_device(self.gpu, t);
+        if needed(&self.remaining, &self.outer_reads, &name) {
+            self.store.host.insert(name.clone(), t.clone());
+        }
+        out.values.insert(name, t);
+    }
+
+    /// Counts `p`'s reads and frees the values it read last (host copies of outer-scope reads excepted).
+    fn release_inputs(&mut self, p: &NodeProto) {
         for i in p.input.iter().filter(|i| !i.is_empty()) {
-            if let Some(r) = remaining.get_mut(i.as_str()) {
+            if let Some(r) = self.remaining.get_mut(i.as_str()) {
                 *r = r.saturating_sub(1);
                 if *r == 0 {
-                    store.dev.remove(i);
-                    store.aux.remove(i);
-                    if !outer_reads.contains(i.as_str()) {
-                        store.host.remove(i);
+                    self.store.dev.remove(i);
+                    self.store.aux.remove(i);
+                    if !self.outer_reads.contains(i.as_str()) {
+                        self.store.host.remove(i);
                     }
                 }
             }
         }
     }
-    let t = std::time::Instant::now();
-    pending.flush(gpu, &mut store, out, &|n: &str| {
-        needed(&remaining, &outer_reads, n)
-    })?;
-    placement.wait_read_ms += t.elapsed().as_secs_f64() * 1e3;
-    let over: Vec<&str> = store
-        .out_of_range
-        .iter()
-        .filter(|r| r.kind == crate::precision::convert::RangeKind::Overflow)
-        .map(|r| r.tensor.as_str())
-        .collect();
-    if !over.is_empty() {
-        out.notes.push(format!(
-            "wgpu f16: {} value(s) uploaded from the host hold values beyond ±65504 and became infinite on the \
-             device: {}",
-            over.len(),
-            over.join(", ")
-        ));
+
+    /// Reads back what is still pending, notes the host values f16 overflowed, and returns where nodes ran.
+    fn finish(mut self, out: &mut RunOutput) -> Result<Placement> {
+        let t = std::time::Instant::now();
+        self.flush(out)?;
+        self.placement.wait_read_ms += ms_since(t);
+        let over: Vec<&str> = self
+            .store
+            .out_of_range
+            .iter()
+            .filter(|r| r.kind == crate::precision::convert::RangeKind::Overflow)
+            .map(|r| r.tensor.as_str())
+            .collect();
+        if !over.is_empty() {
+            out.notes.push(format!(
+                "wgpu f16: {} value(s) uploaded from the host hold values beyond ±65504 and became infinite on the \
+                 device: {}",
+                over.len(),
+                over.join(", ")
+            ));
+        }
+        self.placement.range_issues = std::mem::take(&mut self.store.out_of_range);
+        Ok(self.placement)
     }
-    placement.range_issues = std::mem::take(&mut store.out_of_range);
-    Ok(placement)
 }
 
 /// Replaces `p`'s inputs with the values `feed` gives (isolated runs), stored as the device stores them.
@@ -306,64 +325,6 @@ fn take_fed(gpu: &Gpu, p: &NodeProto, feed: &dyn crate::spill::Values, store: &m
             store.aux.remove(i);
         }
     }
-}
-
-/// The shapes of `names` as the store holds them (device or host; empty when absent).
-fn shapes_of(store: &Store, names: &[String]) -> Vec<Vec<usize>> {
-    names
-        .iter()
-        .filter(|n| !n.is_empty())
-        .map(|n| match store.dev.get(n) {
-            Some(v) => v.shape.clone(),
-            None => store
-                .host
-                .get(n)
-                .map(|t| t.shape().to_vec())
-                .unwrap_or_default(),
-        })
-        .collect()
-}
-
-/// Waits for the device (a device node) and records the node's wall time from `t0`.
-fn record_time(
-    gpu: &Gpu,
-    (t0, run_start): (std::time::Instant, std::time::Instant),
-    node: &crate::model::Node,
-    on_device: bool,
-    inputs: Vec<Vec<usize>>,
-    outputs: Vec<Vec<usize>>,
-    out: &RunOutput,
-) -> Result<()> {
-    if on_device {
-        gpu.wait()?;
-    }
-    let outputs = match on_device {
-        true => outputs,
-        false => node
-            .outputs
-            .iter()
-            .filter(|o| !o.is_empty())
-            .map(|o| {
-                out.values
-                    .get(o)
-                    .map(|t| t.shape().to_vec())
-                    .unwrap_or_default()
-            })
-            .collect(),
-    };
-    let rec = super::gpu::NodeTime {
-        node: node.name.clone(),
-        op_type: node.op_type.clone(),
-        on_device,
-        start_us: (t0 - run_start).as_micros() as u64,
-        dur_us: t0.elapsed().as_micros() as u64,
-        inputs,
-        outputs,
-    };
-    if let Some(v) = gpu.node_times.borrow_mut().as_mut() {
-        v.push(rec);
-    }
-    Ok(())
 }
 
 /// Whether a value is still read later on the host (a later node, or a control-flow body).

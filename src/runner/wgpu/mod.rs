@@ -12,8 +12,11 @@ pub mod exec;
 pub mod gpu;
 pub mod host;
 pub mod hostops;
+mod nodetime;
 pub mod ops;
+mod readback;
 pub mod shaders;
+mod slab;
 pub mod split;
 
 use std::collections::HashMap;

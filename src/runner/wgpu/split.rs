@@ -7,11 +7,10 @@
 //! Which axis and how the inputs follow is the op's [`Plan`] (`ops::split`). Element-wise ops chunk by byte range
 //! without copies (`Ctx::run_chunked`); ops without a plan still run on the host and say why.
 
-use tract_onnx::pb::NodeProto;
-
-use super::ctx::{Ctx, DevVal, Out};
+use super::ctx::{Ctx, DevVal};
 use super::gpu::Buf;
 use super::ops::OpFn;
+use super::slab::slab;
 use crate::error::Result;
 
 /// How one input follows the output's cut.
@@ -56,13 +55,13 @@ pub struct Plan {
     pub inputs: Vec<Follow>,
 }
 
-enum Fail {
+pub(super) enum Fail {
     /// A slab (or a whole-bound input) is still beyond the limit: cut finer.
     TooBig,
     Other(String),
 }
 
-const PREFIX: &str = "\u{1}slab";
+pub(super) const PREFIX: &str = "\u{1}slab";
 
 /// Runs `ctx.node` by the first of `plans` that works; `Err(reason)` when none does.
 pub fn run(
@@ -79,9 +78,9 @@ pub fn run(
 
 /// Slabs of slabs: a slab still beyond the limit because of an input its plan binds whole (MatMul's B when cutting
 /// A's rows) is cut again by another plan, once.
-const MAX_DEPTH: usize = 1;
+pub(super) const MAX_DEPTH: usize = 1;
 
-fn run_at(
+pub(super) fn run_at(
     ctx: &mut Ctx,
     f: OpFn,
     plans: &[Plan],
@@ -202,210 +201,10 @@ fn slabs(
     Ok(Ok(full))
 }
 
-/// One slab `o0..o1` of the output: inputs staged, the node run on them, its outputs returned.
-fn slab(
-    ctx: &mut Ctx,
-    f: OpFn,
-    plan: &Plan,
-    o0: usize,
-    o1: usize,
-    depth: usize,
-) -> Result<std::result::Result<Vec<DevVal>, Fail>> {
-    let limit = ctx.gpu.max_binding();
-    let eb = ctx.gpu.mode.elem_bytes();
-    let mut sub: NodeProto = ctx.node.clone();
-    let mut staged: Vec<String> = vec![];
-    for (i, follow) in plan.inputs.iter().enumerate() {
-        if !ctx.has(i) {
-            continue;
-        }
-        let name = format!("{PREFIX}{depth}/{}/{i}", ctx.node.name);
-        let (ax, r0, r1) = match follow {
-            Follow::Whole => continue,
-            Follow::Sizes(ax) => {
-                let Some(mut sizes) = ctx.ints(i) else {
-                    return Ok(Err(Fail::Other("sizes not known on the host".into())));
-                };
-                if let Some(s) = sizes.get_mut(*ax) {
-                    *s = (o1 - o0) as i64;
-                }
-                let t = crate::tensor::Tensor::I64(
-                    ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[sizes.len()]), sizes)
-                        .expect("1-D"),
-                );
-                ctx.store.host.insert(name.clone(), t);
-                sub.input[i] = name.clone();
-                staged.push(name);
-                continue;
-            }
-            Follow::Same(ax) => (*ax, o0 as i64, o1 as i64),
-            Follow::Scatter {
-                axis,
-                stride,
-                begin,
-                extent,
-                pads,
-                out_pad,
-                pad_at,
-            } => {
-                let dim = ctx
-                    .shape(i)
-                    .and_then(|s| s.get(*axis).copied())
-                    .unwrap_or(0) as i64;
-                let (s, b, e) = (*stride as i64, *begin as i64, *extent as i64);
-                let i0 = ((o0 as i64 + b - e + 1).max(0) as u64).div_ceil(s as u64) as i64;
-                let i0 = i0.min(dim);
-                let i1 = ((o1 as i64 - 1 + b) / s + 1).clamp(0, dim);
-                if i1 <= i0 {
-                    return Ok(Err(Fail::Other("a slab takes no input rows".into())));
-                }
-                let pb = o0 as i64 + b - i0 * s;
-                let pe = s * (i1 - i0 - 1) + e - pb - (o1 - o0) as i64;
-                let mut p = pads.clone();
-                let rank_sp = p.len() / 2;
-                p[*pad_at] = pb;
-                p[pad_at + rank_sp] = pe.max(0);
-                let mut op = out_pad.clone();
-                op[*pad_at] = (-pe).max(0);
-                set_ints(&mut sub, "pads", p);
-                set_ints(&mut sub, "output_padding", op);
-                (*axis, i0, i1)
-            }
-            Follow::Window {
-                axis,
-                stride,
-                begin,
-                extent,
-                pads,
-                pad_at,
-            } => {
-                let dim = ctx
-                    .shape(i)
-                    .and_then(|s| s.get(*axis).copied())
-                    .unwrap_or(0) as i64;
-                let i0 = (o0 * stride) as i64 - *begin as i64;
-                let i1 = ((o1 - 1) * stride + extent) as i64 - *begin as i64;
-                let (c0, c1) = (i0.clamp(0, dim), i1.clamp(0, dim));
-                let mut p = pads.clone();
-                let rank_sp = p.len() / 2;
-                p[*pad_at] = c0 - i0;
-                p[pad_at + rank_sp] = i1 - c1;
-                set_ints(&mut sub, "pads", p);
-                if c1 <= c0 {
-                    return Ok(Err(Fail::Other("a slab reads padding only".into())));
-                }
-                (*axis, c0, c1)
-            }
-        };
-        // Integer and boolean inputs (Where's condition) are sliced on the host.
-        if let Some(t) = ctx.host(i).filter(|t| !t.dtype().is_float()) {
-            let a = t.to_f64_array();
-            if ax >= a.ndim() {
-                return Ok(Err(Fail::Other(format!("input {i} has no axis {ax}"))));
-            }
-            let s = a.slice_axis(
-                ndarray::Axis(ax),
-                ndarray::Slice::from(r0 as isize..r1 as isize),
-            );
-            let t = crate::tensor::Tensor::I64(s.mapv(|v| v as i64));
-            ctx.store.host.insert(name.clone(), t);
-            sub.input[i] = name.clone();
-            staged.push(name);
-            continue;
-        }
-        let x = ctx.dev(i)?;
-        let mut shape = x.shape.clone();
-        if ax >= shape.len() {
-            return Ok(Err(Fail::Other(format!("input {i} has no axis {ax}"))));
-        }
-        let full_len = shape[ax];
-        shape[ax] = (r1 - r0) as usize;
-        let n: usize = shape.iter().product();
-        if n as u64 * eb > limit {
-            drop_staged(ctx, &staged);
-            return Ok(Err(Fail::TooBig));
-        }
-        let v = ctx.output(shape.clone(), x.dtype);
-        if !copy_slab(
-            &mut ctx.enc,
-            &x.buf,
-            &x.shape,
-            ax,
-            r0 as usize,
-            shape[ax],
-            &v.buf,
-            shape[ax],
-            0,
-            eb,
-        ) {
-            drop_staged(ctx, &staged);
-            return Ok(Err(Fail::Other(format!(
-                "a slab of input {i} is not 4-byte aligned for copying (f16 with odd extents)"
-            ))));
-        }
-        debug_assert!(r1 as usize <= full_len);
-        ctx.store.dev.insert(name.clone(), v);
-        sub.input[i] = name.clone();
-        staged.push(name);
-    }
-    for (j, o) in sub.output.iter_mut().enumerate() {
-        if !o.is_empty() {
-            *o = format!("{PREFIX}{depth}/{}/out{j}", ctx.node.name);
-        }
-    }
-    let enc = std::mem::replace(&mut ctx.enc, ctx.gpu.encoder("slab"));
-    let mut inner = Ctx {
-        gpu: ctx.gpu,
-        node: &sub,
-        opset: ctx.opset,
-        enc,
-        store: &mut *ctx.store,
-        too_big: false,
-    };
-    let mut r = f(&mut inner);
-    if inner.too_big && depth < MAX_DEPTH && r.is_ok() {
-        inner.too_big = false;
-        let plans = super::ops::split::plans(&inner);
-        r = match run_at(&mut inner, f, &plans, depth + 1) {
-            Ok(Ok(v)) => Ok(Out::Dev(v)),
-            Ok(Err(why)) => Ok(Out::Host(why)),
-            Err(e) => Err(e),
-        };
-    }
-    let (enc, too_big) = (inner.enc, inner.too_big);
-    ctx.enc = enc;
-    drop_staged(ctx, &staged);
-    match r? {
-        _ if too_big => Ok(Err(Fail::TooBig)),
-        Out::Dev(v) => Ok(Ok(v)),
-        Out::Host(why) => Ok(Err(Fail::Other(why))),
-    }
-}
-
-fn drop_staged(ctx: &mut Ctx, names: &[String]) {
-    for n in names {
-        ctx.store.dev.remove(n);
-        ctx.store.host.remove(n);
-        ctx.store.aux.remove(n);
-    }
-}
-
-/// Sets an ints attribute (explicit pads replace `auto_pad`).
-fn set_ints(node: &mut NodeProto, name: &str, ints: Vec<i64>) {
-    node.attribute
-        .retain(|a| a.name != name && !(name == "pads" && a.name == "auto_pad"));
-    node.attribute.push(tract_onnx::pb::AttributeProto {
-        name: name.into(),
-        ints,
-        r#type: tract_onnx::pb::attribute_proto::AttributeType::Ints as i32,
-        ..Default::default()
-    });
-}
-
 /// Copies rows `r0 .. r0 + len` along `axis` of a tensor of `shape` (`src`) to rows `d0 ..` of a tensor that has
 /// `dst_len` rows along that axis and the same other dims. `false` when a run is not 4-byte aligned.
 #[allow(clippy::too_many_arguments)]
-fn copy_slab(
+pub(super) fn copy_slab(
     enc: &mut wgpu::CommandEncoder,
     src: &Buf,
     shape: &[usize],

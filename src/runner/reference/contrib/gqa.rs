@@ -136,18 +136,7 @@ impl Kernel for Gqa {
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        for (slot, what) in [
-            (12, "k_scale (quantized cache)"),
-            (13, "v_scale (quantized cache)"),
-            (14, "q_norm_weight"),
-            (15, "k_norm_weight"),
-        ] {
-            unsupported(n, ins, slot, what)?;
-        }
-        anyhow::ensure!(
-            n.int("sliding_window_cache", 0) == 0,
-            "sliding_window_cache is not implemented in phantom's reference"
-        );
+        refuse_unimplemented(n, ins)?;
         let q_in = f64s(n, ins, 0)?;
         let key = ins.get(1).copied().flatten();
         let (pk, pv) = (f64s_opt(ins, 3)?, f64s_opt(ins, 4)?);
@@ -158,61 +147,20 @@ impl Kernel for Gqa {
             pk.as_ref().map(|a| a.shape()),
         )?;
         let (b, s, h) = (g.b, g.s, g.h);
-        let seqlens = values::<i64>(opt(n, ins, 5)?)?;
-        let tsl = values::<i64>(opt(n, ins, 6)?)?
-            .first()
-            .copied()
-            .unwrap_or(0);
-        anyhow::ensure!(
-            seqlens.len() == b,
-            "seqlens_k has {} values, batch {b}",
-            seqlens.len()
-        );
-        anyhow::ensure!(
-            tsl as usize == g.p + s,
-            "total_sequence_length {tsl} ≠ past length {} + {s} new: a static KV cache is not implemented in phantom's reference",
-            g.p
-        );
+        let (seqlens, first) = sequence_lengths(n, ins, &g)?;
         let lp = g.p + s;
-        let first = s == tsl as usize;
         let (mut q, mut k, v) = self.split(n, ins, &q_in, &g)?;
         if n.int("do_rotary", 0) != 0 {
             rotate_all(n, ins, &g, &seqlens, first, &mut q, g.heads)?;
             rotate_all(n, ins, &g, &seqlens, first, &mut k, g.kv)?;
         }
-        let mut total = vec![];
-        let mut past = vec![];
-        for (bi, &sl) in seqlens.iter().enumerate() {
-            let tot = sl + 1;
-            let pb = if first { 0 } else { tot - s as i64 };
-            anyhow::ensure!(
-                tot >= 1 && tot as usize <= lp && pb >= 0 && pb as usize <= g.p,
-                "seqlens_k[{bi}] = {sl} does not fit a past of {} and {s} new rows",
-                g.p
-            );
-            total.push(tot as usize);
-            past.push(pb as usize);
-        }
+        let (total, past) = used_rows(&seqlens, first, &g)?;
         let slice = |a: &Option<tract_onnx::prelude::tract_ndarray::ArrayD<f64>>| {
             a.as_ref().map(|a| a.as_slice().expect("standard").to_vec())
         };
         let present_k = present(slice(&pk).as_deref(), &k, &past, &g, lp);
         let present_v = present(slice(&pv).as_deref(), &v, &past, &g, lp);
-        let sink = match f64s_opt(ins, 11)? {
-            Some(hs) => Some(hs.iter().copied().collect()),
-            None if n.int("smooth_softmax", -1) == 1 => Some(vec![0.0]),
-            None => None,
-        };
-        let window = n.int("local_window_size", -1);
-        let rows = GqaRows {
-            total,
-            past,
-            causal: n.int("causal", 1) != 0,
-            window: (window >= 0).then_some(window as usize),
-            softcap: n.float("softcap", 0.0),
-            bias: Bias::parse(f64s_opt(ins, 10)?, [b, g.heads, s, lp])?,
-            sink,
-        };
+        let rows = GqaRows::new(n, ins, total, past, [b, g.heads, s, lp])?;
         let keep = match n.int("qk_output", 0) {
             1 => Keep::Scores,
             2 => Keep::Probs,
@@ -242,6 +190,95 @@ impl Kernel for Gqa {
                 shaped(&[b, g.heads, s, lp], qk)?
             },
         ])
+    }
+}
+
+/// Refuses the inputs and attributes phantom's reference does not implement (quantized caches, q/k norms,
+/// `sliding_window_cache`).
+fn refuse_unimplemented(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<()> {
+    for (slot, what) in [
+        (12, "k_scale (quantized cache)"),
+        (13, "v_scale (quantized cache)"),
+        (14, "q_norm_weight"),
+        (15, "k_norm_weight"),
+    ] {
+        unsupported(n, ins, slot, what)?;
+    }
+    anyhow::ensure!(
+        n.int("sliding_window_cache", 0) == 0,
+        "sliding_window_cache is not implemented in phantom's reference"
+    );
+    Ok(())
+}
+
+/// `seqlens_k`, one per sequence, checked against the batch and `total_sequence_length` (a dynamic cache only:
+/// the past buffer's length plus the new rows), and whether this is a first prompt (every row new).
+fn sequence_lengths(n: &Node, ins: &[Option<&Tensor>], g: &Geo) -> TractResult<(Vec<i64>, bool)> {
+    let (b, s) = (g.b, g.s);
+    let seqlens = values::<i64>(opt(n, ins, 5)?)?;
+    let tsl = values::<i64>(opt(n, ins, 6)?)?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    anyhow::ensure!(
+        seqlens.len() == b,
+        "seqlens_k has {} values, batch {b}",
+        seqlens.len()
+    );
+    anyhow::ensure!(
+        tsl as usize == g.p + s,
+        "total_sequence_length {tsl} ≠ past length {} + {s} new: a static KV cache is not implemented in phantom's reference",
+        g.p
+    );
+    Ok((seqlens, s == tsl as usize))
+}
+
+/// Per sequence: its valid keys (`seqlens_k` + 1) and the past rows it uses, checked to fit the past buffer and
+/// the new rows.
+fn used_rows(seqlens: &[i64], first: bool, g: &Geo) -> TractResult<(Vec<usize>, Vec<usize>)> {
+    let s = g.s;
+    let lp = g.p + s;
+    let mut total = vec![];
+    let mut past = vec![];
+    for (bi, &sl) in seqlens.iter().enumerate() {
+        let tot = sl + 1;
+        let pb = if first { 0 } else { tot - s as i64 };
+        anyhow::ensure!(
+            tot >= 1 && tot as usize <= lp && pb >= 0 && pb as usize <= g.p,
+            "seqlens_k[{bi}] = {sl} does not fit a past of {} and {s} new rows",
+            g.p
+        );
+        total.push(tot as usize);
+        past.push(pb as usize);
+    }
+    Ok((total, past))
+}
+
+impl GqaRows {
+    /// The row rules from the node's attributes (causal, local window, softcap, smooth softmax), its attention bias
+    /// (over `full` = [B, N, S, keys]) and head sinks, for sequences with `total` keys and `past` past rows.
+    fn new(
+        n: &Node,
+        ins: &[Option<&Tensor>],
+        total: Vec<usize>,
+        past: Vec<usize>,
+        full: [usize; 4],
+    ) -> TractResult<GqaRows> {
+        let sink = match f64s_opt(ins, 11)? {
+            Some(hs) => Some(hs.iter().copied().collect()),
+            None if n.int("smooth_softmax", -1) == 1 => Some(vec![0.0]),
+            None => None,
+        };
+        let window = n.int("local_window_size", -1);
+        Ok(GqaRows {
+            total,
+            past,
+            causal: n.int("causal", 1) != 0,
+            window: (window >= 0).then_some(window as usize),
+            softcap: n.float("softcap", 0.0),
+            bias: Bias::parse(f64s_opt(ins, 10)?, full)?,
+            sink,
+        })
     }
 }
 

@@ -11,26 +11,51 @@ use super::{axis, broadcast};
 use crate::runner::wgpu::ctx::Ctx;
 use crate::runner::wgpu::split::{Follow, Plan};
 
+/// What the plan builders share: the first input's shape and the node's input count.
+struct Cut<'a> {
+    x: &'a [usize],
+    n_in: usize,
+}
+
+impl Cut<'_> {
+    /// Every input in `ins` the same range along `a` (the rest whole).
+    fn same(&self, a: usize, ins: &[usize]) -> Plan {
+        Plan {
+            axis: a,
+            extent: self.x.get(a).copied().unwrap_or(0),
+            inputs: (0..self.n_in)
+                .map(|i| match ins.contains(&i) {
+                    true => Follow::Same(a),
+                    false => Follow::Whole,
+                })
+                .collect(),
+        }
+    }
+
+    /// The first axis with more than one element that `ok` allows.
+    fn first(&self, ok: impl Fn(usize) -> bool) -> Option<usize> {
+        (0..self.x.len()).find(|&k| self.x[k] > 1 && ok(k))
+    }
+
+    /// Input 0 cut along the first axis with more than one element that `ok` allows (no plan when there is none).
+    fn first_same(&self, ok: impl Fn(usize) -> bool) -> Vec<Plan> {
+        self.first(ok)
+            .map(|k| self.same(k, &[0]))
+            .into_iter()
+            .collect()
+    }
+}
+
 /// The ways to cut `ctx.node`, best first.
 pub fn plans(ctx: &Ctx) -> Vec<Plan> {
     let Some(x) = ctx.shape(0) else {
         return vec![];
     };
-    let n_in = ctx.node.input.len();
-    let rank = x.len();
-    // Every input the same range along `a` (the rest whole).
-    let same = |a: usize, ins: &[usize]| Plan {
-        axis: a,
-        extent: x.get(a).copied().unwrap_or(0),
-        inputs: (0..n_in)
-            .map(|i| match ins.contains(&i) {
-                true => Follow::Same(a),
-                false => Follow::Whole,
-            })
-            .collect(),
+    let cut = Cut {
+        x: &x,
+        n_in: ctx.node.input.len(),
     };
-    // The first axis with more than one element that `ok` allows.
-    let first = |ok: &dyn Fn(usize) -> bool| (0..rank).find(|&k| x[k] > 1 && ok(k));
+    let rank = x.len();
     let op = ctx.node.op_type.as_str();
     let mut v: Vec<Plan> = match op {
         "Conv" => conv(ctx, &x)
@@ -41,127 +66,129 @@ pub fn plans(ctx: &Ctx) -> Vec<Plan> {
             .into_iter()
             .chain(out_channels(ctx, 1))
             .collect(),
-        "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => first(&|k| k < 2)
-            .map(|k| same(k, &[0]))
-            .into_iter()
-            .collect(),
-        "InstanceNormalization" => {
-            let mut p: Vec<Plan> = (x[0] > 1).then(|| same(0, &[0])).into_iter().collect();
-            if rank > 1 && x[1] > 1 {
-                let mut c = same(1, &[0]);
-                c.inputs[1] = Follow::Same(0);
-                c.inputs[2] = Follow::Same(0);
-                p.push(c);
-            }
-            p
+        "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => {
+            cut.first_same(|k| k < 2)
         }
+        "InstanceNormalization" => instance_norm(&cut),
         // Parameters are folded on the host: cut the batch or the first spatial axis.
-        "BatchNormalization" => first(&|k| k != 1)
-            .map(|k| same(k, &[0]))
-            .into_iter()
-            .collect(),
+        "BatchNormalization" => cut.first_same(|k| k != 1),
         "MatMul" => matmul(ctx, &x),
         "Gemm" => gemm(ctx, &x),
         "Softmax" | "LogSoftmax" => {
             let default = if ctx.opset >= 13 { -1 } else { 1 };
             let a = axis(ctx.attr_i("axis", default), rank).unwrap_or(0);
-            let ok = |k: usize| if ctx.opset >= 13 { k != a } else { k < a };
-            first(&ok).map(|k| same(k, &[0])).into_iter().collect()
+            cut.first_same(|k| if ctx.opset >= 13 { k != a } else { k < a })
         }
         "LayerNormalization" => {
             let a = axis(ctx.attr_i("axis", -1), rank).unwrap_or(0);
-            first(&|k| k < a)
-                .map(|k| same(k, &[0]))
-                .into_iter()
-                .collect()
+            cut.first_same(|k| k < a)
         }
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
         | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSumExp" | "ReduceLogSum" => reduce(ctx, &x),
-        "Transpose" => {
-            let perm: Vec<usize> = ctx
-                .attr_ints("perm")
-                .map(|p| p.iter().map(|&a| a as usize).collect())
-                .unwrap_or_else(|| (0..rank).rev().collect());
-            (0..perm.len())
-                .find(|&k| perm[k] < rank && x[perm[k]] > 1)
-                .map(|k| {
-                    let mut p = same(perm[k], &[0]);
-                    p.axis = k;
-                    p
-                })
-                .into_iter()
-                .collect()
-        }
+        "Transpose" => transpose(ctx, &cut),
         "Concat" => {
             let c = axis(ctx.attr_i("axis", 0), rank);
-            let all: Vec<usize> = (0..n_in).collect();
-            first(&|k| Some(k) != c)
-                .map(|k| same(k, &all))
+            let all: Vec<usize> = (0..cut.n_in).collect();
+            cut.first(|k| Some(k) != c)
+                .map(|k| cut.same(k, &all))
                 .into_iter()
                 .collect()
         }
         "Split" => {
             let s = axis(ctx.attr_i("axis", 0), rank);
-            first(&|k| Some(k) != s)
-                .map(|k| same(k, &[0]))
-                .into_iter()
-                .collect()
+            cut.first_same(|k| Some(k) != s)
         }
-        "Gather" => {
-            let g = axis(ctx.attr_i("axis", 0), rank);
-            let ri = ctx.shape(1).map(|s| s.len()).unwrap_or(0);
-            first(&|k| Some(k) != g)
-                .map(|k| {
-                    let mut p = same(k, &[0]);
-                    p.axis = if Some(k) > g { k + ri - 1 } else { k };
-                    p
-                })
-                .into_iter()
-                .collect()
-        }
-        "Pad" => {
-            let pads = if ctx.opset < 11 {
-                ctx.attr_ints("pads")
-            } else {
-                ctx.ints(1)
-            };
-            match pads {
-                Some(p) if p.len() == 2 * rank && !(ctx.opset >= 18 && ctx.has(3)) => {
-                    first(&|k| p[k] == 0 && p[k + rank] == 0)
-                        .map(|k| same(k, &[0]))
-                        .into_iter()
-                        .collect()
-                }
-                _ => vec![],
-            }
-        }
+        "Gather" => gather(ctx, &cut),
+        "Pad" => pad(ctx, &cut),
         // Element-wise ops chunk by byte range; an operand that broadcasts and is itself beyond the limit needs slabs.
         "Where" | "Expand" | "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum"
         | "Mean" | "PRelu" | "Mod" => broadcasting(ctx),
-        "Slice" => {
-            let sliced = match ctx.opset < 10 {
-                true => ctx.attr_ints("axes").or_else(|| {
-                    ctx.attr_ints("starts")
-                        .map(|s| (0..s.len() as i64).collect())
-                }),
-                false if ctx.has(3) => ctx.ints(3),
-                false => ctx.ints(1).map(|s| (0..s.len() as i64).collect()),
-            };
-            let sliced: Vec<usize> = sliced
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|&a| axis(a, rank))
-                .collect();
-            first(&|k| !sliced.contains(&k))
-                .map(|k| same(k, &[0]))
-                .into_iter()
-                .collect()
-        }
+        "Slice" => slice(ctx, &cut),
         "Resize" => resize(ctx, &x),
         _ => vec![],
     };
     v.retain(|p| p.extent > 1);
     v
+}
+
+/// By batch, or by channel with the scale and bias following it.
+fn instance_norm(cut: &Cut) -> Vec<Plan> {
+    let x = cut.x;
+    let mut p: Vec<Plan> = (x[0] > 1).then(|| cut.same(0, &[0])).into_iter().collect();
+    if x.len() > 1 && x[1] > 1 {
+        let mut c = cut.same(1, &[0]);
+        c.inputs[1] = Follow::Same(0);
+        c.inputs[2] = Follow::Same(0);
+        p.push(c);
+    }
+    p
+}
+
+/// Along the first output axis whose input axis has more than one element.
+fn transpose(ctx: &Ctx, cut: &Cut) -> Vec<Plan> {
+    let (x, rank) = (cut.x, cut.x.len());
+    let perm: Vec<usize> = ctx
+        .attr_ints("perm")
+        .map(|p| p.iter().map(|&a| a as usize).collect())
+        .unwrap_or_else(|| (0..rank).rev().collect());
+    (0..perm.len())
+        .find(|&k| perm[k] < rank && x[perm[k]] > 1)
+        .map(|k| {
+            let mut p = cut.same(perm[k], &[0]);
+            p.axis = k;
+            p
+        })
+        .into_iter()
+        .collect()
+}
+
+/// Along a data axis that is not gathered (the output axis shifted by the indices' rank past it).
+fn gather(ctx: &Ctx, cut: &Cut) -> Vec<Plan> {
+    let g = axis(ctx.attr_i("axis", 0), cut.x.len());
+    let ri = ctx.shape(1).map(|s| s.len()).unwrap_or(0);
+    cut.first(|k| Some(k) != g)
+        .map(|k| {
+            let mut p = cut.same(k, &[0]);
+            p.axis = if Some(k) > g { k + ri - 1 } else { k };
+            p
+        })
+        .into_iter()
+        .collect()
+}
+
+/// Along an axis without padding (pads known on the host, no `axes` input).
+fn pad(ctx: &Ctx, cut: &Cut) -> Vec<Plan> {
+    let rank = cut.x.len();
+    let pads = if ctx.opset < 11 {
+        ctx.attr_ints("pads")
+    } else {
+        ctx.ints(1)
+    };
+    match pads {
+        Some(p) if p.len() == 2 * rank && !(ctx.opset >= 18 && ctx.has(3)) => {
+            cut.first_same(|k| p[k] == 0 && p[k + rank] == 0)
+        }
+        _ => vec![],
+    }
+}
+
+/// Along an axis that is not sliced.
+fn slice(ctx: &Ctx, cut: &Cut) -> Vec<Plan> {
+    let rank = cut.x.len();
+    let sliced = match ctx.opset < 10 {
+        true => ctx.attr_ints("axes").or_else(|| {
+            ctx.attr_ints("starts")
+                .map(|s| (0..s.len() as i64).collect())
+        }),
+        false if ctx.has(3) => ctx.ints(3),
+        false => ctx.ints(1).map(|s| (0..s.len() as i64).collect()),
+    };
+    let sliced: Vec<usize> = sliced
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|&a| axis(a, rank))
+        .collect();
+    cut.first_same(|k| !sliced.contains(&k))
 }
 
 /// Output rows: each slab reads its input rows and halo; the pads of the first spatial axis are rewritten.
