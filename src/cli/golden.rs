@@ -37,11 +37,12 @@ pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
     if a.output.exists() && !a.force {
         anyhow::bail!("{} already exists; phantom never overwrites a golden record: pass --force to replace it", a.output.display());
     }
-    // Prepared as every command prepares it: random ops draw phantom's seeded hash noise (a rerun draws the same
-    // numbers), the Ifs and Loops these inputs decide resolved.
-    let graph = model::load(&a.model)?;
-    let inputs = model::inputs::prepare(&graph, &super::settings::input_spec(&a.inputs)?)?;
-    let graph = crate::pipeline::prepared_graph(graph, &inputs, a.inputs.seed, false)?;
+    // Prepared as every command prepares it: the dims ONNX Runtime accepts, random ops drawing phantom's seeded hash
+    // noise (a rerun draws the same numbers), the Ifs and Loops these inputs decide resolved.
+    let spec_in = super::settings::input_spec(&a.inputs)?;
+    let runtime = super::target_flags::runtime(&a.target.engine);
+    let (graph, inputs) =
+        crate::pipeline::prepared_model("record", &a.model, &spec_in, &runtime, true)?;
     let (out, provenance, spec) = run_target(&graph, &inputs, &a.target, "record")?;
     let mut values = vec![];
     for n in &graph.nodes {
@@ -141,6 +142,7 @@ fn rerun(a: &CheckArgs, g: &Golden) -> anyhow::Result<(Graph, RunOutput, Provena
         ..Default::default()
     };
     let graph = crate::pipeline::prepared_graph(model::load(&a.model)?, &inputs, seed, false)?;
+    crate::pipeline::logged("check", &graph, &inputs);
     let (out, now, _) = run_target(&graph, &inputs, &a.target, "check")?;
     Ok((graph, out, now))
 }

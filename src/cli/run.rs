@@ -16,7 +16,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     // As `phantom onnx` runs it: the dims ONNX Runtime accepts, Ifs and Loops the inputs decide resolved, random
     // ops drawing phantom's noise.
     let runtime = super::target_flags::runtime(&a.engine);
-    let (graph, inputs) = crate::pipeline::prepared_model("run", &a.model, &spec_in, &runtime, true)?;
+    let (graph, inputs) =
+        crate::pipeline::prepared_model("run", &a.model, &spec_in, &runtime, true)?;
     let t = Instant::now();
     // (values, bytes) the run computed; the reference streams them and keeps only the graph outputs.
     let mut computed = (0, 0);

@@ -25,7 +25,8 @@ pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
     }
     let spec_in = super::settings::input_spec(&a.inputs)?;
     let runtime = crate::pipeline::RuntimeSpec::default();
-    let (graph, inputs) = crate::pipeline::prepared_model("scan", &a.model, &spec_in, &runtime, true)?;
+    let (graph, inputs) =
+        crate::pipeline::prepared_model("scan", &a.model, &spec_in, &runtime, true)?;
     crate::watchdog::stage("scan: reference run");
     let scan = crate::scan::scan(&graph, &inputs, precision)?;
     if let Some(p) = &a.json {

@@ -4,7 +4,7 @@
 //! flags give the same graph and inputs in every command. `determinism` inlines but does not seed (it looks for
 //! the random ops seeding would hide); `check` feeds the inputs its golden record stored.
 //!
-//! With `PHANTOM_PREPARED_LOG=FILE`, each preparation appends `command graph-sha256 inputs-hash` to FILE: the
+//! With `PHANTOM_PREPARED_LOG=FILE`, each preparation appends `command sha256-of-the-prepared-graph inputs-hash` to FILE: the
 //! tests compare them across commands.
 
 use std::io::Write as _;
@@ -66,7 +66,6 @@ pub fn prepared_graph(
     model::random::seeded(graph, seed)
 }
 
-
 /// The graph and inputs a command that is not a comparison runs (`run`, `record`, `scan`, `determinism`): the
 /// model at `path` prepared as [`super::prepare`] prepares it for `onnx`. `seed_random: false` leaves random ops
 /// drawing their own numbers (`determinism`).
@@ -97,8 +96,14 @@ pub fn logged(command: &str, graph: &Graph, inputs: &Inputs) {
     for (name, t) in &inputs.tensors {
         h = h.rotate_left(7) ^ crate::analysis::determinism::hash(t) ^ name.len() as u64;
     }
-    let line = format!("{command} {} {h:016x}\n", graph.sha256);
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    use sha2::Digest;
+    let bytes = sha2::Sha256::digest(graph.bytes.as_slice());
+    let line = format!("{command} {bytes:x} {h:016x}\n");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = f.write_all(line.as_bytes());
     }
 }

@@ -16,9 +16,9 @@ use std::path::Path;
 use serde::Serialize;
 use tract_onnx::pb::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
-    ValueInfoProto,
 };
 
+use super::casts::{cast_outputs, CastShapes, InputCasts};
 use super::integers::integer_arithmetic;
 pub use super::range::{range_issues, RangeIssue, RangeKind};
 use super::LowPrecision;
@@ -41,7 +41,7 @@ pub const KEEP_OPS: &[&str] = &[
 const FP32_SLOTS: &[(&str, usize)] = &[("Resize", 1), ("Resize", 2), ("Upsample", 1)];
 
 /// Ops whose inputs may be of any type: no cast is put in front of them.
-const ANY_INPUT: &[&str] = &["Cast", "Shape", "Size", "CastLike"];
+pub(super) const ANY_INPUT: &[&str] = &["Cast", "Shape", "Size", "CastLike"];
 
 /// What to convert to and what to keep.
 #[derive(Clone, Debug, Default)]
@@ -71,12 +71,12 @@ pub struct Conversion {
     pub inserted_casts: usize,
 }
 
-struct Ctx<'a> {
-    opts: &'a ConvertOptions,
-    code: i32,
-    base: Option<&'a Path>,
-    out: Conversion,
-    counter: usize,
+pub(super) struct Ctx<'a> {
+    pub(super) opts: &'a ConvertOptions,
+    pub(super) code: i32,
+    pub(super) base: Option<&'a Path>,
+    pub(super) out: Conversion,
+    pub(super) counter: usize,
 }
 
 impl LowPrecision {
@@ -122,7 +122,7 @@ pub fn convert(
     Ok(ctx.out)
 }
 
-fn cast_node(name: String, from: &str, to: &str, code: i32) -> NodeProto {
+pub(super) fn cast_node(name: String, from: &str, to: &str, code: i32) -> NodeProto {
     NodeProto {
         name,
         op_type: "Cast".into(),
@@ -150,7 +150,7 @@ fn kept_why(n: &NodeProto, opts: &ConvertOptions) -> Option<String> {
     }
 }
 
-fn needs_fp32(n: &NodeProto, slot: usize, kept: bool) -> bool {
+pub(super) fn needs_fp32(n: &NodeProto, slot: usize, kept: bool) -> bool {
     kept || FP32_SLOTS.contains(&(n.op_type.as_str(), slot))
 }
 
@@ -352,197 +352,6 @@ fn plan_storage(
     storage
 }
 
-/// The declared shapes of graph inputs and outputs, given to the values cast from or to them too: without them
-/// ONNX Runtime's memory planner may let an in-place op (GroupQueryAttention's present over its past) reuse a
-/// cast buffer of another size and fail at run time.
-struct CastShapes {
-    io: HashMap<String, ValueInfoProto>,
-    /// The declarations made for cast values, to add to the graph's `value_info`.
-    infos: Vec<ValueInfoProto>,
-}
-
-impl CastShapes {
-    /// The declared inputs and outputs of `g`, and no cast values yet.
-    fn new(g: &GraphProto) -> CastShapes {
-        let io = g
-            .input
-            .iter()
-            .chain(g.output.iter())
-            .map(|v| (v.name.clone(), v.clone()))
-            .collect();
-        CastShapes { io, infos: vec![] }
-    }
-
-    /// Declares `name`, of type `code`, with the shape of `from` when `from` is a graph input or output.
-    fn shaped_like(&mut self, from: &str, name: &str, code: i32) {
-        if let Some(vi) = self.io.get(from) {
-            let mut vi = vi.clone();
-            vi.name = name.to_string();
-            set_declared(&mut vi, code);
-            self.infos.push(vi);
-        }
-    }
-}
-
-/// Outputs whose stored type differs from what the graph declares: the producer writes a renamed value and a
-/// Cast produces the declared one. Returns those Casts (to run after every node) and the renamed values.
-fn cast_outputs(
-    g: &mut GraphProto,
-    ctx: &mut Ctx,
-    main: bool,
-    types: &HashMap<String, i32>,
-    storage: &mut HashMap<String, i32>,
-    shapes: &mut CastShapes,
-) -> (Vec<NodeProto>, HashSet<String>) {
-    let mut tail: Vec<NodeProto> = vec![];
-    let mut renamed: HashSet<String> = HashSet::new();
-    for o in g
-        .output
-        .iter_mut()
-        .filter(|o| types.get(&o.name) == Some(&FLOAT))
-    {
-        let want = if main { FLOAT } else { ctx.code };
-        if !main {
-            set_declared(o, ctx.code);
-        }
-        let have = storage.get(&o.name).copied().unwrap_or(FLOAT);
-        if have == want {
-            continue;
-        }
-        let inner = unused_output_name(&g.node, &o.name, have, ctx);
-        if !rename_produced(&mut g.node, &o.name, &inner) {
-            // An input or initializer passed straight through keeps its type.
-            continue;
-        }
-        storage.insert(inner.clone(), have);
-        renamed.insert(inner.clone());
-        let mut cast_name = format!("phantom_cast_{}", o.name);
-        if g.node.iter().any(|n| n.name == cast_name) {
-            ctx.counter += 1;
-            cast_name = format!("phantom_cast{}_{}", ctx.counter, o.name);
-        }
-        shapes.shaped_like(&o.name, &inner, have);
-        tail.push(cast_node(cast_name, &inner, &o.name, want));
-    }
-    (tail, renamed)
-}
-
-/// The name output `output`, stored as `have`, is renamed to: `{output}_phantom_{suffix}`, or with a counter when
-/// a node already uses that name (a model converted before).
-fn unused_output_name(nodes: &[NodeProto], output: &str, have: i32, ctx: &mut Ctx) -> String {
-    let mut inner = format!("{}_phantom_{}", output, suffix_of(have, ctx));
-    while nodes
-        .iter()
-        .any(|n| n.output.contains(&inner) || n.input.contains(&inner))
-    {
-        ctx.counter += 1;
-        inner = format!(
-            "{}_phantom_{}_{}",
-            output,
-            suffix_of(have, ctx),
-            ctx.counter
-        );
-    }
-    inner
-}
-
-/// Renames value `from` to `to` where a node produces it and where nodes read it; false (nothing renamed) when no
-/// node produces it.
-fn rename_produced(nodes: &mut [NodeProto], from: &str, to: &str) -> bool {
-    let produced = nodes.iter_mut().any(|n| {
-        let hit = n.output.iter_mut().find(|x| **x == from);
-        hit.map(|x| *x = to.to_string()).is_some()
-    });
-    if !produced {
-        return false;
-    }
-    for n in nodes.iter_mut() {
-        for i in n.input.iter_mut().filter(|i| **i == from) {
-            *i = to.to_string();
-        }
-    }
-    true
-}
-
-/// The Casts put in front of node inputs whose stored type is not what the node reads: one per value and type,
-/// shared by every node that reads it.
-struct InputCasts<'a> {
-    main: bool,
-    /// Every name the graph uses before the casts: a cast value whose plain name is taken gets a counter.
-    existing: HashSet<String>,
-    /// The cast value made for each (value, type).
-    made: HashMap<(String, i32), String>,
-    types: &'a HashMap<String, i32>,
-    storage: &'a HashMap<String, i32>,
-    renamed: &'a HashSet<String>,
-}
-
-impl InputCasts<'_> {
-    /// Points the float inputs of `n` (a node kept in float32 when `kept`) at values of the type it reads, pushing
-    /// onto `nodes` a Cast for each cast value made.
-    fn retype_inputs(
-        &mut self,
-        n: &mut NodeProto,
-        kept: bool,
-        ctx: &mut Ctx,
-        nodes: &mut Vec<NodeProto>,
-        shapes: &mut CastShapes,
-    ) {
-        let any = ANY_INPUT.contains(&n.op_type.as_str());
-        for s in 0..n.input.len() {
-            let v = n.input[s].clone();
-            let float = self.types.get(&v) == Some(&FLOAT) || self.renamed.contains(&v);
-            if v.is_empty() || !float || any {
-                continue;
-            }
-            let have = self.storage.get(&v).copied().unwrap_or(FLOAT);
-            let want = if needs_fp32(n, s, kept) {
-                FLOAT
-            } else {
-                ctx.code
-            };
-            if have == want {
-                continue;
-            }
-            n.input[s] = self.cast(&v, want, ctx, nodes, shapes);
-        }
-    }
-
-    /// The name of `v` cast to `want`; the first time, the Cast making it is pushed onto `nodes`.
-    fn cast(
-        &mut self,
-        v: &str,
-        want: i32,
-        ctx: &mut Ctx,
-        nodes: &mut Vec<NodeProto>,
-        shapes: &mut CastShapes,
-    ) -> String {
-        let (main, existing) = (self.main, &self.existing);
-        self.made
-            .entry((v.to_string(), want))
-            .or_insert_with(|| {
-                ctx.counter += 1;
-                // Names must be unique across bodies too (both branches of an If may cast one outer value).
-                let plain = format!("{v}_phantom_{}", suffix_of(want, ctx));
-                let to = if main && !existing.contains(&plain) {
-                    plain
-                } else {
-                    format!("{v}_phantom_{}_{}", suffix_of(want, ctx), ctx.counter)
-                };
-                nodes.push(cast_node(
-                    format!("phantom_cast{}_{to}", ctx.counter),
-                    v,
-                    &to,
-                    want,
-                ));
-                shapes.shaped_like(v, &to, want);
-                ctx.out.inserted_casts += 1;
-                to
-            })
-            .clone()
-    }
-}
-
 /// Converts what a converted node holds: its dtype-bearing attributes and its bodies (`If`/`Loop`/`Scan`), which
 /// see `types` and `storage` of the enclosing graphs.
 fn convert_node(
@@ -586,7 +395,7 @@ fn apply_storage(g: &mut GraphProto, ctx: &mut Ctx, storage: &HashMap<String, i3
     Ok(())
 }
 
-fn suffix_of(code: i32, ctx: &Ctx) -> &'static str {
+pub(super) fn suffix_of(code: i32, ctx: &Ctx) -> &'static str {
     if code == FLOAT {
         "fp32"
     } else {

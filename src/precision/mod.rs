@@ -1,6 +1,7 @@
 //! Reduced-precision targets: phantom's float32 → float16/bfloat16 converter ([`convert`]) and the element types
 //! it needs ([`types`]).
 
+mod casts;
 pub mod conversion;
 pub mod convert;
 mod integers;

@@ -548,7 +548,13 @@ fn what_ort_refuses_every_path_refuses() {
             }
         }
     }
-    println!("{cases} cases (seed {seed}): ORT refused {refused}, failures {}", failures.len());
+    println!(
+        "{cases} cases (seed {seed}): ORT refused {refused}, failures {}",
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(refused > cases / 5, "too few refusals to test anything: {refused}");
+    assert!(
+        refused > cases / 5,
+        "too few refusals to test anything: {refused}"
+    );
 }

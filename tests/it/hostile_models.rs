@@ -445,11 +445,19 @@ fn what_the_onnx_runtime_loader_refuses_is_refused_everywhere() {
             "opset 1",
         ),
         (
-            write("unknown_attr.onnx", graph(relu_with(attr_ints("perm", &[0, 1])), vec![]), &|_| {}),
+            write(
+                "unknown_attr.onnx",
+                graph(relu_with(attr_ints("perm", &[0, 1])), vec![]),
+                &|_| {},
+            ),
             "`perm` is not one Relu-14 defines",
         ),
         (
-            write("mixed_attr.onnx", graph(leaky_mixed.clone(), vec![]), &|_| {}),
+            write(
+                "mixed_attr.onnx",
+                graph(leaky_mixed.clone(), vec![]),
+                &|_| {},
+            ),
             "carries Int data",
         ),
         (

@@ -37,15 +37,32 @@ fn every_command_prepares_the_same_graph_and_inputs() {
         let f: Vec<&str> = line.split(' ').collect();
         seen.insert(f[0], (f[1], f[2]));
     }
-    for c in ["compare", "run", "record", "check", "scan", "plan", "determinism"] {
-        assert!(seen.contains_key(c), "{c} did not log its preparation:\n{text}");
+    for c in [
+        "compare",
+        "run",
+        "record",
+        "check",
+        "scan",
+        "plan",
+        "determinism",
+    ] {
+        assert!(
+            seen.contains_key(c),
+            "{c} did not log its preparation:\n{text}"
+        );
     }
     let first = seen["compare"];
     for (c, h) in &seen {
-        assert_eq!(*h, first, "{c} prepared another graph or inputs than onnx:\n{text}");
+        assert_eq!(
+            *h, first,
+            "{c} prepared another graph or inputs than onnx:\n{text}"
+        );
     }
     let raw = phantom_model_sha(&model);
-    assert_ne!(first.0, raw, "the taken branch was inlined, so the graph is not the file");
+    assert_ne!(
+        first.0, raw,
+        "the taken branch was inlined, so the graph is not the file"
+    );
 }
 
 fn phantom_model_sha(p: &std::path::Path) -> String {

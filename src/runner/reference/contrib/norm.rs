@@ -125,7 +125,12 @@ fn stat_shape(shape: &[usize], axis: usize) -> Vec<usize> {
 }
 
 /// Input `slot` broadcast to the normalized axes, row-major.
-fn per_row(n: &Node, ins: &[Option<&Tensor>], slot: usize, axes: &[usize]) -> TractResult<Option<Vec<f64>>> {
+fn per_row(
+    n: &Node,
+    ins: &[Option<&Tensor>],
+    slot: usize,
+    axes: &[usize],
+) -> TractResult<Option<Vec<f64>>> {
     let Some(v) = f64s_opt(ins, slot)? else {
         return Ok(None);
     };
@@ -179,7 +184,11 @@ impl Kernel for Layer {
         let stat = stat_shape(&shape, axis);
         Ok(match self.simplified {
             true => vec![shaped(&shape, out)?, shaped(&stat, invs)?],
-            false => vec![shaped(&shape, out)?, shaped(&stat, means)?, shaped(&stat, invs)?],
+            false => vec![
+                shaped(&shape, out)?,
+                shaped(&stat, means)?,
+                shaped(&stat, invs)?,
+            ],
         })
     }
 }
