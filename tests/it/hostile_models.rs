@@ -479,3 +479,30 @@ fn what_the_onnx_runtime_loader_refuses_is_refused_everywhere() {
         }
     }
 }
+
+/// A LayerNormalization whose axis is below −rank, on a value whose rank only shape inference knows: tract's
+/// shape rules never finish on it (they count to 2^64), so phantom evaluates it and refuses the axis, on every path.
+#[test]
+fn a_layer_norm_axis_below_the_rank_is_refused_not_hung() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mut ln = node("LayerNormalization", &["r", "s"], "y");
+    ln.name = "ln".into();
+    ln.attribute = vec![attr_int("axis", -10)];
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![node("Relu", &["x"], "r"), ln],
+        initializer: vec![f32_tensor("s", vec![8], vec![1.0; 8])],
+        input: vec![value("x", &[1, 3, 8, 8])],
+        output: vec![value("y", &[1, 3, 8, 8])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("ln.onnx"), g, 17);
+    let m = m.to_str().unwrap();
+    for args in [
+        vec!["run", m, "--runner", "reference", "--timeout", "60"],
+        vec!["onnx", m, "--ep", "wgpu", "--timeout", "60"],
+    ] {
+        refused(&args, &["axis -10"]);
+    }
+}
