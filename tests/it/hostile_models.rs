@@ -506,3 +506,31 @@ fn a_layer_norm_axis_below_the_rank_is_refused_not_hung() {
         refused(&args, &["axis -10"]);
     }
 }
+
+/// A pool whose kernel spans more than its padded input: ONNX Runtime fails it ("output dimension is negative"),
+/// tract would compute a 1×1 output; phantom refuses it before the reference computes any value, on every path.
+#[test]
+fn a_pool_kernel_larger_than_its_input_is_refused() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = node("MaxPool", &["r"], "y");
+    pool.name = "pool".into();
+    pool.attribute = vec![attr_ints("kernel_shape", &[10, 10])];
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![node("Relu", &["x"], "r"), pool],
+        input: vec![value("x", &[1, 3, 8, 8])],
+        output: vec![value("y", &[1, 3, 1, 1])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("pool.onnx"), g, 17);
+    let m = m.to_str().unwrap();
+    for args in [
+        vec!["run", m, "--runner", "reference"],
+        vec!["onnx", m, "--ep", "wgpu"],
+    ] {
+        refused(&args, &["`pool`", "spans 10"]);
+    }
+    // On ONNX Runtime its own error may come first; either names the node.
+    refused(&["onnx", m], &["pool"]);
+}

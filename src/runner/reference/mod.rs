@@ -16,6 +16,7 @@ mod rewrite;
 mod rnn;
 mod symbols;
 mod widen;
+mod windows;
 
 use std::collections::HashMap;
 
@@ -243,6 +244,17 @@ impl ReferenceRunner {
             .into_typed()
             .map_err(|e| ref_err(graph, "typing", e))?;
         within_memory(graph, &typed)?;
+        let known = windows::shapes(
+            &typed,
+            &names,
+            facts.iter().map(|(n, _, s)| (n.as_str(), s.clone())),
+        );
+        windows::pools_fit(graph, proto.graph.as_ref().expect("checked above"), &known).map_err(
+            |reason| Error::MalformedModel {
+                path: graph.path.clone(),
+                reason,
+            },
+        )?;
         Ok((typed, names, proto))
     }
 }
