@@ -32,10 +32,7 @@ pub fn checked_inputs(
     runtime: &super::settings::RuntimeSpec,
 ) -> Result<Inputs> {
     let inputs = model::inputs::prepare(graph, spec)?;
-    if inputs.guessed_images.is_empty()
-        && inputs.guessed_lengths.is_empty()
-        && inputs.guessed_axes.is_empty()
-    {
+    if !inputs.has_guesses() {
         return Ok(inputs);
     }
     let found;

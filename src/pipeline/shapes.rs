@@ -14,10 +14,7 @@ use crate::targets::{self, Capture, Engine, OrtSpec, TargetSpec};
 
 /// `inputs`, or inputs of the first image size or sequence length ONNX Runtime accepts when they were guessed.
 pub fn checked(graph: &Graph, spec: &InputSpec, inputs: Inputs, lib: &Located) -> Result<Inputs> {
-    if inputs.guessed_images.is_empty()
-        && inputs.guessed_lengths.is_empty()
-        && inputs.guessed_axes.is_empty()
-    {
+    if !inputs.has_guesses() {
         return Ok(inputs);
     }
     let cpu = TargetSpec {

@@ -131,6 +131,16 @@ pub struct Inputs {
     pub guessed_axes: Vec<(String, usize)>,
 }
 
+impl Inputs {
+    /// Whether a dim was guessed with nothing to go on (an image size, a sequence length, an unnamed axis), so the
+    /// runtime must settle it.
+    pub fn has_guesses(&self) -> bool {
+        !(self.guessed_images.is_empty()
+            && self.guessed_lengths.is_empty()
+            && self.guessed_axes.is_empty())
+    }
+}
+
 /// Builds every graph input from `spec`.
 pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
     check_names(graph, spec)?;
