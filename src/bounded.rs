@@ -147,6 +147,11 @@ impl<'a> Chunker<'a> {
         }
     }
 
+    /// What the chunked run says about itself (a fallback it took).
+    pub fn notes(&self) -> Vec<String> {
+        self.chunks.as_ref().map(|c| c.notes()).unwrap_or_default()
+    }
+
     fn run(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
         self.runs += 1;
         if let Some(t) = self.target.take() {

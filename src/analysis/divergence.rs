@@ -149,6 +149,7 @@ pub fn assemble(
                 status,
                 values,
                 target_placement: None,
+                not_measured: Default::default(),
             }
         })
         .collect()

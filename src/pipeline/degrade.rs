@@ -5,10 +5,20 @@
 //! `PHANTOM_INJECT_FAILURE=stage[,stage…]` makes the named stages fail ([`STAGES`]; `attribution-node` fails every
 //! node's run alone, one by one), so tests can prove each one degrades.
 
+use std::collections::BTreeMap;
+
 use crate::error::Result;
+use crate::report::model::{NodeReport, ValueStatus};
 
 /// The stages that may fail without losing the verdict.
-pub const STAGES: &[&str] = &["attribution", "attribution-node", "noise", "fusion"];
+pub const STAGES: &[&str] = &[
+    "attribution",
+    "attribution-node",
+    "noise",
+    "fusion",
+    "causes",
+    "chunked-capture",
+];
 
 pub use crate::error::injected;
 
@@ -22,6 +32,46 @@ pub fn optional<T>(notes: &mut Vec<String>, what: &str, r: Result<T>) -> Option<
                 one_line(&e.to_string())
             ));
             None
+        }
+    }
+}
+
+/// What optional stages could not measure: for every node (a stage that failed as a whole), and per node.
+#[derive(Debug, Default)]
+pub struct Unmeasured {
+    /// Figure → reason, for every node the stage would have measured.
+    everywhere: BTreeMap<String, String>,
+    /// Node → figure → reason.
+    nodes: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Unmeasured {
+    /// The stage's result; on failure, `None`, the report's note (as [`optional`]) and `what` marked not measured
+    /// on every compared node.
+    pub fn stage<T>(&mut self, notes: &mut Vec<String>, what: &str, r: Result<T>) -> Option<T> {
+        let why = r.as_ref().err().map(|e| one_line(&e.to_string()));
+        let v = optional(notes, what, r);
+        if let Some(why) = why {
+            self.everywhere.insert(what.to_string(), why);
+        }
+        v
+    }
+
+    /// `what` of `node` not measured, because `why`.
+    pub fn node(&mut self, node: &str, what: &str, why: &str) {
+        let figures = self.nodes.entry(node.to_string()).or_default();
+        figures.insert(what.to_string(), one_line(why));
+    }
+
+    /// Marks the node reports: a node's own reasons, and a failed stage's on every node with a compared value.
+    pub fn mark(&self, nodes: &mut [NodeReport]) {
+        for n in nodes.iter_mut() {
+            if n.status != ValueStatus::Unchecked {
+                n.not_measured.extend(self.everywhere.clone());
+            }
+            if let Some(own) = self.nodes.get(&n.name) {
+                n.not_measured.extend(own.clone());
+            }
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::analysis::{self, anomaly, attribution, causes, culprit};
 use crate::bounded::CHUNK_SHARE;
 use crate::error::Result;
 use crate::model::Graph;
-use crate::report::model::{Introduced, NodeReport, ValueReport, Verdict};
+use crate::report::model::{CauseKind, Introduced, NodeReport, ValueReport, Verdict};
 use crate::runner::isolate;
 use crate::runner::reference::Rounding;
 use crate::spill::{Held, Values};
@@ -59,6 +59,9 @@ pub fn attribute(
         all.group_bytes = (budget / CHUNK_SHARE).max(1);
     }
     lane.notes.extend(all.notes());
+    for (node, why) in &all.excluded {
+        lane.unmeasured.node(node, "introduced error", why);
+    }
     pb.finish_and_clear();
     Ok(())
 }
@@ -111,7 +114,8 @@ pub struct Found {
     pub verdict: Verdict,
 }
 
-/// Assembles node reports and finds the first divergence, the culprits and their causes.
+/// Assembles node reports and finds the first divergence, the culprits and their causes; marks each node's
+/// figures an optional stage could not measure.
 pub fn explain(
     s: &CompareSettings,
     p: &Prepared,
@@ -119,7 +123,30 @@ pub fn explain(
     lane: &mut Lane,
 ) -> Result<Found> {
     let reports = std::mem::take(&mut lane.reports);
-    let (found, settled) = find(s, p, cmp, lane, reports)?;
+    let (mut found, causes, settled) = find(s, p, cmp, lane, reports)?;
+    let culprits: Vec<String> = found
+        .verdict
+        .culprits
+        .iter()
+        .map(|c| c.node.clone())
+        .collect();
+    if let Err(e) = &causes {
+        for c in &culprits {
+            lane.unmeasured.node(c, "causes", &e.to_string());
+        }
+    }
+    degrade::optional(&mut lane.notes, "causes", causes);
+    if let Err(e) = &settled {
+        for c in found
+            .verdict
+            .culprits
+            .iter()
+            .filter(|c| c.causes.iter().any(|k| k.kind == CauseKind::Fusion))
+        {
+            lane.unmeasured
+                .node(&c.node, "the fusion check", &e.to_string());
+        }
+    }
     let settled = degrade::optional(&mut lane.notes, "the fusion check", settled);
     if let Some(note) = tf32_note(&lane.spec, &found.verdict) {
         lane.notes.push(note);
@@ -130,10 +157,12 @@ pub fn explain(
                 .into(),
         );
     }
+    lane.unmeasured.mark(&mut found.nodes);
     Ok(found)
 }
 
-/// The node reports, the verdict and its culprits; whether a fusion cause was settled by a rerun (an error: the
+/// The node reports, the verdict and its culprits; whether their causes were found (an error: the causes stage
+/// failed, and the culprits stand without causes); whether a fusion cause was settled by a rerun (an error: the
 /// check failed, and the fusion causes stand as found).
 fn find(
     s: &CompareSettings,
@@ -141,7 +170,7 @@ fn find(
     cmp: &Compared,
     lane: &Lane,
     reports: HashMap<String, ValueReport>,
-) -> Result<(Found, Result<bool>)> {
+) -> Result<(Found, Result<()>, Result<bool>)> {
     let rounding = lane.rounding.as_ref();
     let missing = &cmp.reference.missing;
     let mut nodes = analysis::assemble(&p.graph, reports, &cmp.reference.precision, |n| {
@@ -154,24 +183,11 @@ fn find(
     prune_heatmaps(&mut nodes);
     let mut verdict = analysis::verdict(&p.graph, &nodes);
     verdict.culprits = culprit::find(&p.graph, &nodes);
-    if !verdict.culprits.is_empty() {
-        let ev = causes::Evidence::new(
-            &p.graph,
-            rounding.map(|_| &cmp.held as &dyn Values),
-            rounding,
-            lane.target.range_issues(),
-            &nodes,
-            &verdict.culprits,
-        );
-        let found: Vec<_> = verdict
-            .culprits
-            .iter()
-            .map(|c| causes::explain(c, &ev))
-            .collect();
-        for (c, f) in verdict.culprits.iter_mut().zip(found) {
-            c.causes = f;
-        }
-    }
+    let causes = crate::error::guard("causes", || {
+        degrade::injected("causes")?;
+        explain_causes(p, cmp, lane, &nodes, &mut verdict);
+        Ok(())
+    });
     let settled = match rounding {
         Some(_) => {
             degrade::injected("fusion").and_then(|_| settle_fusion(s, p, cmp, lane, &mut verdict))
@@ -192,7 +208,37 @@ fn find(
     if lane.spec.model.is_some() {
         model_differences(p, lane, &mut verdict);
     }
-    Ok((Found { nodes, verdict }, settled))
+    Ok((Found { nodes, verdict }, causes, settled))
+}
+
+/// The likely causes of each culprit.
+fn explain_causes(
+    p: &Prepared,
+    cmp: &Compared,
+    lane: &Lane,
+    nodes: &[NodeReport],
+    verdict: &mut Verdict,
+) {
+    if verdict.culprits.is_empty() {
+        return;
+    }
+    let rounding = lane.rounding.as_ref();
+    let ev = causes::Evidence::new(
+        &p.graph,
+        rounding.map(|_| &cmp.held as &dyn Values),
+        rounding,
+        lane.target.range_issues(),
+        nodes,
+        &verdict.culprits,
+    );
+    let found: Vec<_> = verdict
+        .culprits
+        .iter()
+        .map(|c| causes::explain(c, &ev))
+        .collect();
+    for (c, f) in verdict.culprits.iter_mut().zip(found) {
+        c.causes = f;
+    }
 }
 
 /// With `--target-model`: what differs between the two models at each culprit and anomaly, as their first causes.
@@ -221,11 +267,10 @@ fn settle_fusion(
     lane: &Lane,
     verdict: &mut Verdict,
 ) -> Result<bool> {
-    let fused = verdict.culprits.iter().any(|c| {
-        c.causes
-            .iter()
-            .any(|k| k.kind == crate::report::model::CauseKind::Fusion)
-    });
+    let fused = verdict
+        .culprits
+        .iter()
+        .any(|c| c.causes.iter().any(|k| k.kind == CauseKind::Fusion));
     let Some(unfused) = lane.spec.unfused().filter(|_| fused) else {
         return Ok(false);
     };

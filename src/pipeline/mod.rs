@@ -90,6 +90,8 @@ pub struct Lane {
     /// Time of the expected-noise run and of the attribution stage.
     pub noise_ms: f64,
     pub attribution_ms: f64,
+    /// Figures the optional stages could not measure, per node.
+    pub unmeasured: degrade::Unmeasured,
 }
 
 /// Every lane's report, the target-vs-target comparisons, and the inputs they ran on.
@@ -182,8 +184,9 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
         let t = Instant::now();
         let noise =
             degrade::injected("noise").and_then(|_| expected_noise(s, p, lane.rounding.as_ref()));
-        lane.emulated =
-            degrade::optional(&mut lane.notes, "expected noise", noise).unwrap_or_default();
+        lane.emulated = (lane.unmeasured)
+            .stage(&mut lane.notes, "expected noise", noise)
+            .unwrap_or_default();
         lane.noise_ms = ms(t);
     }
     let mut cmp = stream::compare(s, p, &mut lanes, attribution)?;
@@ -194,7 +197,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
             let t = Instant::now();
             let done = degrade::injected("attribution")
                 .and_then(|_| explain::attribute(s, p, &mut lane, &cmp, &round));
-            degrade::optional(&mut lane.notes, "introduced error", done);
+            (lane.unmeasured).stage(&mut lane.notes, "introduced error", done);
             lane.attribution_ms = ms(t);
         }
         let t_explain = Instant::now();
@@ -286,6 +289,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             notes: vec![],
             noise_ms: 0.0,
             attribution_ms: 0.0,
+            unmeasured: Default::default(),
         });
     }
     Ok(lanes)

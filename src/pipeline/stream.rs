@@ -172,7 +172,9 @@ fn bounded(
         return Err(e);
     }
     let (reports, runs) = finish_chunks(&mut ch)?;
+    let notes = ch.notes();
     drop(ch);
+    lane.notes.extend(notes);
     lane.reports = reports;
     let spilled = keep.and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
     lane.notes

@@ -120,7 +120,20 @@ pub fn cases(r: &super::Report) -> Vec<Case> {
         failure: Some(a.summary.clone()),
         ..Default::default()
     }));
+    cases.extend(not_measured(r));
     cases
+}
+
+/// A skipped case per figure an optional stage could not measure on a node, with the reason.
+fn not_measured(r: &super::Report) -> impl Iterator<Item = Case> + '_ {
+    r.nodes.iter().flat_map(|n| {
+        n.not_measured.iter().map(move |(what, why)| Case {
+            name: format!("#{} {} {}: {what}", n.index, n.op_type, n.name),
+            class: "phantom.not_measured".into(),
+            skipped: Some(format!("{what} not measured: {why}")),
+            ..Default::default()
+        })
+    })
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub fn render(r: &Report) -> String {
     s.push_str(&culprit_lines(r));
     s.push_str(&worst_table(r));
     s.push_str(&coverage_line(r));
+    s.push_str(&not_measured_lines(r));
     s.push_str(&provenance_line(r));
     s
 }
@@ -157,6 +158,46 @@ fn coverage_line(r: &Report) -> String {
         r.coverage.compared, r.coverage.values, r.coverage.unchecked, reduced
     )
 }
+
+/// Nodes whose figures an optional stage could not measure, with the reason: the first [`NOT_MEASURED_SHOWN`].
+fn not_measured_lines(r: &Report) -> String {
+    let all: Vec<String> = r
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.not_measured.iter().map(move |(what, why)| {
+                format!(
+                    "- node #{} `{}` ({}): {what} — {why}",
+                    n.index, n.name, n.op_type
+                )
+            })
+        })
+        .collect();
+    if all.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "Not measured ({}; the verdict stands on the compared values):
+
+",
+        all.len()
+    );
+    for line in all.iter().take(NOT_MEASURED_SHOWN) {
+        let _ = writeln!(s, "{line}");
+    }
+    if all.len() > NOT_MEASURED_SHOWN {
+        let _ = writeln!(
+            s,
+            "- … and {} more (see the JSON report's `not_measured`)",
+            all.len() - NOT_MEASURED_SHOWN
+        );
+    }
+    s.push('\n');
+    s
+}
+
+/// How many not-measured figures the Markdown summary lists.
+const NOT_MEASURED_SHOWN: usize = 20;
 
 /// The reference, the target, the model's hash and phantom's version, in small print.
 fn provenance_line(r: &Report) -> String {

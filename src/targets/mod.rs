@@ -102,6 +102,10 @@ fn excluded_by_reason(excluded: &std::collections::BTreeMap<String, String>) -> 
 pub trait Chunks {
     /// The target's values of `names`, by name (a value the target did not produce is absent).
     fn next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>>;
+    /// What the report should say about how the chunks ran (a fallback taken).
+    fn notes(&self) -> Vec<String> {
+        vec![]
+    }
 }
 
 /// Each chunk a run of the whole model exposing only that chunk's values.

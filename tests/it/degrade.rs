@@ -3,11 +3,16 @@
 
 use crate::common::{ensure_runtime, model, perturbed_copy, phantom_env, read_json};
 
-/// The demo CNN against `m` (its copy with a fault) with `fail` injected.
-fn run(m: &std::path::Path, dir: &std::path::Path, fail: &str) -> (i32, serde_json::Value) {
+/// The demo CNN against `m` (its copy with a fault) with `fail` injected, and `extra` flags.
+fn run_with(
+    m: &std::path::Path,
+    dir: &std::path::Path,
+    fail: &str,
+    extra: &[&str],
+) -> (i32, serde_json::Value) {
     let json = dir.join(format!("r-{fail}.json"));
     let reference = model("convnet.onnx");
-    let args = [
+    let mut args = vec![
         "onnx",
         reference.to_str().unwrap(),
         "--target-model",
@@ -15,9 +20,14 @@ fn run(m: &std::path::Path, dir: &std::path::Path, fail: &str) -> (i32, serde_js
         "--json",
         json.to_str().unwrap(),
     ];
+    args.extend(extra);
     let (code, out, err) = phantom_env(&args, &[("PHANTOM_INJECT_FAILURE", fail)]);
     assert!(code == 0 || code == 1, "{fail}: exit {code}\n{out}{err}");
     (code, read_json(&json))
+}
+
+fn run(m: &std::path::Path, dir: &std::path::Path, fail: &str) -> (i32, serde_json::Value) {
+    run_with(m, dir, fail, &[])
 }
 
 fn notes(r: &serde_json::Value) -> Vec<String> {
@@ -48,6 +58,7 @@ fn each_optional_stage_can_fail_without_losing_the_verdict() {
             "introduced error not measured: attribution: failure injected",
         ),
         ("attribution-node", "its run alone failed"),
+        ("causes", "causes not measured: causes: failure injected"),
     ] {
         let (c, r) = run(&m, dir.path(), stage);
         assert_eq!(c, code, "{stage}: the exit code is the verdict's");
@@ -81,4 +92,99 @@ fn each_optional_stage_can_fail_without_losing_the_verdict() {
         values.iter().all(|v| v["noise"].is_null()),
         "no expected noise without its run"
     );
+}
+
+/// The figures of each node not measured, by node name.
+fn not_measured(r: &serde_json::Value) -> Vec<(String, String, String)> {
+    let mut out = vec![];
+    for n in r["nodes"].as_array().unwrap() {
+        if let Some(m) = n["not_measured"].as_object() {
+            for (what, why) in m {
+                let node = n["name"].as_str().unwrap().to_string();
+                out.push((node, what.clone(), why.as_str().unwrap().to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_node_says_what_was_not_measured_in_every_format() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("perturbed.onnx");
+    perturbed_copy(&model("convnet.onnx"), "conv2", 1.01, &m);
+    let (_, whole) = run(&m, dir.path(), "");
+    assert!(
+        not_measured(&whole).is_empty(),
+        "{:?}",
+        not_measured(&whole)
+    );
+    // One node's run alone failing marks that node; the causes failing marks the culprit.
+    let (md, xml, html) = (
+        dir.path().join("s.md"),
+        dir.path().join("s.xml"),
+        dir.path().join("s.html"),
+    );
+    let flags = [
+        "--summary-md",
+        md.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ];
+    let (_, r) = run_with(&m, dir.path(), "attribution-node,causes", &flags);
+    let marks = not_measured(&r);
+    let compared = r["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] != "unchecked")
+        .count();
+    let introduced = marks.iter().filter(|(_, w, _)| w == "introduced error");
+    assert!(introduced.count() >= compared, "{marks:?}");
+    let culprit = r["verdict"]["culprits"][0]["node"].as_str().unwrap();
+    assert!(
+        marks
+            .iter()
+            .any(|(n, w, why)| n == culprit && w == "causes" && why.contains("failure injected")),
+        "{marks:?}"
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("Not measured (") && md.contains(&format!("`{culprit}`")),
+        "{md}"
+    );
+    let xml = std::fs::read_to_string(&xml).unwrap();
+    assert!(
+        xml.contains("phantom.not_measured") && xml.contains("causes not measured: "),
+        "{xml}"
+    );
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains("\"not_measured\"") && html.contains("not measured: "));
+}
+
+#[test]
+fn a_failed_chunk_cut_falls_back_to_whole_model_reruns() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("perturbed.onnx");
+    perturbed_copy(&model("convnet.onnx"), "conv2", 1.01, &m);
+    let bounded = ["--max-memory", "64KiB"];
+    let (code, whole) = run_with(&m, dir.path(), "", &bounded);
+    let (c, r) = run_with(&m, dir.path(), "chunked-capture", &bounded);
+    assert_eq!(c, code);
+    assert!(!notes(&whole).iter().any(|n| n.contains("chunked capture")));
+    assert!(
+        notes(&r)
+            .iter()
+            .any(|n| n.contains("chunked capture: a cut of the target model failed")),
+        "{:?}",
+        notes(&r)
+    );
+    for k in ["status", "first_divergence", "failing_values"] {
+        assert_eq!(r["verdict"][k], whole["verdict"][k], "{k}");
+    }
+    assert_eq!(r["coverage"]["compared"], whole["coverage"]["compared"]);
 }

@@ -305,6 +305,10 @@ pub struct NodeReport {
     /// Where the target computed this node when not on its device, and why (wgpu target).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_placement: Option<HostPlacement>,
+    /// Figures of this node an optional stage could not measure, by figure (`introduced error`, `expected noise`,
+    /// `causes`, `the fusion check`), with the reason. The verdict stands on the compared values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_measured: BTreeMap<String, String>,
 }
 
 /// Wall-clock milliseconds per stage.

@@ -24,6 +24,10 @@ use crate::tensor::Tensor;
 /// The target model run range by range.
 pub struct CutRuns<'a> {
     runner: &'a mut OrtRunner,
+    /// The reference's graph (for whole-model reruns once a cut failed).
+    graph: &'a Graph,
+    /// Why a cut failed, after which every chunk reran the whole model exposing its values.
+    fallback: Option<String>,
     /// The model the target runs (its own, or the reference's).
     model: Graph,
     inputs: &'a Inputs,
@@ -51,7 +55,7 @@ impl<'a> CutRuns<'a> {
     /// Starts on `graph` (or the target's own model): runs the unmodified model for the declared outputs.
     pub fn new(
         runner: &'a mut OrtRunner,
-        graph: &Graph,
+        graph: &'a Graph,
         inputs: &'a Inputs,
     ) -> Result<CutRuns<'a>> {
         let plain = runner.run_plain(graph, inputs)?.values;
@@ -79,6 +83,8 @@ impl<'a> CutRuns<'a> {
             .collect();
         Ok(CutRuns {
             runner,
+            graph,
+            fallback: None,
             model,
             inputs,
             done: HashSet::new(),
@@ -111,6 +117,7 @@ impl<'a> CutRuns<'a> {
     /// Runs the nodes `keep` as one cut: the values of `names` it computes, handed back; every other value, and
     /// those later nodes read, kept on disk.
     fn run_cut(&mut self, keep: HashSet<usize>, names: &[&str]) -> Result<HashMap<String, Tensor>> {
+        crate::error::injected("chunked-capture")?;
         let shapes = &self.shapes;
         let shape_of = |base: &str| shapes.get(base).cloned();
         let (kept, constants) = (&self.kept, &self.constants);
@@ -169,7 +176,36 @@ impl<'a> CutRuns<'a> {
 }
 
 impl Chunks for CutRuns<'_> {
+    /// The values of `names` from a cut; once a cut has failed, from a rerun of the whole model exposing them.
     fn next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
+        if self.fallback.is_none() {
+            match self.cut_next(names) {
+                Ok(out) => return Ok(out),
+                Err(e) => self.fallback = Some(e.to_string()),
+            }
+        }
+        Ok(self
+            .runner
+            .run_names(self.graph, self.inputs, names)?
+            .values)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let Some(why) = &self.fallback else {
+            return vec![];
+        };
+        let why = why.lines().next().unwrap_or("");
+        vec![format!(
+            "chunked capture: a cut of the target model failed ({why}); from that chunk on, each chunk reran the \
+             whole model exposing its values, where ONNX Runtime may fuse across the others"
+        )]
+    }
+}
+
+impl CutRuns<'_> {
+    /// The values of `names`: the declared outputs from the unmodified run, the rest from a cut of the nodes not
+    /// run yet that they need.
+    fn cut_next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
         let keep = self.needed(names);
         let mut fresh = match keep.is_empty() {
             true => HashMap::new(),
