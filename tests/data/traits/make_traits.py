@@ -196,6 +196,20 @@ def external_data_and_domains():
     print("wrote external_data.onnx", len(m.graph.node), "nodes")
 
 
+def squeeze_without_axes():
+    """An opset-11 Squeeze with no `axes` (every extent-1 axis goes), as PLCMOS and AECMOS are exported: tract needs
+    the axes, so phantom's reference evaluates this form itself."""
+    n = [
+        helper.make_node("Squeeze", ["x"], ["s"], name="squeeze"),
+        helper.make_node("MatMul", ["s", "w1"], ["h"], name="fc1"),
+        helper.make_node("Tanh", ["h"], ["y"], name="tanh"),
+    ]
+    inits = [w("w1", 8, 4)]
+    m = model(n, [vi("x", [1, 1, "frames", 8])], [vi("y", ["frames", 4])], inits, opset=11)
+    onnx.checker.check_model(m)  # full inference cannot tell `frames` is not 1
+    save(m, "squeeze_without_axes.onnx", check=False)
+
+
 if __name__ == "__main__":
     dropout_mask()
     optional_outputs()
@@ -204,3 +218,4 @@ if __name__ == "__main__":
     shape_of_input()
     subgraph_outer_scope()
     external_data_and_domains()
+    squeeze_without_axes()

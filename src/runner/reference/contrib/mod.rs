@@ -18,6 +18,7 @@ mod norm;
 pub mod op;
 mod quant;
 mod rotary;
+mod squeeze;
 mod util;
 
 use tract_onnx::pb::{GraphProto, NodeProto};
@@ -126,6 +127,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| quant::kernel(op))
         .or_else(|| lstm::kernel(op))
         .or_else(|| batchnorm::kernel(op))
+        .or_else(|| squeeze::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -139,6 +141,9 @@ fn claims(n: &NodeProto) -> bool {
     }
     if n.op_type == "LayerNormalization" {
         return norm::claims_layer_norm(n);
+    }
+    if n.op_type == "Squeeze" {
+        return squeeze::claims_squeeze(n);
     }
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
     ours && kernel(&n.op_type).is_some()
@@ -174,6 +179,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(quant::OPS)
         .chain(lstm::OPS)
         .chain(batchnorm::OPS)
+        .chain(squeeze::OPS)
     {
         onnx.op_register
             .0
