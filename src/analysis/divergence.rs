@@ -92,9 +92,15 @@ pub fn compare_pair(
     v
 }
 
-/// Why output `k` of `n` has no value a runtime must agree on, if it has none: Dropout's mask before opset 12
-/// (inference leaves it unspecified; ONNX Runtime writes zeros where ONNX's reference writes ones).
+/// Why output `k` of `n` is not compared, if it is not: Dropout's mask before opset 12 (inference leaves it
+/// unspecified; ONNX Runtime writes zeros where ONNX's reference writes ones), and ZipMap's sequence of maps.
 fn undefined_output(n: &crate::model::Node, k: usize, opset: i64) -> Option<&'static str> {
+    if n.op_type == "ZipMap" && n.domain == "ai.onnx.ml" {
+        return Some(
+            "not compared: ZipMap writes a sequence of maps, which holds exactly its input's values (compared at \
+             the input's producer)",
+        );
+    }
     (n.op_type == "Dropout" && n.domain.is_empty() && k == 1 && opset < 12).then_some(
         "not compared: ONNX leaves Dropout's mask unspecified in inference before opset 12 (runtimes differ)",
     )
@@ -228,6 +234,7 @@ const HIDE_NOTHING: &[&str] = &[
     "no graph output depends on it",
     "ONNX leaves",
     "the Slice reads a copy clamped",
+    "holds exactly its input's values",
 ];
 
 /// A passing verdict becomes [`Status::Incomplete`] when more than [`INCOMPLETE_PERCENT`]% of the values hide

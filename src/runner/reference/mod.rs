@@ -187,6 +187,7 @@ impl ReferenceRunner {
             rewrite::rewrite(proto.graph.as_mut().expect("checked above"));
         }
         contrib::claim(proto.graph.as_mut().expect("checked above"));
+        contrib::drop_zipmaps(proto.graph.as_mut().expect("checked above"));
         let dir = graph
             .path
             .parent()

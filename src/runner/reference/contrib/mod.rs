@@ -166,6 +166,37 @@ pub fn claim(g: &mut GraphProto) -> usize {
     count
 }
 
+/// Drops top-level `ZipMap` nodes (ai.onnx.ml) and the graph outputs they write: a sequence of maps, which tract
+/// cannot type and phantom does not compare (its values are its input's, compared there; that input becomes a
+/// graph output, so it stays live). Returns how many outputs were dropped.
+pub fn drop_zipmaps(g: &mut GraphProto) -> usize {
+    let zipmap = |n: &NodeProto| n.op_type == "ZipMap" && n.domain == "ai.onnx.ml";
+    let written: Vec<String> = g
+        .node
+        .iter()
+        .filter(|n| zipmap(n))
+        .flat_map(|n| n.output.clone())
+        .collect();
+    let read: Vec<String> = g
+        .node
+        .iter()
+        .filter(|n| zipmap(n))
+        .flat_map(|n| n.input.first().cloned())
+        .collect();
+    g.node.retain(|n| !zipmap(n));
+    g.output.retain(|o| !written.contains(&o.name));
+    // What a ZipMap read stays live: the output it spoke for depends on it.
+    for name in read {
+        if !g.output.iter().any(|o| o.name == name) {
+            g.output.push(tract_onnx::pb::ValueInfoProto {
+                name,
+                ..Default::default()
+            });
+        }
+    }
+    written.len()
+}
+
 /// Registers phantom's kernels with tract's ONNX parser.
 pub fn register(onnx: &mut tract_onnx::Onnx) {
     for op in act::OPS
