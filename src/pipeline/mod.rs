@@ -127,10 +127,10 @@ pub fn compare_targets(s: &CompareSettings) -> Result<(MultiReport, Inputs)> {
 }
 
 /// The comparison of the one target on an already prepared model and inputs (a segment of a plan), with every
-/// value held.
+/// value held. A segment may compare nothing (it holds only values no runtime agrees on, such as a ZipMap's map):
+/// `merge` judges the segments together.
 pub fn compare_prepared(s: &CompareSettings, p: &mut Prepared) -> Result<Report> {
     let f = stages(s, p, Instant::now())?;
-    compared_something(s, &f)?;
     f.reports
         .into_iter()
         .next()

@@ -129,6 +129,13 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
     report.model = crate::pipeline::model_summary(&graph);
     report.inputs = inputs.summaries.clone();
     report.coverage = analysis::coverage(&graph, &nodes);
+    if report.coverage.compared == 0 {
+        return Err(Error::Usage(
+            "nothing was compared in any segment (run `phantom segment --index K --json` to see each value's \
+             reason); phantom gives no verdict on nothing"
+                .into(),
+        ));
+    }
     analysis::incomplete(
         &mut verdict,
         &report.coverage,

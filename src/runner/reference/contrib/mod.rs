@@ -145,6 +145,9 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
     }
+    if lstm::claims_recurrent(n) {
+        return true;
+    }
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
     ours && kernel(&n.op_type).is_some()
 }
