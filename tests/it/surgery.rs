@@ -293,3 +293,20 @@ fn a_transposed_tensor_is_fed_in_logical_order() {
     let b = run(Tensor::F32(strided));
     assert_eq!(a, b);
 }
+
+/// A Gemm of constants (as a segment's cut embeds an LSTM cell's first step) is folded in f64: tract's own fold
+/// takes float32 alpha/beta that an f64 `C` refuses, which sent the whole model to the float32 fallback.
+#[test]
+fn a_gemm_of_constants_is_folded_in_f64() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = root().join("tests/data/traits/constant_gemm.onnx");
+    let (code, out, err) = phantom(&["onnx", s(&m), "--json", s(&json)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    let notes = r["notes"].to_string();
+    assert!(!notes.contains("rewritten as float64"), "{notes}");
+    let gemm = value_reports(&r).find(|v| v["name"] == "g").unwrap();
+    assert_eq!(gemm["status"], "pass", "{gemm}");
+}

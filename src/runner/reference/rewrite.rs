@@ -12,6 +12,9 @@
 //! - `Pad` (constant mode) with pads not known to be ≥ 0: ONNX crops where a pad is negative, tract overflows (a
 //!   panic); rewritten as a `Pad` by the positive parts followed by a `Slice` cropping the negative ones.
 //! - `Selu`: tract's built-in defaults are truncated; the spec defaults are written out as attributes.
+//! - `Gemm` whose inputs are all constants (a segment's cut embeds computed constants): tract evaluates it at import
+//!   with float32 `alpha`/`beta` constants that an f64 `C` refuses; rewritten as `Gemm(A, B)` then `· alpha` and
+//!   `+ beta · C` with f64 constants.
 //!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
 
@@ -112,6 +115,66 @@ fn may_crop(n: &NodeProto, inits: &std::collections::HashMap<&str, &TensorProto>
             Ok(crate::tensor::Tensor::I64(a)) if a.iter().all(|&v| v >= 0))
     });
     constant_mode && !known_positive
+}
+
+/// Gemm nodes whose every input is an initializer or a `Constant`'s output (tract folds them at import).
+fn constant_gemms(g: &GraphProto) -> std::collections::HashSet<String> {
+    let mut consts: std::collections::HashSet<&str> =
+        g.initializer.iter().map(|t| t.name.as_str()).collect();
+    consts.extend(
+        g.node
+            .iter()
+            .filter(|n| n.op_type == "Constant")
+            .flat_map(|n| n.output.iter().map(String::as_str)),
+    );
+    g.node
+        .iter()
+        .filter(|n| n.op_type == "Gemm" && n.output.len() == 1)
+        .filter(|n| {
+            n.input
+                .iter()
+                .all(|i| i.is_empty() || consts.contains(i.as_str()))
+        })
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+/// `Gemm(A, B, C)` as `Gemm(A, B)` (transposes kept, alpha 1), `· alpha` and `+ beta · C`, with f64 constants.
+fn split_gemm(n: &NodeProto) -> (Vec<NodeProto>, Vec<TensorProto>) {
+    let mut b = Builder {
+        node: n,
+        nodes: vec![],
+        consts: vec![],
+    };
+    let f = |name: &str| attr(n, name).map_or(1.0, |a| a.f as f64);
+    let (alpha, beta) = (f("alpha"), f("beta"));
+    let c = n.input.get(2).filter(|c| !c.is_empty() && beta != 0.0);
+    let y = n.output[0].as_str();
+    let last = |b: &Builder, done: bool| (done && c.is_none()).then_some(y);
+    let mut ab = b.op("Gemm", &[&n.input[0], &n.input[1]], last(&b, alpha == 1.0));
+    if let Some(k) = b.nodes.last_mut() {
+        k.attribute = n
+            .attribute
+            .iter()
+            .filter(|a| a.name == "transA" || a.name == "transB")
+            .cloned()
+            .collect();
+    }
+    if alpha != 1.0 {
+        let a = b.constant(alpha);
+        ab = b.op("Mul", &[&ab, &a], last(&b, true));
+    }
+    if let Some(c) = c {
+        let bc = match beta == 1.0 {
+            true => c.clone(),
+            false => {
+                let k = b.constant(beta);
+                b.op("Mul", &[c, &k], None)
+            }
+        };
+        b.op("Add", &[&ab, &bc], Some(y));
+    }
+    (b.nodes, b.consts)
 }
 
 /// The replacement nodes and constants for `n`, or `None` to keep it as it is.
@@ -289,6 +352,7 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
             .map(|n| n.name.clone())
             .collect()
     };
+    let constant_gemms = constant_gemms(g);
     let mut out = Vec::with_capacity(g.node.len());
     for mut n in std::mem::take(&mut g.node) {
         for a in n.attribute.iter_mut() {
@@ -308,10 +372,11 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
                 }
             }
         }
-        let rewritten = if n.op_type == "Pad" && !croppable.contains(&n.name) {
-            None
-        } else {
-            replace(&n)
+        let rewritten = match n.op_type.as_str() {
+            "Pad" if !croppable.contains(&n.name) => None,
+            "Gemm" if constant_gemms.contains(&n.name) => Some(split_gemm(&n)),
+            "Gemm" => None,
+            _ => replace(&n),
         };
         match rewritten {
             Some((nodes, consts)) => {

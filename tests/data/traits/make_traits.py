@@ -210,6 +210,18 @@ def squeeze_without_axes():
     save(m, "squeeze_without_axes.onnx", check=False)
 
 
+def constant_gemm():
+    """A Gemm whose inputs are all constants (an LSTM cell's first step over its zero state, as a segment's cut
+    embeds it): tract folds it at import, with float32 alpha/beta constants."""
+    n = [
+        helper.make_node("Gemm", ["h0", "wh", "bh"], ["g"], name="cell_gemm", transB=1, alpha=0.5, beta=2.0),
+        helper.make_node("MatMul", ["x", "wx"], ["xw"], name="fc"),
+        helper.make_node("Add", ["xw", "g"], ["y"], name="add"),
+    ]
+    inits = [w("h0", 1, 6), w("wh", 4, 6), w("bh", 4), w("wx", 8, 4)]
+    save(model(n, [vi("x", ["batch", 8])], [vi("y", ["batch", 4])], inits), "constant_gemm.onnx")
+
+
 if __name__ == "__main__":
     dropout_mask()
     optional_outputs()
@@ -219,3 +231,4 @@ if __name__ == "__main__":
     subgraph_outer_scope()
     external_data_and_domains()
     squeeze_without_axes()
+    constant_gemm()
