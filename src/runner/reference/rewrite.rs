@@ -150,8 +150,8 @@ fn split_gemm(n: &NodeProto) -> (Vec<NodeProto>, Vec<TensorProto>) {
     let (alpha, beta) = (f("alpha"), f("beta"));
     let c = n.input.get(2).filter(|c| !c.is_empty() && beta != 0.0);
     let y = n.output[0].as_str();
-    let last = |b: &Builder, done: bool| (done && c.is_none()).then_some(y);
-    let mut ab = b.op("Gemm", &[&n.input[0], &n.input[1]], last(&b, alpha == 1.0));
+    let last = |done: bool| (done && c.is_none()).then_some(y);
+    let mut ab = b.op("Gemm", &[&n.input[0], &n.input[1]], last(alpha == 1.0));
     if let Some(k) = b.nodes.last_mut() {
         k.attribute = n
             .attribute
@@ -162,7 +162,7 @@ fn split_gemm(n: &NodeProto) -> (Vec<NodeProto>, Vec<TensorProto>) {
     }
     if alpha != 1.0 {
         let a = b.constant(alpha);
-        ab = b.op("Mul", &[&ab, &a], last(&b, true));
+        ab = b.op("Mul", &[&ab, &a], last(true));
     }
     if let Some(c) = c {
         let bc = match beta == 1.0 {
