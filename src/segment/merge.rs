@@ -10,7 +10,20 @@ use super::run::PartialReport;
 use super::{load_graph, store, Plan};
 use crate::analysis::{self, anomaly, culprit};
 use crate::error::{Error, Result};
-use crate::report::model::{Report, Timings};
+use crate::model::Graph;
+use crate::report::model::{Anomaly, Cause, NodeReport, Report, Timings};
+
+/// A plan whose segments compared no value gives no verdict.
+fn compared_something(c: &crate::report::model::Coverage) -> Result<()> {
+    match c.compared {
+        0 => Err(Error::Usage(
+            "nothing was compared in any segment (run `phantom segment --index K --json` to see each value's \
+             reason); phantom gives no verdict on nothing"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// The joined report and each segment job's measured peak memory and time.
 pub struct Merged {
@@ -61,11 +74,14 @@ pub fn read_partials(dir: &Path, plan: &Plan) -> Result<Vec<PartialReport>> {
     Ok(found)
 }
 
-/// Joins the partial reports of the plan in `dir`.
-pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
-    let partials = read_partials(dir, plan)?;
-    let inputs = store::read_inputs(dir, plan)?;
-    let graph = load_graph(plan, &inputs)?;
+/// The segments' node reports, anomalies and culprits' causes, renumbered as the whole model's nodes.
+struct Gathered {
+    nodes: Vec<NodeReport>,
+    anomalies: Vec<Anomaly>,
+    causes: HashMap<String, Vec<Cause>>,
+}
+
+fn gathered(graph: &Graph, partials: &[PartialReport]) -> Result<Gathered> {
     let index: HashMap<&str, usize> = graph
         .nodes
         .iter()
@@ -83,7 +99,7 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
     let mut nodes = vec![];
     let mut anomalies = vec![];
     let mut causes = HashMap::new();
-    for p in &partials {
+    for p in partials {
         for n in &p.report.nodes {
             let mut n = n.clone();
             n.index = at(&n.name)?;
@@ -102,6 +118,23 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
             causes.insert(c.node.clone(), c.causes.clone());
         }
     }
+    Ok(Gathered {
+        nodes,
+        anomalies,
+        causes,
+    })
+}
+
+/// Joins the partial reports of the plan in `dir`.
+pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
+    let partials = read_partials(dir, plan)?;
+    let inputs = store::read_inputs(dir, plan)?;
+    let graph = load_graph(plan, &inputs)?;
+    let Gathered {
+        mut nodes,
+        mut anomalies,
+        causes,
+    } = gathered(&graph, &partials)?;
     nodes.sort_by_key(|n| n.index);
     anomalies.sort_by_key(|a| a.node_index);
     let mut verdict = analysis::verdict(&graph, &nodes);
@@ -129,13 +162,7 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
     report.model = crate::pipeline::model_summary(&graph);
     report.inputs = inputs.summaries.clone();
     report.coverage = analysis::coverage(&graph, &nodes);
-    if report.coverage.compared == 0 {
-        return Err(Error::Usage(
-            "nothing was compared in any segment (run `phantom segment --index K --json` to see each value's \
-             reason); phantom gives no verdict on nothing"
-                .into(),
-        ));
-    }
+    compared_something(&report.coverage)?;
     analysis::incomplete(
         &mut verdict,
         &report.coverage,

@@ -16,20 +16,9 @@ struct DqLstm;
 
 impl Kernel for DqLstm {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        let x = fact(n, ins, 0)?;
-        let w = fact(n, ins, 1)?;
-        let dt = float_type(n, x)?;
-        anyhow::ensure!(
-            x.1.len() == 3 && w.1.len() == 3,
-            "DynamicQuantizeLSTM wants X and W of rank 3"
-        );
-        let (seq, batch, dirs, hidden) = (x.1[0], x.1[1], w.1[0], w.1[2] / 4);
-        let state = (dt, vec![dirs, batch, hidden]);
-        Ok(vec![
-            (dt, vec![seq, dirs, batch, hidden]),
-            state.clone(),
-            state,
-        ])
+        let (dt, x, w) = sequence(n, ins)?;
+        let (seq, batch, dirs, hidden) = (x[0], x[1], w[0], w[2] / 4);
+        Ok(recurrent_facts(dt, (seq, batch, dirs, hidden), false, 2))
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
@@ -42,6 +31,38 @@ impl Kernel for DqLstm {
     }
 }
 
+/// The element type and the shapes of X and W, both of rank 3.
+fn sequence<'a>(
+    n: &Node,
+    ins: &[Option<&'a Fact>],
+) -> TractResult<(DatumType, &'a [usize], &'a [usize])> {
+    let x = fact(n, ins, 0)?;
+    let w = fact(n, ins, 1)?;
+    let dt = float_type(n, x)?;
+    anyhow::ensure!(
+        x.1.len() == 3 && w.1.len() == 3,
+        "{} wants X and W of rank 3",
+        n.op()
+    );
+    Ok((dt, &x.1, &w.1))
+}
+
+/// Y, then `states` state outputs (Y_h, and Y_c for an LSTM), from (seq, batch, directions, hidden).
+fn recurrent_facts(
+    dt: DatumType,
+    (seq, batch, dirs, hidden): (usize, usize, usize, usize),
+    batch_first: bool,
+    states: usize,
+) -> Vec<Fact> {
+    let (y, state) = match batch_first {
+        true => (vec![batch, seq, dirs, hidden], vec![batch, dirs, hidden]),
+        false => (vec![seq, dirs, batch, hidden], vec![dirs, batch, hidden]),
+    };
+    let mut out = vec![(dt, y)];
+    out.extend(std::iter::repeat_n((dt, state), states));
+    out
+}
+
 /// ONNX's LSTM (`gates` 4) or GRU (3).
 struct Recurrent {
     gates: usize,
@@ -49,32 +70,18 @@ struct Recurrent {
 
 impl Kernel for Recurrent {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        let x = fact(n, ins, 0)?;
-        let w = fact(n, ins, 1)?;
-        let dt = float_type(n, x)?;
-        anyhow::ensure!(
-            x.1.len() == 3 && w.1.len() == 3,
-            "{} wants X and W of rank 3",
-            n.op()
-        );
+        let (dt, x, w) = sequence(n, ins)?;
         let hidden = match n.int("hidden_size", 0) {
             h if h > 0 => h as usize,
-            _ => w.1[1] / self.gates,
+            _ => w[1] / self.gates,
         };
-        let dirs = w.1[0];
         let batch_first = n.int("layout", 0) == 1;
         let (seq, batch) = match batch_first {
-            true => (x.1[1], x.1[0]),
-            false => (x.1[0], x.1[1]),
+            true => (x[1], x[0]),
+            false => (x[0], x[1]),
         };
-        let (y, state) = match batch_first {
-            true => (vec![batch, seq, dirs, hidden], vec![batch, dirs, hidden]),
-            false => (vec![seq, dirs, batch, hidden], vec![dirs, batch, hidden]),
-        };
-        let states = self.gates - 2;
-        let mut out = vec![(dt, y)];
-        out.extend(std::iter::repeat_n((dt, state), states));
-        Ok(out)
+        let dims = (seq, batch, w[0], hidden);
+        Ok(recurrent_facts(dt, dims, batch_first, self.gates - 2))
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
