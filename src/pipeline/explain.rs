@@ -124,15 +124,9 @@ pub fn explain(
 ) -> Result<Found> {
     let reports = std::mem::take(&mut lane.reports);
     let (mut found, causes, settled) = find(s, p, cmp, lane, reports)?;
-    let culprits: Vec<String> = found
-        .verdict
-        .culprits
-        .iter()
-        .map(|c| c.node.clone())
-        .collect();
     if let Err(e) = &causes {
-        for c in &culprits {
-            lane.unmeasured.node(c, "causes", &e.to_string());
+        for c in &found.verdict.culprits {
+            lane.unmeasured.node(&c.node, "causes", &e.to_string());
         }
     }
     degrade::optional(&mut lane.notes, "causes", causes);
