@@ -12,9 +12,10 @@
 //! - `Pad` (constant mode) with pads not known to be ≥ 0: ONNX crops where a pad is negative, tract overflows (a
 //!   panic); rewritten as a `Pad` by the positive parts followed by a `Slice` cropping the negative ones.
 //! - `Selu`: tract's built-in defaults are truncated; the spec defaults are written out as attributes.
-//! - `Gemm` whose inputs are all constants (a segment's cut embeds computed constants): tract evaluates it at import
-//!   with float32 `alpha`/`beta` constants that an f64 `C` refuses; rewritten as `Gemm(A, B)` then `· alpha` and
-//!   `+ beta · C` with f64 constants.
+//! - `Gemm` with a `C` or an `alpha` ≠ 1: tract's expansion multiplies by float32 `alpha`/`beta` constants, which
+//!   an f64 `C` refuses where tract folds the node at import (its inputs all constant once folded, as in a
+//!   segment's cut of an LSTM cell's first step); rewritten as `Gemm(A, B)` then `· alpha` and `+ beta · C` with f64
+//!   constants.
 //!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
 
@@ -117,26 +118,11 @@ fn may_crop(n: &NodeProto, inits: &std::collections::HashMap<&str, &TensorProto>
     constant_mode && !known_positive
 }
 
-/// Gemm nodes whose every input is an initializer or a `Constant`'s output (tract folds them at import).
-fn constant_gemms(g: &GraphProto) -> std::collections::HashSet<String> {
-    let mut consts: std::collections::HashSet<&str> =
-        g.initializer.iter().map(|t| t.name.as_str()).collect();
-    consts.extend(
-        g.node
-            .iter()
-            .filter(|n| n.op_type == "Constant")
-            .flat_map(|n| n.output.iter().map(String::as_str)),
-    );
-    g.node
-        .iter()
-        .filter(|n| n.op_type == "Gemm" && n.output.len() == 1)
-        .filter(|n| {
-            n.input
-                .iter()
-                .all(|i| i.is_empty() || consts.contains(i.as_str()))
-        })
-        .map(|n| n.name.clone())
-        .collect()
+/// Whether tract's expansion of Gemm `n` would multiply by a float32 constant: it has a `C` or an `alpha` ≠ 1.
+fn scaled_gemm(n: &NodeProto) -> bool {
+    let c = n.input.get(2).is_some_and(|c| !c.is_empty());
+    let alpha = attr(n, "alpha").map_or(1.0, |a| a.f);
+    n.output.len() == 1 && (c || alpha != 1.0)
 }
 
 /// `Gemm(A, B, C)` as `Gemm(A, B)` (transposes kept, alpha 1), `· alpha` and `+ beta · C`, with f64 constants.
@@ -352,7 +338,6 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
             .map(|n| n.name.clone())
             .collect()
     };
-    let constant_gemms = constant_gemms(g);
     let mut out = Vec::with_capacity(g.node.len());
     for mut n in std::mem::take(&mut g.node) {
         for a in n.attribute.iter_mut() {
@@ -374,8 +359,7 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
         }
         let rewritten = match n.op_type.as_str() {
             "Pad" if !croppable.contains(&n.name) => None,
-            "Gemm" if constant_gemms.contains(&n.name) => Some(split_gemm(&n)),
-            "Gemm" => None,
+            "Gemm" => scaled_gemm(&n).then(|| split_gemm(&n)),
             _ => replace(&n),
         };
         match rewritten {
