@@ -70,34 +70,24 @@ pub fn cut(
         name: "phantom_reduce".into(),
         ..Default::default()
     };
-    let mut seen: HashSet<&str> = HashSet::new();
+    let mut seen: HashSet<String> = HashSet::new();
     let mut feeds = vec![];
     for n in &kept {
         let node = &g.node[n.source_index];
-        if node
-            .attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+        // A body's reads from the enclosing scope come in like the node's own inputs.
+        for i in surgery::reads(node)
+            .into_iter()
+            .filter(|i| !inside.contains(i.as_str()))
         {
-            return Err(Error::Usage(format!(
-                "node `{}` ({}) has a control-flow body; reduce cannot cut it out (name another node with --node)",
-                n.name, n.op_type
-            )));
-        }
-        for i in node
-            .input
-            .iter()
-            .filter(|i| !i.is_empty() && !inside.contains(i.as_str()))
-        {
-            if !seen.insert(i.as_str()) {
+            if !seen.insert(i.clone()) {
                 continue;
             }
             match inits.get(i.as_str()) {
                 Some(t) => sub.initializer.push(inlined(t, model)?),
                 None => {
-                    let f = feed(i, &types)?;
+                    let f = feed(&i, &types)?;
                     match (boundary.embed)(&f)? {
-                        Some(t) => sub.initializer.push(tensor_to_proto(i, &t)),
+                        Some(t) => sub.initializer.push(tensor_to_proto(&i, &t)),
                         None => feeds.push(f),
                     }
                 }

@@ -209,29 +209,6 @@ fn count_nodes(g: &GraphProto) -> usize {
         .sum()
 }
 
-/// Names a body reads from the enclosing scope (a node with a body implicitly depends on them).
-fn outer_refs(g: &GraphProto, out: &mut HashSet<String>) {
-    let mut local: HashSet<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
-    local.extend(g.initializer.iter().map(|i| i.name.as_str()));
-    for n in &g.node {
-        local.extend(n.output.iter().map(|s| s.as_str()));
-    }
-    for n in &g.node {
-        for i in n
-            .input
-            .iter()
-            .filter(|i| !i.is_empty() && !local.contains(i.as_str()))
-        {
-            out.insert(i.clone());
-        }
-        for sg in subgraphs(n) {
-            let mut inner = HashSet::new();
-            outer_refs(sg, &mut inner);
-            out.extend(inner.into_iter().filter(|i| !local.contains(i.as_str())));
-        }
-    }
-}
-
 fn collect_hidden(g: &GraphProto, parent: &str, out: &mut Vec<HiddenValue>) {
     for n in &g.node {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
@@ -294,11 +271,8 @@ fn dependencies(
         .node
         .iter()
         .map(|n| {
-            let mut d: HashSet<String> = n.input.iter().cloned().collect();
-            for sg in subgraphs(n) {
-                outer_refs(sg, &mut d);
-            }
-            d.into_iter()
+            super::surgery::reads(n)
+                .into_iter()
                 .filter(|v| !available.contains(v.as_str()))
                 .collect()
         })

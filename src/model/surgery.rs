@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use prost::Message;
-use tract_onnx::pb::{ModelProto, ValueInfoProto};
+use tract_onnx::pb::{GraphProto, ModelProto, NodeProto, ValueInfoProto};
 
 use super::{import, Graph};
 use crate::error::{Error, Result};
@@ -77,6 +77,57 @@ pub fn decode(g: &Graph) -> Result<ModelProto> {
         path: g.path.clone(),
         reason: e.to_string(),
     })
+}
+
+/// Names `g` reads that it neither defines nor takes as inputs (outer-scope reads), nested bodies included, in
+/// the order first read.
+pub fn outer_reads(g: &GraphProto) -> Vec<String> {
+    let mut defined: HashSet<&str> = g
+        .input
+        .iter()
+        .map(|i| i.name.as_str())
+        .chain(g.initializer.iter().map(|t| t.name.as_str()))
+        .chain(
+            g.node
+                .iter()
+                .flat_map(|n| n.output.iter().map(|o| o.as_str())),
+        )
+        .collect();
+    defined.insert("");
+    let mut out: Vec<String> = vec![];
+    let mut read = |name: &str| {
+        if !defined.contains(name) && !out.iter().any(|o| o == name) {
+            out.push(name.to_string());
+        }
+    };
+    for n in &g.node {
+        n.input.iter().for_each(|i| read(i));
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(a.graphs.iter()) {
+                outer_reads(sub).iter().for_each(|i| read(i));
+            }
+        }
+    }
+    g.output.iter().for_each(|o| read(&o.name));
+    out
+}
+
+/// What `n` reads: its inputs, then what its bodies read from the enclosing scope (a `Loop`'s weights, an `If`
+/// branch's values), without empty names.
+pub fn reads(n: &NodeProto) -> Vec<String> {
+    let mut out: Vec<String> = n.input.iter().filter(|i| !i.is_empty()).cloned().collect();
+    for sub in n
+        .attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(a.graphs.iter()))
+    {
+        for r in outer_reads(sub) {
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -165,14 +165,31 @@ fn compared_something(s: &CompareSettings, f: &Finished) -> Result<()> {
     }
     let why = match &s.slice {
         Some(sp) => format!("--slice {} selects no element of any value", sp.source()),
-        None => {
-            "no value could be compared on both sides (run with --json to see each value's reason)"
-                .into()
-        }
+        None => format!(
+            "no value could be compared on both sides ({})",
+            leading_reasons(f)
+        ),
     };
     Err(Error::Usage(format!(
         "nothing was compared: {why}; phantom gives no verdict on nothing"
     )))
+}
+
+/// The first few distinct reasons values were left unchecked, with the node that gave each.
+fn leading_reasons(f: &Finished) -> String {
+    let mut seen: Vec<String> = vec![];
+    for (node, v) in f.reports.iter().flat_map(|r| r.values()) {
+        let Some(why) = v.reason.as_deref() else {
+            continue;
+        };
+        if seen.len() < 3 && !seen.iter().any(|s| s.ends_with(why)) {
+            seen.push(format!("{} `{}`: {why}", node.op_type, node.name));
+        }
+    }
+    match seen.is_empty() {
+        true => "no value had both sides".into(),
+        false => seen.join("; "),
+    }
 }
 
 /// Capture, expected noise, stream-compare, then per lane attribute, explain and assemble.

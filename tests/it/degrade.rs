@@ -59,6 +59,10 @@ fn each_optional_stage_can_fail_without_losing_the_verdict() {
         ),
         ("attribution-node", "its run alone failed"),
         ("causes", "causes not measured: causes: failure injected"),
+        (
+            "fusion",
+            "the fusion check not measured: fusion: failure injected",
+        ),
     ] {
         let (c, r) = run(&m, dir.path(), stage);
         assert_eq!(c, code, "{stage}: the exit code is the verdict's");

@@ -19,6 +19,7 @@ mod hostile_models;
 mod inputs;
 mod layering;
 mod memory;
+mod ml;
 mod multi;
 mod oracle;
 mod plugins;

@@ -64,21 +64,24 @@ pub(super) fn labels_of(
 }
 
 /// Makes the graph's outputs (and the values that define symbols) the outputs of `t64`, so tract runs only what
-/// they depend on; a graph none of whose outputs tract exposes keeps every value as an output.
+/// they depend on; a graph none of whose outputs tract exposes keeps every value as an output. A `ZipMap`'s input
+/// stands for its output (tract never sees the ZipMap).
 pub(super) fn keep_graph_outputs(
     graph: &Graph,
     t64: &mut TypedModel,
     names: &[String],
 ) -> Result<()> {
+    let zipped = graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "ZipMap")
+        .filter_map(|n| n.inputs.first());
     let mut graph_outputs: Vec<OutletId> = graph
         .outputs
         .iter()
-        .filter_map(|o| {
-            names
-                .iter()
-                .position(|n| *n == o.name)
-                .map(|i| t64.outputs[i])
-        })
+        .map(|o| &o.name)
+        .chain(zipped)
+        .filter_map(|o| names.iter().position(|n| n == o).map(|i| t64.outputs[i]))
         .collect();
     if !graph_outputs.is_empty() {
         graph_outputs.extend(symbols::definers(t64));

@@ -5,8 +5,6 @@
 //! - `Attention` with `left_window_size`/`right_window_size` ≥ 0: tract-onnx ignores the sliding window.
 //! - `Attention` with `is_causal` and a `past_key`: ONNX aligns the causal mask bottom-right (a query sees the past
 //!   and the keys up to its own position); tract-onnx builds the top-left triangle `j ≤ i`.
-//! - A `Concat` joining INT64_MAX (or another value beyond the i32 range) into a slice bound: tract turns it into −1.
-//!   The `Slice` reads a clamped copy ([`super::rewrite`]); the `Concat`'s own value is not computed.
 
 use std::collections::HashMap;
 
@@ -49,23 +47,13 @@ pub fn unfaithful(graph: &Graph, proto: &ModelProto) -> HashMap<usize, String> {
     graph
         .nodes
         .iter()
-        .filter(|n| n.op_type == "Attention" || n.op_type == "Concat")
+        .filter(|n| n.op_type == "Attention")
         .filter_map(|n| {
             let p = g
                 .node
                 .iter()
                 .find(|p| p.output == n.outputs && p.op_type == n.op_type)?;
-            let copied = || {
-                let copy = format!("{}{}", super::rewrite::I32_COPY, p.name);
-                g.node.iter().any(|c| c.name == copy)
-            };
-            let why = match n.op_type.as_str() {
-                "Concat" => copied().then_some(
-                    "tract turns INT64_MAX in this slice bound into -1; the Slice reads a copy clamped to 2^31-1",
-                ),
-                _ => departure(p),
-            };
-            Some((n.index, why?.to_string()))
+            Some((n.index, departure(p)?.to_string()))
         })
         .collect()
 }

@@ -107,20 +107,29 @@ pub fn eval_if(ite: &IfThenElse, inputs: &TVec<TValue>) -> TractResult<TVec<TVal
         (&ite.else_input_mapping, &ite.else_body)
     };
     let body_inputs: TVec<TValue> = mapping.iter().map(|&i| inputs[i].clone()).collect();
-    let plan = SimplePlan::new(body.clone())?;
-    let mut state = SimpleState::new(&plan)?;
-    state.run_plan_with_eval(
-        body_inputs,
-        |ctx, st, node, ins| -> TractResult<TVec<TValue>> {
-            if let Some(inner) = node.op_as::<IfThenElse>() {
-                return eval_if(inner, &ins);
-            }
-            match eval_own(node, &ins) {
-                Some(r) => r,
-                None => tract_onnx::tract_core::plan::eval(ctx, st, node, ins),
-            }
-        },
-    )
+    run_with_own(&SimplePlan::new(body.clone())?, body_inputs)
+}
+
+/// Runs a body's plan with phantom's kernels applied inside it, nested `If`s included, shape values handed on with
+/// the symbols the run has resolved.
+pub fn run_with_own(
+    plan: &std::sync::Arc<TypedSimplePlan>,
+    inputs: TVec<TValue>,
+) -> TractResult<TVec<TValue>> {
+    let mut state = SimpleState::new(plan)?;
+    state.run_plan_with_eval(inputs, |ctx, st, node, ins| -> TractResult<TVec<TValue>> {
+        let ins = ins
+            .into_iter()
+            .map(|v| super::symbols::resolved(v, ctx.symbols))
+            .collect::<TractResult<TVec<_>>>()?;
+        if let Some(inner) = node.op_as::<IfThenElse>() {
+            return eval_if(inner, &ins);
+        }
+        match eval_own(node, &ins) {
+            Some(r) => r,
+            None => tract_onnx::tract_core::plan::eval(ctx, st, node, ins),
+        }
+    })
 }
 
 /// Max/Min reductions in f64 that start from ∓infinity (tract starts from ∓f64::MAX, so a row of all −inf

@@ -25,7 +25,7 @@ use tract_onnx::model::ParseResult;
 use tract_onnx::pb::ModelProto;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
-use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
+use tract_onnx::tract_core::internal::SimpleState;
 use tract_onnx::tract_core::model::translator::Translate;
 use tract_onnx::tract_core::ops::logic::IfThenElse;
 
@@ -186,7 +186,8 @@ impl ReferenceRunner {
                 .map_err(|e| ref_err(graph, "widening to f64", e))?;
             rewrite::rewrite(proto.graph.as_mut().expect("checked above"));
         }
-        contrib::claim(proto.graph.as_mut().expect("checked above"));
+        let opsets = proto.opset_import.clone();
+        contrib::claim(proto.graph.as_mut().expect("checked above"), &opsets);
         contrib::drop_zipmaps(proto.graph.as_mut().expect("checked above"));
         let dir = graph
             .path
@@ -368,7 +369,7 @@ impl ReferenceRunner {
         symbols::unmint_sized_ranges(&mut t64);
         let labels = capture::labels_of(&t64, &names);
         capture::keep_graph_outputs(graph, &mut t64, &names)?;
-        let plan = SimplePlan::new(t64).map_err(|e| ref_err(graph, "planning", e))?;
+        let plan = symbols::plan(t64).map_err(|e| ref_err(graph, "planning", e))?;
         let mut state = SimpleState::new(&plan).map_err(|e| ref_err(graph, "planning", e))?;
         let onnx_of = capture::onnx_nodes(plan.model(), &producers);
         let feeds = self.feeds(plan.model(), inputs);

@@ -242,7 +242,8 @@ pub const I32_COPY: &str = "i32_copy/";
 
 /// Where a `Concat` joins an int64 initializer holding a value beyond the i32 range into a `Slice`'s starts or
 /// ends, the `Slice` reads a copy of that `Concat` with the value clamped (the same slice for any axis shorter than
-/// 2³¹); the original `Concat` is left for [`super::faithful`] to mark unavailable. Returns how many were copied.
+/// 2³¹); the original `Concat`, whose value is compared, is joined by phantom's own kernel (`contrib/concat.rs`).
+/// Returns how many were copied.
 fn clamp_slice_sentinels(g: &mut GraphProto) -> usize {
     use std::collections::{HashMap, HashSet};
     let bounds: HashSet<String> = g
@@ -308,6 +309,11 @@ fn clamp_slice_sentinels(g: &mut GraphProto) -> usize {
             if let Some(c) = copies.get(i) {
                 *i = c.clone();
             }
+        }
+    }
+    for n in g.node.iter_mut().filter(|n| n.op_type == "Concat") {
+        if n.output.first().is_some_and(|o| copies.contains_key(o)) {
+            n.op_type = format!("{}Concat", super::contrib::PREFIX);
         }
     }
     let count = added.len();

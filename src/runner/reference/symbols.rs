@@ -7,9 +7,14 @@
 //!   `Range` as defining the symbols of its length. When it picks such a `Range` as the definer, the run evaluates it
 //!   before the op that really decides the symbol, and the length is undetermined or wrong. Those `Range`s are
 //!   wrapped in [`SizedRange`], which defines nothing ([`unmint_sized_ranges`]).
+//! - **An op tract does not count as deciding a symbol** (a `StridedSlice` whose bounds are computed: its length
+//!   is a symbol, which a `Shape` folded into a constant hands to an `Expand` that does not read the slice) is not
+//!   ordered before the symbol's readers, which then fail with "Undetermined symbol": [`plan`] adds that order.
 //! - **A data-dependent op whose value no output needs** (a `NonZero` read only through its `Shape`, which tract
 //!   folds into a constant) would be pruned from the run, and its symbol never resolved: [`definers`] lists their
 //!   outputs, so the run keeps them.
+
+use std::collections::{HashMap, HashSet};
 
 use tract_onnx::tract_core::internal::*;
 use tract_onnx::tract_core::ops::array::Range;
@@ -112,4 +117,125 @@ pub fn definers(model: &TypedModel) -> Vec<OutletId> {
         .filter(|n| !n.inputs.is_empty() && n.op.mints_runtime_symbols())
         .flat_map(|n| (0..n.outputs.len()).map(move |slot| OutletId::new(n.id, slot)))
         .collect()
+}
+
+/// Symbols named by the shape of `o`.
+fn shape_symbols(model: &TypedModel, o: OutletId) -> Vec<Symbol> {
+    model
+        .outlet_fact(o)
+        .map(|f| f.shape.iter().flat_map(|d| d.symbols()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `node` decides the length of its output from the data: the ops tract counts, and `StridedSlice` (a
+/// `Slice` whose bounds are computed). Other ops that name a new symbol (an `Expand` to a shape folded from one)
+/// only repeat it.
+fn decides(node: &TypedNode) -> bool {
+    node.op.mints_runtime_symbols() || node.op.name() == "StridedSlice"
+}
+
+/// Symbol → the node that decides it: a model input naming it, else the first deciding node (in evaluation order)
+/// whose output shape names it while none of its inputs' shapes does.
+fn deciders(model: &TypedModel, order: &[usize]) -> TractResult<HashMap<Symbol, usize>> {
+    let mut by = HashMap::new();
+    for &i in model.input_outlets()? {
+        for s in shape_symbols(model, i) {
+            by.entry(s).or_insert(i.node);
+        }
+    }
+    for &id in order {
+        let node = model.node(id);
+        if !decides(node) {
+            continue;
+        }
+        let read: HashSet<Symbol> = node
+            .inputs
+            .iter()
+            .flat_map(|&i| shape_symbols(model, i))
+            .collect();
+        for k in 0..node.outputs.len() {
+            for s in shape_symbols(model, OutletId::new(id, k)) {
+                if !read.contains(&s) {
+                    by.entry(s).or_insert(id);
+                }
+            }
+        }
+    }
+    Ok(by)
+}
+
+/// Symbols node `id`'s outputs name, in their shapes or as constant shape values.
+fn mentioned(model: &TypedModel, id: usize) -> HashSet<Symbol> {
+    let mut out = HashSet::new();
+    for o in &model.node(id).outputs {
+        out.extend(o.fact.shape.iter().flat_map(|d| d.symbols()));
+        if let Some(k) = o.fact.konst.as_deref() {
+            if let Ok(d) = k
+                .try_as_plain_ram()
+                .and_then(|r| r.as_slice::<TDim>().map(|d| d.to_vec()))
+            {
+                out.extend(d.iter().flat_map(|d| d.symbols()));
+            }
+        }
+    }
+    out
+}
+
+fn ancestors(model: &TypedModel, id: usize) -> HashSet<usize> {
+    let mut stack: Vec<usize> = model.node(id).inputs.iter().map(|i| i.node).collect();
+    let mut seen = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if seen.insert(n) {
+            stack.extend(model.node(n).inputs.iter().map(|i| i.node));
+        }
+    }
+    seen
+}
+
+/// (reader, decider) pairs: every node naming a symbol runs after the node that decides it (unless it is one of
+/// that node's ancestors, or reads it directly).
+fn decider_order(model: &TypedModel) -> TractResult<Vec<(usize, usize)>> {
+    let order = model.eval_order()?;
+    let by = deciders(model, &order)?;
+    let inputs: HashSet<usize> = model.input_outlets()?.iter().map(|o| o.node).collect();
+    let mut memo: HashMap<usize, HashSet<usize>> = HashMap::new();
+    let mut pairs = vec![];
+    for &id in &order {
+        for s in mentioned(model, id) {
+            let Some(&d) = by.get(&s) else { continue };
+            let direct = model.node(id).inputs.iter().any(|i| i.node == d);
+            if d == id || inputs.contains(&d) || direct || pairs.contains(&(id, d)) {
+                continue;
+            }
+            if !memo
+                .entry(d)
+                .or_insert_with(|| ancestors(model, d))
+                .contains(&id)
+            {
+                pairs.push((id, d));
+            }
+        }
+    }
+    Ok(pairs)
+}
+
+/// The plan of `model`, with every symbol's readers ordered after the node that decides it (tract's own order
+/// alone where that order cannot be built).
+pub fn plan(model: TypedModel) -> TractResult<std::sync::Arc<TypedSimplePlan>> {
+    let pairs = decider_order(&model).unwrap_or_default();
+    if pairs.is_empty() {
+        return SimplePlan::new(model);
+    }
+    let outputs = model.outputs.clone();
+    #[allow(deprecated)]
+    let ordered = SimplePlan::build_with_outputs_and_deps(
+        model.clone(),
+        &outputs,
+        &pairs,
+        &RunOptions::default(),
+    );
+    match ordered {
+        Ok(p) => Ok(std::sync::Arc::new(p)),
+        Err(_) => SimplePlan::new(model),
+    }
 }

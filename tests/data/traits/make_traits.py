@@ -222,6 +222,51 @@ def constant_gemm():
     save(model(n, [vi("x", ["batch", 8])], [vi("y", ["batch", 4])], inits), "constant_gemm.onnx")
 
 
+def loop_until():
+    """A decoder-style Loop its own condition stops (not unrollable before the run): the body reads a weight from
+    the outer scope, indexes a buffer with the step counter, and reads a prefix of data-dependent length whose
+    Shape drives an Expand (the SLANet table decoder's pattern)."""
+    i64 = TensorProto.INT64
+    b = [
+        helper.make_node("Gather", ["buf", "i"], ["xi"], name="step_in", axis=1),
+        helper.make_node("MatMul", ["h", "wl"], ["hw"], name="cell"),
+        helper.make_node("Add", ["hw", "xi"], ["s"], name="cell_add"),
+        helper.make_node("Tanh", ["s"], ["h2"], name="cell_tanh"),
+        helper.make_node("Add", ["i", "one"], ["i1"], name="next"),
+        helper.make_node("Unsqueeze", ["i1", "ax0"], ["end"], name="end"),
+        helper.make_node("Slice", ["buf", "ax0", "end", "ax1"], ["prefix"], name="prefix"),
+        helper.make_node("Shape", ["prefix"], ["pshape"], name="pshape"),
+        helper.make_node("Unsqueeze", ["h2", "ax1"], ["h2u"], name="h2u"),
+        helper.make_node("Expand", ["h2u", "pshape"], ["e"], name="spread"),
+        helper.make_node("Mul", ["e", "prefix"], ["ep"], name="attend"),
+        helper.make_node("ReduceMean", ["ep"], ["m"], name="pool", axes=[1], keepdims=0),
+        helper.make_node("Add", ["h2", "m"], ["h3"], name="mix"),
+        helper.make_node("Identity", ["buf"], ["buf_out"], name="keep_buf"),
+        helper.make_node("Less", ["i", "three"], ["early"], name="early"),
+        helper.make_node("Abs", ["h3"], ["ah"], name="abs"),
+        helper.make_node("ReduceSum", ["ah"], ["total"], name="total", keepdims=0),
+        helper.make_node("Less", ["total", "big"], ["bounded"], name="bounded"),
+        helper.make_node("And", ["early", "bounded"], ["cond_out"], name="go_on"),
+    ]
+    consts = [numpy_helper.from_array(np.array(v, np.int64), k)
+              for k, v in [("one", 1), ("three", 3), ("ax0", [0]), ("ax1", [1])]]
+    consts.append(numpy_helper.from_array(np.array(1e9, np.float32), "big"))
+    body = helper.make_graph(
+        b, "decode",
+        [helper.make_tensor_value_info("i", i64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         vi("h", [1, 4]), vi("buf", [1, 6, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), vi("h3", [1, 4]), vi("buf_out", [1, 6, 4])],
+        consts)
+    n = [
+        helper.make_node("Loop", ["trips", "go", "h0", "x"], ["h_last", "x_last"], name="decoder", body=body),
+        helper.make_node("Relu", ["h_last"], ["y"], name="head"),
+    ]
+    inits = [w("wl", 4, 4), numpy_helper.from_array(np.zeros((1, 4), np.float32), "h0"),
+             numpy_helper.from_array(np.array(6, np.int64), "trips"),
+             numpy_helper.from_array(np.array(True), "go")]
+    save(model(n, [vi("x", [1, 6, 4])], [vi("y", [1, 4])], inits, opset=13), "loop_until.onnx")
+
+
 if __name__ == "__main__":
     dropout_mask()
     optional_outputs()
@@ -232,3 +277,4 @@ if __name__ == "__main__":
     external_data_and_domains()
     squeeze_without_axes()
     constant_gemm()
+    loop_until()

@@ -9,11 +9,14 @@ mod act;
 mod attend;
 mod attention;
 mod batchnorm;
+mod concat;
 mod embed;
 mod gqa;
+mod looping;
 mod lstm;
 mod matmul;
 mod mha;
+mod ml;
 mod norm;
 pub mod op;
 mod quant;
@@ -21,7 +24,7 @@ mod rotary;
 mod squeeze;
 mod util;
 
-use tract_onnx::pb::{GraphProto, NodeProto};
+use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
 use tract_onnx::prelude::*;
 
 /// Prefix of the op types phantom claims.
@@ -128,6 +131,9 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| lstm::kernel(op))
         .or_else(|| batchnorm::kernel(op))
         .or_else(|| squeeze::kernel(op))
+        .or_else(|| concat::kernel(op))
+        .or_else(|| looping::kernel(op))
+        .or_else(|| ml::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -145,23 +151,27 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
     }
-    if lstm::claims_recurrent(n) {
+    if lstm::claims_recurrent(n) || ml::claims_ml(n) {
         return true;
     }
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
     ours && kernel(&n.op_type).is_some()
 }
 
-/// Renames every node phantom evaluates itself to `phantom.<Op>`, in `g` and its subgraphs. Returns how many.
-pub fn claim(g: &mut GraphProto) -> usize {
+/// Renames every node phantom evaluates itself to `phantom.<Op>`, in `g` and its subgraphs (a `Loop`'s after its
+/// body's, whose outer reads it then makes inputs). `opsets` are the model's imports. Returns how many.
+pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     let mut count = 0;
     for n in g.node.iter_mut() {
         for a in n.attribute.iter_mut() {
             for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
-                count += claim(sub);
+                count += claim(sub, opsets);
             }
         }
-        if claims(n) {
+        if looping::claims_loop(n) {
+            looping::explicit(n, opsets);
+            count += 1;
+        } else if claims(n) {
             n.op_type = format!("{PREFIX}{}", n.op_type);
             count += 1;
         }
@@ -214,6 +224,9 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(lstm::OPS)
         .chain(batchnorm::OPS)
         .chain(squeeze::OPS)
+        .chain(concat::OPS)
+        .chain(looping::OPS)
+        .chain(ml::OPS)
     {
         onnx.op_register
             .0

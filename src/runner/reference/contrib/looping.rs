@@ -1,0 +1,374 @@
+//! ONNX `Loop`, evaluated by phantom in f64 where it cannot be unrolled before the run (`model/unroll.rs` unrolls
+//! a loop whose trip count the inputs decide; a loop its own condition stops, a decoder's "until the end token",
+//! is left to this kernel). tract-onnx has no `Loop`.
+//!
+//! Before parsing, [`explicit`] turns the node into `phantom.Loop` and appends every value its body reads from the
+//! outer scope to its inputs, so tract wires them like any input. At run time the body is parsed as a model of its
+//! own (widened to f64 with the rest, phantom's kernels registered) and run once per iteration, as the ONNX
+//! definition says: while `i < M` and `cond`, `(cond, v…, scan…) = body(i, cond, v…)`.
+//!
+//! Covered: loop-carried values whose shape is the same every iteration (their facts are the initial values').
+//! Not covered, refused with the reason: scan outputs (their length is the iteration count, which only the run
+//! decides, and tract types every value before running), and a carried value that changes shape.
+//! The body's own values are not compared (as for every control-flow body); the loop's outputs are.
+
+use tract_onnx::pb::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+use tract_onnx::tract_hir::internal::*;
+
+use super::util::fact;
+use super::{Fact, Kernel, Node, PREFIX};
+
+pub const OPS: &[&str] = &["Loop"];
+
+/// Attribute holding the node's ONNX input count (inputs past it are outer-scope reads).
+const ARITY: &str = "phantom_arity";
+/// Attribute holding the model's opset imports, `domain=version` each, to parse the body with.
+const OPSETS: &str = "phantom_opsets";
+
+/// Whether phantom evaluates this node: every default-domain `Loop` left at parse time.
+pub fn claims_loop(n: &NodeProto) -> bool {
+    n.op_type == "Loop" && n.domain.is_empty()
+}
+
+/// Renames `n` to `phantom.Loop` and makes its body's outer-scope reads explicit inputs.
+pub fn explicit(n: &mut NodeProto, opsets: &[OperatorSetIdProto]) {
+    let Some(body) = body(n) else { return };
+    let outer = crate::model::surgery::outer_reads(body);
+    n.attribute.push(AttributeProto {
+        name: ARITY.into(),
+        r#type: 2,
+        i: n.input.len() as i64,
+        ..Default::default()
+    });
+    n.attribute.push(AttributeProto {
+        name: OPSETS.into(),
+        r#type: 8,
+        strings: opsets
+            .iter()
+            .map(|o| format!("{}={}", o.domain, o.version).into_bytes())
+            .collect(),
+        ..Default::default()
+    });
+    n.input.extend(outer);
+    n.op_type = format!("{PREFIX}Loop");
+}
+
+fn body(n: &NodeProto) -> Option<&GraphProto> {
+    n.attribute
+        .iter()
+        .find(|a| a.name == "body")
+        .and_then(|a| a.g.as_ref())
+}
+
+struct Looped;
+
+/// The loop's shape: carried values, scan outputs.
+fn counts(n: &Node) -> TractResult<(usize, usize)> {
+    let arity = n.req_int(ARITY)? as usize;
+    let carried = arity.saturating_sub(2);
+    let outs = body(&n.proto).map_or(0, |b| b.output.len());
+    let scans = outs.checked_sub(1 + carried).ok_or_else(|| {
+        anyhow::anyhow!(
+            "Loop `{}`: its body has {outs} outputs, fewer than 1 + {carried} loop-carried values",
+            n.proto.name
+        )
+    })?;
+    Ok((carried, scans))
+}
+
+impl Kernel for Looped {
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        let (carried, scans) = counts(n)?;
+        ensure!(
+            scans == 0,
+            "Loop `{}` has {scans} scan output(s), whose length only the run decides: phantom's f64 Loop computes \
+             loop-carried values only (a loop whose trip count the inputs decide is unrolled instead)",
+            n.proto.name
+        );
+        (0..carried).map(|k| fact(n, ins, 2 + k).cloned()).collect()
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let (carried, _) = counts(n)?;
+        let arity = 2 + carried;
+        let trips = match ins.first().copied().flatten() {
+            Some(m) => Some(scalar::<i64>(m)?),
+            None => None,
+        };
+        let mut cond = match ins.get(1).copied().flatten() {
+            Some(c) => scalar::<bool>(c)?,
+            None => true,
+        };
+        ensure!(
+            trips.is_some() || ins.get(1).copied().flatten().is_some(),
+            "Loop `{}` has neither a trip count nor a condition: it never ends",
+            n.proto.name
+        );
+        let mut state: Vec<Tensor> = (2..arity)
+            .map(|k| super::util::opt(n, ins, k).cloned())
+            .collect::<TractResult<_>>()?;
+        let outer: Vec<Tensor> = ins[arity.min(ins.len())..]
+            .iter()
+            .map(|t| t.cloned())
+            .collect::<Option<_>>()
+            .ok_or_else(|| anyhow::anyhow!("Loop `{}` lacks an outer value", n.proto.name))?;
+        let feed = |i: i64, cond: bool, state: &[Tensor]| -> Vec<Tensor> {
+            let mut f = vec![tensor0(i), tensor0(cond)];
+            f.extend(state.iter().chain(&outer).cloned());
+            f
+        };
+        // Typed once when every shape in the body is known from the inputs' shapes; else once per iteration, with
+        // the small integer inputs (a step counter slicing a buffer) given as values, so the shapes they decide are.
+        let once = body_plan(n, &feed(0, cond, &state), false)?;
+        let fixed = once.concrete;
+        let mut i = 0i64;
+        while cond && trips.is_none_or(|m| i < m) {
+            let f = feed(i, cond, &state);
+            let pinned;
+            let body = match fixed {
+                true => &once,
+                false => {
+                    pinned = body_plan(n, &f, true)?;
+                    &pinned
+                }
+            };
+            let f = f.into_iter().map(|t| t.into_tvalue()).collect();
+            let out = super::super::kernels::run_with_own(&body.plan, f)
+                .with_context(|| format!("{}, iteration {i}", n.proto.name))?;
+            cond = scalar::<bool>(&out[0])?;
+            for (k, (s, o)) in state.iter_mut().zip(out.iter().skip(1)).enumerate() {
+                ensure!(
+                    s.shape() == o.shape(),
+                    "Loop `{}`: loop-carried value {k} changes shape at iteration {i} ({:?} to {:?}); phantom's f64 \
+                     Loop needs fixed shapes",
+                    n.proto.name,
+                    s.shape(),
+                    o.shape()
+                );
+                *s = o
+                    .clone()
+                    .into_tensor()
+                    .cast_to_dt(s.datum_type())?
+                    .into_owned();
+            }
+            i += 1;
+        }
+        Ok(state)
+    }
+}
+
+/// The one element of `t`, cast to `T`.
+fn scalar<T: Datum + Copy>(t: &Tensor) -> TractResult<T> {
+    t.cast_to_scalar::<T>()
+}
+
+/// The body typed for one iteration's inputs, and its f64 plan.
+struct Body {
+    /// Kept alive beside the plan: the symbols typing names live in their scopes.
+    _models: (InferenceModel, TypedModel),
+    plan: Arc<TypedSimplePlan>,
+    /// Whether every value's shape is known (no symbol left for the run to decide).
+    concrete: bool,
+}
+
+/// Whether input `t` is given to typing as a value when `pin`: a small non-float tensor.
+fn pinned(t: &Tensor) -> bool {
+    !t.datum_type().is_float() && t.len() <= 64
+}
+
+/// The body as a runnable tract model, typed for these inputs (iteration, condition, carried, outer values): their
+/// types and shapes, and with `pin` the values of the small integer ones.
+fn body_plan(n: &Node, feed: &[Tensor], pin: bool) -> TractResult<Body> {
+    let mut g = body(&n.proto)
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("Loop `{}` has no body", n.proto.name))?;
+    let arity = n.req_int(ARITY)? as usize;
+    for name in &n.proto.input[arity..] {
+        g.input.push(tract_onnx::pb::ValueInfoProto {
+            name: name.clone(),
+            ..Default::default()
+        });
+    }
+    // tract's parser wants a type on every graph input: the outer reads have none, a body may omit them.
+    for (input, t) in g.input.iter_mut().zip(feed) {
+        if input.r#type.is_none() {
+            let code = elem_code(t.datum_type()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "Loop `{}`: input `{}` of type {:?}",
+                    n.proto.name,
+                    input.name,
+                    t.datum_type()
+                )
+            })?;
+            *input = crate::model::cut::value_info(&input.name, code, Some(t.shape().to_vec()));
+        }
+    }
+    let opset_import = n
+        .proto
+        .attribute
+        .iter()
+        .find(|a| a.name == OPSETS)
+        .map(|a| a.strings.iter().filter_map(|s| opset(s)).collect())
+        .unwrap_or_default();
+    let proto = ModelProto {
+        ir_version: 8,
+        opset_import,
+        graph: Some(g),
+        ..Default::default()
+    };
+    let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+    super::register(&mut onnx);
+    let mut model = onnx
+        .parse(&proto, None)
+        .with_context(|| format!("parsing the body of Loop `{}`", n.proto.name))?
+        .model;
+    for (ix, t) in feed.iter().enumerate() {
+        let f = match pin && pinned(t) {
+            true => InferenceFact::from(t.clone()),
+            false => InferenceFact::dt_shape(
+                t.datum_type(),
+                t.shape().iter().copied().collect::<TVec<_>>(),
+            ),
+        };
+        model.set_input_fact(ix, f)?;
+    }
+    // As in the whole run, every value is an output (after the body's own): tract would drop an op whose value
+    // only a `Shape` reads, and with it the run-time symbol that op decides.
+    let mut outs = model.output_outlets()?.to_vec();
+    let every: Vec<OutletId> = model
+        .nodes()
+        .iter()
+        .flat_map(|n| (0..n.outputs.len()).map(move |k| OutletId::new(n.id, k)))
+        .filter(|o| !outs.contains(o))
+        .collect();
+    outs.extend(every);
+    model.select_output_outlets(&outs)?;
+    let typed = model.clone().into_typed()?;
+    let mut wide = super::super::to_f64(&typed)
+        .with_context(|| format!("typing the body of Loop `{}`", n.proto.name))?;
+    super::super::symbols::unmint_sized_ranges(&mut wide);
+    let concrete = wide
+        .nodes()
+        .iter()
+        .all(|n| n.outputs.iter().all(|o| o.fact.shape.is_concrete()));
+    let plan = super::super::symbols::plan(wide)?;
+    Ok(Body {
+        _models: (model, typed),
+        plan,
+        concrete,
+    })
+}
+
+/// ONNX's element type code for `dt`.
+fn elem_code(dt: DatumType) -> Option<i32> {
+    Some(match dt {
+        DatumType::F32 => 1,
+        DatumType::U8 => 2,
+        DatumType::I8 => 3,
+        DatumType::U16 => 4,
+        DatumType::I16 => 5,
+        DatumType::I32 => 6,
+        DatumType::I64 => 7,
+        DatumType::Bool => 9,
+        DatumType::F16 => 10,
+        DatumType::F64 => 11,
+        DatumType::U32 => 12,
+        DatumType::U64 => 13,
+        _ => return None,
+    })
+}
+
+fn opset(s: &[u8]) -> Option<OperatorSetIdProto> {
+    let s = std::str::from_utf8(s).ok()?;
+    let (domain, version) = s.rsplit_once('=')?;
+    Some(OperatorSetIdProto {
+        domain: domain.into(),
+        version: version.parse().ok()?,
+    })
+}
+
+pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
+    (op == "Loop").then_some(&Looped as &dyn Kernel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(op: &str, ins: &[&str], out: &str) -> NodeProto {
+        NodeProto {
+            op_type: op.into(),
+            input: ins.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.into()],
+            name: out.into(),
+            ..Default::default()
+        }
+    }
+
+    /// `acc += i` while `acc < limit` (an outer-scope read), at most `trips` times.
+    fn counter(trips: i64) -> (NodeProto, Vec<Tensor>) {
+        let typed = |name: &str, code: i32| crate::model::cut::value_info(name, code, Some(vec![]));
+        let mut cast = node("Cast", &["i"], "fi");
+        cast.attribute.push(AttributeProto {
+            name: "to".into(),
+            r#type: 2,
+            i: 11,
+            ..Default::default()
+        });
+        let body = GraphProto {
+            node: vec![
+                cast,
+                node("Add", &["acc", "fi"], "acc2"),
+                node("Less", &["acc2", "limit"], "go"),
+            ],
+            input: vec![typed("i", 7), typed("c", 9), typed("acc", 11)],
+            output: vec![typed("go", 9), typed("acc2", 11)],
+            ..Default::default()
+        };
+        let mut n = NodeProto {
+            op_type: "Loop".into(),
+            name: "count".into(),
+            input: vec!["m".into(), "".into(), "acc0".into()],
+            output: vec!["acc_last".into()],
+            attribute: vec![AttributeProto {
+                name: "body".into(),
+                r#type: 5,
+                g: Some(body),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let opsets = [OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }];
+        explicit(&mut n, &opsets);
+        (n, vec![tensor0(trips), tensor0(0f64), tensor0(10f64)])
+    }
+
+    fn run(trips: i64) -> f64 {
+        let (proto, ins) = counter(trips);
+        assert_eq!(
+            proto.input,
+            vec!["m", "", "acc0", "limit"],
+            "the outer read is an input"
+        );
+        let n = Node::new(&proto);
+        // tract wires the present inputs only: m, acc0, limit.
+        let by_slot: Vec<Option<&Tensor>> = n.by_slot(&ins);
+        let out = Looped.eval(&n, &by_slot).unwrap();
+        out[0].cast_to_scalar::<f64>().unwrap()
+    }
+
+    #[test]
+    fn the_condition_stops_the_loop() {
+        // 0, +1, +2, +3, +4 = 10: not below 10, so the loop stops after 5 iterations.
+        assert_eq!(run(100), 10.0);
+    }
+
+    #[test]
+    fn the_trip_count_stops_it_first() {
+        assert_eq!(run(3), 3.0);
+        assert_eq!(run(0), 0.0);
+    }
+}

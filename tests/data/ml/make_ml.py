@@ -1,0 +1,50 @@
+"""scikit-learn pipelines converted by skl2onnx (the `ai.onnx.ml` ops phantom evaluates in f64: LinearClassifier,
+LinearRegressor, Normalizer, Scaler), one per op and post-transform. Deterministic (fixed seeds). Run:
+    python3 tests/data/ml/make_ml.py      (needs `pip install scikit-learn skl2onnx onnx numpy`)
+The .onnx files are committed; this script records how they were made.
+"""
+import os
+
+import numpy as np
+from skl2onnx import to_onnx
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import Normalizer, StandardScaler
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(33)
+X = rng.standard_normal((64, 5)).astype(np.float32)
+y3 = (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 2] > 0.5).astype(int)
+y2 = (X[:, 0] - X[:, 3] > 0).astype(int)
+yr = X @ np.array([0.5, -1.0, 2.0, 0.1, 0.0], np.float32) + 0.3
+
+
+def save(model, name):
+    onx = to_onnx(model, X[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    with open(os.path.join(HERE, name), "wb") as f:
+        f.write(onx.SerializeToString())
+    print("wrote", name, [n.op_type for n in onx.graph.node])
+
+
+save(make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(X, y3), "scaler_logreg3.onnx")
+save(make_pipeline(Normalizer(norm="l2"), LogisticRegression(max_iter=500)).fit(X, y2), "normalizer_logreg2.onnx")
+save(make_pipeline(StandardScaler(), LinearRegression()).fit(X, yr), "scaler_linreg.onnx")
+
+
+def misfit_classifier():
+    """A LinearClassifier whose 12 coefficients do not fit its 3 classes × 2 declared features (ONNX Runtime's own
+    `logreg_iris` test model has this shape: ORT reads the first 6, tract another layout)."""
+    from onnx import TensorProto, helper
+    node = helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+                            coefficients=list(np.linspace(-1, 1, 12)), intercepts=[0.1, 0.2, -0.3],
+                            classlabels_ints=[0, 1, 2], post_transform="LOGISTIC")
+    g = helper.make_graph([node], "misfit", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                          [helper.make_tensor_value_info("label", TensorProto.INT64, [3]),
+                           helper.make_tensor_value_info("scores", TensorProto.FLOAT, [3, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+    with open(os.path.join(HERE, "misfit_classifier.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    print("wrote misfit_classifier.onnx")
+
+
+misfit_classifier()

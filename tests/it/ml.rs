@@ -1,0 +1,74 @@
+//! Classic-ML pipelines converted by skl2onnx (`ai.onnx.ml`, `tests/data/ml/make_ml.py`): phantom's own f64
+//! kernels compute them, so every value is compared, and a model whose attributes do not fit its input is refused
+//! naming the node and the counts.
+
+use std::path::PathBuf;
+
+use crate::common::{ensure_runtime, phantom, read_json, root, value_reports};
+
+fn ml(name: &str) -> PathBuf {
+    root().join("tests/data/ml").join(name)
+}
+
+#[test]
+fn scikit_learn_pipelines_are_compared_in_f64() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, ops) in [
+        (
+            "scaler_logreg3.onnx",
+            &["Scaler", "LinearClassifier", "Normalizer"][..],
+        ),
+        (
+            "normalizer_logreg2.onnx",
+            &["Normalizer", "LinearClassifier"][..],
+        ),
+        ("scaler_linreg.onnx", &["Scaler", "LinearRegressor"][..]),
+    ] {
+        let json = dir.path().join(format!("{name}.json"));
+        let m = ml(name);
+        let (code, out, err) = phantom(&[
+            "onnx",
+            m.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{name}: {out}{err}");
+        let r = read_json(&json);
+        for op in ops {
+            let n = r["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["op_type"] == *op)
+                .unwrap_or_else(|| panic!("{name}: no {op}"));
+            assert_eq!(n["reference"]["kind"], "f64_phantom", "{name} {op}: {n}");
+            assert_eq!(n["status"], "pass", "{name} {op}");
+        }
+        // Every float value is compared (ZipMap's maps aside) and agrees with ORT's fp32 to fp32 rounding.
+        for v in value_reports(&r).filter(|v| v["target_dtype"] == "f32") {
+            assert_eq!(v["status"], "pass", "{name}: {v}");
+            let max_abs = v["metrics"]["max_abs"].as_f64().unwrap();
+            assert!(max_abs < 1e-5, "{name} {}: {max_abs}", v["name"]);
+        }
+        assert!(
+            value_reports(&r)
+                .all(|v| v["status"] == "pass"
+                    || v["reason"].as_str().unwrap_or("").contains("ZipMap")),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_classifier_whose_coefficients_do_not_fit_its_input_is_refused_naming_it() {
+    ensure_runtime();
+    let m = ml("misfit_classifier.onnx");
+    let (code, out, err) = phantom(&["onnx", m.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("12 coefficients for 3 target(s) × 2 input feature(s) = 6"),
+        "{err}"
+    );
+    assert!(err.contains("LinearClassifier"), "{err}");
+}
