@@ -27,6 +27,7 @@ mod precision;
 mod prepare;
 mod profile;
 mod python;
+mod qdq;
 mod recipes;
 mod reduce;
 mod replay;

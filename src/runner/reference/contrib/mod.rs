@@ -19,6 +19,7 @@ mod mha;
 mod ml;
 mod norm;
 pub mod op;
+mod qdq;
 mod quant;
 mod rotary;
 mod squeeze;
@@ -134,6 +135,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| concat::kernel(op))
         .or_else(|| looping::kernel(op))
         .or_else(|| ml::kernel(op))
+        .or_else(|| qdq::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -151,7 +153,7 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
     }
-    if lstm::claims_recurrent(n) || ml::claims_ml(n) {
+    if lstm::claims_recurrent(n) || ml::claims_ml(n) || qdq::claims_qdq(n) {
         return true;
     }
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
@@ -227,6 +229,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(concat::OPS)
         .chain(looping::OPS)
         .chain(ml::OPS)
+        .chain(qdq::OPS)
     {
         onnx.op_register
             .0
