@@ -72,7 +72,6 @@ dnsmos_sig_bak_ovr|pypi|speechmos|0.0.1.1|speechmos/dnsmos_models/sig_bak_ovr.on
 plcmos_v2|pypi|speechmos|0.0.1.1|speechmos/plcmos_models/plcmos_v2.onnx|c0ad3fc64ef9682b4749c0e96636b41c73b4b30bd123b9348feea06a96895286
 aecmos_stage0|pypi|speechmos|0.0.1.1|speechmos/aecmos_models/Run_1668423760_Stage_0.onnx|b57bc007046d7230008ad2b802cb378f998ff3d96be074389a4d07533b7d4aaf
 skl2onnx_treecl|pypi-sdist|skl2onnx|1.20.0|skl2onnx-1.20.0/tests/datasets/treecl.onnx|2b13998a8709c57a01b97faecd7203e1ae117716d62756d3cdc92bbaa163c95c
-ort_logreg_iris|pypi|onnxruntime|1.20.1|onnxruntime/datasets/logreg_iris.onnx|8224784c98d73412d9fd99abcd57a38568bd590980d0fbe5916464531c52e8fc
 tashkeel_bilstm_int8|pypi|text2tashkeel|0.1.0|text2tashkeel/models/bilstm.int8.onnx|106917dbd76e0ae6a07d28e71556b97d42a1de9f9a67973272ab5d304d40527e
 light_bvlc_alexnet|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_bvlc_alexnet.onnx|2afa78cef5a88aed9d6e3d63fb92bd330c9177ac150d19189c6b3e7204ba0212
 light_densenet121|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_densenet121.onnx|49ddb5712797d6164f1d864bedaad927de4f3909ad1b4ba390a92c2f8150e9f6

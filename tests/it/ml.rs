@@ -24,6 +24,9 @@ fn scikit_learn_pipelines_are_compared_in_f64() {
             &["Normalizer", "LinearClassifier"][..],
         ),
         ("scaler_linreg.onnx", &["Scaler", "LinearRegressor"][..]),
+        ("forest_reg.onnx", &["TreeEnsembleRegressor"][..]),
+        ("boosting_reg.onnx", &["TreeEnsembleRegressor"][..]),
+        ("scaler_svr_rbf.onnx", &["Scaler", "SVMRegressor"][..]),
     ] {
         let json = dir.path().join(format!("{name}.json"));
         let m = ml(name);

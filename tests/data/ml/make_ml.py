@@ -1,5 +1,5 @@
 """scikit-learn pipelines converted by skl2onnx (the `ai.onnx.ml` ops phantom evaluates in f64: LinearClassifier,
-LinearRegressor, Normalizer, Scaler), one per op and post-transform. Deterministic (fixed seeds). Run:
+LinearRegressor, Normalizer, Scaler, TreeEnsembleRegressor, SVMRegressor), one per op and aggregate. Deterministic (fixed seeds). Run:
     python3 tests/data/ml/make_ml.py      (needs `pip install scikit-learn skl2onnx onnx numpy`)
 The .onnx files are committed; this script records how they were made.
 """
@@ -7,9 +7,11 @@ import os
 
 import numpy as np
 from skl2onnx import to_onnx
+from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer, StandardScaler
+from sklearn.svm import SVR
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng(33)
@@ -29,6 +31,9 @@ def save(model, name):
 save(make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(X, y3), "scaler_logreg3.onnx")
 save(make_pipeline(Normalizer(norm="l2"), LogisticRegression(max_iter=500)).fit(X, y2), "normalizer_logreg2.onnx")
 save(make_pipeline(StandardScaler(), LinearRegression()).fit(X, yr), "scaler_linreg.onnx")
+save(RandomForestRegressor(n_estimators=6, max_depth=4, random_state=0).fit(X, yr), "forest_reg.onnx")
+save(GradientBoostingRegressor(n_estimators=8, max_depth=3, random_state=0).fit(X, yr), "boosting_reg.onnx")
+save(make_pipeline(StandardScaler(), SVR(kernel="rbf")).fit(X, yr), "scaler_svr_rbf.onnx")
 
 
 def misfit_classifier():

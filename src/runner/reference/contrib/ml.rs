@@ -34,7 +34,7 @@ fn floats(n: &Node, name: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
-fn string(n: &Node, name: &str, default: &str) -> String {
+pub(super) fn string_attr(n: &Node, name: &str, default: &str) -> String {
     n.proto
         .attribute
         .iter()
@@ -91,7 +91,7 @@ fn erf_inv(x: f64) -> f64 {
     sgn * (-v + (v * v - v2).sqrt()).sqrt()
 }
 
-fn probit(x: f64) -> f64 {
+pub(super) fn probit(x: f64) -> f64 {
     std::f64::consts::SQRT_2 * erf_inv(2.0 * x - 1.0)
 }
 
@@ -100,7 +100,12 @@ fn logistic(x: f64) -> f64 {
 }
 
 /// ORT's post-transform of each row of `targets` scores (more than one target).
-fn transform(n: &Node, scores: &mut [f64], targets: usize, how: &str) -> TractResult<()> {
+pub(super) fn transform(
+    n: &Node,
+    scores: &mut [f64],
+    targets: usize,
+    how: &str,
+) -> TractResult<()> {
     for row in scores.chunks_mut(targets) {
         match how {
             "NONE" => {}
@@ -203,7 +208,7 @@ impl Kernel for LinearClassifier {
                 .collect(),
         };
         let label = self.label_tensor(n, &winners, targets)?;
-        let how = string(n, "post_transform", "NONE");
+        let how = string_attr(n, "post_transform", "NONE");
         let columns = Self::columns(n);
         if targets > 1 {
             transform(n, &mut scores, targets, &how)?;
@@ -271,7 +276,7 @@ impl Kernel for LinearRegressor {
         fits(n, &w, targets, f)?;
         let x: Vec<f64> = x.iter().copied().collect();
         let mut y = affine(&x, (r, f), &w, &b, targets);
-        let how = string(n, "post_transform", "NONE");
+        let how = string_attr(n, "post_transform", "NONE");
         transform(n, &mut y, targets, &how)?;
         Ok(vec![super::util::shaped(&[r, targets], y)?])
     }
@@ -289,7 +294,7 @@ impl Kernel for Normalizer {
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         let mut x = f64s(n, ins, 0)?;
         let (_, c) = rows(n, x.shape())?;
-        let norm = string(n, "norm", "MAX");
+        let norm = string_attr(n, "norm", "MAX");
         let data = x.as_slice_mut().expect("an owned array is contiguous");
         for row in data.chunks_mut(c.max(1)) {
             let z = match norm.as_str() {

@@ -23,6 +23,8 @@ mod qdq;
 mod quant;
 mod rotary;
 mod squeeze;
+mod svm;
+mod trees;
 mod util;
 
 use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
@@ -136,6 +138,8 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| looping::kernel(op))
         .or_else(|| ml::kernel(op))
         .or_else(|| qdq::kernel(op))
+        .or_else(|| trees::kernel(op))
+        .or_else(|| svm::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -153,7 +157,12 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
     }
-    if lstm::claims_recurrent(n) || ml::claims_ml(n) || qdq::claims_qdq(n) {
+    if lstm::claims_recurrent(n)
+        || ml::claims_ml(n)
+        || qdq::claims_qdq(n)
+        || trees::claims_trees(n)
+        || svm::claims_svm(n)
+    {
         return true;
     }
     let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
@@ -230,6 +239,8 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(looping::OPS)
         .chain(ml::OPS)
         .chain(qdq::OPS)
+        .chain(trees::OPS)
+        .chain(svm::OPS)
     {
         onnx.op_register
             .0
