@@ -180,6 +180,10 @@ pub const F32_INSIDE: &[(&str, &str)] = &[
     ("MatMulNBits", "tract dequantizes MatMulNBits in f32"),
     ("DequantizeLinear", "tract dequantizes in f32"),
     ("MelWeightMatrix", "tract computes MelWeightMatrix in f32"),
+    (
+        "TreeEnsemble",
+        "tract computes a tree ensemble classifier in f32",
+    ),
 ];
 
 /// Rounds an f64 value to `d` (float16, bfloat16 or float32) and back, as a target storing it in `d` would.
