@@ -73,5 +73,8 @@ fn a_classifier_whose_coefficients_do_not_fit_its_input_is_refused_naming_it() {
         err.contains("12 coefficients for 3 target(s) × 2 input feature(s) = 6"),
         "{err}"
     );
-    assert!(err.contains("LinearClassifier"), "{err}");
+    assert!(
+        err.contains("LinearClassifier node `LinearClassifier_0` has 12 coefficients"),
+        "the node is named once: {err}"
+    );
 }

@@ -78,6 +78,8 @@ fn humanize(msg: &str, graph: &Graph) -> String {
             .ok()
             .and_then(|i| graph.nodes.get(i))
         {
+            // Already quoted after its op (a kernel's "LinearClassifier `phantom3`"): the name alone.
+            Some(n) if out.ends_with('`') && tail[end..].starts_with('`') => out.push_str(&n.name),
             Some(n) => out.push_str(&format!("{} node `{}`", n.op_type, n.name)),
             None => out.push_str(PREFIX),
         }
