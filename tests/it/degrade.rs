@@ -192,3 +192,66 @@ fn a_failed_chunk_cut_falls_back_to_whole_model_reruns() {
     }
     assert_eq!(r["coverage"]["compared"], whole["coverage"]["compared"]);
 }
+
+#[test]
+fn a_failed_fusion_check_leaves_its_culprit_s_cause_unsettled() {
+    // The QDQ CNN's output lands one level off where ORT fuses its final QDQ pair: a real fusion cause, which the
+    // fusion check settles by rerunning the target unfused. Made to fail, the check leaves the cause as found and
+    // says so on that culprit's node; the verdict and exit code stand.
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = crate::common::root().join("tests/data/qdq/convnet_qdq.onnx");
+    let run = |fail: &str| {
+        let json = dir.path().join(format!("q-{fail}.json"));
+        let args = [
+            "onnx",
+            m.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        let (code, out, err) = phantom_env(&args, &[("PHANTOM_INJECT_FAILURE", fail)]);
+        assert!(code == 0 || code == 1, "{fail}: {out}{err}");
+        (code, read_json(&json))
+    };
+    let (code, whole) = run("");
+    let fused: Vec<String> = whole["verdict"]["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"] == "fusion")
+        })
+        .map(|c| c["node"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !fused.is_empty(),
+        "the QDQ model has a fusion cause: {:?}",
+        whole["verdict"]
+    );
+    assert!(notes(&whole)
+        .iter()
+        .any(|n| n.contains("a fusion cause was checked")));
+    let (c, r) = run("fusion");
+    assert_eq!(c, code, "the exit code is the verdict's");
+    assert_eq!(r["verdict"]["status"], whole["verdict"]["status"]);
+    assert!(
+        notes(&r)
+            .iter()
+            .any(|n| n.contains("the fusion check not measured")),
+        "{:?}",
+        notes(&r)
+    );
+    let marked: Vec<String> = not_measured(&r)
+        .into_iter()
+        .filter(|(_, what, _)| what == "the fusion check")
+        .map(|(node, _, _)| node)
+        .collect();
+    assert_eq!(
+        marked, fused,
+        "the culprit whose fusion cause went unchecked says so"
+    );
+}
