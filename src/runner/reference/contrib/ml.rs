@@ -20,20 +20,6 @@ pub const OPS: &[&str] = &[
     "Scaler",
 ];
 
-/// Whether phantom evaluates `n`: one of [`OPS`] in the `ai.onnx.ml` domain.
-pub fn claims_ml(n: &tract_onnx::pb::NodeProto) -> bool {
-    n.domain == "ai.onnx.ml" && OPS.contains(&n.op_type.as_str())
-}
-
-fn floats(n: &Node, name: &str) -> Vec<f64> {
-    n.proto
-        .attribute
-        .iter()
-        .find(|a| a.name == name)
-        .map(|a| a.floats.iter().map(|&f| f as f64).collect())
-        .unwrap_or_default()
-}
-
 pub(super) fn string_attr(n: &Node, name: &str, default: &str) -> String {
     n.proto
         .attribute
@@ -159,7 +145,7 @@ impl LinearClassifier {
     }
 
     fn targets(n: &Node) -> usize {
-        floats(n, "intercepts").len()
+        n.floats("intercepts").len()
     }
 
     /// Columns of the scores output: two for one target with two labels (ORT adds the second class).
@@ -189,7 +175,7 @@ impl Kernel for LinearClassifier {
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         let x = f64s(n, ins, 0)?;
         let (r, f) = rows(n, x.shape())?;
-        let (w, b) = (floats(n, "coefficients"), floats(n, "intercepts"));
+        let (w, b) = (n.floats("coefficients"), n.floats("intercepts"));
         let targets = b.len();
         anyhow::ensure!(
             targets > 0,
@@ -272,7 +258,7 @@ impl Kernel for LinearRegressor {
         let x = f64s(n, ins, 0)?;
         let (r, f) = rows(n, x.shape())?;
         let targets = n.int("targets", 1).max(1) as usize;
-        let (w, b) = (floats(n, "coefficients"), floats(n, "intercepts"));
+        let (w, b) = (n.floats("coefficients"), n.floats("intercepts"));
         fits(n, &w, targets, f)?;
         let x: Vec<f64> = x.iter().copied().collect();
         let mut y = affine(&x, (r, f), &w, &b, targets);
@@ -323,7 +309,7 @@ impl Kernel for Scaler {
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         let mut x = f64s(n, ins, 0)?;
         let c = x.shape().last().copied().unwrap_or(1).max(1);
-        let (offset, scale) = (floats(n, "offset"), floats(n, "scale"));
+        let (offset, scale) = (n.floats("offset"), n.floats("scale"));
         for (what, v) in [("offset", &offset), ("scale", &scale)] {
             anyhow::ensure!(
                 v.len() <= 1 || v.len() == c,

@@ -100,6 +100,13 @@ impl Node {
         self.attr(name).map(|a| a.f).unwrap_or(default) as f64
     }
 
+    /// A float-list attribute (ONNX stores float32) widened to f64 (empty when absent).
+    pub fn floats(&self, name: &str) -> Vec<f64> {
+        self.attr(name)
+            .map(|a| a.floats.iter().map(|&f| f as f64).collect())
+            .unwrap_or_default()
+    }
+
     /// An integer-list attribute (empty when absent).
     pub fn ints(&self, name: &str) -> Vec<i64> {
         self.attr(name).map(|a| a.ints.clone()).unwrap_or_default()
@@ -157,15 +164,12 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
     }
-    if lstm::claims_recurrent(n)
-        || ml::claims_ml(n)
-        || qdq::claims_qdq(n)
-        || trees::claims_trees(n)
-        || svm::claims_svm(n)
-    {
+    if lstm::claims_recurrent(n) || qdq::claims_qdq(n) {
         return true;
     }
-    let ours = n.domain == "com.microsoft" || ANY_DOMAIN.contains(&n.op_type.as_str());
+    // ORT's contrib domain, and the classic-ML ops (`ai.onnx.ml`) phantom has kernels for.
+    let ours = matches!(n.domain.as_str(), "com.microsoft" | "ai.onnx.ml")
+        || ANY_DOMAIN.contains(&n.op_type.as_str());
     ours && kernel(&n.op_type).is_some()
 }
 

@@ -11,20 +11,6 @@ use super::{Fact, Kernel, Node};
 
 pub const OPS: &[&str] = &["SVMRegressor"];
 
-/// Whether phantom evaluates `n`.
-pub fn claims_svm(n: &tract_onnx::pb::NodeProto) -> bool {
-    n.domain == "ai.onnx.ml" && OPS.contains(&n.op_type.as_str())
-}
-
-fn floats(n: &Node, name: &str) -> Vec<f64> {
-    n.proto
-        .attribute
-        .iter()
-        .find(|a| a.name == name)
-        .map(|a| a.floats.iter().map(|&f| f as f64).collect())
-        .unwrap_or_default()
-}
-
 /// The kernel of two feature rows.
 fn kernel_of(kind: &str, (gamma, coef0, degree): (f64, f64, f64), x: &[f64], s: &[f64]) -> f64 {
     let dot = || x.iter().zip(s).map(|(a, b)| a * b).sum::<f64>();
@@ -49,10 +35,10 @@ impl Kernel for Regressor {
         let x = f64s(n, ins, 0)?;
         let f = x.shape().last().copied().unwrap_or(1).max(1);
         let data: Vec<f64> = x.iter().copied().collect();
-        let (coef, svs) = (floats(n, "coefficients"), floats(n, "support_vectors"));
-        let rho = floats(n, "rho").first().copied().unwrap_or(0.0);
+        let (coef, svs) = (n.floats("coefficients"), n.floats("support_vectors"));
+        let rho = n.floats("rho").first().copied().unwrap_or(0.0);
         let count = n.int("n_supports", 0).max(0) as usize;
-        let params = floats(n, "kernel_params");
+        let params = n.floats("kernel_params");
         let param = |k: usize, d: f64| params.get(k).copied().unwrap_or(d);
         let params = (param(0, 0.0), param(1, 0.0), param(2, 0.0));
         let kind = super::ml::string_attr(n, "kernel_type", "LINEAR");

@@ -17,11 +17,6 @@ use super::{Fact, Kernel, Node};
 
 pub const OPS: &[&str] = &["TreeEnsembleRegressor"];
 
-/// Whether phantom evaluates `n`.
-pub fn claims_trees(n: &tract_onnx::pb::NodeProto) -> bool {
-    n.domain == "ai.onnx.ml" && OPS.contains(&n.op_type.as_str())
-}
-
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
     Leq,
@@ -88,9 +83,7 @@ fn reals(n: &Node, name: &str) -> TractResult<Vec<f64>> {
             .map_err(|e| anyhow::anyhow!("{}: {name}_as_tensor: {e}", n.proto.name))?;
         return Ok(host.to_f64_array().iter().copied().collect());
     }
-    Ok(attr(n, name)
-        .map(|a| a.floats.iter().map(|&f| f as f64).collect())
-        .unwrap_or_default())
+    Ok(n.floats(name))
 }
 
 impl Forest {
