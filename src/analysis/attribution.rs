@@ -174,6 +174,7 @@ mod tests {
             introduced: None,
             is_output: false,
             sample: None,
+            adopted: None,
         }
     }
 

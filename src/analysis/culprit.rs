@@ -9,10 +9,15 @@ use crate::report::model::{Basis, Culprit, NodeReport, ValueReport, ValueStatus}
 /// Culprits listed at most.
 pub const MAX_CULPRITS: usize = 5;
 
+/// Alone, out of tolerance. A discrete decision that passes in the graph (its flips within the noise adopted) is
+/// not blamed for flipping other elements alone: fed with the reference's inputs rounded to the target's type, it
+/// decides elements on a boundary either way.
 fn introduced_fails(v: &ValueReport) -> bool {
-    v.introduced
-        .as_ref()
-        .is_some_and(|i| i.status == ValueStatus::Fail)
+    let settled_decision = v.adopted.is_some() && v.status == ValueStatus::Pass;
+    !settled_decision
+        && v.introduced
+            .as_ref()
+            .is_some_and(|i| i.status == ValueStatus::Fail)
 }
 
 fn ideal_fails(v: &ValueReport) -> bool {

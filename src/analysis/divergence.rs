@@ -28,6 +28,7 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
         introduced: None,
         is_output,
         sample: None,
+        adopted: None,
     }
 }
 

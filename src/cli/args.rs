@@ -194,6 +194,10 @@ pub struct OnnxArgs {
     /// count unrolled (values inside bodies are then not compared, and tract must type every branch).
     #[arg(long)]
     pub keep_control_flow: bool,
+    /// Keep the reference's own discrete decisions (float-to-integer casts, rounding, quantization levels): by
+    /// default it takes the target's where the input lies within its tolerance of the boundary, and counts them.
+    #[arg(long)]
+    pub own_decisions: bool,
     /// Write the JSON report here.
     #[arg(long, value_name = "OUT.json")]
     pub json: Option<PathBuf>,

@@ -252,6 +252,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     };
     s.save_target_model = a.save_target_model.clone();
     s.keep_control_flow = a.keep_control_flow;
+    s.own_decisions = a.own_decisions;
     s.accept_incomplete = a.accept_incomplete;
     s.steps = a.steps as usize;
     s.dump = a.dump.clone().map(|d| (d, a.force));

@@ -15,6 +15,7 @@
 //! stream-compare stage. Bisection reuses [`prepare`].
 
 mod assemble;
+mod decisions;
 pub mod degrade;
 mod dump;
 mod explain;
@@ -92,6 +93,8 @@ pub struct Lane {
     pub attribution_ms: f64,
     /// Figures the optional stages could not measure, per node.
     pub unmeasured: degrade::Unmeasured,
+    /// The target's discrete decisions the reference runs adopt within the noise of their boundaries.
+    pub decisions: Option<std::sync::Arc<crate::runner::reference::decide::Decisions>>,
 }
 
 /// Every lane's report, the target-vs-target comparisons, and the inputs they ran on.
@@ -197,16 +200,20 @@ fn leading_reasons(f: &Finished) -> String {
 fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finished> {
     let attribution = s.attribution;
     let mut lanes = capture(s, p, attribution)?;
+    let adopt = decisions::gather(s, p, &mut lanes);
     for lane in lanes.iter_mut() {
+        lane.decisions = adopt.clone();
         let t = Instant::now();
-        let noise =
-            degrade::injected("noise").and_then(|_| expected_noise(s, p, lane.rounding.as_ref()));
+        let noise = degrade::injected("noise").and_then(|_| expected_noise(s, p, lane));
         lane.emulated = (lane.unmeasured)
             .stage(&mut lane.notes, "expected noise", noise)
             .unwrap_or_default();
         lane.noise_ms = ms(t);
     }
     let mut cmp = stream::compare(s, p, &mut lanes, attribution)?;
+    for lane in lanes.iter_mut() {
+        decisions::record(lane, &cmp.reference.adopted);
+    }
     let mut reports = vec![];
     let mut target_outputs = HashMap::new();
     for mut lane in lanes {
@@ -307,6 +314,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             noise_ms: 0.0,
             attribution_ms: 0.0,
             unmeasured: Default::default(),
+            decisions: None,
         });
     }
     Ok(lanes)
@@ -314,8 +322,8 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
 
 /// The reference rerun with every value rounded to the element type the target stores it in: per value, what
 /// correct rounding alone would give (the expected noise). Spilled to disk when the run is bounded in memory.
-fn expected_noise(s: &CompareSettings, p: &Prepared, rounding: Option<&Rounding>) -> Result<Held> {
-    let Some(round) = rounding else {
+fn expected_noise(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result<Held> {
+    let Some(round) = lane.rounding.as_ref() else {
         return Ok(Held::default());
     };
     let mut emulated = match s.budget() {
@@ -325,6 +333,8 @@ fn expected_noise(s: &CompareSettings, p: &Prepared, rounding: Option<&Rounding>
     let pb = stage(s.progress, "expected noise: reference with target rounding");
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
+        decisions: lane.decisions.clone(),
+        ..Default::default()
     };
     let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
     let mut failed = None;

@@ -65,6 +65,9 @@ pub struct CompareSettings {
     /// `--keep-control-flow`: If/Loop nodes run as the file has them (no inlining or unrolling).
     #[serde(default)]
     pub keep_control_flow: bool,
+    /// Keep the reference's own discrete decisions instead of adopting the target's within the noise.
+    #[serde(default)]
+    pub own_decisions: bool,
     /// The command line, recorded in the report.
     #[serde(skip)]
     pub command: Vec<String>,
@@ -96,6 +99,7 @@ impl CompareSettings {
             heatmaps: false,
             save_target_model: None,
             keep_control_flow: false,
+            own_decisions: false,
             steps: 1,
             dump: None,
             command: std::env::args().collect(),

@@ -65,6 +65,14 @@ pub fn compare(
         Some((dir, force)) => Some(super::dump::Dump::create(dir, *force)?),
         None => None,
     };
+    let decisions = match &*lanes {
+        [lane] => lane.decisions.clone(),
+        _ => None,
+    };
+    let runner = || ReferenceRunner {
+        decisions: decisions.clone(),
+        ..Default::default()
+    };
     let reference = match (s.budget(), lanes) {
         (Some(_), _) if dump.is_some() => {
             return Err(Error::Usage(
@@ -74,7 +82,7 @@ pub fn compare(
         (Some(budget), [lane]) => {
             let keep = keep.then_some(&mut held);
             let scales = &mut scales;
-            bounded(s, p, lane, (budget, keep, scales), &mut compare_time)?
+            bounded(s, p, lane, (budget, keep, scales), (runner(), &mut compare_time))?
         }
         (Some(_), _) => {
             return Err(Error::Usage(
@@ -83,7 +91,7 @@ pub fn compare(
         }
         (None, lanes) => {
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
-            ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+            runner().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
                 let c = Instant::now();
                 if let Some(d) = dump.as_mut() {
                     let targets: Vec<_> = lanes.iter().map(|l| (l.spec.label(), l.out.values.get(name))).collect();
@@ -143,7 +151,7 @@ fn bounded(
     p: &Prepared,
     lane: &mut Lane,
     (budget, mut keep, scales): (usize, Option<&mut Held>, &mut Scales),
-    compare_time: &mut Duration,
+    (mut runner, compare_time): (ReferenceRunner, &mut Duration),
 ) -> Result<RunOutput> {
     let attributed = keep.is_some();
     let c = Chunker::new(
@@ -159,15 +167,14 @@ fn bounded(
         ch = ch.with_noise(&mut lane.emulated);
     }
     let mut failed = None;
-    let reference =
-        ReferenceRunner::default().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
-            let c = Instant::now();
-            if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
-                failed = k.keep(name, t).err();
-            }
-            ch.push(name, value);
-            *compare_time += c.elapsed();
-        })?;
+    let reference = runner.run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+        let c = Instant::now();
+        if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
+            failed = k.keep(name, t).err();
+        }
+        ch.push(name, value);
+        *compare_time += c.elapsed();
+    })?;
     if let Some(e) = failed {
         return Err(e);
     }

@@ -41,6 +41,8 @@ pub struct RunOutput {
     pub notes: Vec<String>,
     /// Node name → where it ran instead of the target device, and why (wgpu target only).
     pub placement: HashMap<String, facts::HostPlacement>,
+    /// Value name → the target's discrete decisions the reference adopted there (reference runner only).
+    pub adopted: HashMap<String, reference::decide::Adopted>,
 }
 
 /// How the reference computed a node.

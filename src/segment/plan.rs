@@ -243,7 +243,7 @@ fn traced_sizes(graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> 
         }
     }
     let skeleton = crate::model::surgery::finish(&graph.path, proto)?;
-    ReferenceRunner { round: None }.sizes_from_facts(&skeleton, &facts)
+    ReferenceRunner::default().sizes_from_facts(&skeleton, &facts)
 }
 
 /// f64 bytes of every value whose shape the model declares fully (value_info, graph outputs).

@@ -94,7 +94,10 @@ fn stream_side(
 ) -> Result<()> {
     let mut failed: Vec<String> = vec![];
     let mut stored = 0;
-    let mut runner = ReferenceRunner { round };
+    let mut runner = ReferenceRunner {
+        round,
+        ..Default::default()
+    };
     runner.run_streaming(g, inputs, &mut |name, value| {
         if !wanted.contains(name) {
             return;

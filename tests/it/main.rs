@@ -4,6 +4,7 @@ mod cdp;
 mod common;
 mod compare;
 mod contrib;
+mod decisions;
 mod degrade;
 mod determinism;
 mod devices;

@@ -397,14 +397,17 @@ fn fallback(
                 .and_then(|v| v.noise.as_ref())
                 .map(|n| n.tolerance_used)
                 .unwrap_or(f64::NAN);
+            let beyond = match used.is_finite() {
+                true => format!("{}× its tolerance", num(used)),
+                false => "beyond its tolerance (none: integers must match exactly)".to_string(),
+            };
             format!(
                 "stored in {} (values up to {}, resolved to {} there), this value moves by up to {} even with exact \
-                 arithmetic: {}× its tolerance; the precision itself is too coarse here",
+                 arithmetic: {beyond}; the precision itself is too coarse here",
                 l.name,
                 num(m),
                 num(spacing(m, *l)),
                 num(c.max_abs),
-                num(used)
             )
         }
     };

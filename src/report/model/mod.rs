@@ -288,6 +288,10 @@ pub struct ValueReport {
     /// With several input samples: the sample whose figures these are (the worst for this value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample: Option<usize>,
+    /// A discrete decision (rounding to integers, quantization): the elements where the reference took the
+    /// target's decision because its input lay within its tolerance of the boundary, or the conversion is undefined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted: Option<crate::runner::reference::decide::Adopted>,
 }
 
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]

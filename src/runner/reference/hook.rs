@@ -10,7 +10,7 @@ use tract_onnx::tract_core::internal::{EvalContext, OpState};
 use tract_onnx::tract_core::ops::logic::IfThenElse;
 
 use super::overrides::Overrides;
-use super::{humanize, kernels};
+use super::{decide, humanize, kernels};
 use crate::model::Graph;
 use crate::runner::RefPrecision;
 
@@ -84,6 +84,18 @@ fn never_narrower(node: &TypedNode) -> bool {
     node.op_is::<TypedBinOp>() || node.op_is::<AxisOp>()
 }
 
+/// `node` evaluated again on other inputs (a decision's input moved by its tolerance): phantom's kernel where it
+/// has one, else tract's (decisions are stateless).
+fn reeval(ctx: &EvalContext, node: &TypedNode, ins: TVec<TValue>) -> TractResult<TVec<TValue>> {
+    if let Some(op) = node.op_as::<super::contrib::op::ContribOp>() {
+        return op.run(&ins);
+    }
+    if let Some(r) = kernels::eval_own(node, &ins) {
+        return r;
+    }
+    tract_onnx::tract_core::plan::eval(ctx, None, node, ins)
+}
+
 /// Receives each reference value by ONNX name as soon as it is computed, or why it could not be.
 pub type Sink<'s> = dyn FnMut(&str, Result<crate::tensor::Tensor, String>) + 's;
 
@@ -114,6 +126,10 @@ pub struct Evaluator<'g, 's> {
     symbols: SymbolValues,
     /// Constants naming symbols not resolved yet (see [`Self::finish`]).
     deferred: Vec<(usize, TValue)>,
+    /// The target's discrete decisions the run may adopt ([`decide`]).
+    decisions: Option<&'g decide::Decisions>,
+    /// What it adopted, by value name.
+    pub adopted: HashMap<String, decide::Adopted>,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -145,7 +161,28 @@ impl<'g, 's> Evaluator<'g, 's> {
             unfaithful: HashMap::new(),
             symbols: SymbolValues::default(),
             deferred: vec![],
+            decisions: None,
+            adopted: HashMap::new(),
         }
+    }
+
+    /// Adopts the target's discrete decisions within the noise of their boundaries ([`decide`]).
+    pub fn with_decisions(mut self, decisions: Option<&'g decide::Decisions>) -> Self {
+        self.decisions = decisions.filter(|d| !d.is_empty());
+        // A QDQ pair's decision is judged on the pair's float input: keep it.
+        let d = self.decisions;
+        for n in self.graph.nodes.iter() {
+            let Some(q) = decide::paired_quantize(self.graph, n) else {
+                continue;
+            };
+            if n.outputs
+                .first()
+                .is_some_and(|o| d.is_some_and(|d| d.contains_key(o)))
+            {
+                self.needed.extend(q.inputs.first().cloned());
+            }
+        }
+        self
     }
 
     /// ONNX nodes whose tract import departs from the ONNX definition: marked unavailable, never computed.
@@ -268,8 +305,12 @@ impl<'g, 's> Evaluator<'g, 's> {
             .into_iter()
             .map(|v| super::symbols::resolved(v, ctx.symbols))
             .collect::<TractResult<TVec<_>>>()?;
+        let decides = self.decides(node).then(|| ins.clone());
         let mut out = self.eval_node(ctx, st, node, ins)?;
         self.round_outputs(node.id, &mut out)?;
+        if let Some(ins) = decides {
+            self.adopt(ctx, node, &ins, &mut out);
+        }
         if node.inputs.is_empty() && self.needed.contains(&node.name) {
             if let Some(v) = out.first() {
                 self.values.insert(node.name.clone(), v.clone());
@@ -277,6 +318,85 @@ impl<'g, 's> Evaluator<'g, 's> {
         }
         self.emit(node.id, &out);
         Ok(out)
+    }
+
+    /// Whether tract node `node` computes an ONNX decision the target made too, from that decision's own input.
+    fn decides(&self, node: &TypedNode) -> bool {
+        let (Some(d), Some(onnx)) = (
+            self.decisions,
+            (self.onnx_of.get(&node.id)).and_then(|&i| self.graph.nodes.get(i)),
+        ) else {
+            return false;
+        };
+        let named = self.labels.get(&node.id);
+        let paired = onnx.op_type != "DequantizeLinear"
+            || decide::paired_quantize(self.graph, onnx).is_some();
+        paired
+            && decide::OPS.contains(&onnx.op_type.as_str())
+            && !self.tainted.contains_key(&node.id)
+            && named.is_some_and(|ls| ls.iter().any(|(_, n)| d.contains_key(n)))
+            && self.reads_first_input(node, onnx.inputs.first())
+    }
+
+    /// Whether tract's first input of `node` is the ONNX value `want` (a labelled value or a graph input).
+    fn reads_first_input(&self, node: &TypedNode, want: Option<&String>) -> bool {
+        let (Some(i), Some(want)) = (node.inputs.first(), want) else {
+            return false;
+        };
+        match self.labels.get(&i.node) {
+            Some(ls) => ls.iter().any(|(s, n)| *s == i.slot && n == want),
+            None => self.graph.inputs.iter().any(|v| &v.name == want),
+        }
+    }
+
+    /// Takes the target's decisions on `node`'s outputs where they lie within the noise of a boundary.
+    fn adopt(
+        &mut self,
+        ctx: &EvalContext,
+        node: &TypedNode,
+        ins: &TVec<TValue>,
+        out: &mut TVec<TValue>,
+    ) {
+        let (Some(d), Some(&idx)) = (self.decisions, self.onnx_of.get(&node.id)) else {
+            return;
+        };
+        let onnx = &self.graph.nodes[idx];
+        let names = self.labels.get(&node.id).cloned().unwrap_or_default();
+        let found = match onnx.op_type.as_str() {
+            "DynamicQuantizeLinear" => decide::adopt_dynamic(d, (&names, &onnx.outputs), ins, out),
+            "DequantizeLinear" => self.adopt_pair(onnx, &names, ins, out),
+            op => decide::adopt_monotone(d, &names, (ins, op == "Cast"), out, |xs| {
+                reeval(ctx, node, xs)
+            }),
+        };
+        self.adopted.extend(found);
+    }
+
+    /// A QDQ pair's `DequantizeLinear` reconciled on the pair's float input ([`decide::adopt_pair`]).
+    fn adopt_pair(
+        &self,
+        onnx: &crate::model::Node,
+        names: &[(usize, String)],
+        ins: &TVec<TValue>,
+        out: &mut TVec<TValue>,
+    ) -> Vec<(String, decide::Adopted)> {
+        let q = decide::paired_quantize(self.graph, onnx);
+        let x = q
+            .and_then(|q| q.inputs.first())
+            .and_then(|i| self.values.get(i));
+        let (Some(d), Some(x)) = (self.decisions, x) else {
+            return vec![];
+        };
+        let mut found = vec![];
+        for (slot, name) in names {
+            let (Some(dec), Some(o)) = (d.get(name), out.get_mut(*slot)) else {
+                continue;
+            };
+            if let Some(a) = decide::adopt_pair(dec, x, ins, o) {
+                found.push((name.clone(), a));
+            }
+        }
+        found
     }
 
     fn overridden(&mut self, node: &TypedNode, idx: usize) -> Option<TractResult<TVec<TValue>>> {

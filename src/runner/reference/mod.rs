@@ -7,11 +7,13 @@
 pub mod contrib;
 
 mod capture;
+pub mod decide;
 mod faithful;
 pub mod fast;
 mod hook;
 pub mod kernels;
 mod overrides;
+mod pins;
 mod rewrite;
 mod rnn;
 mod symbols;
@@ -46,6 +48,10 @@ pub type Rounding = HashMap<String, crate::tensor::DType>;
 /// tract in f64.
 #[derive(Default)]
 pub struct ReferenceRunner {
+    /// The target's discrete decisions to adopt where they lie within the noise of a boundary ([`decide`]).
+    pub decisions: Option<std::sync::Arc<decide::Decisions>>,
+    /// Decisions tract folds at import, pinned to what the reference adopted of the target's ([`pins`]).
+    pub pins: pins::Pins,
     /// Emulate a target that stores values in lower precision: every value named here (graph inputs, constants,
     /// node outputs) is rounded to its element type and computation goes on in f64 from the rounded value.
     pub round: Option<Rounding>,
@@ -187,6 +193,7 @@ impl ReferenceRunner {
             widen::widen(&mut proto, graph.path.parent(), self.round.as_ref())
                 .map_err(|e| ref_err(graph, "widening to f64", e))?;
             rewrite::rewrite(proto.graph.as_mut().expect("checked above"));
+            pins::pin(proto.graph.as_mut().expect("checked above"), &self.pins);
         }
         let opsets = proto.opset_import.clone();
         contrib::claim(proto.graph.as_mut().expect("checked above"), &opsets);
@@ -364,7 +371,18 @@ impl ReferenceRunner {
     ) -> Result<RunOutput> {
         let mut notes = Vec::new();
         let facts = facts_of(inputs);
-        let (typed, names, proto) = self.parse_wide_or_narrow(graph, &facts, &mut notes)?;
+        self.pins.clear();
+        let (mut typed, mut names, mut proto) =
+            self.parse_wide_or_narrow(graph, &facts, &mut notes)?;
+        let mut adopted_folded = vec![];
+        if let Some(d) = self.decisions.clone() {
+            let (pins, found) = pins::folded(graph, &typed, &names, &d);
+            if !pins.is_empty() {
+                self.pins = pins;
+                (typed, names, proto) = self.parse_wide_or_narrow(graph, &facts, &mut notes)?;
+                adopted_folded = found;
+            }
+        }
         let producers = graph.producers();
         let precision = capture::folded_at_import(graph, &typed, &names, &producers);
         let mut t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
@@ -379,18 +397,17 @@ impl ReferenceRunner {
         let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
             .with_rounding(self.round.as_ref())
             .with_unfaithful(faithful::unfaithful(graph, &proto))
+            .with_decisions(self.decisions.as_deref())
             .with_constants(plan.model());
         state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
             .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
         ev.finish();
-        Ok(capture::run_output(
-            graph,
-            &names,
-            &ev.emitted,
-            ev.precision,
-            notes,
-        ))
+        let mut adopted = std::mem::take(&mut ev.adopted);
+        adopted.extend(adopted_folded);
+        let mut out = capture::run_output(graph, &names, &ev.emitted, ev.precision, notes);
+        out.adopted = adopted;
+        Ok(out)
     }
 
     /// The model parsed as float64 ([`Self::parse`] with `wide`), or, where that fails, as it is (with a note

@@ -219,7 +219,7 @@ impl Kernel for IntMatMul {
 }
 
 /// ONNX DynamicQuantizeLinear in f64 (tract computes it in f32): y = saturate(round(x / scale) + zp) with scale =
-/// (max(x, 0) − min(x, 0)) / 255 and zp = saturate(round(−min / scale)), rounding half to even; an all-zero input
+/// (max(x, 0) − min(x, 0)) / 255 rounded to float32 (the type ONNX gives it) and zp = saturate(round(−min / scale)), rounding half to even; an all-zero input
 /// gets scale 1, as ORT gives it (the ONNX formula divides by zero).
 struct DynQuant;
 
@@ -255,7 +255,12 @@ pub fn requantized(a: &[f64]) -> Vec<f64> {
 fn quantize_u8(a: &[f64]) -> (Vec<f64>, f64, f64) {
     let lo = a.iter().copied().fold(0.0f64, f64::min);
     let hi = a.iter().copied().fold(0.0f64, f64::max);
-    let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
+    // The scale is a float32 value, as ONNX and ORT store it.
+    let scale = if hi == lo {
+        1.0
+    } else {
+        ((hi - lo) / 255.0) as f32 as f64
+    };
     let zp = (-lo / scale).round_ties_even().clamp(0.0, 255.0);
     let q = a
         .iter()

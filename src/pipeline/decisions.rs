@@ -1,0 +1,175 @@
+//! The target's discrete decisions, handed to the reference runs (expected noise and the stream-compare) so they
+//! adopt those within the noise of their boundaries ([`crate::runner::reference::decide`]), and what was adopted,
+//! put on the value reports and summed up in a note.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{CompareSettings, Lane, Prepared};
+use crate::model::{Graph, Node};
+use crate::runner::reference::decide::{self, Adopted, Decision, Decisions};
+use crate::targets::Capture;
+use crate::tensor::{DType, Tensor};
+
+/// The outputs of `n` that are decisions: DynamicQuantizeLinear's codes and zero point, a QDQ pair's
+/// DequantizeLinear output, the first of the others.
+fn decision_outputs<'g>(graph: &Graph, n: &'g Node) -> Vec<&'g String> {
+    match n.op_type.as_str() {
+        "DequantizeLinear" if decide::paired_quantize(graph, n).is_none() => vec![],
+        "DynamicQuantizeLinear" => n.outputs.iter().step_by(2).take(2).collect(),
+        op if decide::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
+        _ => vec![],
+    }
+}
+
+/// Whether the target's value `t` of `n`'s output can be a decision (a `Cast` to an integer type; any other op).
+fn is_decision(n: &Node, t: &Tensor) -> bool {
+    n.op_type != "Cast" || !(t.dtype().is_float() || t.dtype() == DType::Bool)
+}
+
+/// The one target's decisions (none with several targets: the reference can follow only one). Bounded runs hold
+/// no captured values, so the decisions alone are exposed in one more run first, when they fit the budget.
+pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<Arc<Decisions>> {
+    let [lane] = lanes else { return None };
+    if s.own_decisions {
+        return None;
+    }
+    let wanted: Vec<(&Node, &String)> = (p.graph.nodes.iter())
+        .flat_map(|n| {
+            decision_outputs(&p.graph, n)
+                .into_iter()
+                .map(move |o| (n, o))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    let fetched = match s.budget() {
+        None => HashMap::new(),
+        Some(budget) => fetch(p, lane, &wanted, budget)?,
+    };
+    let mut d = Decisions::new();
+    for (n, name) in wanted {
+        let Some(t) = lane.out.values.get(name).or_else(|| fetched.get(name)) else {
+            continue;
+        };
+        if !is_decision(n, t) {
+            continue;
+        }
+        // A QDQ pair decides on the QuantizeLinear's float input.
+        let decided = decide::paired_quantize(&p.graph, n).unwrap_or(n);
+        let input = decided.inputs.first().map(String::as_str).unwrap_or("");
+        let dtype = (lane.out.values.get(input).map(Tensor::dtype))
+            .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
+            .unwrap_or(DType::F32);
+        let tol = s.tolerance.for_dtype(dtype);
+        let (atol, rtol) = (tol.atol, tol.rtol);
+        d.insert(
+            name.clone(),
+            Decision {
+                target: t.clone(),
+                atol,
+                rtol,
+            },
+        );
+    }
+    Some(Arc::new(d))
+}
+
+/// The decisions exposed in one run of the target (bounded mode); `None` with a note when they do not fit.
+fn fetch(
+    p: &Prepared,
+    lane: &mut Lane,
+    wanted: &[(&Node, &String)],
+    budget: usize,
+) -> Option<HashMap<String, Tensor>> {
+    let names: Vec<&str> = wanted.iter().map(|(_, o)| o.as_str()).collect();
+    let run = lane.target.run(&p.graph, &p.inputs, Capture::Names(&names));
+    let values = match run {
+        Ok(r) => r.values,
+        Err(e) => {
+            lane.notes.push(format!(
+                "discrete decisions: the target's could not be exposed on their own ({e}); none adopted"
+            ));
+            return None;
+        }
+    };
+    let bytes: usize = values.values().map(Tensor::nbytes).sum();
+    if bytes > budget / 2 {
+        lane.notes.push(format!(
+            "discrete decisions: the target's take {} (more than half the memory budget); none adopted",
+            crate::units::fmt_size(bytes)
+        ));
+        return None;
+    }
+    Some(values)
+}
+
+/// Puts what the reference adopted on the value reports, and a note summing it up.
+pub fn record(lane: &mut Lane, adopted: &HashMap<String, Adopted>) {
+    let mut total = Adopted::default();
+    let mut named: Vec<(&String, &Adopted)> = adopted.iter().collect();
+    named.sort_by(|a, b| {
+        (b.1.flips + b.1.undefined)
+            .cmp(&(a.1.flips + a.1.undefined))
+            .then(a.0.cmp(b.0))
+    });
+    for (name, a) in &named {
+        if let Some(r) = lane.reports.get_mut(*name) {
+            r.adopted = Some((*a).clone());
+        }
+        total.flips += a.flips;
+        total.undefined += a.undefined;
+        total.beyond += a.beyond;
+        total.within = total.within.max(a.within);
+    }
+    if total.flips + total.undefined > 0 {
+        lane.notes.push(note(&total, &named));
+    }
+}
+
+/// "discrete decisions: …" for the report.
+fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
+    let values = named
+        .iter()
+        .filter(|(_, a)| a.flips + a.undefined > 0)
+        .count();
+    let top: Vec<String> = (named.iter().take(3))
+        .map(|(n, a)| format!("`{n}` {}", a.flips + a.undefined))
+        .collect();
+    let mut s = format!(
+        "discrete decisions: the reference took the target's at {} element(s) of {values} value(s) (most: {})",
+        total.flips + total.undefined,
+        top.join(", ")
+    );
+    if total.flips > 0 {
+        s.push_str(&format!(
+            "; {} flip(s) whose input lay within {} of its tolerance of a rounding boundary, so the two sides \
+             computed on from the same decision",
+            total.flips,
+            fraction(total.within)
+        ));
+    }
+    if total.undefined > 0 {
+        s.push_str(&format!(
+            "; {} conversion(s) ONNX leaves undefined (NaN, ±inf or out of the integer range) took the target's \
+             value and are not compared as numbers",
+            total.undefined
+        ));
+    }
+    if total.beyond > 0 {
+        s.push_str(&format!(
+            "; {} element(s) differ beyond their input's tolerance and are compared as they are",
+            total.beyond
+        ));
+    }
+    s
+}
+
+fn fraction(f: f64) -> &'static str {
+    match f {
+        f if f <= 1.0 / 1024.0 => "1/1024",
+        f if f <= 1.0 / 32.0 => "1/32",
+        _ => "all",
+    }
+}

@@ -1,0 +1,129 @@
+"""Fixtures for discrete decisions (issue 33): run with onnx and numpy (`python3 make_decisions.py`).
+
+t5_buckets.onnx: one self-attention layer with HF T5's relative position buckets, as `torch.onnx.export` writes
+them (bidirectional, 32 buckets, max distance 128): the sequence positions come from the input's shape, the large
+distances are bucketed by `log(d / 8) / log(16) * 8` cast to int64 (truncation), distance 0 takes `log(0) = -inf`
+(undefined cast, masked by the `Where`). Distances 16, 32 and 64 land on exact bucket boundaries, which float32 and
+float64 round to different sides. The buckets pick a row of a learned bias that is added to the attention scores.
+
+t5_buckets_fault.onnx: the same with the bucket scale 8 read as 8.5 (a fault: buckets move far from any boundary).
+"""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+D, HEADS, BUCKETS, MAX_DIST = 16, 2, 32, 128
+
+
+def const(name, value):
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def build(scale_buckets):
+    rng = np.random.default_rng(7)
+    inits = [
+        const("zero", np.array(0, np.int64)),
+        const("one", np.array(1, np.int64)),
+        const("axis1", np.array([1], np.int64)),
+        const("axis0", np.array([0], np.int64)),
+        const("half", np.array(BUCKETS // 2, np.int64)),
+        const("max_exact_i", np.array(8, np.int64)),
+        const("max_exact_f", np.array(8.0, np.float32)),
+        const("log_ratio", np.array(np.log(MAX_DIST / 8), np.float32)),
+        const("scale", np.array(scale_buckets, np.float32)),
+        const("last_bucket", np.array(BUCKETS // 2 - 1, np.int64)),
+        const("bias_table", rng.normal(0, 1, (BUCKETS, HEADS)).astype(np.float32)),
+        const("wq", rng.normal(0, D ** -0.5, (D, D)).astype(np.float32)),
+        const("perm_heads", np.array([1, 0], np.int64)),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["shape"]),
+        n("Gather", ["shape", "one"], ["len"], axis=0),
+        n("Range", ["zero", "len", "one"], ["pos"]),
+        n("Unsqueeze", ["pos", "axis1"], ["ctx"]),
+        n("Unsqueeze", ["pos", "axis0"], ["mem"]),
+        n("Sub", ["mem", "ctx"], ["rel"]),
+        n("Greater", ["rel", "zero"], ["ahead"]),
+        n("Cast", ["ahead"], ["ahead_i"], to=TensorProto.INT64),
+        n("Mul", ["ahead_i", "half"], ["base"]),
+        n("Abs", ["rel"], ["dist"]),
+        n("Less", ["dist", "max_exact_i"], ["small"]),
+        n("Cast", ["dist"], ["dist_f"], to=TensorProto.FLOAT),
+        n("Div", ["dist_f", "max_exact_f"], ["ratio"]),
+        n("Log", ["ratio"], ["log"]),
+        n("Div", ["log", "log_ratio"], ["frac"]),
+        n("Mul", ["frac", "scale"], ["scaled"]),
+        n("Cast", ["scaled"], ["bucket_raw"], to=TensorProto.INT64, name="bucket_cast"),
+        n("Add", ["bucket_raw", "max_exact_i"], ["large"]),
+        n("Min", ["large", "last_bucket"], ["large_capped"]),
+        n("Where", ["small", "dist", "large_capped"], ["far"]),
+        n("Add", ["base", "far"], ["buckets"]),
+        n("Gather", ["bias_table", "buckets"], ["bias"], axis=0),  # [L, L, H]
+        n("Transpose", ["bias"], ["bias_h"], perm=[2, 0, 1]),  # [H, L, L]
+        n("MatMul", ["x", "wq"], ["q"]),  # [1, L, D]
+        n("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+        n("MatMul", ["q", "xt"], ["scores"]),  # [1, L, L]
+        n("Add", ["scores", "bias_h"], ["biased"]),  # [H, L, L]
+        n("Softmax", ["biased"], ["attn"], axis=-1),
+        n("MatMul", ["attn", "x"], ["y"]),  # [H, L, D]
+    ]
+    g = helper.make_graph(
+        nodes,
+        "t5_buckets",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq", D])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [HEADS, "seq", D])],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+
+
+def mlp():
+    """A four-layer MLP (float32), to be quantized dynamically."""
+    rng = np.random.default_rng(11)
+    sizes = [(64, 256), (256, 256), (256, 256), (256, 16)]
+    inits, nodes, prev = [], [], "x"
+    for i, (a, b) in enumerate(sizes):
+        inits.append(const(f"w{i}", rng.normal(0, a ** -0.5, (a, b)).astype(np.float32)))
+        inits.append(const(f"b{i}", rng.normal(0, 0.1, (b,)).astype(np.float32)))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"mm{i}"]))
+        nodes.append(helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"h{i}"]))
+        prev = f"h{i}"
+        if i < len(sizes) - 1:
+            nodes.append(helper.make_node("Relu", [prev], [f"r{i}"]))
+            prev = f"r{i}"
+    nodes[-1].output[0] = "y"
+    g = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024, 16])],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def quantized_mlp(path):
+    """mlp_dynquant.onnx: the MLP (1024 rows of 64 features) through `onnxruntime.quantization.quantize_dynamic` (uint8 weights, so ONNX
+    Runtime's x86 kernels never saturate 16-bit pair sums): DynamicQuantizeLinear, MatMulInteger, Cast, Mul."""
+    import tempfile
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as d:
+        src = f"{d}/mlp.onnx"
+        onnx.save(mlp(), src)
+        quantize_dynamic(src, path, weight_type=QuantType.QUInt8)
+
+
+if __name__ == "__main__":
+    onnx.save(build(8.0), "t5_buckets.onnx")
+    onnx.save(build(8.5), "t5_buckets_fault.onnx")
+    quantized_mlp("mlp_dynquant.onnx")

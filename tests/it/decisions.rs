@@ -1,0 +1,114 @@
+//! Discrete decisions (issue 33): where the target rounds a float to an integer or a quantization level on the other
+//! side of a boundary its input lies within noise of, the reference takes the target's decision and counts it, so
+//! the model is compared like for like downstream; with `--own-decisions` the same flips read as drift, and a real
+//! fault is still caught (`tests/data/decisions/make_decisions.py`).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::common::{ensure_runtime, phantom, read_json, root, value_reports};
+
+fn data(name: &str) -> PathBuf {
+    root().join("tests/data/decisions").join(name)
+}
+
+/// `phantom onnx MODEL ARGS --json`: exit code, stdout, report.
+fn run(model: &str, args: &[&str]) -> (i32, String, Value) {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = data(model);
+    let mut all = vec![
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    all.extend(args);
+    let (code, out, err) = phantom(&all);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    (code, out, read_json(&json))
+}
+
+fn value<'r>(r: &'r Value, name: &str) -> &'r Value {
+    value_reports(r).find(|v| v["name"] == name).unwrap()
+}
+
+#[test]
+fn t5_bucket_flips_within_the_noise_are_adopted_and_the_model_is_clean() {
+    let (code, out, r) = run("t5_buckets.onnx", &["--dim", "seq=64"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let b = &value(&r, "bucket_raw")["adopted"];
+    // Distances 16, 32 and 64 sit on exact bucket boundaries (log(2)/log(16)·8 = 2): float32 lands on 2, float64
+    // on 1.999…; 64 positions at distance 0 cast log(0) = −inf, which ONNX leaves undefined.
+    assert!(b["flips"].as_u64().unwrap() > 0, "{b}");
+    assert_eq!(b["undefined"], 64, "{b}");
+    assert_eq!(b["beyond"], 0, "{b}");
+    assert!(b["within"].as_f64().unwrap() <= 1.0 / 32.0, "{b}");
+    assert!(
+        out.contains("discrete decisions: the reference took the target's"),
+        "{out}"
+    );
+    // The downstream gather of the bias by bucket is compared like for like.
+    assert_eq!(value(&r, "buckets")["metrics"]["max_abs"], 0.0, "{out}");
+}
+
+#[test]
+fn t5_bucket_flips_kept_as_the_reference_s_own_read_as_drift() {
+    let (code, out, r) = run("t5_buckets.onnx", &["--dim", "seq=64", "--own-decisions"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        r["verdict"]["first_divergence"]["value"], "bucket_raw",
+        "{out}"
+    );
+    assert!(
+        value_reports(&r).all(|v| v.get("adopted").is_none()),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_fault_in_the_bucket_scale_is_caught_not_adopted() {
+    let fault = data("t5_buckets_fault.onnx");
+    let (code, out, r) = run(
+        "t5_buckets.onnx",
+        &["--dim", "seq=64", "--target-model", fault.to_str().unwrap()],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["first_divergence"]["value"], "scaled", "{out}");
+    assert!(
+        value(&r, "bucket_raw")["adopted"]["beyond"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{out}"
+    );
+    assert_eq!(value(&r, "y")["status"], "fail", "{out}");
+}
+
+#[test]
+fn a_dynamically_quantized_model_is_clean_on_ort_cpu_and_drifts_without_adoption() {
+    let (code, out, r) = run("mlp_dynquant.onnx", &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let flips: u64 = value_reports(&r)
+        .filter_map(|v| v["adopted"]["flips"].as_u64())
+        .sum();
+    assert!(flips > 0, "{out}");
+    // Every DynamicQuantizeLinear's codes and zero point are judged as decisions.
+    for n in r["nodes"].as_array().unwrap() {
+        if n["op_type"] == "DynamicQuantizeLinear" {
+            let judged = n["values"].as_array().unwrap().iter();
+            assert_eq!(
+                judged.filter(|v| v.get("adopted").is_some()).count(),
+                2,
+                "{n}"
+            );
+        }
+    }
+    let (code, out, _) = run("mlp_dynquant.onnx", &["--own-decisions"]);
+    assert_eq!(code, 1, "{out}");
+}
