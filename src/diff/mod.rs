@@ -3,6 +3,7 @@
 
 pub mod archive;
 mod container;
+mod exported;
 pub mod formats;
 pub mod inspect;
 pub mod naming;
@@ -51,6 +52,9 @@ struct Named {
 /// A side: its tensors by name, and what was opened (kept alive while reading).
 struct Side {
     tensors: BTreeMap<String, Named>,
+    /// The order to report names in, where the side knows its run's order (PyTorch modules paired with an
+    /// exported model's values, [`exported`]).
+    rank: Option<std::collections::HashMap<String, usize>>,
     report: SideReport,
     _opened: archive::Opened,
 }
@@ -110,6 +114,7 @@ fn side(path: &std::path::Path, rules: &[Rename], limits: archive::Limits) -> Re
     }
     Ok(Side {
         tensors,
+        rank: None,
         report: SideReport {
             path: path.display().to_string(),
             tensors: count,
@@ -167,6 +172,16 @@ fn open_sides(opts: &DiffOptions) -> Result<(Side, Side)> {
     let (na, nb) = container::reconcile(&mut a.tensors, &mut b.tensors, ruled);
     a.report.naming = na;
     b.report.naming = nb;
+    if !ruled.0 && !ruled.1 {
+        let order = (
+            naming::phantom_dump_order(&opts.a),
+            naming::phantom_dump_order(&opts.b),
+        );
+        if let Some((on_b, said)) = exported::reconcile(&mut a, &mut b, (&order.0, &order.1)) {
+            let r = if on_b { &mut b.report } else { &mut a.report };
+            r.naming = Some(said);
+        }
+    }
     Ok((a, b))
 }
 
@@ -188,6 +203,16 @@ fn paired_names(opts: &DiffOptions, a: &Side, b: &Side) -> Result<(Vec<String>, 
             .sort(&mut names),
         None => {
             names.sort_by(|x, y| naming::natural(x, y));
+            if let Some(rank) = a.rank.as_ref().or(b.rank.as_ref()) {
+                // The run's order; a module and its last child share a value: the child first.
+                let key = |n: &String| {
+                    (
+                        rank.get(n).copied().unwrap_or(usize::MAX),
+                        usize::MAX - n.matches('.').count(),
+                    )
+                };
+                names.sort_by_key(key);
+            }
             vec![]
         }
     };

@@ -214,6 +214,22 @@ pub fn phantom_dump_names(dir: &std::path::Path) -> std::collections::HashMap<St
     names
 }
 
+/// For a side that is one directory of a `phantom onnx --dump`: each ONNX value's position in the run (the dump's
+/// order, topological). Empty for any other directory.
+pub fn phantom_dump_order(dir: &std::path::Path) -> std::collections::HashMap<String, usize> {
+    let index = dir
+        .parent()
+        .and_then(|p| std::fs::read_to_string(p.join("index.json")).ok())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .filter(|i| i["schema"] == "phantom-dump/1");
+    let values = index.as_ref().and_then(|i| i["values"].as_array());
+    (values.into_iter().flatten())
+        .filter_map(|v| v["name"].as_str())
+        .enumerate()
+        .map(|(i, n)| (n.to_string(), i))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,8 +8,12 @@ use std::sync::Arc;
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
 use crate::runner::reference::decide::{self, Adopted, Decision, Decisions};
-use crate::targets::Capture;
 use crate::tensor::{DType, Tensor};
+
+/// The noise a decision's input carries, in units in the last place of the target's type (relative to the larger
+/// of the element and the tensor's RMS): the rounding of a deep chain of fp32 ops, not the comparison's tolerance,
+/// which is far looser than the gap between two roundings.
+const NOISE_ULPS: f64 = 64.0;
 
 /// The outputs of `n` that are decisions: DynamicQuantizeLinear's codes and zero point, a QDQ pair's
 /// DequantizeLinear output, the first of the others.
@@ -62,13 +66,14 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         let dtype = (lane.out.values.get(input).map(Tensor::dtype))
             .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
             .unwrap_or(DType::F32);
-        let tol = s.tolerance.for_dtype(dtype);
-        let (atol, rtol) = (tol.atol, tol.rtol);
+        // The noise of a value computed in the target's type: NOISE_ULPS of its unit roundoff, relative.
+        let rtol = NOISE_ULPS * crate::analysis::anomaly::epsilon(dtype);
+        let target = t.clone();
         d.insert(
             name.clone(),
             Decision {
-                target: t.clone(),
-                atol,
+                target,
+                atol: 0.0,
                 rtol,
             },
         );
@@ -84,9 +89,11 @@ fn fetch(
     budget: usize,
 ) -> Option<HashMap<String, Tensor>> {
     let names: Vec<&str> = wanted.iter().map(|(_, o)| o.as_str()).collect();
-    let run = lane.target.run(&p.graph, &p.inputs, Capture::Names(&names));
+    // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
+    // across the rest and round them differently from the runs they are compared with.
+    let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| c.next(&names));
     let values = match run {
-        Ok(r) => r.values,
+        Ok(v) => v,
         Err(e) => {
             lane.notes.push(format!(
                 "discrete decisions: the target's could not be exposed on their own ({e}); none adopted"
@@ -95,9 +102,9 @@ fn fetch(
         }
     };
     let bytes: usize = values.values().map(Tensor::nbytes).sum();
-    if bytes > budget / 2 {
+    if bytes > (budget / 2).max(16 << 20) {
         lane.notes.push(format!(
-            "discrete decisions: the target's take {} (more than half the memory budget); none adopted",
+            "discrete decisions: the target's take {} (more than half the memory budget, and over 16 MiB); none adopted",
             crate::units::fmt_size(bytes)
         ));
         return None;
@@ -144,7 +151,7 @@ fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
     );
     if total.flips > 0 {
         s.push_str(&format!(
-            "; {} flip(s) whose input lay within {} of its tolerance of a rounding boundary, so the two sides \
+            "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type) of one rounding boundary, so the two sides \
              computed on from the same decision",
             total.flips,
             fraction(total.within)
@@ -159,7 +166,7 @@ fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
     }
     if total.beyond > 0 {
         s.push_str(&format!(
-            "; {} element(s) differ beyond their input's tolerance and are compared as they are",
+            "; {} element(s) differ beyond their input's noise (or their noise spans more than one step) and are compared as they are",
             total.beyond
         ));
     }

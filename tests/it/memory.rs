@@ -224,8 +224,11 @@ fn chunks_round_as_the_whole_run_does() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let m = root().join("tests/data/fp16/quant_saturation.onnx");
-    let (code, whole) = fp16_run(dir.path(), &m, (&[], &[]), "w");
-    let (chunked_code, chunked) = fp16_run(dir.path(), &m, (&["--max-memory", "1KiB"], &[]), "c");
+    // The reference keeps its own decisions, so the flip shows; adopted (the default), both runs adopt the same.
+    let own = "--own-decisions";
+    let (code, whole) = fp16_run(dir.path(), &m, (&[own], &[]), "w");
+    let (chunked_code, chunked) =
+        fp16_run(dir.path(), &m, (&[own, "--max-memory", "1KiB"], &[]), "c");
     assert_eq!((code, chunked_code), (1, 1));
     assert!(chunked["notes"]
         .to_string()
@@ -234,6 +237,12 @@ fn chunks_round_as_the_whole_run_does() {
         assert_eq!(whole["verdict"][k], chunked["verdict"][k], "{k}");
     }
     assert_eq!(whole["verdict"]["failing_values"], 1);
+    let (code, whole) = fp16_run(dir.path(), &m, (&[], &[]), "wa");
+    let (chunked_code, chunked) = fp16_run(dir.path(), &m, (&["--max-memory", "1KiB"], &[]), "ca");
+    assert_eq!((code, chunked_code), (0, 0));
+    let adopted = |r: &serde_json::Value| r["nodes"][1]["values"][0]["adopted"].clone();
+    assert_eq!(adopted(&whole), adopted(&chunked));
+    assert!(adopted(&whole)["flips"].as_u64().unwrap() >= 1, "{whole}");
 }
 
 /// On wgpu a bounded run reruns the model per chunk (the shaders compute node by node) and reads its attribution

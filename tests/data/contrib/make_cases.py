@@ -494,7 +494,7 @@ def quantized_cases():
                inits={"b", "sa", "sb", "za", "zb", "bias"})
     af = rand(3, k, scale=2.0)
     lo, hi = min(f64(af).min(), 0.0), max(f64(af).max(), 0.0)
-    s = (hi - lo) / 255.0
+    s = float(np.float32((hi - lo) / 255.0))  # the scale is a float32 value, as ORT computes it
     zp = np.clip(np.round(-lo / s), 0, 255)
     qa = np.clip(np.round(f64(af) / s) + zp, 0, 255)
     y = ((qa - zp) @ b.astype(np.float64)) * (s * f64(sb)) + f64(bias)
@@ -511,7 +511,7 @@ def dynamic_quantize_linear():
     halves = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 100.5, 101.5])
     x = np.concatenate([RNG.permutation(grid), halves]).reshape(8, 33)
     lo, hi = min(x.min(), 0.0), max(x.max(), 0.0)
-    scale = (hi - lo) / 255.0
+    scale = float(np.float32((hi - lo) / 255.0))
     zp = np.clip(np.round(-lo / scale), 0, 255)
     y = np.clip(np.round(x / scale) + zp, 0, 255).astype(np.uint8)
     write_case("dynamic_quantize_linear", "DynamicQuantizeLinear", [("x", x.astype(np.float32))],
@@ -522,7 +522,7 @@ def dynamic_quantize_linear():
 def requant(a):
     """ORT's per-tensor uint8 dynamic quantization of a GEMM operand, dequantized (float64)."""
     lo, hi = min(a.min(), 0.0), max(a.max(), 0.0)
-    scale = 1.0 if hi == lo else (hi - lo) / 255.0
+    scale = 1.0 if hi == lo else float(np.float32((hi - lo) / 255.0))
     zp = np.clip(np.round(-lo / scale), 0, 255)
     return (np.clip(np.round(a / scale) + zp, 0, 255) - zp) * scale
 
