@@ -12,10 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use regex::Regex;
 
 use super::{Named, Side};
+use crate::compare::ToleranceSpec;
 use crate::tensor::Tensor;
-
-/// Relative RMS difference under which a module's output and a value agree (fp32 arithmetic of two runtimes).
-const AGREE: f64 = 1e-3;
 
 /// The module path an exporter value name stands for (`/layer1/layer1.0/conv1/Conv_output_0` → `layer1.0.conv1`,
 /// `/Flatten_output_0` → the root, empty); `None` for a name outside the exporter's scheme.
@@ -59,16 +57,23 @@ pub struct Paired {
     pub folded: Vec<(String, String)>,
 }
 
-/// Relative RMS difference of two tensors of one shape, `None` for different shapes.
-fn differ(a: &Tensor, b: &Tensor) -> Option<f64> {
+/// How two tensors of one shape differ: whether every element is within the diff's tolerance, and the relative RMS
+/// difference; `None` for different shapes.
+fn differ(a: &Tensor, b: &Tensor, tol: &ToleranceSpec) -> Option<(bool, f64)> {
     if a.shape() != b.shape() {
         return None;
     }
-    let (a, b) = (a.to_f64_array(), b.to_f64_array());
-    let n = a.len().max(1) as f64;
-    let d = ((&a - &b).mapv(|v| v * v).sum() / n).sqrt();
-    let s = (b.mapv(|v| v * v).sum() / n).sqrt();
-    Some(d / s.max(f64::MIN_POSITIVE))
+    let c = crate::compare::compare(&a.to_f64_array(), b, tol.for_dtype(lower(a, b)), None);
+    let rel = c.metrics.rmse / c.metrics.scale.max(f64::MIN_POSITIVE);
+    Some((c.metrics.failed == 0, rel))
+}
+
+/// The coarser float type of the two (the one whose tolerance applies).
+fn lower(a: &Tensor, b: &Tensor) -> crate::tensor::DType {
+    match a.dtype().size() < b.dtype().size() && a.dtype().is_float() {
+        true => a.dtype(),
+        false => b.dtype(),
+    }
 }
 
 fn read(n: &Named) -> Option<Tensor> {
@@ -100,7 +105,7 @@ fn candidates<'v>(m: &str, scopes: &'v [(String, String)]) -> (Vec<&'v String>, 
 pub fn pair(
     eager: &BTreeMap<String, Named>,
     exported: &BTreeMap<String, Named>,
-    order: &HashMap<String, usize>,
+    (order, tol): (&HashMap<String, usize>, &ToleranceSpec),
 ) -> Option<Paired> {
     // A value outside the scheme (a graph output the exporter names `output`) belongs to the root scope.
     let named = exported.keys().filter(|v| module_of(v).is_some()).count();
@@ -121,29 +126,34 @@ pub fn pair(
     for m in modules {
         let Some(t) = read(&eager[m]) else { continue };
         let (cands, scoped) = candidates(m, &scopes);
-        let best = (cands.iter())
+        let fits: Vec<((bool, f64), &String)> = (cands.iter())
             .filter_map(|v| {
                 let e = cache.entry(v).or_insert_with(|| read(&exported[*v]));
-                Some((differ(&t, e.as_ref()?)?, *v))
+                Some((differ(&t, e.as_ref()?, tol)?, *v))
             })
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        match best {
-            Some((e, v)) if e <= AGREE => {
-                agreed.insert(m.clone(), v.clone());
+            .collect();
+        let agreeing = fits.iter().filter(|((ok, _), _)| *ok);
+        match agreeing.min_by(|a, b| a.0 .1.total_cmp(&b.0 .1)) {
+            Some((_, v)) => {
+                agreed.insert(m.clone(), (*v).clone());
             }
-            // No value agrees: the module's own last value, where it has a scope of its own.
-            _ if scoped => {
-                own.insert(
-                    m.clone(),
-                    cands.last().map(|v| (*v).clone()).unwrap_or_default(),
-                );
+            // No value agrees: the module's own last value, where it has a scope of its own; else the one value of
+            // its shape in its parent's scope (a graph output the exporter names `output`).
+            None if scoped => {
+                let last = cands.last().map(|v| (*v).clone()).unwrap_or_default();
+                own.insert(m.clone(), last);
             }
-            _ => {}
+            None => {
+                if let [(_, v)] = fits.as_slice() {
+                    own.insert(m.clone(), (*v).clone());
+                }
+            }
         }
     }
     let mut folded = vec![];
+    let agreeing = agreed.clone();
     for (m, v) in own {
-        match agreed.iter().find(|(_, w)| **w == v) {
+        match agreeing.iter().find(|(_, w)| **w == v) {
             Some((into, _)) => folded.push((m, into.clone())),
             None => {
                 agreed.insert(m, v);
@@ -162,10 +172,11 @@ pub fn reconcile(
     a: &mut Side,
     b: &mut Side,
     order: (&HashMap<String, usize>, &HashMap<String, usize>),
+    tol: &ToleranceSpec,
 ) -> Option<(bool, String)> {
-    let (on_b, p) = match pair(&a.tensors, &b.tensors, order.1) {
+    let (on_b, p) = match pair(&a.tensors, &b.tensors, (order.1, tol)) {
         Some(p) => (true, p),
-        None => (false, pair(&b.tensors, &a.tensors, order.0)?),
+        None => (false, pair(&b.tensors, &a.tensors, (order.0, tol))?),
     };
     let side = if on_b { b } else { a };
     let (ord, renamed) = (if on_b { order.1 } else { order.0 }, p.modules.len());

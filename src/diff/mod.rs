@@ -177,7 +177,9 @@ fn open_sides(opts: &DiffOptions) -> Result<(Side, Side)> {
             naming::phantom_dump_order(&opts.a),
             naming::phantom_dump_order(&opts.b),
         );
-        if let Some((on_b, said)) = exported::reconcile(&mut a, &mut b, (&order.0, &order.1)) {
+        if let Some((on_b, said)) =
+            exported::reconcile(&mut a, &mut b, (&order.0, &order.1), &opts.tolerance)
+        {
             let r = if on_b { &mut b.report } else { &mut a.report };
             r.naming = Some(said);
         }

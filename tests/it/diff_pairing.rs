@@ -171,3 +171,74 @@ fn replicated_sharded_and_partial_sum_tensors_pair_without_mismatch() {
 fn tr_of(r: &Value, name: &str) -> String {
     pair(r, name)["transforms"].to_string()
 }
+
+/// `phantom onnx --dump` of the exported model (`tests/data/diff/torch_export/make_export.py`) on the eager dump's
+/// input: the directory of the reference's values.
+fn exported_dump(dir: &std::path::Path) -> String {
+    crate::common::ensure_runtime();
+    let d = dir.join("dump");
+    let (m, x) = (
+        data("torch_export/model.onnx"),
+        data("torch_export/input.npy"),
+    );
+    let input = format!("input={x}");
+    let (code, out, err) =
+        crate::common::phantom(&["onnx", &m, "--input", &input, "--dump", d.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    d.join("reference").to_string_lossy().into_owned()
+}
+
+fn pair_names(r: &Value) -> Vec<&str> {
+    r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect()
+}
+
+/// A PyTorch forward-hook dump (module names) against `phantom onnx --dump` of the module's `torch.onnx.export`
+/// (scope names, BatchNorm folded into each Conv): every module with an ONNX counterpart pairs, in the run's order,
+/// the folded Convs are said to be folded, and the pairs are clean; with one layer perturbed, that layer is named.
+#[test]
+fn pytorch_modules_pair_with_their_onnx_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let exported = exported_dump(dir.path());
+    let (code, out, r) = diff(&[&data("torch_export/eager.npz"), &exported]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    assert_eq!(
+        pair_names(&r),
+        [
+            "bn1",
+            "relu",
+            "layer1.0.bn1",
+            "layer1.0.bn2",
+            "layer1.0.relu",
+            "layer1.0",
+            "layer1",
+            "avgpool",
+            "fc"
+        ],
+        "{out}"
+    );
+    let naming = r["b"]["naming"].as_str().unwrap();
+    for folded in [
+        "`conv1` into `bn1`",
+        "`layer1.0.conv1` into `layer1.0.bn1`",
+        "`layer1.0.conv2` into `layer1.0.bn2`",
+    ] {
+        assert!(naming.contains(folded), "{naming}");
+    }
+    assert_eq!(
+        r["only_a"],
+        serde_json::json!(["conv1", "layer1.0.conv1", "layer1.0.conv2"]),
+        "{out}"
+    );
+
+    let (code, out, r) = diff(&[&data("torch_export/eager_perturbed.npz"), &exported]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["first_divergent"], "layer1.0.conv2", "{out}");
+    let pass = |n: &str| pair(&r, n)["status"] == "pass";
+    assert!(pass("bn1") && pass("layer1.0.bn1"), "{out}");
+}
