@@ -1,6 +1,8 @@
 //! Verdicts that scale cannot fool: a one-node fault is found whatever the magnitude of the activations, and clean
 //! runs stay clean at every scale.
 
+use std::path::Path;
+
 use crate::common::*;
 
 /// `phantom onnx` on the conv chain with inputs in ±`range`, against `target` when given; (exit, stdout, report).
@@ -167,4 +169,72 @@ fn changed_weights_are_named_as_the_cause() {
         );
     }
     assert!(out.contains("cause (weights_differ, high)"), "{out}");
+}
+
+/// A copy of `src` whose initializer `name` has its first element moved by `delta`.
+fn shifted_first(src: &Path, name: &str, delta: f32, dst: &Path) {
+    use prost::Message;
+    use tract_onnx::pb;
+    let mut m = pb::ModelProto::decode(std::fs::read(src).unwrap().as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let t = g.initializer.iter_mut().find(|t| t.name == name).unwrap();
+    match t.float_data.first_mut() {
+        Some(x) => *x += delta,
+        None => {
+            let x = f32::from_le_bytes(t.raw_data[..4].try_into().unwrap()) + delta;
+            t.raw_data[..4].copy_from_slice(&x.to_le_bytes());
+        }
+    }
+    std::fs::write(dst, m.encode_to_vec()).unwrap();
+}
+
+/// Issue 33, item 5: a fault in the last layer is judged like any other. One bias of a CNN classifier's head (before
+/// its Softmax) and of a transformer encoder's last feed-forward layer (before its residual and mean-pooled output),
+/// moved by 1% of that layer's output RMS, is drift at that layer; moved by 0.05%, within the tolerance, it is
+/// anomalous there. Exit 1 both ways.
+#[test]
+fn a_one_percent_bias_shift_in_the_last_layer_is_caught() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    for (file, bias, value, node) in [
+        ("convnet.onnx", "fc.b", "logits", "fc"),
+        ("encoder.onnx", "b2", "f2", "ff2_bias"),
+    ] {
+        let m = crate::common::model(file);
+        let (code, out, r) = run_models(&m, None, dir.path());
+        assert_eq!(code, 0, "{file}: {out}");
+        let s = &value_reports(&r).find(|v| v["name"] == value).unwrap()["reference_stats"];
+        let (mean, std) = (s["mean"].as_f64().unwrap(), s["std"].as_f64().unwrap());
+        let rms = (mean * mean + std * std).sqrt();
+        // 1% of the RMS is beyond the tolerance (drift); 0.05% within it, far beyond rounding (anomalous).
+        for (shift, status) in [(0.01, "drift"), (0.0005, "anomalous")] {
+            let faulty = dir.path().join(format!("faulty_{file}"));
+            shifted_first(&m, bias, (shift * rms) as f32, &faulty);
+            let (code, out, r) = run_models(&m, Some(&faulty), dir.path());
+            assert_eq!(code, 1, "{file} {shift}: {out}");
+            let v = &r["verdict"];
+            assert_eq!(v["status"], status, "{file} {shift}: {out}");
+            let named = (v["culprits"].as_array().unwrap().iter())
+                .chain(v["anomalies"].as_array().into_iter().flatten())
+                .any(|c| c["node"] == node);
+            assert!(named, "{file} {shift}: {v:#}");
+        }
+    }
+}
+
+/// `phantom onnx M [--target-model T] --json`: code, output, report.
+fn run_models(m: &Path, target: Option<&Path>, dir: &Path) -> (i32, String, serde_json::Value) {
+    let json = dir.join("r.json");
+    let mut args = vec![
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    if let Some(t) = target {
+        args.extend(["--target-model", t.to_str().unwrap()]);
+    }
+    let (code, out, err) = phantom(&args);
+    assert!(code <= 1, "{out}{err}");
+    (code, out, read_json(&json))
 }
