@@ -27,6 +27,10 @@ fn scikit_learn_pipelines_are_compared_in_f64() {
         ("forest_reg.onnx", &["TreeEnsembleRegressor"][..]),
         ("boosting_reg.onnx", &["TreeEnsembleRegressor"][..]),
         ("scaler_svr_rbf.onnx", &["Scaler", "SVMRegressor"][..]),
+        (
+            "imputer_binarizer_linreg.onnx",
+            &["Imputer", "Binarizer", "LinearRegressor"][..],
+        ),
     ] {
         let json = dir.path().join(format!("{name}.json"));
         let m = ml(name);
@@ -77,4 +81,30 @@ fn a_classifier_whose_coefficients_do_not_fit_its_input_is_refused_naming_it() {
         err.contains("LinearClassifier node `LinearClassifier_0` has 12 coefficients"),
         "the node is named once: {err}"
     );
+}
+
+/// A one-hot encoding of two int64 columns into a linear regression (skl2onnx: Gather, OneHotEncoder with int64
+/// categories, Concat): the encoder runs on phantom's f64 kernel and every value agrees with ONNX Runtime's; a
+/// value outside the categories encodes as zeros (`handle_unknown="ignore"`), as ORT's does.
+#[test]
+fn a_one_hot_encoding_is_compared_in_f64() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = ml("onehot_linreg.onnx");
+    for range in ["0,4", "2,6"] {
+        let json = dir.path().join("r.json");
+        let args = ["onnx", m.to_str().unwrap(), "--val-range", range, "--json"];
+        let (code, out, err) = phantom(&[&args[..], &[json.to_str().unwrap()]].concat());
+        assert_eq!(code, 0, "{range}: {out}{err}");
+        let r = read_json(&json);
+        assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+        let enc = (r["nodes"].as_array().unwrap().iter())
+            .filter(|n| n["op_type"] == "OneHotEncoder")
+            .collect::<Vec<_>>();
+        assert_eq!(enc.len(), 2, "{out}");
+        for n in enc {
+            assert_eq!(n["reference"]["kind"], "f64_phantom", "{n}");
+            assert_eq!(n["values"][0]["metrics"]["max_abs"], 0.0, "{n}");
+        }
+    }
 }

@@ -53,3 +53,22 @@ def misfit_classifier():
 
 
 misfit_classifier()
+
+
+def preprocessing():
+    """SimpleImputer → Binarizer → LinearRegression (Imputer, Binarizer, LinearRegressor), and a one-hot encoding of
+    two int64 columns into a LinearRegression (ArrayFeatureExtractor, OneHotEncoder with int64 categories)."""
+    from sklearn.impute import SimpleImputer
+    from sklearn.preprocessing import Binarizer, OneHotEncoder
+    save(make_pipeline(SimpleImputer(strategy="mean"), Binarizer(threshold=0.2), LinearRegression()).fit(X, yr),
+         "imputer_binarizer_linreg.onnx")
+    xi = rng.integers(0, 4, (64, 2)).astype(np.int64)
+    yi = (xi[:, 0] * 0.5 - xi[:, 1]).astype(np.float32)
+    model = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LinearRegression()).fit(xi, yi)
+    onx = to_onnx(model, xi[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    with open(os.path.join(HERE, "onehot_linreg.onnx"), "wb") as f:
+        f.write(onx.SerializeToString())
+    print("wrote onehot_linreg.onnx", [n.op_type for n in onx.graph.node])
+
+
+preprocessing()

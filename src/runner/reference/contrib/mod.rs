@@ -19,6 +19,7 @@ mod mha;
 mod ml;
 mod norm;
 pub mod op;
+mod prep;
 mod qdq;
 mod quant;
 mod rotary;
@@ -147,6 +148,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| qdq::kernel(op))
         .or_else(|| trees::kernel(op))
         .or_else(|| svm::kernel(op))
+        .or_else(|| prep::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -163,6 +165,9 @@ fn claims(n: &NodeProto) -> bool {
     }
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
+    }
+    if n.op_type == "OneHotEncoder" && !prep::claims_one_hot(n) {
+        return false;
     }
     if lstm::claims_recurrent(n) || qdq::claims_qdq(n) {
         return true;
@@ -245,6 +250,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(qdq::OPS)
         .chain(trees::OPS)
         .chain(svm::OPS)
+        .chain(prep::OPS)
     {
         onnx.op_register
             .0
