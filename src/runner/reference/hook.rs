@@ -502,7 +502,7 @@ impl<'g, 's> Evaluator<'g, 's> {
                 }
             };
         }
-        if let Some(r) = kernels::eval_own(node, &ins) {
+        if let Some(r) = kernels::eval_own(node, &ins).or_else(|| super::resize::eval(node, &ins)) {
             mark(precision, idx, RefPrecision::F64Phantom);
             return r;
         }

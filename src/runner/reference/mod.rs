@@ -14,6 +14,7 @@ mod hook;
 pub mod kernels;
 mod overrides;
 mod pins;
+mod resize;
 mod rewrite;
 mod rnn;
 mod symbols;
