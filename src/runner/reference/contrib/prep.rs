@@ -203,7 +203,7 @@ mod tests {
     }
 
     fn values(t: &Tensor) -> Vec<f64> {
-        super::super::util::values::<f64>(&t.cast_to::<f64>().unwrap().into_owned()).unwrap()
+        super::super::util::values::<f64>(&t.cast_to::<f64>().unwrap()).unwrap()
     }
 
     #[test]
