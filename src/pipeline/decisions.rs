@@ -17,14 +17,17 @@ const NOISE_ULPS: f64 = 64.0;
 
 /// The outputs of `n` that are decisions: DynamicQuantizeLinear's codes and zero point, a QDQ pair's
 /// DequantizeLinear output, the first of the others.
-fn decision_outputs<'g>(graph: &Graph, n: &'g Node) -> Vec<&'g String> {
+fn decision_outputs<'g>(graph: &Graph, producers: &Producers, n: &'g Node) -> Vec<&'g String> {
     match n.op_type.as_str() {
-        "DequantizeLinear" if decide::paired_quantize(graph, n).is_none() => vec![],
+        "DequantizeLinear" if decide::paired_quantize(graph, producers, n).is_none() => vec![],
         "DynamicQuantizeLinear" => n.outputs.iter().step_by(2).take(2).collect(),
         op if decide::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
         _ => vec![],
     }
 }
+
+/// Value name → the index of the node that computes it.
+type Producers<'g> = HashMap<&'g str, usize>;
 
 /// Whether the target's value `t` of `n`'s output can be a decision (a `Cast` to an integer type; any other op).
 fn is_decision(n: &Node, t: &Tensor) -> bool {
@@ -35,12 +38,13 @@ fn is_decision(n: &Node, t: &Tensor) -> bool {
 /// no captured values, so the decisions alone are exposed in one more run first, when they fit the budget.
 pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<Arc<Decisions>> {
     let [lane] = lanes else { return None };
+    let producers = p.graph.producers();
     if s.own_decisions {
         return None;
     }
     let wanted: Vec<(&Node, &String)> = (p.graph.nodes.iter())
         .flat_map(|n| {
-            decision_outputs(&p.graph, n)
+            decision_outputs(&p.graph, &producers, n)
                 .into_iter()
                 .map(move |o| (n, o))
         })
@@ -61,7 +65,7 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
             continue;
         }
         // A QDQ pair decides on the QuantizeLinear's float input.
-        let decided = decide::paired_quantize(&p.graph, n).unwrap_or(n);
+        let decided = decide::paired_quantize(&p.graph, &producers, n).unwrap_or(n);
         let input = decided.inputs.first().map(String::as_str).unwrap_or("");
         let dtype = (lane.out.values.get(input).map(Tensor::dtype))
             .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))

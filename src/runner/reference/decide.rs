@@ -345,16 +345,17 @@ pub fn adopt_dynamic(
 /// is a decision on the pair's float input (ONNX Runtime fuses the pair, so its level is never exposed).
 pub fn paired_quantize<'g>(
     graph: &'g crate::model::Graph,
+    producers: &HashMap<&str, usize>,
     dq: &crate::model::Node,
 ) -> Option<&'g crate::model::Node> {
     if dq.op_type != "DequantizeLinear" {
         return None;
     }
-    let q = dq.inputs.first()?;
+    let q = producers.get(dq.inputs.first()?.as_str())?;
     graph
         .nodes
-        .iter()
-        .find(|n| n.op_type == "QuantizeLinear" && n.outputs.first() == Some(q))
+        .get(*q)
+        .filter(|n| n.op_type == "QuantizeLinear")
 }
 
 /// The integer range of a quantized type.

@@ -130,6 +130,8 @@ pub struct Evaluator<'g, 's> {
     decisions: Option<&'g decide::Decisions>,
     /// What it adopted, by value name.
     pub adopted: HashMap<String, decide::Adopted>,
+    /// QDQ pairs: a DequantizeLinear's ONNX index → the QuantizeLinear's feeding it.
+    pairs: HashMap<usize, usize>,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -163,6 +165,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             deferred: vec![],
             decisions: None,
             adopted: HashMap::new(),
+            pairs: HashMap::new(),
         }
     }
 
@@ -170,11 +173,12 @@ impl<'g, 's> Evaluator<'g, 's> {
     pub fn with_decisions(mut self, decisions: Option<&'g decide::Decisions>) -> Self {
         self.decisions = decisions.filter(|d| !d.is_empty());
         // A QDQ pair's decision is judged on the pair's float input: keep it.
-        let d = self.decisions;
+        let (d, producers) = (self.decisions, self.graph.producers());
         for n in self.graph.nodes.iter() {
-            let Some(q) = decide::paired_quantize(self.graph, n) else {
+            let Some(q) = decide::paired_quantize(self.graph, &producers, n) else {
                 continue;
             };
+            self.pairs.insert(n.index, q.index);
             if n.outputs
                 .first()
                 .is_some_and(|o| d.is_some_and(|d| d.contains_key(o)))
@@ -329,8 +333,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             return false;
         };
         let named = self.labels.get(&node.id);
-        let paired = onnx.op_type != "DequantizeLinear"
-            || decide::paired_quantize(self.graph, onnx).is_some();
+        let paired = onnx.op_type != "DequantizeLinear" || self.pairs.contains_key(&onnx.index);
         paired
             && decide::OPS.contains(&onnx.op_type.as_str())
             && !self.tainted.contains_key(&node.id)
@@ -380,7 +383,7 @@ impl<'g, 's> Evaluator<'g, 's> {
         ins: &TVec<TValue>,
         out: &mut TVec<TValue>,
     ) -> Vec<(String, decide::Adopted)> {
-        let q = decide::paired_quantize(self.graph, onnx);
+        let q = (self.pairs.get(&onnx.index)).and_then(|&q| self.graph.nodes.get(q));
         let x = q
             .and_then(|q| q.inputs.first())
             .and_then(|i| self.values.get(i));
