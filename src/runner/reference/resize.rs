@@ -4,9 +4,9 @@
 //! antialiased when downsampling, `exclude_outside` renormalising — and `tf_crop_and_resize`
 //! reading its region of interest, with the extrapolation value outside it. Output lengths and per-axis scales come
 //! from `scales`, or from `sizes` (with the aspect-ratio policy). Where the shape this computes is not tract's, or a
-//! window would reach past the padding, the node is left to tract (and marked reduced-precision), as is `cubic`: its
-//! coefficients are written here from the ONNX reference, but the float64 oracle's cubic values differ from them by
-//! 1e-7 on the backend tests, so phantom does not claim them.
+//! window would reach past the padding, the node is left to tract (and marked reduced-precision), as is `cubic`: the
+//! float64 oracle's cubic values differ from the ONNX reference's formulas computed in f64 by 1e-7 on the backend
+//! tests, so phantom does not claim them.
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::nn::resize::{CoordTransformer, Interpolator};
@@ -14,8 +14,8 @@ use tract_onnx_opl::resize::{AspectRatio, CoordTransform, Nearest, Resize};
 
 /// `node` computed in f64, or `None` when it is not a Resize phantom computes (tract's f32 kernel then runs).
 pub fn eval(node: &TypedNode, ins: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
-    // Cubic is left to tract: the float64 ONNX reference's cubic values differ from this kernel's by 1e-7 on the
-    // backend tests (nearest and linear agree to 1e-9), and phantom claims f64 only where the oracle agrees.
+    // Cubic is left to tract: the float64 ONNX reference's cubic values differ from its own formulas in f64 by 1e-7
+    // on the backend tests (nearest and linear agree to 1e-9), and phantom claims f64 only where the oracle agrees.
     let op = node
         .op_as::<Resize>()
         .filter(|op| op.interpolator != Interpolator::Cubic)?;
@@ -158,7 +158,7 @@ fn taps(op: &Resize, at: (usize, usize, usize, f64), crop: Option<(f64, f64)>) -
     // The neighbour left of x is `base`, and the ratio lies in (0, 1] (an integer x reads its left neighbour at 1).
     let base = if x.fract() == 0.0 { x - 1.0 } else { x.floor() };
     let ratio = x - base;
-    let coeffs = coefficients(op, ratio, s);
+    let coeffs = coefficients(op, ratio, s)?;
     let n = coeffs.len() as i64;
     let (first, pad) = (base as i64 + 1 - n / 2, (n + 1) / 2);
     if first < -pad || first + n - 1 > len_in as i64 - 1 + pad {
@@ -178,10 +178,10 @@ fn taps(op: &Resize, at: (usize, usize, usize, f64), crop: Option<(f64, f64)>) -
     ))
 }
 
-/// The mode's coefficients for the neighbours around the coordinate (ratio in (0, 1] past the left one).
-fn coefficients(op: &Resize, ratio: f64, scale: f64) -> Vec<f64> {
-    let a = op.cubic_coeff_a() as f64;
-    match (&op.interpolator, op.antialias && scale < 1.0) {
+/// The mode's coefficients for the neighbours around the coordinate (ratio in (0, 1] past the left one); `None` for
+/// cubic, which is left to tract.
+fn coefficients(op: &Resize, ratio: f64, scale: f64) -> Option<Vec<f64>> {
+    Some(match (&op.interpolator, op.antialias && scale < 1.0) {
         (Interpolator::Nearest, _) => {
             let right = ratio == 1.0
                 || match op.nearest {
@@ -193,32 +193,16 @@ fn coefficients(op: &Resize, ratio: f64, scale: f64) -> Vec<f64> {
             vec![!right as u8 as f64, right as u8 as f64]
         }
         (Interpolator::Linear, false) => vec![1.0 - ratio, ratio],
-        (Interpolator::Cubic, false) => {
-            let r = ratio;
-            vec![
-                ((a * (r + 1.0) - 5.0 * a) * (r + 1.0) + 8.0 * a) * (r + 1.0) - 4.0 * a,
-                ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0,
-                ((a + 2.0) * (1.0 - r) - (a + 3.0)) * (1.0 - r) * (1.0 - r) + 1.0,
-                ((a * (2.0 - r) - 5.0 * a) * (2.0 - r) + 8.0 * a) * (2.0 - r) - 4.0 * a,
-            ]
-        }
         (Interpolator::Linear, true) => {
-            antialiased(ratio, scale, 1.0, |x| (1.0 - x.abs()).clamp(0.0, 1.0))
+            antialiased(ratio, scale, |x| (1.0 - x.abs()).clamp(0.0, 1.0))
         }
-        (Interpolator::Cubic, true) => antialiased(ratio, scale, 2.0, |x| {
-            let x = x.abs();
-            match x {
-                x if x <= 1.0 => (a + 2.0) * x * x * x - (a + 3.0) * x * x + 1.0,
-                x if x < 2.0 => a * x * x * x - 5.0 * a * x * x + 8.0 * a * x - 4.0 * a,
-                _ => 0.0,
-            }
-        }),
-    }
+        (Interpolator::Cubic, _) => return None,
+    })
 }
 
-/// A filter of support `support` stretched by 1/scale (downsampling), normalised to sum 1.
-fn antialiased(ratio: f64, scale: f64, support: f64, f: impl Fn(f64) -> f64) -> Vec<f64> {
-    let start = (-support / scale).floor() as i64 + 1;
+/// The linear filter stretched by 1/scale (downsampling), normalised to sum 1.
+fn antialiased(ratio: f64, scale: f64, f: impl Fn(f64) -> f64) -> Vec<f64> {
+    let start = (-1.0 / scale).floor() as i64 + 1;
     let c: Vec<f64> = (start..2 - start)
         .map(|i| f(scale * (i as f64 - ratio)))
         .collect();

@@ -302,8 +302,7 @@ struct Scaler;
 
 impl Kernel for Scaler {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        let (_, shape) = fact(n, ins, 0)?;
-        Ok(vec![(f64::datum_type(), shape.clone())])
+        super::util::f64_like(n, ins, 0)
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {

@@ -8,7 +8,7 @@
 use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis, IxDyn};
 use tract_onnx::prelude::*;
 
-use super::util::{f64s, fact, opt};
+use super::util::{f64_like, f64s, fact, opt};
 use super::{Fact, Kernel, Node};
 
 pub const OPS: &[&str] = &[
@@ -22,8 +22,7 @@ struct Binarizer;
 
 impl Kernel for Binarizer {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        let (_, shape) = fact(n, ins, 0)?;
-        Ok(vec![(f64::datum_type(), shape.clone())])
+        f64_like(n, ins, 0)
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
@@ -38,8 +37,7 @@ struct Imputer;
 
 impl Kernel for Imputer {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        let (_, shape) = fact(n, ins, 0)?;
-        Ok(vec![(f64::datum_type(), shape.clone())])
+        f64_like(n, ins, 0)
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {

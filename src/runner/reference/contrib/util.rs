@@ -37,6 +37,12 @@ pub fn fact<'a>(n: &Node, ins: &[Option<&'a Fact>], slot: usize) -> TractResult<
         .ok_or_else(|| anyhow::anyhow!("{} `{}` lacks its input {slot}", n.op(), n.proto.name))
 }
 
+/// One f64 output shaped like input `slot` (element-wise kernels).
+pub fn f64_like(n: &Node, ins: &[Option<&Fact>], slot: usize) -> TractResult<Vec<Fact>> {
+    let (_, shape) = fact(n, ins, slot)?;
+    Ok(vec![(f64::datum_type(), shape.clone())])
+}
+
 /// An f64 array as a tensor.
 pub fn tensor(a: ArrayD<f64>) -> Tensor {
     a.into_tensor()

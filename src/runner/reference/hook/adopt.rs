@@ -1,0 +1,100 @@
+//! The evaluator's side of discrete decisions ([`decide`]): which tract nodes compute a decision the target made
+//! too, from that decision's own input, and taking the target's decisions there.
+
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::internal::EvalContext;
+
+use super::super::{decide, kernels};
+use super::Evaluator;
+
+/// `node` evaluated again on other inputs (a decision's input moved by its tolerance): phantom's kernel where it
+/// has one, else tract's (decisions are stateless).
+fn reeval(ctx: &EvalContext, node: &TypedNode, ins: TVec<TValue>) -> TractResult<TVec<TValue>> {
+    if let Some(op) = node.op_as::<super::super::contrib::op::ContribOp>() {
+        return op.run(&ins);
+    }
+    if let Some(r) = kernels::eval_own(node, &ins) {
+        return r;
+    }
+    tract_onnx::tract_core::plan::eval(ctx, None, node, ins)
+}
+
+impl Evaluator<'_, '_> {
+    /// Whether tract node `node` computes an ONNX decision the target made too, from that decision's own input.
+    pub(super) fn decides(&self, node: &TypedNode) -> bool {
+        let (Some(d), Some(onnx)) = (
+            self.decisions,
+            (self.onnx_of.get(&node.id)).and_then(|&i| self.graph.nodes.get(i)),
+        ) else {
+            return false;
+        };
+        let named = self.labels.get(&node.id);
+        let paired = onnx.op_type != "DequantizeLinear" || self.pairs.contains_key(&onnx.index);
+        paired
+            && decide::OPS.contains(&onnx.op_type.as_str())
+            && !self.tainted.contains_key(&node.id)
+            && named.is_some_and(|ls| ls.iter().any(|(_, n)| d.contains_key(n)))
+            && self.reads_first_input(node, onnx.inputs.first())
+    }
+
+    /// Whether tract's first input of `node` is the ONNX value `want` (a labelled value or a graph input).
+    fn reads_first_input(&self, node: &TypedNode, want: Option<&String>) -> bool {
+        let (Some(i), Some(want)) = (node.inputs.first(), want) else {
+            return false;
+        };
+        match self.labels.get(&i.node) {
+            Some(ls) => ls.iter().any(|(s, n)| *s == i.slot && n == want),
+            None => self.graph.inputs.iter().any(|v| &v.name == want),
+        }
+    }
+
+    /// Takes the target's decisions on `node`'s outputs where they lie within the noise of a boundary.
+    pub(super) fn adopt(
+        &mut self,
+        ctx: &EvalContext,
+        node: &TypedNode,
+        ins: &TVec<TValue>,
+        out: &mut TVec<TValue>,
+    ) {
+        let (Some(d), Some(&idx)) = (self.decisions, self.onnx_of.get(&node.id)) else {
+            return;
+        };
+        let onnx = &self.graph.nodes[idx];
+        let names = self.labels.get(&node.id).cloned().unwrap_or_default();
+        let found = match onnx.op_type.as_str() {
+            "DynamicQuantizeLinear" => decide::adopt_dynamic(d, (&names, &onnx.outputs), ins, out),
+            "DequantizeLinear" => self.adopt_pair(onnx, &names, ins, out),
+            op => decide::adopt_monotone(d, &names, (ins, op == "Cast"), out, |xs| {
+                reeval(ctx, node, xs)
+            }),
+        };
+        self.adopted.extend(found);
+    }
+
+    /// A QDQ pair's `DequantizeLinear` reconciled on the pair's float input ([`decide::adopt_pair`]).
+    fn adopt_pair(
+        &self,
+        onnx: &crate::model::Node,
+        names: &[(usize, String)],
+        ins: &TVec<TValue>,
+        out: &mut TVec<TValue>,
+    ) -> Vec<(String, decide::Adopted)> {
+        let q = (self.pairs.get(&onnx.index)).and_then(|&q| self.graph.nodes.get(q));
+        let x = q
+            .and_then(|q| q.inputs.first())
+            .and_then(|i| self.values.get(i));
+        let (Some(d), Some(x)) = (self.decisions, x) else {
+            return vec![];
+        };
+        let mut found = vec![];
+        for (slot, name) in names {
+            let (Some(dec), Some(o)) = (d.get(name), out.get_mut(*slot)) else {
+                continue;
+            };
+            if let Some(a) = decide::adopt_pair(dec, x, ins, o) {
+                found.push((name.clone(), a));
+            }
+        }
+        found
+    }
+}
