@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
 use crate::runner::reference::decide::{self, Adopted, Decision, Decisions};
+use crate::runner::reference::select;
 use crate::tensor::{DType, Tensor};
 
 /// The noise a decision's input carries, in units in the last place of the target's type (relative to the larger
@@ -22,6 +23,11 @@ fn decision_outputs<'g>(graph: &Graph, producers: &Producers, n: &'g Node) -> Ve
         "DequantizeLinear" if decide::paired_quantize(graph, producers, n).is_none() => vec![],
         "DynamicQuantizeLinear" => n.outputs.iter().step_by(2).take(2).collect(),
         op if decide::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
+        op if select::OPS.contains(&op) && n.domain.is_empty() => n
+            .outputs
+            .get(select::decided_output(op))
+            .into_iter()
+            .collect(),
         _ => vec![],
     }
 }
@@ -70,6 +76,10 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         let dtype = (lane.out.values.get(input).map(Tensor::dtype))
             .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
             .unwrap_or(DType::F32);
+        // A selection among integers is exact: nothing to reconcile.
+        if select::OPS.contains(&n.op_type.as_str()) && !dtype.is_float() {
+            continue;
+        }
         // The noise of a value computed in the target's type: NOISE_ULPS of its unit roundoff, relative.
         let rtol = NOISE_ULPS * crate::analysis::anomaly::epsilon(dtype);
         let target = t.clone();
@@ -155,8 +165,8 @@ fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
     );
     if total.flips > 0 {
         s.push_str(&format!(
-            "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type) of one rounding boundary, so the two sides \
-             computed on from the same decision",
+            "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type) of one boundary (a rounding, or a tie \
+             between the values a selection or comparison chose from), so the two sides computed on from the same decision",
             total.flips,
             fraction(total.within)
         ));

@@ -1,7 +1,8 @@
 //! Discrete decisions (issue 33): where the target rounds a float to an integer or a quantization level on the other
 //! side of a boundary its input lies within noise of, the reference takes the target's decision and counts it, so
 //! the model is compared like for like downstream; with `--own-decisions` the same flips read as drift, and a real
-//! fault is still caught (`tests/data/decisions/make_decisions.py`).
+//! fault is still caught (`tests/data/decisions/make_decisions.py`). Selections (ArgMax, TopK, a comparison feeding
+//! `Where`) between values equal but for rounding are adopted the same way (`router.onnx`).
 
 use std::path::PathBuf;
 
@@ -111,4 +112,38 @@ fn a_dynamically_quantized_model_is_clean_on_ort_cpu_and_drifts_without_adoption
     }
     let (code, out, _) = run("mlp_dynquant.onnx", &["--own-decisions"]);
     assert_eq!(code, 1, "{out}");
+}
+
+#[test]
+fn argmax_topk_and_mask_ties_within_the_noise_are_adopted_and_the_router_is_clean() {
+    let (code, out, r) = run("router.onnx", &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    // s0 and s1 are one dot product summed in two orders: float32 and float64 break about half the ties apart.
+    for name in ["top", "top2", "ahead"] {
+        let a = &value(&r, name)["adopted"];
+        assert!(a["flips"].as_u64().unwrap() > 50, "{name}: {a}");
+        assert_eq!(a["beyond"], 0, "{name}: {a}");
+    }
+    // What the decisions select downstream is compared like for like.
+    for name in ["picked", "picked2", "side", "top2_values"] {
+        assert_eq!(value(&r, name)["status"], "pass", "{name}: {out}");
+    }
+    assert_eq!(value(&r, "picked")["metrics"]["max_abs"], 0.0, "{out}");
+}
+
+#[test]
+fn router_ties_kept_as_the_reference_s_own_read_as_drift() {
+    let (code, out, r) = run("router.onnx", &["--own-decisions"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["first_divergence"]["value"], "top", "{out}");
+}
+
+#[test]
+fn a_fault_in_a_router_score_is_caught_at_the_score() {
+    let fault = data("router_fault.onnx");
+    let (code, out, r) = run("router.onnx", &["--target-model", fault.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["first_divergence"]["value"], "s1", "{out}");
+    assert_eq!(value(&r, "top2_values")["status"], "fail", "{out}");
 }

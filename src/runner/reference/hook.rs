@@ -122,6 +122,8 @@ pub struct Evaluator<'g, 's> {
     pub adopted: HashMap<String, decide::Adopted>,
     /// QDQ pairs: a DequantizeLinear's ONNX index → the QuantizeLinear's feeding it.
     pairs: HashMap<usize, usize>,
+    /// Selections (ArgMax, TopK, comparisons) the target decided, by the decided value's name ([`super::select`]).
+    selections: HashMap<String, super::select::Selection>,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -156,6 +158,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             decisions: None,
             adopted: HashMap::new(),
             pairs: HashMap::new(),
+            selections: HashMap::new(),
         }
     }
 
@@ -176,6 +179,16 @@ impl<'g, 's> Evaluator<'g, 's> {
                 self.needed.extend(q.inputs.first().cloned());
             }
         }
+        self
+    }
+
+    /// Reconciles the selections named in `s` with the target's ([`super::select`]); their inputs are kept.
+    pub fn with_selections(mut self, s: HashMap<String, super::select::Selection>) -> Self {
+        for sel in s.values() {
+            self.needed
+                .extend(sel.inputs.iter().filter(|i| !i.is_empty()).cloned());
+        }
+        self.selections = s;
         self
     }
 
@@ -305,6 +318,7 @@ impl<'g, 's> Evaluator<'g, 's> {
         if let Some(ins) = decides {
             self.adopt(ctx, node, &ins, &mut out);
         }
+        self.adopt_selections(node.id, &mut out);
         if node.inputs.is_empty() && self.needed.contains(&node.name) {
             if let Some(v) = out.first() {
                 self.values.insert(node.name.clone(), v.clone());

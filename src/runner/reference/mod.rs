@@ -17,6 +17,7 @@ mod pins;
 mod resize;
 mod rewrite;
 mod rnn;
+pub mod select;
 mod symbols;
 mod widen;
 mod windows;
@@ -399,6 +400,10 @@ impl ReferenceRunner {
             .with_rounding(self.round.as_ref())
             .with_unfaithful(faithful::unfaithful(graph, &proto))
             .with_decisions(self.decisions.as_deref())
+            .with_selections(match self.decisions.as_deref() {
+                Some(d) => select::selections(&proto, d),
+                None => HashMap::new(),
+            })
             .with_constants(plan.model());
         state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))

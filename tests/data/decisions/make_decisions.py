@@ -123,7 +123,65 @@ def quantized_mlp(path):
         quantize_dynamic(src, path, weight_type=QuantType.QUInt8)
 
 
+def router(fault=1.0):
+    """router.onnx: selections between scores that are equal but for rounding, as a mixture-of-experts router or
+    a classifier's near-tied classes make them. Two scores are the same dot product summed in two feature orders
+    (`s0 = x·w`, `s1 = x[perm]·w[perm]`), a third is another dot product. `ArgMax` over the three picks a row of a
+    table, `TopK` (k = 2) picks two, `Greater(s0, s1)` selects between two branches with `Where`: float32 and
+    float64 break the s0/s1 ties on different sides, for about half the rows.
+
+    router_fault.onnx (fault = 1.01): the same with s1 scaled by 1.01, a fault the decisions must not hide."""
+    rng = np.random.default_rng(5)
+    rows, d = 512, 48
+    perm = rng.permutation(d)
+    w = rng.normal(0, d ** -0.5, (d, 1)).astype(np.float32)
+    inits = [
+        const("w", w),
+        const("w_perm", w[perm]),
+        const("perm", perm.astype(np.int64)),
+        const("w2", (0.5 * rng.normal(0, d ** -0.5, (d, 1))).astype(np.float32)),
+        const("table", rng.normal(0, 1, (3, 8)).astype(np.float32)),
+        const("fault", np.array(fault, np.float32)),
+        const("k", np.array([2], np.int64)),
+        const("up", np.array(1.0, np.float32)),
+        const("down", np.array(-1.0, np.float32)),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "w"], ["s0"]),
+        n("Gather", ["x", "perm"], ["x_perm"], axis=1),
+        n("MatMul", ["x_perm", "w_perm"], ["s1_raw"]),
+        n("Mul", ["s1_raw", "fault"], ["s1"]),
+        n("MatMul", ["x", "w2"], ["s2"]),
+        n("Concat", ["s0", "s1", "s2"], ["scores"], axis=1),
+        n("ArgMax", ["scores"], ["top"], axis=1, keepdims=0),
+        n("Gather", ["table", "top"], ["picked"], axis=0),
+        n("TopK", ["scores", "k"], ["top2_values", "top2"], axis=1),
+        n("Gather", ["table", "top2"], ["picked2"], axis=0),
+        n("Greater", ["s0", "s1"], ["ahead"]),
+        n("Where", ["ahead", "up", "down"], ["side"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "router",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d])],
+        [
+            helper.make_tensor_value_info("picked", TensorProto.FLOAT, [rows, 8]),
+            helper.make_tensor_value_info("picked2", TensorProto.FLOAT, [rows, 2, 8]),
+            helper.make_tensor_value_info("top2_values", TensorProto.FLOAT, [rows, 2]),
+            helper.make_tensor_value_info("side", TensorProto.FLOAT, [rows, 1]),
+        ],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 if __name__ == "__main__":
+    onnx.save(router(), "router.onnx")
+    onnx.save(router(1.01), "router_fault.onnx")
     onnx.save(build(8.0), "t5_buckets.onnx")
     onnx.save(build(8.5), "t5_buckets_fault.onnx")
     quantized_mlp("mlp_dynquant.onnx")

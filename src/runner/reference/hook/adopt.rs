@@ -4,7 +4,7 @@
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::EvalContext;
 
-use super::super::{decide, kernels};
+use super::super::{decide, kernels, select};
 use super::Evaluator;
 
 /// `node` evaluated again on other inputs (a decision's input moved by its tolerance): phantom's kernel where it
@@ -96,5 +96,61 @@ impl Evaluator<'_, '_> {
             }
         }
         found
+    }
+}
+
+impl Evaluator<'_, '_> {
+    /// Takes the target's selections (ArgMax, TopK indices, comparison masks) on `id`'s outputs where the values
+    /// chosen between lie within their noise ([`select`]).
+    pub(super) fn adopt_selections(&mut self, id: usize, out: &mut TVec<TValue>) {
+        let Some(d) = self.decisions.filter(|_| !self.selections.is_empty()) else {
+            return;
+        };
+        if self.tainted.contains_key(&id) {
+            return;
+        }
+        let names = self.labels.get(&id).cloned().unwrap_or_default();
+        for (slot, name) in &names {
+            let (Some(sel), Some(dec)) = (self.selections.get(name), d.get(name)) else {
+                continue;
+            };
+            if let Some(a) = self.reconcile(sel, dec, (&names, *slot), out) {
+                self.adopted.insert(name.clone(), a);
+            }
+        }
+    }
+
+    /// One selection reconciled: its decision at output `slot` (and TopK's values beside it) replaced.
+    fn reconcile(
+        &self,
+        sel: &select::Selection,
+        dec: &decide::Decision,
+        (names, slot): (&[(usize, String)], usize),
+        out: &mut TVec<TValue>,
+    ) -> Option<decide::Adopted> {
+        let input = |k: usize| {
+            let v = self.values.get(sel.inputs.get(k)?)?;
+            select::array(v)
+        };
+        let x = input(0)?;
+        let ours = select::array(out.get(slot)?)?;
+        let flat: Vec<f64> = ours.iter().copied().collect();
+        let (taken, a) = match sel.op.as_str() {
+            "ArgMax" | "ArgMin" => {
+                select::indices(dec, &x, select::axis_of(sel.axis, x.ndim())?, &flat)?
+            }
+            "TopK" => {
+                let axis = select::axis_of(sel.axis, x.ndim())?;
+                let want = sel.outputs.first()?;
+                let vs = names.iter().find(|(_, n)| n == want).map(|(s, _)| *s)?;
+                let mut values = select::array(out.get(vs)?)?;
+                let (taken, a) = select::top_k(dec, &x, axis, &mut values, &ours)?;
+                out[vs] = decide::shaped_like(&out[vs], values.iter().copied().collect()).ok()?;
+                (taken.iter().copied().collect(), a)
+            }
+            _ => select::compare(dec, &x, &input(1)?, &flat, ours.shape())?,
+        };
+        out[slot] = decide::shaped_like(&out[slot], taken).ok()?;
+        Some(a)
     }
 }
