@@ -108,3 +108,119 @@ fn a_one_hot_encoding_is_compared_in_f64() {
         }
     }
 }
+
+/// The reference's values of a `phantom onnx --dump` run, by ONNX name.
+fn dumped(dir: &std::path::Path) -> std::collections::HashMap<String, phantom::tensor::Tensor> {
+    let index = read_json(&dir.join("index.json"));
+    (index["values"].as_array().unwrap().iter())
+        .map(|v| {
+            let path = dir.join(v["reference"].as_str().unwrap());
+            let t = phantom::model::npy::read_npy(&path).unwrap();
+            (v["name"].as_str().unwrap().to_string(), t)
+        })
+        .collect()
+}
+
+#[test]
+fn classifiers_and_k_means_match_scikit_learn_s_own_predictions() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let x = format!("X={}", ml("ml_x.npy").display());
+    // (model, the reference's value holding scikit-learn's scores, and how they read: a binary SVC's decision value
+    // is the first column).
+    for (name, scores) in [
+        ("forest_cls3", "probabilities"),
+        ("boosting_cls2", "probabilities"),
+        ("boosting_cls3", "probabilities"),
+        ("svc_rbf3", "probabilities"),
+        ("svc_rbf2", "probabilities"),
+        ("kmeans", "scores"),
+    ] {
+        let (json, dump) = (
+            dir.path().join(format!("{name}.json")),
+            dir.path().join(name),
+        );
+        let m = ml(&format!("{name}.onnx"));
+        let (code, out, err) = phantom(&[
+            "onnx",
+            m.to_str().unwrap(),
+            "--input",
+            &x,
+            "--dump",
+            dump.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{name}: {out}{err}");
+        let r = read_json(&json);
+        let ours = (r["nodes"].as_array().unwrap().iter())
+            .filter(|n| n["reference"]["kind"] == "f64_phantom")
+            .count();
+        assert!(ours > 0 || name == "kmeans", "{name}: {out}");
+        let values = dumped(&dump);
+        let expected = phantom::model::npy::read_npz(&ml(&format!("{name}.sk.npz"))).unwrap();
+        let get = |k: &str| {
+            expected
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, t)| t.as_f64())
+        };
+        assert_eq!(
+            values["label"].as_f64(),
+            get("label").unwrap(),
+            "{name}: labels"
+        );
+        let want = get("proba").or(get("scores")).or(get("distances")).unwrap();
+        let got = values[scores].as_f64();
+        let got = match want.ndim() {
+            1 => got.index_axis(ndarray::Axis(1), 0).to_owned().into_dyn(),
+            _ => got.into_owned(),
+        };
+        assert_eq!(got.shape(), want.shape(), "{name}");
+        let worst = (got.iter().zip(want.iter()))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        // scikit-learn computes in f64 from the float32 inputs; the ONNX model stores its constants as float32.
+        assert!(worst < 1e-6, "{name}: {worst}");
+    }
+}
+
+#[test]
+fn label_encoders_map_ints_strings_and_floats_with_their_defaults() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let (m, codes) = (ml("label_encoders.onnx"), ml("label_codes.npy"));
+    let codes = format!("codes={}", codes.display());
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        &codes,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    // Strings are computed (what follows them is compared) but not compared themselves: the run says so.
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("INCOMPLETE"), "{out}");
+    let r = read_json(&json);
+    let v = |name: &str| {
+        value_reports(&r)
+            .find(|v| v["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert!(
+        v("names")["reason"].as_str().unwrap().contains("String"),
+        "{out}"
+    );
+    // Code 7 is no key: "none", then -1.0 (no key either), then -7; every lookup agrees with ORT exactly.
+    for name in ["weights", "back"] {
+        assert_eq!(v(name)["status"], "pass", "{name}: {out}");
+        assert_eq!(v(name)["metrics"]["max_abs"], 0.0, "{name}: {out}");
+    }
+    let kinds = (r["nodes"].as_array().unwrap().iter())
+        .filter(|n| n["op_type"] == "LabelEncoder")
+        .map(|n| n["reference"]["kind"].as_str().unwrap().to_string());
+    assert!(kinds.clone().count() == 3 && kinds.into_iter().all(|k| k == "f64_phantom"));
+}

@@ -72,3 +72,68 @@ def preprocessing():
 
 
 preprocessing()
+
+
+def classifiers():
+    """Classifiers and a clustering, with scikit-learn's own predictions beside them (`<name>.sk.npz`: `label`,
+    and `proba` or `distances`) on the inputs `ml_x.npy` (the 64 rows above): TreeEnsembleClassifier (random forest
+    of three classes, gradient boosting binary and three-class), SVMClassifier (RBF SVC, three classes), and
+    k-means (ONNX ops: distances and an ArgMin)."""
+    from sklearn.cluster import KMeans
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+    from sklearn.svm import SVC
+    np.save(os.path.join(HERE, "ml_x.npy"), X)
+    no_zipmap = {"zipmap": False}
+    for name, model, options in [
+        ("forest_cls3.onnx", RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0).fit(X, y3), None),
+        ("boosting_cls2.onnx", GradientBoostingClassifier(n_estimators=6, max_depth=2, random_state=0).fit(X, y2),
+         no_zipmap),
+        ("boosting_cls3.onnx", GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0).fit(X, y3),
+         no_zipmap),
+        ("svc_rbf3.onnx", SVC(kernel="rbf", probability=False).fit(X, y3), no_zipmap),
+        ("svc_rbf2.onnx", SVC(kernel="rbf", probability=False).fit(X, y2), no_zipmap),
+        ("kmeans.onnx", KMeans(n_clusters=4, n_init=3, random_state=0).fit(X), None),
+    ]:
+        opts = {id(model): options} if options else None
+        onx = to_onnx(model, X[:1], target_opset={"": 17, "ai.onnx.ml": 3}, options=opts)
+        with open(os.path.join(HERE, name), "wb") as f:
+            f.write(onx.SerializeToString())
+        expected = {"label": model.predict(X).astype(np.int64)}
+        if hasattr(model, "predict_proba") and not isinstance(model, SVC):
+            expected["proba"] = model.predict_proba(X)
+        elif isinstance(model, SVC):
+            expected["scores"] = model.decision_function(X)
+        else:
+            expected["distances"] = model.transform(X)
+        np.savez(os.path.join(HERE, name.replace(".onnx", ".sk.npz")), **expected)
+        print("wrote", name, [n.op_type for n in onx.graph.node])
+
+
+classifiers()
+
+
+def label_encoders():
+    """label_encoders.onnx: int64 codes → strings → floats → int64 again, through three LabelEncoders (ai.onnx.ml
+    opset 2: int, string and float keys; 7 is no key and takes each default), the floats scaling an input."""
+    from onnx import TensorProto, helper
+    le = lambda i, o, **kw: helper.make_node("LabelEncoder", [i], [o], domain="ai.onnx.ml", **kw)
+    nodes = [
+        le("codes", "names", keys_int64s=[0, 1, 2], values_strings=["low", "mid", "high"], default_string="none"),
+        le("names", "weights", keys_strings=["low", "mid", "high"], values_floats=[0.25, 1.5, 3.0], default_float=-1.0),
+        helper.make_node("Mul", ["weights", "x"], ["scaled"]),
+        le("weights", "back", keys_floats=[0.25, 1.5, 3.0], values_int64s=[10, 20, 30], default_int64=-7),
+    ]
+    g = helper.make_graph(nodes, "label_encoders",
+                          [helper.make_tensor_value_info("codes", TensorProto.INT64, [6]),
+                           helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+                          [helper.make_tensor_value_info("scaled", TensorProto.FLOAT, [6]),
+                           helper.make_tensor_value_info("back", TensorProto.INT64, [6])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 2)])
+    m.ir_version = 8
+    with open(os.path.join(HERE, "label_encoders.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    np.save(os.path.join(HERE, "label_codes.npy"), np.array([0, 1, 2, 7, 1, 0], np.int64))
+    print("wrote label_encoders.onnx")
+
+
+label_encoders()

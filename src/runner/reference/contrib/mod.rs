@@ -11,6 +11,7 @@ mod attention;
 mod batchnorm;
 mod concat;
 mod embed;
+mod encode;
 mod gqa;
 mod looping;
 mod lstm;
@@ -25,7 +26,9 @@ mod quant;
 mod rotary;
 mod squeeze;
 mod svm;
+mod svm_cls;
 mod trees;
+mod trees_cls;
 mod util;
 
 use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
@@ -147,8 +150,10 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| ml::kernel(op))
         .or_else(|| qdq::kernel(op))
         .or_else(|| trees::kernel(op))
+        .or_else(|| trees_cls::kernel(op))
         .or_else(|| svm::kernel(op))
         .or_else(|| prep::kernel(op))
+        .or_else(|| encode::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -249,8 +254,10 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(ml::OPS)
         .chain(qdq::OPS)
         .chain(trees::OPS)
+        .chain(trees_cls::OPS)
         .chain(svm::OPS)
         .chain(prep::OPS)
+        .chain(encode::OPS)
     {
         onnx.op_register
             .0

@@ -9,10 +9,15 @@ use tract_onnx::prelude::*;
 use super::util::{f64s, fact};
 use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["SVMRegressor"];
+pub const OPS: &[&str] = &["SVMRegressor", "SVMClassifier"];
 
 /// The kernel of two feature rows.
-fn kernel_of(kind: &str, (gamma, coef0, degree): (f64, f64, f64), x: &[f64], s: &[f64]) -> f64 {
+pub(super) fn kernel_of(
+    kind: &str,
+    (gamma, coef0, degree): (f64, f64, f64),
+    x: &[f64],
+    s: &[f64],
+) -> f64 {
     let dot = || x.iter().zip(s).map(|(a, b)| a * b).sum::<f64>();
     match kind {
         "POLY" => (gamma * dot() + coef0).powf(degree),
@@ -90,7 +95,11 @@ impl Kernel for Regressor {
 }
 
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "SVMRegressor").then_some(&Regressor as &dyn Kernel)
+    match op {
+        "SVMRegressor" => Some(&Regressor),
+        "SVMClassifier" => Some(&super::svm_cls::Classifier),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -57,19 +57,19 @@ impl Mode {
 }
 
 /// One node: a branch on a feature, or a leaf with its (target, weight) pairs.
-struct TreeNode {
+pub(super) struct TreeNode {
     mode: Mode,
     feature: usize,
     threshold: f64,
     missing_true: bool,
     children: (usize, usize),
-    leaf: Vec<(usize, f64)>,
+    pub(super) leaf: Vec<(usize, f64)>,
 }
 
 /// The forest as the attributes describe it.
-struct Forest {
-    nodes: Vec<TreeNode>,
-    roots: Vec<usize>,
+pub(super) struct Forest {
+    pub(super) nodes: Vec<TreeNode>,
+    pub(super) roots: Vec<usize>,
 }
 
 fn attr<'a>(n: &'a Node, name: &str) -> Option<&'a AttributeProto> {
@@ -77,7 +77,7 @@ fn attr<'a>(n: &'a Node, name: &str) -> Option<&'a AttributeProto> {
 }
 
 /// A float list attribute, or its `_as_tensor` form (doubles), as f64.
-fn reals(n: &Node, name: &str) -> TractResult<Vec<f64>> {
+pub(super) fn reals(n: &Node, name: &str) -> TractResult<Vec<f64>> {
     if let Some(t) = attr(n, &format!("{name}_as_tensor")).and_then(|a| a.t.as_ref()) {
         let host = crate::model::proto::tensor_from_proto(t, None)
             .map_err(|e| anyhow::anyhow!("{}: {name}_as_tensor: {e}", n.proto.name))?;
@@ -87,7 +87,9 @@ fn reals(n: &Node, name: &str) -> TractResult<Vec<f64>> {
 }
 
 impl Forest {
-    fn of(n: &Node) -> TractResult<Forest> {
+    /// The forest of `n`, its leaf weights read from the `{leaves}_treeids`, `_nodeids`, `_ids` and `_weights`
+    /// attributes (`target` for a regressor, `class` for a classifier).
+    pub(super) fn of(n: &Node, leaves: &str) -> TractResult<Forest> {
         let bad = |what: &str| anyhow::anyhow!("{}: {what}", n.proto.name);
         let (trees, ids) = (n.ints("nodes_treeids"), n.ints("nodes_nodeids"));
         let (features, values) = (n.ints("nodes_featureids"), reals(n, "nodes_values")?);
@@ -132,11 +134,17 @@ impl Forest {
             });
         }
         let (t_trees, t_nodes, t_ids) = (
-            n.ints("target_treeids"),
-            n.ints("target_nodeids"),
-            n.ints("target_ids"),
+            n.ints(&format!("{leaves}_treeids")),
+            n.ints(&format!("{leaves}_nodeids")),
+            n.ints(&format!("{leaves}_ids")),
         );
-        let weights = reals(n, "target_weights")?;
+        let weights = reals(n, &format!("{leaves}_weights"))?;
+        anyhow::ensure!(
+            [t_trees.len(), t_ids.len(), weights.len()]
+                .iter()
+                .all(|&l| l == t_nodes.len()),
+            bad(&format!("the {leaves}_* attributes differ in length"))
+        );
         for j in 0..t_nodes.len() {
             let k = *at
                 .get(&(t_trees[j], t_nodes[j]))
@@ -154,7 +162,7 @@ impl Forest {
     }
 
     /// The leaf `row` reaches from `root`.
-    fn leaf(&self, root: usize, row: &[f64]) -> TractResult<&TreeNode> {
+    pub(super) fn leaf(&self, root: usize, row: &[f64]) -> TractResult<&TreeNode> {
         let mut k = root;
         for _ in 0..=self.nodes.len() {
             let t = &self.nodes[k];
@@ -188,7 +196,7 @@ impl Kernel for Regressor {
         let x = f64s(n, ins, 0)?;
         let width = x.shape().last().copied().unwrap_or(1);
         let rows: Vec<f64> = x.iter().copied().collect();
-        let forest = Forest::of(n)?;
+        let forest = Forest::of(n, "target")?;
         let t = targets(n);
         let how = super::ml::string_attr(n, "aggregate_function", "SUM");
         let base = reals(n, "base_values")?;
