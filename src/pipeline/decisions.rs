@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
 use crate::runner::reference::decide::{self, Adopted, Decision, Decisions};
-use crate::runner::reference::select;
+use crate::runner::reference::{select, thresholds};
 use crate::tensor::{DType, Tensor};
 
 /// The noise a decision's input carries, in units in the last place of the target's type (relative to the larger
@@ -23,12 +23,24 @@ fn decision_outputs<'g>(graph: &Graph, producers: &Producers, n: &'g Node) -> Ve
         "DequantizeLinear" if decide::paired_quantize(graph, producers, n).is_none() => vec![],
         "DynamicQuantizeLinear" => n.outputs.iter().step_by(2).take(2).collect(),
         op if decide::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
+        op if thresholds::OPS.contains(&op) && n.domain == "ai.onnx.ml" => {
+            n.outputs.iter().take(1).collect()
+        }
         op if select::OPS.contains(&op) && n.domain.is_empty() => n
             .outputs
             .get(select::decided_output(op))
             .into_iter()
             .collect(),
         _ => vec![],
+    }
+}
+
+/// The target's value a decision of `n` on its output `name` is read from: the output itself, or for a threshold
+/// decision the features the target compared (its first input).
+fn held<'a>(n: &'a Node, name: &'a str) -> &'a str {
+    match thresholds::OPS.contains(&n.op_type.as_str()) {
+        true => n.inputs.first().map_or(name, String::as_str),
+        false => name,
     }
 }
 
@@ -64,7 +76,8 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
     };
     let mut d = Decisions::new();
     for (n, name) in wanted {
-        let Some(t) = lane.out.values.get(name).or_else(|| fetched.get(name)) else {
+        let held = held(n, name);
+        let Some(t) = lane.out.values.get(held).or_else(|| fetched.get(held)) else {
             continue;
         };
         if !is_decision(n, t) {
@@ -102,7 +115,7 @@ fn fetch(
     wanted: &[(&Node, &String)],
     budget: usize,
 ) -> Option<HashMap<String, Tensor>> {
-    let names: Vec<&str> = wanted.iter().map(|(_, o)| o.as_str()).collect();
+    let names: Vec<&str> = wanted.iter().map(|(n, o)| held(n, o)).collect();
     // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
     // across the rest and round them differently from the runs they are compared with.
     let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| c.next(&names));
@@ -165,8 +178,8 @@ fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
     );
     if total.flips > 0 {
         s.push_str(&format!(
-            "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type) of one boundary (a rounding, or a tie \
-             between the values a selection or comparison chose from), so the two sides computed on from the same decision",
+            "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type) of one boundary (a rounding, a tree's \
+             threshold, or a tie between the values a selection or comparison chose from), so the two sides computed on from the same decision",
             total.flips,
             fraction(total.within)
         ));

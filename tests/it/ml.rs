@@ -224,3 +224,63 @@ fn label_encoders_map_ints_strings_and_floats_with_their_defaults() {
         .map(|n| n["reference"]["kind"].as_str().unwrap().to_string());
     assert!(kinds.clone().count() == 3 && kinds.into_iter().all(|k| k == "f64_phantom"));
 }
+
+/// `phantom onnx scaler_forest.onnx` on features that land on its split thresholds, with `args`: exit code,
+/// stdout and report.
+fn near_thresholds(args: &[&str]) -> (i32, String, serde_json::Value) {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let (m, x) = (ml("scaler_forest.onnx"), ml("scaler_forest_x.npy"));
+    let x = format!("X={}", x.display());
+    let mut all = vec![
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        &x,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    all.extend(args);
+    let (code, out, err) = phantom(&all);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    (code, out, read_json(&json))
+}
+
+#[test]
+fn label_flips_at_tree_thresholds_within_the_noise_are_adopted() {
+    let (code, out, r) = near_thresholds(&[]);
+    assert_eq!(code, 0, "{out}");
+    let v = |name: &str| {
+        value_reports(&r)
+            .find(|v| v["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    // The float32 Scaler puts some features on the other side of a threshold than the float64 one.
+    let a = &v("label")["adopted"];
+    assert!(a["flips"].as_u64().unwrap() > 0, "{out}");
+    assert_eq!(a["beyond"], 0, "{out}");
+    for name in ["label", "probabilities", "output_label"] {
+        assert_eq!(v(name)["status"], "pass", "{name}: {out}");
+    }
+    // Kept as the reference's own, the same flips are drift at the forest.
+    let (code, out, r) = near_thresholds(&["--own-decisions"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["first_divergence"]["value"], "label", "{out}");
+}
+
+#[test]
+fn a_fault_in_the_features_a_forest_compares_is_caught_where_it_is() {
+    let fault = ml("scaler_forest_fault.onnx");
+    let (code, out, r) = near_thresholds(&["--target-model", fault.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        r["verdict"]["first_divergence"]["value"], "variable",
+        "{out}"
+    );
+    let probabilities = value_reports(&r)
+        .find(|v| v["name"] == "probabilities")
+        .unwrap();
+    assert_eq!(probabilities["status"], "fail", "{out}");
+}

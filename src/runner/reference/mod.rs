@@ -19,6 +19,7 @@ mod rewrite;
 mod rnn;
 pub mod select;
 mod symbols;
+pub mod thresholds;
 mod widen;
 mod windows;
 

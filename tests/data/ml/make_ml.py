@@ -137,3 +137,41 @@ def label_encoders():
 
 
 label_encoders()
+
+
+def near_thresholds():
+    """scaler_forest.onnx: StandardScaler → RandomForestClassifier (Scaler, TreeEnsembleClassifier), and inputs
+    `scaler_forest_x.npy` whose features, once scaled, land on the forest's split thresholds: the float32 Scaler
+    of ONNX Runtime and phantom's float64 one put them on either side of a threshold (label flips within noise)."""
+    from sklearn.ensemble import RandomForestClassifier
+    model = make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0))
+    model.fit(X, y3)
+    save(model, "scaler_forest.onnx")
+    scaler, forest = model[0], model[1]
+    splits = [(f, t) for est in forest.estimators_ for f, t in zip(est.tree_.feature, est.tree_.threshold) if f >= 0]
+    rows = X[np.arange(len(splits)) % len(X)].astype(np.float64)
+    for k, (f, t) in enumerate(splits):
+        # The threshold as skl2onnx stores it (float32), unscaled into the input's space.
+        rows[k, f] = float(np.float32(t)) * scaler.scale_[f] + scaler.mean_[f]
+    np.save(os.path.join(HERE, "scaler_forest_x.npy"), rows.astype(np.float32))
+    print("wrote scaler_forest_x.npy", rows.shape)
+
+
+near_thresholds()
+
+
+def near_thresholds_fault():
+    """scaler_forest_fault.onnx: scaler_forest.onnx with its Scaler's scale 1% larger (a fault the threshold
+    decisions must not hide)."""
+    import onnx
+    m = onnx.load(os.path.join(HERE, "scaler_forest.onnx"))
+    for n in m.graph.node:
+        if n.op_type == "Scaler":
+            for a in n.attribute:
+                if a.name == "scale":
+                    a.floats[:] = [v * 1.01 for v in a.floats]
+    onnx.save(m, os.path.join(HERE, "scaler_forest_fault.onnx"))
+    print("wrote scaler_forest_fault.onnx")
+
+
+near_thresholds_fault()

@@ -4,7 +4,7 @@
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::EvalContext;
 
-use super::super::{decide, kernels, select};
+use super::super::{decide, kernels, select, thresholds};
 use super::Evaluator;
 
 /// `node` evaluated again on other inputs (a decision's input moved by its tolerance): phantom's kernel where it
@@ -31,7 +31,8 @@ impl Evaluator<'_, '_> {
         let named = self.labels.get(&node.id);
         let paired = onnx.op_type != "DequantizeLinear" || self.pairs.contains_key(&onnx.index);
         paired
-            && decide::OPS.contains(&onnx.op_type.as_str())
+            && (decide::OPS.contains(&onnx.op_type.as_str())
+                || thresholds::OPS.contains(&onnx.op_type.as_str()))
             && !self.tainted.contains_key(&node.id)
             && named.is_some_and(|ls| ls.iter().any(|(_, n)| d.contains_key(n)))
             && self.reads_first_input(node, onnx.inputs.first())
@@ -64,6 +65,9 @@ impl Evaluator<'_, '_> {
         let found = match onnx.op_type.as_str() {
             "DynamicQuantizeLinear" => decide::adopt_dynamic(d, (&names, &onnx.outputs), ins, out),
             "DequantizeLinear" => self.adopt_pair(onnx, &names, ins, out),
+            op if thresholds::OPS.contains(&op) => {
+                thresholds::adopt(d, &names, ins, out, |xs| reeval(ctx, node, xs))
+            }
             op => decide::adopt_monotone(d, &names, (ins, op == "Cast"), out, |xs| {
                 reeval(ctx, node, xs)
             }),
