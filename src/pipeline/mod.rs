@@ -322,6 +322,18 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
 
 /// The reference rerun with every value rounded to the element type the target stores it in: per value, what
 /// correct rounding alone would give (the expected noise). Spilled to disk when the run is bounded in memory.
+/// Element types and shapes of the values the (first) target computed, for the reference to stand in for nodes
+/// tract cannot type ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
+fn known(
+    lanes: &[Lane],
+) -> Option<std::sync::Arc<crate::runner::reference::contrib::standin::Known>> {
+    let values = &lanes.first()?.out.values;
+    let k = values
+        .iter()
+        .map(|(n, v)| (n.clone(), (v.dtype(), v.shape().to_vec())));
+    Some(std::sync::Arc::new(k.collect()))
+}
+
 fn expected_noise(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result<Held> {
     let Some(round) = lane.rounding.as_ref() else {
         return Ok(Held::default());
@@ -334,6 +346,7 @@ fn expected_noise(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result<Held
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
         decisions: lane.decisions.clone(),
+        known: known(std::slice::from_ref(lane)),
         ..Default::default()
     };
     let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);

@@ -69,8 +69,10 @@ pub fn compare(
         [lane] => lane.decisions.clone(),
         _ => None,
     };
+    let known = super::known(lanes);
     let runner = || ReferenceRunner {
         decisions: decisions.clone(),
+        known: known.clone(),
         ..Default::default()
     };
     let reference = match (s.budget(), lanes) {

@@ -255,3 +255,47 @@ fn a_failed_fusion_check_leaves_its_culprit_s_cause_unsettled() {
         "the culprit whose fusion cause went unchecked says so"
     );
 }
+
+/// A node tract cannot type (`Det`) is stood in for: it and what depends on it are not computed (with tract's
+/// reason), the rest of the model is compared, and the verdict says what it could not vouch for (never exit 2).
+#[test]
+fn a_node_tract_cannot_type_is_left_out_and_the_rest_compared() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = crate::common::root().join("tests/data/degrade/unknown_op.onnx");
+    let (code, out, err) = crate::common::phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["verdict"]["status"], "incomplete", "{out}");
+    let node = |op: &str| {
+        (r["nodes"].as_array().unwrap().iter())
+            .find(|n| n["op_type"] == op)
+            .unwrap()
+            .clone()
+    };
+    let det = node("Det");
+    assert_eq!(det["reference"]["kind"], "unavailable", "{det}");
+    assert!(
+        det["reference"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("tract cannot type Det"),
+        "{det}"
+    );
+    assert!(
+        node("Mul")["values"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Det"),
+        "{out}"
+    );
+    for op in ["Relu", "Sigmoid"] {
+        assert_eq!(node(op)["values"][0]["status"], "pass", "{op}: {out}");
+    }
+}

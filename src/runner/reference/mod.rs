@@ -58,7 +58,13 @@ pub struct ReferenceRunner {
     /// Emulate a target that stores values in lower precision: every value named here (graph inputs, constants,
     /// node outputs) is rounded to its element type and computation goes on in f64 from the rounded value.
     pub round: Option<Rounding>,
+    /// Element types and shapes of the values the target computed: a node tract cannot type is stood in for with
+    /// them ([`contrib::standin`]), so the rest of the model is still compared.
+    pub known: Option<std::sync::Arc<contrib::standin::Known>>,
 }
+
+/// Nodes stood in for at most (each is one more parse of the model).
+const MAX_STAND_INS: usize = 32;
 
 /// Rewrites tract's internal node names in a message back to ONNX node names and ops.
 /// The ONNX name of the node tract calls `phantomN` (or `phantomN.suffix` for its expansions).
@@ -201,62 +207,16 @@ impl ReferenceRunner {
         let opsets = proto.opset_import.clone();
         contrib::claim(proto.graph.as_mut().expect("checked above"), &opsets);
         contrib::drop_zipmaps(proto.graph.as_mut().expect("checked above"));
-        let dir = graph
-            .path
-            .parent()
-            .and_then(|p| p.to_str())
-            .filter(|p| !p.is_empty())
-            .unwrap_or(".");
-        let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
-        contrib::register(&mut onnx);
-        let ParseResult {
-            mut model,
-            unresolved_inputs,
-            outlets_by_name,
-        } = onnx
-            .parse(&proto, Some(dir))
-            .map_err(|e| ref_err(graph, "parsing", e))?;
-        if !unresolved_inputs.is_empty() {
-            return Err(ref_err(
-                graph,
-                "parsing",
-                format!("values defined nowhere (sparse initializers?): {unresolved_inputs:?}"),
-            ));
-        }
-        for (ix, outlet) in model.inputs.clone().iter().enumerate() {
-            let name = model.node(outlet.node).name.clone();
-            let (_, dtype, shape) =
-                facts
-                    .iter()
-                    .find(|(n, _, _)| *n == name)
-                    .ok_or_else(|| Error::Input {
-                        name: name.clone(),
-                        reason: "the reference model expects this input but none was prepared"
-                            .into(),
-                    })?;
-            let dt = if wide && dtype.is_float() {
-                f64::datum_type()
-            } else {
-                crate::model::tract::datum_type(*dtype)
-            };
-            let fact = InferenceFact::dt_shape(dt, shape.iter().copied().collect::<TVec<_>>());
-            model
-                .set_input_fact(ix, fact)
-                .map_err(|e| ref_err(graph, "setting input facts of", e))?;
-        }
-        let names: Vec<String> = graph
-            .computed_values()
-            .into_iter()
-            .filter(|n| outlets_by_name.contains_key(*n))
-            .map(String::from)
-            .collect();
-        let outlets: Vec<OutletId> = names.iter().map(|n| outlets_by_name[n]).collect();
-        model
-            .select_output_outlets(&outlets)
-            .map_err(|e| ref_err(graph, "selecting outputs of", e))?;
-        let typed = model
-            .into_typed()
-            .map_err(|e| ref_err(graph, "typing", e))?;
+        let mut stood = 0;
+        let (typed, names) = loop {
+            match self.type_model(graph, facts, wide, &proto)? {
+                Ok(t) => break t,
+                Err(e) if stood < MAX_STAND_INS && self.stand_in(graph, &mut proto, &e, wide) => {
+                    stood += 1
+                }
+                Err(e) => return Err(ref_err(graph, "typing", e)),
+            }
+        };
         within_memory(graph, &typed)?;
         let known = windows::shapes(
             &typed,
@@ -415,6 +375,98 @@ impl ReferenceRunner {
         let mut out = capture::run_output(graph, &names, &ev.emitted, ev.precision, notes);
         out.adopted = adopted;
         Ok(out)
+    }
+
+    /// `proto` parsed by tract with the graph inputs' facts, and typed: `Err` where it cannot be parsed, `Ok(Err)`
+    /// where it cannot be typed (a node may then be stood in for, see [`Self::stand_in`]).
+    #[allow(clippy::type_complexity)]
+    fn type_model(
+        &self,
+        graph: &Graph,
+        facts: &[InputFact],
+        wide: bool,
+        proto: &ModelProto,
+    ) -> Result<TractResult<(TypedModel, Vec<String>)>> {
+        let dir = graph
+            .path
+            .parent()
+            .and_then(|p| p.to_str())
+            .filter(|p| !p.is_empty())
+            .unwrap_or(".");
+        let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        contrib::register(&mut onnx);
+        let ParseResult {
+            mut model,
+            unresolved_inputs,
+            outlets_by_name,
+        } = onnx
+            .parse(proto, Some(dir))
+            .map_err(|e| ref_err(graph, "parsing", e))?;
+        if !unresolved_inputs.is_empty() {
+            return Err(ref_err(
+                graph,
+                "parsing",
+                format!("values defined nowhere (sparse initializers?): {unresolved_inputs:?}"),
+            ));
+        }
+        for (ix, outlet) in model.inputs.clone().iter().enumerate() {
+            let name = model.node(outlet.node).name.clone();
+            let (_, dtype, shape) =
+                facts
+                    .iter()
+                    .find(|(n, _, _)| *n == name)
+                    .ok_or_else(|| Error::Input {
+                        name: name.clone(),
+                        reason: "the reference model expects this input but none was prepared"
+                            .into(),
+                    })?;
+            let dt = if wide && dtype.is_float() {
+                f64::datum_type()
+            } else {
+                crate::model::tract::datum_type(*dtype)
+            };
+            let fact = InferenceFact::dt_shape(dt, shape.iter().copied().collect::<TVec<_>>());
+            model
+                .set_input_fact(ix, fact)
+                .map_err(|e| ref_err(graph, "setting input facts of", e))?;
+        }
+        let names: Vec<String> = graph
+            .computed_values()
+            .into_iter()
+            .filter(|n| outlets_by_name.contains_key(*n))
+            .map(String::from)
+            .collect();
+        let outlets: Vec<OutletId> = names.iter().map(|n| outlets_by_name[n]).collect();
+        model
+            .select_output_outlets(&outlets)
+            .map_err(|e| ref_err(graph, "selecting outputs of", e))?;
+        Ok(model.into_typed().map(|typed| (typed, names)))
+    }
+
+    /// Stands in for the node tract's typing error `e` names ([`contrib::standin`]), with the facts the target's run
+    /// gave its outputs. `false` where there are none, or the node is a stand-in already.
+    fn stand_in(&self, graph: &Graph, proto: &mut ModelProto, e: &TractError, wide: bool) -> bool {
+        let (Some(known), Some(g)) = (self.known.as_deref(), proto.graph.as_mut()) else {
+            return false;
+        };
+        let text = format!("{e:#}");
+        let Some(at) = text.find(PREFIX) else {
+            return false;
+        };
+        let digits: String = text[at + PREFIX.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let name = format!("{PREFIX}{digits}");
+        let Some(n) = g
+            .node
+            .iter_mut()
+            .find(|n| n.name == name && !n.op_type.ends_with("Unavailable"))
+        else {
+            return false;
+        };
+        let reason = humanize(text.lines().last().unwrap_or(&text), graph);
+        contrib::standin::stand_in(n, known, wide, reason.trim())
     }
 
     /// The model parsed as float64 ([`Self::parse`] with `wide`), or, where that fails, as it is (with a note

@@ -25,6 +25,7 @@ mod qdq;
 mod quant;
 mod rotary;
 mod squeeze;
+pub mod standin;
 mod svm;
 mod svm_cls;
 mod trees;
@@ -154,6 +155,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| svm::kernel(op))
         .or_else(|| prep::kernel(op))
         .or_else(|| encode::kernel(op))
+        .or_else(|| standin::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
@@ -258,6 +260,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(svm::OPS)
         .chain(prep::OPS)
         .chain(encode::OPS)
+        .chain(standin::OPS)
     {
         onnx.op_register
             .0
