@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
 use crate::runner::reference::decide::{self, Adopted, Decision, Decisions};
-use crate::runner::reference::{select, thresholds};
+use crate::runner::reference::{qop, select, thresholds};
 use crate::tensor::{DType, Tensor};
 
 /// The noise a decision's input carries, in units in the last place of the target's type (relative to the larger
@@ -23,6 +23,7 @@ fn decision_outputs<'g>(graph: &Graph, producers: &Producers, n: &'g Node) -> Ve
         "DequantizeLinear" if decide::paired_quantize(graph, producers, n).is_none() => vec![],
         "DynamicQuantizeLinear" => n.outputs.iter().step_by(2).take(2).collect(),
         op if decide::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
+        op if qop::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
         op if thresholds::OPS.contains(&op) && n.domain == "ai.onnx.ml" => {
             n.outputs.iter().take(1).collect()
         }
@@ -89,6 +90,11 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         let dtype = (lane.out.values.get(input).map(Tensor::dtype))
             .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
             .unwrap_or(DType::F32);
+        // A QOperator node rounds a float it computed in float32 (its first input is the quantized one).
+        let dtype = match qop::OPS.contains(&n.op_type.as_str()) {
+            true => DType::F32,
+            false => dtype,
+        };
         // A selection among integers is exact: nothing to reconcile.
         if select::OPS.contains(&n.op_type.as_str()) && !dtype.is_float() {
             continue;

@@ -67,3 +67,52 @@ fn a_fault_in_a_weight_scale_is_found_at_its_node() {
         "{out}"
     );
 }
+
+/// `phantom onnx convnet_qop.onnx --json` with `args`: exit code, stdout, report.
+fn qop(args: &[&str]) -> (i32, String, serde_json::Value) {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = root().join("tests/data/qdq/convnet_qop.onnx");
+    let mut all = vec![
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    all.extend(args);
+    let (code, out, err) = phantom(&all);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    (code, out, read_json(&json))
+}
+
+/// The QOperator format (QLinearConv, ORT's QLinearSigmoid/Mul/Add/GlobalAveragePool/Softmax, QGemm): each node is
+/// computed as its definition says (dequantize, the op in f64, quantize), so every value is compared, and ORT's
+/// levels match the reference's exactly.
+#[test]
+fn a_qoperator_model_is_computed_by_its_definition_and_every_level_matches() {
+    let (code, out, r) = qop(&[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let mut quantized = 0;
+    for n in r["nodes"].as_array().unwrap() {
+        let op = n["op_type"].as_str().unwrap();
+        if op.starts_with("QLinear") || op == "QGemm" {
+            quantized += 1;
+            assert_eq!(n["reference"]["kind"], "f64_phantom", "{n}");
+            assert_eq!(n["values"][0]["metrics"]["max_abs"], 0.0, "{n}");
+        }
+    }
+    assert!(quantized >= 8, "{out}");
+}
+
+#[test]
+fn a_fault_in_a_qoperator_weight_scale_is_found_at_its_node() {
+    let fault = root().join("tests/data/qdq/convnet_qop_fault.onnx");
+    let (code, out, r) = qop(&["--target-model", fault.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        r["verdict"]["first_divergence"]["value"], "c2_quantized",
+        "{out}"
+    );
+}

@@ -14,6 +14,7 @@ mod hook;
 pub mod kernels;
 mod overrides;
 mod pins;
+pub mod qop;
 mod resize;
 mod rewrite;
 mod rnn;
@@ -202,6 +203,7 @@ impl ReferenceRunner {
             widen::widen(&mut proto, graph.path.parent(), self.round.as_ref())
                 .map_err(|e| ref_err(graph, "widening to f64", e))?;
             rewrite::rewrite(proto.graph.as_mut().expect("checked above"));
+            qop::rewrite(proto.graph.as_mut().expect("checked above"));
             pins::pin(proto.graph.as_mut().expect("checked above"), &self.pins);
         }
         let opsets = proto.opset_import.clone();

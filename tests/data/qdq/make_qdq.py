@@ -26,3 +26,20 @@ class Calibration(CalibrationDataReader):
 
 quantize_static(SRC, os.path.join(HERE, "convnet_qdq.onnx"), Calibration(), quant_format=QuantFormat.QDQ,
                 per_channel=True, weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8)
+
+
+# The same CNN in the QOperator format (QLinearConv, QLinearSigmoid, QLinearMul, QLinearAdd, QLinearGlobalAveragePool,
+# QGemm, QLinearSoftmax), with 7-bit weights (`reduce_range`: ONNX Runtime's x86 u8s8 kernels sum pairs of products
+# in 16 bits, which full-range int8 weights overflow), and a copy whose second convolution's weight scales are 5%
+# larger (a fault).
+QOP = os.path.join(HERE, "convnet_qop.onnx")
+quantize_static(SRC, QOP, Calibration(), quant_format=QuantFormat.QOperator, per_channel=True, reduce_range=True,
+                weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8)
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+m = onnx.load(QOP)
+for t in m.graph.initializer:
+    if t.name == "c2.w_scale":
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(1.05), t.name))
+onnx.save(m, os.path.join(HERE, "convnet_qop_fault.onnx"))

@@ -4,7 +4,7 @@
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::EvalContext;
 
-use super::super::{decide, kernels, select, thresholds};
+use super::super::{decide, kernels, qop, select, thresholds};
 use super::Evaluator;
 
 /// `node` evaluated again on other inputs (a decision's input moved by its tolerance): phantom's kernel where it
@@ -29,12 +29,20 @@ impl Evaluator<'_, '_> {
             return false;
         };
         let named = self.labels.get(&node.id);
-        let paired = onnx.op_type != "DequantizeLinear" || self.pairs.contains_key(&onnx.index);
+        let decided = named.is_some_and(|ls| ls.iter().any(|(_, n)| d.contains_key(n)));
+        if !decided || self.tainted.contains_key(&node.id) {
+            return false;
+        }
+        let op = onnx.op_type.as_str();
+        // A QOperator node is rewritten to dequantize → op → quantize: its decision is the final QuantizeLinear's,
+        // on the float the op computed.
+        if qop::OPS.contains(&op) {
+            return (node.op_as::<super::super::contrib::op::ContribOp>())
+                .is_some_and(|c| c.node.op() == "QuantizeLinear");
+        }
+        let paired = op != "DequantizeLinear" || self.pairs.contains_key(&onnx.index);
         paired
-            && (decide::OPS.contains(&onnx.op_type.as_str())
-                || thresholds::OPS.contains(&onnx.op_type.as_str()))
-            && !self.tainted.contains_key(&node.id)
-            && named.is_some_and(|ls| ls.iter().any(|(_, n)| d.contains_key(n)))
+            && (decide::OPS.contains(&op) || thresholds::OPS.contains(&op))
             && self.reads_first_input(node, onnx.inputs.first())
     }
 
@@ -65,6 +73,9 @@ impl Evaluator<'_, '_> {
         let found = match onnx.op_type.as_str() {
             "DynamicQuantizeLinear" => decide::adopt_dynamic(d, (&names, &onnx.outputs), ins, out),
             "DequantizeLinear" => self.adopt_pair(onnx, &names, ins, out),
+            op if qop::OPS.contains(&op) => {
+                decide::adopt_monotone(d, &names, (ins, false), out, |xs| reeval(ctx, node, xs))
+            }
             op if thresholds::OPS.contains(&op) => {
                 thresholds::adopt(d, &names, ins, out, |xs| reeval(ctx, node, xs))
             }
