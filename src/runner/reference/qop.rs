@@ -148,7 +148,7 @@ fn expand(n: &NodeProto) -> Option<Vec<NodeProto>> {
             let y = b.push("Softmax", vec![x], b.attrs(&["axis"]));
             b.q(y, 3);
         }
-        "QLinearConcat" if n.input.len() >= 5 && (n.input.len() - 2) % 3 == 0 => {
+        "QLinearConcat" if n.input.len() >= 5 && (n.input.len() - 2).is_multiple_of(3) => {
             let parts: Vec<String> = (2..n.input.len())
                 .step_by(3)
                 .map(|k| b.dq(k, None))
