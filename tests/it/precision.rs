@@ -319,7 +319,31 @@ fn precision_advisor_writes_a_mixed_model_that_meets_the_tolerance() {
 
 #[test]
 fn argmax_between_near_ties_flips() {
-    let r = assert_culprit("argmax_tie", &[], "argmax", "index_flip");
+    // By default the reference takes fp16's picks between scores within its noise of each other: clean.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = case("argmax_tie");
+    let args = [
+        "onnx",
+        &m,
+        "--precision",
+        "fp16",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let (code, out, err) = phantom(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    let adopted = |r: &serde_json::Value| {
+        (r["nodes"].as_array().unwrap().iter())
+            .flat_map(|n| n["values"].as_array().unwrap().iter())
+            .filter_map(|v| v["adopted"]["flips"].as_u64())
+            .sum::<u64>()
+    };
+    assert!(adopted(&r) > 0, "{:#}", r["verdict"]);
+    // Kept as the reference's own, the flips are drift and explained as index flips.
+    let r = assert_culprit("argmax_tie", &["--own-decisions"], "argmax", "index_flip");
     assert_eq!(r["verdict"]["status"], "drift");
     let margin = cause(&r, "index_flip")["evidence"]["margin_in_spacings"]
         .as_f64()

@@ -5,7 +5,8 @@
 //! weights are aggregated over the trees (`SUM`, `AVERAGE`, `MIN`, `MAX`), `base_values` added, then the
 //! post-transform. Thresholds are the float32 values the model stores (or `nodes_values_as_tensor`'s); the
 //! comparisons are in f64, so a feature computed upstream that lands on the other side of a threshold in f64 than
-//! in the target's float32 takes the other branch (a discrete decision, shown as drift at this node).
+//! in the target's float32 takes the other branch: a discrete decision the reference adopts from the target's
+//! features where they lie within noise ([`crate::runner::reference::thresholds`]).
 
 use std::collections::HashMap;
 
