@@ -182,16 +182,6 @@ impl<'g, 's> Evaluator<'g, 's> {
         self
     }
 
-    /// Reconciles the selections named in `s` with the target's ([`super::select`]); their inputs are kept.
-    pub fn with_selections(mut self, s: HashMap<String, super::select::Selection>) -> Self {
-        for sel in s.values() {
-            self.needed
-                .extend(sel.inputs.iter().filter(|i| !i.is_empty()).cloned());
-        }
-        self.selections = s;
-        self
-    }
-
     /// ONNX nodes whose tract import departs from the ONNX definition: marked unavailable, never computed.
     pub fn with_unfaithful(mut self, unfaithful: HashMap<usize, String>) -> Self {
         self.unfaithful = unfaithful;

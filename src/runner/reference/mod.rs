@@ -12,8 +12,10 @@ mod faithful;
 pub mod fast;
 mod hook;
 pub mod kernels;
+mod messages;
 mod overrides;
 mod pins;
+use messages::{humanize, onnx_name, ref_err};
 pub mod qop;
 mod resize;
 mod rewrite;
@@ -66,54 +68,6 @@ pub struct ReferenceRunner {
 
 /// Nodes stood in for at most (each is one more parse of the model).
 const MAX_STAND_INS: usize = 32;
-
-/// Rewrites tract's internal node names in a message back to ONNX node names and ops.
-/// The ONNX name of the node tract calls `phantomN` (or `phantomN.suffix` for its expansions).
-fn onnx_name(tract_name: &str, graph: &Graph) -> String {
-    let index = tract_name
-        .strip_prefix(PREFIX)
-        .map(|t| t.split(|c: char| !c.is_ascii_digit()).next().unwrap_or(""))
-        .and_then(|d| d.parse::<usize>().ok());
-    match index.and_then(|i| graph.nodes.get(i)) {
-        Some(n) => n.name.clone(),
-        None => tract_name.to_string(),
-    }
-}
-
-fn humanize(msg: &str, graph: &Graph) -> String {
-    let mut out = String::new();
-    let mut rest = msg;
-    while let Some(at) = rest.find(PREFIX) {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at + PREFIX.len()..];
-        let end = tail
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(tail.len());
-        match tail[..end]
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| graph.nodes.get(i))
-        {
-            // Already quoted after its op (a kernel's "LinearClassifier `phantom3`"): the name alone.
-            Some(n) if out.ends_with('`') && tail[end..].starts_with('`') => out.push_str(&n.name),
-            Some(n) => out.push_str(&format!("{} node `{}`", n.op_type, n.name)),
-            None => out.push_str(PREFIX),
-        }
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn ref_err(graph: &Graph, stage: &str, e: impl std::fmt::Display) -> Error {
-    Error::Reference {
-        reason: format!(
-            "{stage} {}: {}\n  hint: if an op is unsupported, compare a model without it or report the op to phantom",
-            graph.path.display(),
-            humanize(&format!("{e:#}"), graph)
-        ),
-    }
-}
 
 /// Translates f32 and f16 to f64, including `If` bodies (tract's translator leaves those alone). tract's IsNaN and
 /// IsInf type their output as their input when it is f64 (they have no f64 kernel; phantom's own computes them), so
@@ -452,19 +406,7 @@ impl ReferenceRunner {
             return false;
         };
         let text = format!("{e:#}");
-        let Some(at) = text.find(PREFIX) else {
-            return false;
-        };
-        let digits: String = text[at + PREFIX.len()..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        let name = format!("{PREFIX}{digits}");
-        let Some(n) = g
-            .node
-            .iter_mut()
-            .find(|n| n.name == name && !n.op_type.ends_with("Unavailable"))
-        else {
+        let Some(n) = contrib::standin::failing(g, &text, PREFIX) else {
             return false;
         };
         let reason = humanize(text.lines().last().unwrap_or(&text), graph);

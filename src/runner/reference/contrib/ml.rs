@@ -29,6 +29,19 @@ pub(super) fn string_attr(n: &Node, name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
+/// A classifier's labels: the int list `ints` names (its name differs between ops), or `classlabels_strings`.
+pub(super) fn class_labels(n: &Node, ints: &str) -> (Vec<i64>, Vec<String>) {
+    let strings = (n.proto.attribute.iter())
+        .find(|a| a.name == "classlabels_strings")
+        .map(|a| {
+            (a.strings.iter())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    (n.ints(ints), strings)
+}
+
 /// (rows, features) of an input of rank 1 (one row) or 2.
 fn rows(n: &Node, shape: &[usize]) -> TractResult<(usize, usize)> {
     match shape {
@@ -127,21 +140,8 @@ fn softmax(row: &mut [f64], skip_zero: bool) {
 struct LinearClassifier;
 
 impl LinearClassifier {
-    /// Class labels: ints or strings, as the model names them.
     fn labels(n: &Node) -> (Vec<i64>, Vec<String>) {
-        let strings = n
-            .proto
-            .attribute
-            .iter()
-            .find(|a| a.name == "classlabels_strings")
-            .map(|a| {
-                a.strings
-                    .iter()
-                    .map(|s| String::from_utf8_lossy(s).into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        (n.ints("classlabels_ints"), strings)
+        class_labels(n, "classlabels_ints")
     }
 
     fn targets(n: &Node) -> usize {

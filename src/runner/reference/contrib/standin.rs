@@ -4,7 +4,7 @@
 //! reason. The evaluator then marks the node not computed and everything that depends on it not computable; the
 //! rest of the model is compared as usual.
 
-use tract_onnx::pb::{AttributeProto, NodeProto};
+use tract_onnx::pb::{AttributeProto, GraphProto, NodeProto};
 use tract_onnx::prelude::*;
 
 use super::{Fact, Kernel, Node};
@@ -59,6 +59,17 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
     n.op_type = format!("{}Unavailable", super::PREFIX);
     n.domain.clear();
     true
+}
+
+/// The node of `g` a typing error's `text` names (tract's name for it: `prefix` and its index), unless it is a
+/// stand-in already.
+pub fn failing<'g>(g: &'g mut GraphProto, text: &str, prefix: &str) -> Option<&'g mut NodeProto> {
+    let at = text.find(prefix)?;
+    let digits: String = (text[at + prefix.len()..].chars())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let name = format!("{prefix}{digits}");
+    (g.node.iter_mut()).find(|n| n.name == name && !n.op_type.ends_with("Unavailable"))
 }
 
 struct Unavailable;

@@ -19,15 +19,7 @@ use super::{Fact, Kernel, Node};
 
 /// Class labels: ints or strings, as the model names them.
 fn labels(n: &Node) -> (Vec<i64>, Vec<String>) {
-    let strings = (n.proto.attribute.iter())
-        .find(|a| a.name == "classlabels_strings")
-        .map(|a| {
-            (a.strings.iter())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    (n.ints("classlabels_ints"), strings)
+    super::ml::class_labels(n, "classlabels_ints")
 }
 
 /// The model as ORT reads it.

@@ -23,15 +23,7 @@ pub const OPS: &[&str] = &["TreeEnsembleClassifier"];
 
 /// Class labels: ints or strings, as the model names them.
 fn labels(n: &Node) -> (Vec<i64>, Vec<String>) {
-    let strings = (n.proto.attribute.iter())
-        .find(|a| a.name == "classlabels_strings")
-        .map(|a| {
-            (a.strings.iter())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    (n.ints("classlabels_int64s"), strings)
+    super::ml::class_labels(n, "classlabels_int64s")
 }
 
 fn classes(n: &Node) -> usize {

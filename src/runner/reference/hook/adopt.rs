@@ -114,7 +114,20 @@ impl Evaluator<'_, '_> {
     }
 }
 
-impl Evaluator<'_, '_> {
+impl<'g, 's> Evaluator<'g, 's> {
+    /// Reconciles the selections named in `s` with the target's ([`super::select`]); their inputs are kept.
+    pub fn with_selections(
+        mut self,
+        s: std::collections::HashMap<String, select::Selection>,
+    ) -> Self {
+        for sel in s.values() {
+            self.needed
+                .extend(sel.inputs.iter().filter(|i| !i.is_empty()).cloned());
+        }
+        self.selections = s;
+        self
+    }
+
     /// Takes the target's selections (ArgMax, TopK indices, comparison masks) on `id`'s outputs where the values
     /// chosen between lie within their noise ([`select`]).
     pub(super) fn adopt_selections(&mut self, id: usize, out: &mut TVec<TValue>) {
