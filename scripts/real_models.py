@@ -2,6 +2,7 @@
 scripts/fetch-real-models.sh and prints one row per model: verdict, nodes, coverage, reduced-precision nodes, time.
 
 usage: python3 scripts/real_models.py MODELS_DIR [PHANTOM_BINARY]
+PHANTOM_SWEEP_FLAGS (environment): more flags for every run, e.g. "--ep cuda" or "--ep cuda --precision fp16".
 """
 import json
 import os
@@ -49,6 +50,7 @@ ARGS = {
 def main():
     models_dir = sys.argv[1]
     binary = sys.argv[2] if len(sys.argv) > 2 else "target/release/phantom"
+    flags = os.environ.get("PHANTOM_SWEEP_FLAGS", "").split()
     print("| model | verdict | nodes | compared / values | unchecked | reduced-precision ref nodes | first divergence | time (s) |")
     print("|---|---|---|---|---|---|---|---|")
     # The models above with their flags, then every other model in the folder with none (phantom's defaults).
@@ -60,7 +62,7 @@ def main():
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "r.json")
             t = time.time()
-            p = subprocess.run([binary, "onnx", path, "--json", out, "--quiet", *extra], capture_output=True, text=True)
+            p = subprocess.run([binary, "onnx", path, "--json", out, "--quiet", *flags, *extra], capture_output=True, text=True)
             dt = time.time() - t
             if p.returncode == 2:
                 print(f"| {name} | error | | | | | {p.stderr.strip().splitlines()[0][:120]} | {dt:.1f} |")

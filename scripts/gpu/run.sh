@@ -46,7 +46,7 @@ declare -A ARGS=([ppocr_det_v4]="--shape x=1x3x640x640" [yolov8n_nudenet]="--sha
 run() {
   local name=$1; shift
   local t0=$EPOCHREALTIME
-  timeout 240 "$P" "$@" --json "$R/$name.json" >"$R/$name.txt" 2>&1
+  timeout 120 "$P" "$@" --json "$R/$name.json" >"$R/$name.txt" 2>&1
   local rc=$?
   printf '### %s (exit %s, %.1f s): phantom %s\n' "$name" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $t0}")" "$*"
   grep -v '^\s*$' "$R/$name.txt" | head -${LINES_SHOWN:-14}
@@ -65,6 +65,9 @@ done
 echo "## cuda + cpu + wgpu in one run"
 LINES_SHOWN=30 run convnet-3way onnx "$W/models/convnet.onnx" --ep cuda --ep cpu --ep wgpu
 LINES_SHOWN=30 run resnet18-3way onnx "$W/models/resnet18.onnx" --ep cuda --ep cpu --ep wgpu
+echo "## real models (carried), --ep cuda, then --ep cuda --precision fp16"
+PHANTOM_SWEEP_FLAGS="--ep cuda" timeout 150 python3 scripts/real_models.py "$last/models" "$P"
+PHANTOM_SWEEP_FLAGS="--ep cuda --precision fp16" timeout 150 python3 scripts/real_models.py "$last/models" "$P"
 echo "## determinism --ep cuda"
 run convnet-determinism determinism "$W/models/convnet.onnx" --ep cuda --runs 5
 run resnet18-determinism determinism "$W/models/resnet18.onnx" --ep cuda --runs 5
