@@ -3,6 +3,7 @@ scripts/fetch-real-models.sh and prints one row per model: verdict, nodes, cover
 
 usage: python3 scripts/real_models.py MODELS_DIR [PHANTOM_BINARY]
 PHANTOM_SWEEP_FLAGS (environment): more flags for every run, e.g. "--ep cuda" or "--ep cuda --precision fp16".
+PHANTOM_SWEEP_OUT (environment): a folder that keeps every JSON report (MODEL.json).
 """
 import json
 import os
@@ -51,8 +52,9 @@ def main():
     models_dir = sys.argv[1]
     binary = sys.argv[2] if len(sys.argv) > 2 else "target/release/phantom"
     flags = os.environ.get("PHANTOM_SWEEP_FLAGS", "").split()
-    print("| model | verdict | nodes | compared / values | unchecked | reduced-precision ref nodes | first divergence | time (s) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | verdict | nodes | compared / values | unchecked | reduced-precision ref nodes | first divergence | culprit (cause) | time (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    keep = os.environ.get("PHANTOM_SWEEP_OUT")
     # The models above with their flags, then every other model in the folder with none (phantom's defaults).
     others = sorted(f[:-5] for f in os.listdir(models_dir) if f.endswith(".onnx") and f[:-5] not in ARGS)
     for name, extra in [*ARGS.items(), *((n, []) for n in others)]:
@@ -65,15 +67,21 @@ def main():
             p = subprocess.run([binary, "onnx", path, "--json", out, "--quiet", *flags, *extra], capture_output=True, text=True)
             dt = time.time() - t
             if p.returncode == 2:
-                print(f"| {name} | error | | | | | {p.stderr.strip().splitlines()[0][:120]} | {dt:.1f} |")
+                print(f"| {name} | error | | | | | | {p.stderr.strip().splitlines()[0][:120]} | {dt:.1f} |")
                 continue
             r = json.load(open(out))
+            if keep:
+                os.makedirs(keep, exist_ok=True)
+                json.dump(r, open(os.path.join(keep, name + ".json"), "w"))
             c = r["coverage"]
             reduced = sum(1 for n in r["nodes"] if n["reference"]["kind"] in ("reduced", "unavailable"))
             fd = r["verdict"]["first_divergence"]
             fd = f"#{fd['node_index']} {fd['op_type']}" if fd else ""
+            cs = r["verdict"].get("culprits") or []
+            cause = (cs[0].get("causes") or [{}])[0].get("kind", "") if cs else ""
+            culprit = f"{cs[0]['op_type']} ({cause})" if cs else ""
             print(f"| {name} | {r['verdict']['status']} | {r['model']['nodes']} | {c['compared']} / {c['values']} | "
-                  f"{c['unchecked']} | {reduced} | {fd} | {dt:.1f} |")
+                  f"{c['unchecked']} | {reduced} | {fd} | {culprit} | {dt:.1f} |")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 # usage: scripts/gpu/pack.sh [PIECE_MIB] [MODEL.onnx ...]
 #   PIECE_MIB  size of each piece of the ONNX Runtime archive (default 50: a call carries at most 64 MB, the ~10 MB working tree included)
 #   MODEL      extra models to carry (demo models and scripts/gpu/run.sh's own exports always go)
+# NO_PLUGIN=1 leaves the WebGPU plugin EP's wheel out (room for more models)
 # Then on the GPU machine, after every piece is there: scripts/gpu/run.sh OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,7 +49,7 @@ mkdir -p "$last/tools" "$last/models"
 cp /usr/bin/zstd "$last/tools/"
 for l in $(ldd /usr/bin/zstd | awk '/=>/ {print $3}' | grep -v -E 'libc\.so|libm\.so'); do cp -L "$l" "$last/tools/"; done
 for m in "$@"; do cp "$m" "$last/models/"; done
-cp "$G"/cache/onnxruntime_ep_webgpu-*.whl "$last/"
+[ -n "${NO_PLUGIN:-}" ] || cp "$G"/cache/onnxruntime_ep_webgpu-*.whl "$last/"
 sha256sum "$G/cache/ort.tar.zst" | awk '{print $1}' >"$last/ort.sha256"
 echo "$((n - 1))" >"$last/pieces"
 du -sh "$G"/p*

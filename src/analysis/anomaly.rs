@@ -68,7 +68,7 @@ fn anomaly(n: &NodeReport, v: &ValueReport, operands: Operands) -> Option<Anomal
         relative,
         summary: format!(
             "fed the reference's inputs, {} `{}` is off by up to {} — {}× the error of correct rounding and {} of the \
-             scale of its values and operands — while within tolerance: the kernel or the data differ",
+             scale of its values and operands — while within tolerance{KERNEL_OR_DATA}",
             n.op_type,
             n.name,
             num(i.metrics.max_abs),
@@ -78,6 +78,9 @@ fn anomaly(n: &NodeReport, v: &ValueReport, operands: Operands) -> Option<Anomal
         causes: vec![],
     })
 }
+
+/// How an anomaly's summary ends while nothing more specific explains it.
+pub const KERNEL_OR_DATA: &str = ": the kernel or the data differ";
 
 /// Nodes within tolerance whose own error is beyond rounding, in topological order. A discrete decision whose
 /// flips within the noise the reference adopted is not one: alone on the reference's inputs it decides boundary

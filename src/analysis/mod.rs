@@ -9,5 +9,6 @@ pub mod determinism;
 pub mod divergence;
 pub mod fusion;
 pub mod index_flip;
+pub mod tf32;
 
 pub use divergence::{assemble, compare_pair, coverage, hides, incomplete, verdict};

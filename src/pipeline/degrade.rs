@@ -16,6 +16,7 @@ pub const STAGES: &[&str] = &[
     "attribution-node",
     "noise",
     "fusion",
+    "tf32",
     "causes",
     "chunked-capture",
 ];

@@ -142,8 +142,12 @@ pub fn explain(
         }
     }
     let settled = degrade::optional(&mut lane.notes, "the fusion check", settled);
-    if let Some(note) = tf32_note(&lane.spec, &found.verdict) {
-        lane.notes.push(note);
+    let tf32 =
+        degrade::injected("tf32").and_then(|_| settle_tf32(s, p, cmp, lane, &mut found.verdict));
+    match degrade::optional(&mut lane.notes, "the TF32 check", tf32) {
+        Some(Some(note)) => lane.notes.push(note),
+        Some(None) => lane.notes.extend(tf32_note(&lane.spec, &found.verdict)),
+        None => {}
     }
     if settled == Some(true) {
         lane.notes.push(
@@ -261,67 +265,152 @@ fn settle_fusion(
     lane: &Lane,
     verdict: &mut Verdict,
 ) -> Result<bool> {
-    let fused = verdict
+    let fused: Vec<String> = verdict
         .culprits
         .iter()
-        .any(|c| c.causes.iter().any(|k| k.kind == CauseKind::Fusion));
-    let Some(unfused) = lane.spec.unfused().filter(|_| fused) else {
+        .filter(|c| c.causes.iter().any(|k| k.kind == CauseKind::Fusion))
+        .map(|c| c.value.clone())
+        .collect();
+    let Some(unfused) = lane.spec.unfused().filter(|_| !fused.is_empty()) else {
         return Ok(false);
     };
-    let pb = stage(
-        s.progress,
-        "fusion check: the target with --ort-opt-level disable",
-    );
-    let mut t = targets::open(&unfused, &p.graph, &p.lib)?;
-    let names: Vec<&str> = verdict.culprits.iter().map(|c| c.value.as_str()).collect();
-    let out = t.run(&p.graph, &p.inputs, Capture::Names(&names))?;
+    let what = "fusion check: the target with --ort-opt-level disable";
+    let reruns = rerun_values(s, p, cmp, &unfused, &fused, what)?;
     for c in verdict.culprits.iter_mut() {
-        if let (Some(r), Some(v)) = (cmp.held.tensor(&c.value), out.values.get(&c.value)) {
-            let operands = cmp.scales.operands(&c.value);
-            let rep = analysis::compare_pair(
-                &c.value,
-                Ok(&r),
-                Ok(v),
-                &s.tolerance,
-                operands,
-                false,
-                false,
-            );
-            analysis::fusion::settle(c, &rep);
+        if let Some(rep) = reruns.get(&c.value) {
+            analysis::fusion::settle(c, rep);
         }
     }
-    pb.finish_and_clear();
     Ok(true)
 }
 
-/// ONNX Runtime's CUDA and TensorRT providers run float32 MatMul, Gemm and Conv on TF32 tensor cores by default on
-/// Ampere and newer GPUs (10-bit mantissa operands: errors near 1e-3 of the operands' scale, beyond float32's
-/// tolerance). When such a node is a culprit in float32 and TF32 was not turned off, the note says how to tell TF32
-/// from a kernel fault; it does not claim TF32 as the cause (seen on an H100: ResNet-18 and ViT-Ti drift with the
-/// default and are clean with `use_tf32=0`).
+/// `values` from a run of the target as `spec` says, each compared with the reference.
+fn rerun_values(
+    s: &CompareSettings,
+    p: &Prepared,
+    cmp: &Compared,
+    spec: &targets::TargetSpec,
+    values: &[String],
+    what: &str,
+) -> Result<HashMap<String, ValueReport>> {
+    let pb = stage(s.progress, what);
+    let mut t = targets::open(spec, &p.graph, &p.lib)?;
+    let names: Vec<&str> = values.iter().map(String::as_str).collect();
+    let out = t.run(&p.graph, &p.inputs, Capture::Names(&names))?;
+    let mut reports = HashMap::new();
+    for name in values {
+        if let (Some(r), Some(v)) = (cmp.held.tensor(name), out.values.get(name)) {
+            let operands = cmp.scales.operands(name);
+            let rep =
+                analysis::compare_pair(name, Ok(&r), Ok(v), &s.tolerance, operands, false, false);
+            reports.insert(name.clone(), rep);
+        }
+    }
+    pb.finish_and_clear();
+    Ok(reports)
+}
+
+/// On ONNX Runtime's CUDA provider with TF32 on, in a graph with float32 MatMul/Gemm/Conv: the target rerun with
+/// `use_tf32=0` confirms or refutes TF32 as the cause of each float32 culprit and anomaly ([`analysis::tf32`]).
+/// Returns the note saying what the rerun found; None when nothing is in play.
+fn settle_tf32(
+    s: &CompareSettings,
+    p: &Prepared,
+    cmp: &Compared,
+    lane: &Lane,
+    verdict: &mut Verdict,
+) -> Result<Option<String>> {
+    let tensor_cores = p
+        .graph
+        .nodes
+        .iter()
+        .any(|n| analysis::tf32::on_tensor_cores(&n.op_type));
+    let Some(off) = lane.spec.without_tf32().filter(|_| tensor_cores) else {
+        return Ok(None);
+    };
+    let f32_value = |v: &String| {
+        let d = lane
+            .rounding
+            .as_ref()
+            .and_then(|r| r.get(v.as_str()).copied());
+        d.is_none_or(|d| d == crate::tensor::DType::F32)
+    };
+    let values: Vec<String> = verdict
+        .culprits
+        .iter()
+        .map(|c| &c.value)
+        .chain(verdict.anomalies.iter().map(|a| &a.value))
+        .filter(|v| f32_value(v))
+        .cloned()
+        .collect();
+    if values.is_empty() {
+        return Ok(None);
+    }
+    let what = "TF32 check: the target with use_tf32=0";
+    let reruns = rerun_values(s, p, cmp, &off, &values, what)?;
+    let (mut confirmed, mut refuted) = (vec![], vec![]);
+    let mut tally = |node: &str, settled| match settled {
+        analysis::tf32::Settled::Confirmed => confirmed.push(format!("`{node}`")),
+        analysis::tf32::Settled::Refuted(m) => {
+            refuted.push(format!("`{node}` (max |t − r| {})", causes::num(m)))
+        }
+    };
+    for c in verdict.culprits.iter_mut() {
+        if let Some(rep) = reruns.get(&c.value) {
+            let settled = analysis::tf32::settle(c, "CUDA", rep);
+            tally(&c.node, settled);
+        }
+    }
+    for a in verdict.anomalies.iter_mut() {
+        if let Some(rep) = reruns.get(&a.value) {
+            let settled = analysis::tf32::settle_anomaly(a, "CUDA", rep);
+            tally(&a.node, settled);
+        }
+    }
+    let mut said = vec![];
+    if !confirmed.is_empty() {
+        said.push(format!("TF32 causes the error of {}", list(&confirmed)));
+    }
+    if !refuted.is_empty() {
+        said.push(format!(
+            "without TF32 the error stays at {}: not TF32",
+            list(&refuted)
+        ));
+    }
+    Ok(Some(format!(
+        "TF32 was checked by rerunning the target with --ep-option use_tf32=0: {}",
+        said.join("; ")
+    )))
+}
+
+/// Up to five names, then how many more.
+fn list(names: &[String]) -> String {
+    match names.len() {
+        0..=5 => names.join(", "),
+        n => format!("{} and {} more", names[..5].join(", "), n - 5),
+    }
+}
+
+/// TensorRT builds float32 MatMul, Gemm and Conv layers with TF32 tactics by default on Ampere and newer GPUs
+/// (10-bit mantissa operands), and ONNX Runtime's TensorRT provider has no option to turn that off, so no rerun can
+/// settle it (the CUDA provider's culprits are settled by a rerun with `use_tf32=0`, [`settle_tf32`]). When such a
+/// node is a float32 culprit on TensorRT, the note says how to tell TF32 from a kernel fault; it does not claim
+/// TF32 as the cause.
 fn tf32_note(spec: &targets::TargetSpec, verdict: &Verdict) -> Option<String> {
     let o = spec.engine.ort()?;
-    let tf32_off = o.options.get("use_tf32").is_some_and(|v| v == "0");
-    let gpu = matches!(o.provider.as_str(), "cuda" | "tensorrt");
     let linear: Vec<&str> = verdict
         .culprits
         .iter()
-        .filter(|c| {
-            matches!(
-                c.op_type.as_str(),
-                "MatMul" | "Gemm" | "Conv" | "ConvTranspose"
-            )
-        })
+        .filter(|c| analysis::tf32::on_tensor_cores(&c.op_type))
         .map(|c| c.node.as_str())
         .take(3)
         .collect();
-    (gpu && !tf32_off && spec.precision.is_none() && !linear.is_empty()).then(|| {
+    (o.provider == "tensorrt" && spec.precision.is_none() && !linear.is_empty()).then(|| {
         format!(
-            "culprits {} are float32 MatMul/Gemm/Conv on ONNX Runtime's {} provider, which uses TF32 tensor cores \
-             by default on Ampere and newer GPUs (10-bit mantissa); rerun with --ep-option use_tf32=0 to tell TF32 \
-             from a kernel fault",
+            "culprits {} are float32 MatMul/Gemm/Conv on TensorRT, which may pick TF32 tactics (10-bit mantissa) \
+             on Ampere and newer GPUs; compare with --ep cuda --ep-option use_tf32=0 to tell TF32 from a kernel \
+             fault",
             linear.join(", "),
-            o.provider
         )
     })
 }
@@ -353,15 +442,22 @@ mod tests {
     }
 
     #[test]
-    fn tf32_is_named_only_for_gpu_linear_culprits_with_tf32_on() {
-        let note = tf32_note(&on("cuda", None), &verdict("Conv")).unwrap();
+    fn tf32_is_noted_for_tensorrt_linear_culprits_and_settled_by_a_rerun_on_cuda() {
+        let note = tf32_note(&on("tensorrt", None), &verdict("Conv")).unwrap();
         assert!(
             note.contains("Conv_1") && note.contains("use_tf32=0"),
             "{note}"
         );
-        assert!(tf32_note(&on("cuda", Some("1")), &verdict("MatMul")).is_some());
-        assert!(tf32_note(&on("cuda", Some("0")), &verdict("Conv")).is_none());
-        assert!(tf32_note(&on("cpu", None), &verdict("Conv")).is_none());
-        assert!(tf32_note(&on("cuda", None), &verdict("Softmax")).is_none());
+        assert!(tf32_note(&on("tensorrt", None), &verdict("Softmax")).is_none());
+        assert!(tf32_note(&on("cuda", None), &verdict("Conv")).is_none());
+        let off = on("cuda", None).without_tf32().unwrap();
+        assert_eq!(off.engine.ort().unwrap().options["use_tf32"], "0");
+        assert!(on("cuda", Some("1")).without_tf32().is_some());
+        assert!(on("cuda", Some("0")).without_tf32().is_none());
+        assert!(on("cpu", None).without_tf32().is_none());
+        assert!(on("tensorrt", None).without_tf32().is_none());
+        let mut fp16 = on("cuda", None);
+        fp16.precision = Some(crate::precision::LowPrecision::F16);
+        assert!(fp16.without_tf32().is_none());
     }
 }

@@ -35,9 +35,14 @@ fn metrics_table(v: &ValueReport) -> Option<Table> {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec!["metric", "value", "tolerance"]);
+    // With NaN/inf where the other side is finite, the magnitudes measure the finite pairs only: say so.
+    let max_abs = match m.nonfinite_mismatch {
+        0 => "max abs",
+        _ => "max abs (finite pairs)",
+    };
     let rows: Vec<(&str, String, String)> = vec![
         (
-            "max abs",
+            max_abs,
             num(m.max_abs),
             format!(
                 "atol {} + rtol {}·max(|ref|, rms {})",

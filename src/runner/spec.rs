@@ -227,6 +227,22 @@ impl TargetSpec {
             _ => None,
         }
     }
+
+    /// The same float32 target with TF32 tensor cores off (`use_tf32=0`), to settle whether TF32 causes a
+    /// MatMul/Gemm/Conv culprit's error; None where TF32 is not in play: not ONNX Runtime's CUDA provider (the only
+    /// one with the option), a converted fp16/bf16 model, or TF32 already off.
+    pub fn without_tf32(&self) -> Option<TargetSpec> {
+        let o = self.engine.ort()?;
+        let off = o.options.get("use_tf32").is_some_and(|v| v == "0");
+        if o.provider != "cuda" || off || self.precision.is_some() {
+            return None;
+        }
+        let mut s = self.clone();
+        if let Engine::Ort(o) = &mut s.engine {
+            o.options.insert("use_tf32".into(), "0".into());
+        }
+        Some(s)
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,10 @@ fn each_optional_stage_can_fail_without_losing_the_verdict() {
             "fusion",
             "the fusion check not measured: fusion: failure injected",
         ),
+        (
+            "tf32",
+            "the TF32 check not measured: tf32: failure injected",
+        ),
     ] {
         let (c, r) = run(&m, dir.path(), stage);
         assert_eq!(c, code, "{stage}: the exit code is the verdict's");

@@ -113,6 +113,9 @@ pub enum CauseKind {
     Fusion,
     /// Not fusion: the node amplifies errors its inputs carry within tolerance.
     Amplification,
+    /// TF32 tensor cores (10-bit mantissa operands) on a float32 MatMul/Gemm/Conv (settled by a rerun with
+    /// `use_tf32=0`).
+    Tf32,
     /// The target precision itself: nothing more specific explains the error.
     Precision,
     /// The node's own error is far beyond what rounding in its type explains: the kernel or the data differ.
@@ -146,6 +149,7 @@ impl CauseKind {
             AccumulatorOverflow => "accumulator_overflow",
             Fusion => "fusion",
             Amplification => "amplification",
+            Tf32 => "tf32",
             Precision => "precision",
             BeyondRounding => "beyond_rounding",
             WeightsDiffer => "weights_differ",
