@@ -96,12 +96,13 @@ pub fn find(nodes: &[NodeReport], operands: impl Fn(&str) -> Operands) -> Vec<An
 }
 
 /// A failing value the target's precision explains: the ideal run fails its tolerance there too, and the target is
-/// within [`NOISE_FACTOR`] of that run's error.
-fn precision_explains(v: &ValueReport) -> bool {
+/// within [`NOISE_FACTOR`] of that run's error; its infinities are the ideal run's, or elements within that run's
+/// noise of the overflow threshold (values within rounding of 65504 land on either side).
+pub(crate) fn precision_explains(v: &ValueReport) -> bool {
     match (&v.noise, &v.metrics) {
         (Some(n), Some(m)) => {
             (n.tolerance_used > 1.0 || n.nonfinite > 0)
-                && m.nonfinite_mismatch <= n.nonfinite
+                && m.nonfinite_mismatch <= n.nonfinite + n.near_overflow
                 && m.max_abs <= NOISE_FACTOR * n.max_abs
         }
         _ => false,

@@ -25,6 +25,10 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
         let ea = a.as_standard_layout();
         noise_pass(rs, ea.as_slice()?, tol, scale)
     });
+    let near_overflow = crate::dispatch_tensor!(e, a => {
+        let ea = a.as_standard_layout();
+        near_overflow(rs, ea.as_slice()?, overflow_at(e.dtype()), p.max_abs)
+    });
     Some(Noise {
         max_abs: p.max_abs,
         rms: if p.n > 0 {
@@ -34,9 +38,33 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
         },
         tolerance_used: p.used,
         nonfinite: p.nonfinite,
+        near_overflow,
         ratio: None,
         excused: false,
     })
+}
+
+/// The magnitude from which a float type rounds to ±inf (its largest finite value plus half a spacing there).
+fn overflow_at(d: DType) -> f64 {
+    match d {
+        DType::F16 => 65520.0,
+        DType::Bf16 => 3.3961775292304135e38,
+        DType::F32 => f32::MAX as f64 * (1.0 + f32::EPSILON as f64 / 4.0),
+        _ => f64::INFINITY,
+    }
+}
+
+/// Elements finite in f64 and in the ideal run `e` whose magnitude lies within [`NOISE_FACTOR`]× the ideal run's
+/// error (`noise`) of `overflow`: rounded in another order, they may overflow in a faithful target.
+fn near_overflow<T: ToF64 + Sync>(r: &[f64], e: &[T], overflow: f64, noise: f64) -> u64 {
+    let from = overflow - NOISE_FACTOR * noise;
+    if !from.is_finite() {
+        return 0;
+    }
+    r.par_iter()
+        .zip(e.par_iter())
+        .filter(|(rv, ev)| rv.is_finite() && ev.to_f64().is_finite() && rv.abs() >= from)
+        .count() as u64
 }
 
 #[derive(Clone, Copy, Default)]
@@ -184,9 +212,36 @@ mod tests {
             rms: max_abs,
             tolerance_used: used,
             nonfinite: 0,
+            near_overflow: 0,
             ratio: None,
             excused: false,
         }
+    }
+
+    #[test]
+    fn elements_within_the_noise_of_fp16_overflow_are_counted() {
+        let r = Tensor::F64(ndarray::arr1(&[65000.0, 65500.0, 70000.0, 1.0, -65490.0]).into_dyn());
+        let e = r.cast(DType::F16).unwrap();
+        let tol = Tolerance {
+            atol: 1e-2,
+            rtol: 1e-2,
+        };
+        let n = super::noise(&r, &e, tol, 1.0).unwrap();
+        // 70000 overflows in the ideal run; 65500 and −65490 round to ±65504 (errors 4 and 14), within 8× the
+        // ideal run's error (14) of 65520; 65000 (64992 in fp16) is 520 away.
+        assert_eq!(n.nonfinite, 1);
+        assert_eq!(n.max_abs, 14.0);
+        assert_eq!(n.near_overflow, 2);
+        // A target with two more infinities than the ideal run: precision while they are the near ones.
+        let mut v = failing(12.0);
+        v.metrics.as_mut().unwrap().nonfinite_mismatch = 3;
+        v.noise = Some(n.clone());
+        assert!(crate::analysis::anomaly::precision_explains(&v));
+        v.metrics.as_mut().unwrap().nonfinite_mismatch = 4;
+        assert!(!crate::analysis::anomaly::precision_explains(&v));
+        let far = Tensor::F64(ndarray::arr1(&[60000.0, 1.0]).into_dyn());
+        let n = super::noise(&far, &far.cast(DType::F16).unwrap(), tol, 1.0).unwrap();
+        assert_eq!(n.near_overflow, 0);
     }
 
     #[test]
