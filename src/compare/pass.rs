@@ -211,6 +211,92 @@ fn finite(x: &[f64]) -> bool {
         == 0
 }
 
+/// Interleaved accumulators of [`Acc::block`].
+const LANES: usize = 4;
+
+/// The running sums and extremes of a finite block, one set per lane (element `i` goes to lane `i % LANES`).
+struct Lanes {
+    rs: [f64; LANES],
+    rq: [f64; LANES],
+    ts: [f64; LANES],
+    tq: [f64; LANES],
+    sa: [f64; LANES],
+    sq: [f64; LANES],
+    dot: [f64; LANES],
+    rmin: [f64; LANES],
+    rmax: [f64; LANES],
+    tmin: [f64; LANES],
+    tmax: [f64; LANES],
+    dmax: [f64; LANES],
+    rel: [f64; LANES],
+    used: [f64; LANES],
+    rz: [u64; LANES],
+    tz: [u64; LANES],
+    failed: [u64; LANES],
+    floor: f64,
+}
+
+impl Lanes {
+    /// Fresh sums; extremes starting from what `a` holds so far; relative errors measured against |r| floored at
+    /// `tol.atol`.
+    fn new(a: &Acc, tol: Tolerance) -> Lanes {
+        let z = [0.0; LANES];
+        Lanes {
+            rs: z,
+            rq: z,
+            ts: z,
+            tq: z,
+            sa: z,
+            sq: z,
+            dot: z,
+            rmin: [a.r.min; LANES],
+            rmax: [a.r.max; LANES],
+            tmin: [a.t.min; LANES],
+            tmax: [a.t.max; LANES],
+            dmax: [0.0; LANES],
+            rel: [a.max_rel; LANES],
+            used: [a.tol_used; LANES],
+            rz: [0; LANES],
+            tz: [0; LANES],
+            failed: [0; LANES],
+            floor: tol.atol.max(f64::MIN_POSITIVE),
+        }
+    }
+
+    /// One finite element pair into lane `k`; returns its share of tolerance.
+    #[inline(always)]
+    fn add(&mut self, k: usize, rv: f64, tv: f64, tol: Tolerance, scale: f64) -> f64 {
+        let d = (tv - rv).abs();
+        self.rs[k] += rv;
+        self.rq[k] += rv * rv;
+        self.ts[k] += tv;
+        self.tq[k] += tv * tv;
+        self.sa[k] += d;
+        self.sq[k] += d * d;
+        self.dot[k] += rv * tv;
+        self.rmin[k] = smaller(self.rmin[k], rv);
+        self.rmax[k] = larger(self.rmax[k], rv);
+        self.tmin[k] = smaller(self.tmin[k], tv);
+        self.tmax[k] = larger(self.tmax[k], tv);
+        self.rz[k] += (rv == 0.0) as u64;
+        self.tz[k] += (tv == 0.0) as u64;
+        self.dmax[k] = larger(self.dmax[k], d);
+        let ra = rv.abs();
+        self.rel[k] = larger(self.rel[k], d / larger(ra, self.floor));
+        let allowed = tol.atol + tol.rtol * larger(ra, scale);
+        self.failed[k] += (d > allowed) as u64;
+        let ui = if allowed > 0.0 {
+            d / allowed
+        } else if d == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+        self.used[k] = larger(self.used[k], ui);
+        ui
+    }
+}
+
 /// `b` when it is larger, else `a` (both finite: no NaN handling).
 #[inline(always)]
 fn larger(a: f64, b: f64) -> f64 {
@@ -231,8 +317,10 @@ fn smaller(a: f64, b: f64) -> f64 {
 }
 
 impl Acc {
-    /// A block whose elements are finite on both sides: the sums and extremes with local accumulators, each
-    /// element's share of tolerance into `u`, then the histogram and worst elements from `u`.
+    /// A block whose elements are finite on both sides: the sums and extremes in [`LANES`] interleaved
+    /// accumulators (independent dependency chains the CPU overlaps and the compiler can vectorize), each element's
+    /// share of tolerance into `u`, then the histogram and worst elements from `u`. The largest error's index is
+    /// looked up only in a block that holds a new largest error.
     fn block(
         &mut self,
         r: &[f64],
@@ -242,65 +330,51 @@ impl Acc {
         tol: Tolerance,
         scale: f64,
     ) {
-        let floor = tol.atol.max(f64::MIN_POSITIVE);
-        let (mut rs, mut rq, mut ts, mut tq) = (0.0, 0.0, 0.0, 0.0);
-        let (mut sa, mut sq, mut dot) = (0.0, 0.0, 0.0);
-        let (mut rmin, mut rmax, mut tmin, mut tmax) =
-            (self.r.min, self.r.max, self.t.min, self.t.max);
-        let (mut rz, mut tz, mut failed) = (0u64, 0u64, 0u64);
-        let (mut max_rel, mut used_max, mut max_abs) = (self.max_rel, self.tol_used, self.max_abs);
-        let mut max_at = self.max_abs_at;
-        for (i, ((&rv, &tv), ui)) in r.iter().zip(t).zip(u.iter_mut()).enumerate() {
-            let d = (tv - rv).abs();
-            rs += rv;
-            rq += rv * rv;
-            ts += tv;
-            tq += tv * tv;
-            sa += d;
-            sq += d * d;
-            dot += rv * tv;
-            (rmin, rmax) = (smaller(rmin, rv), larger(rmax, rv));
-            (tmin, tmax) = (smaller(tmin, tv), larger(tmax, tv));
-            rz += (rv == 0.0) as u64;
-            tz += (tv == 0.0) as u64;
-            if d > max_abs || max_at == usize::MAX {
-                (max_abs, max_at) = (d, base + i);
+        let mut l = Lanes::new(self, tol);
+        let mut quads = r.chunks_exact(LANES).zip(t.chunks_exact(LANES));
+        let mut uq = u.chunks_exact_mut(LANES);
+        for ((rq, tq), uo) in (&mut quads).zip(&mut uq) {
+            for k in 0..LANES {
+                uo[k] = l.add(k, rq[k], tq[k], tol, scale);
             }
-            let ra = rv.abs();
-            if d > max_rel * ra.max(floor) {
-                max_rel = d / ra.max(floor);
-            }
-            let allowed = tol.atol + tol.rtol * ra.max(scale);
-            failed += (d > allowed) as u64;
-            *ui = if allowed > 0.0 {
-                d / allowed
-            } else if d == 0.0 {
-                0.0
-            } else {
-                f64::INFINITY
-            };
-            used_max = larger(used_max, *ui);
+        }
+        let done = r.len() - r.len() % LANES;
+        for i in done..r.len() {
+            u[i] = l.add(0, r[i], t[i], tol, scale);
         }
         let n = r.len() as u64;
-        for (side, (s, q, lo, hi, z)) in [
-            (&mut self.r, (rs, rq, rmin, rmax, rz)),
-            (&mut self.t, (ts, tq, tmin, tmax, tz)),
+        let sum = |x: [f64; LANES]| x.iter().sum::<f64>();
+        let count = |x: [u64; LANES]| x.iter().sum::<u64>();
+        let lo = |x: [f64; LANES]| x.iter().copied().fold(f64::INFINITY, smaller);
+        let hi = |x: [f64; LANES]| x.iter().copied().fold(f64::NEG_INFINITY, larger);
+        for (side, (s, q, mn, mx, z)) in [
+            (&mut self.r, (l.rs, l.rq, l.rmin, l.rmax, l.rz)),
+            (&mut self.t, (l.ts, l.tq, l.tmin, l.tmax, l.tz)),
         ] {
-            side.sum += s;
-            side.sumsq += q;
-            (side.min, side.max) = (lo, hi);
-            side.zero += z;
+            side.sum += sum(s);
+            side.sumsq += sum(q);
+            (side.min, side.max) = (lo(mn), hi(mx));
+            side.zero += count(z);
             side.finite += n;
         }
         self.n += n;
-        self.failed += failed;
-        self.sum_abs += sa;
-        self.sum_sq += sq;
-        self.dot += dot;
-        self.rr += rq;
-        self.tt += tq;
-        (self.max_abs, self.max_abs_at) = (max_abs, max_at);
-        (self.max_rel, self.tol_used) = (max_rel, used_max);
+        self.failed += count(l.failed);
+        self.sum_abs += sum(l.sa);
+        self.sum_sq += sum(l.sq);
+        self.dot += sum(l.dot);
+        self.rr += sum(l.rq);
+        self.tt += sum(l.tq);
+        self.max_rel = hi(l.rel);
+        self.tol_used = hi(l.used);
+        let dmax = hi(l.dmax);
+        if dmax > self.max_abs || self.max_abs_at == usize::MAX {
+            let first = r
+                .iter()
+                .zip(t)
+                .position(|(&rv, &tv)| (tv - rv).abs() == dmax);
+            self.max_abs = dmax;
+            self.max_abs_at = base + first.unwrap_or(0);
+        }
         self.spread.add_block(u, base);
     }
 

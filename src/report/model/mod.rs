@@ -372,8 +372,8 @@ pub struct Noise {
     pub tolerance_used: f64,
     /// Elements where the ideal run overflows to ±inf or makes NaN and f64 does not.
     pub nonfinite: u64,
-    /// Elements the ideal run keeps finite within [`crate::analysis::attribution::NOISE_FACTOR`]× its own error of
-    /// the type's overflow threshold: a target rounding otherwise may take them to ±inf, as precision, not drift.
+    /// Elements the ideal run keeps finite within 8× its own error (the noise factor) of the type's overflow
+    /// threshold: a target rounding otherwise may take them to ±inf, as precision, not drift.
     #[serde(default)]
     pub near_overflow: u64,
     /// The target's max |t − r| over the noise's max_abs: "k× above expected noise" (null when the noise is 0).
