@@ -53,6 +53,11 @@ impl Scales {
         }
     }
 
+    /// Records a reference value's RMS measured elsewhere (the comparison's scale).
+    pub fn set(&mut self, name: &str, rms: f64) {
+        self.rms.insert(name.to_string(), rms);
+    }
+
     /// `value`'s activation operands.
     pub fn operand_names(&self, value: &str) -> &[String] {
         self.operands.get(value).map(Vec::as_slice).unwrap_or(&[])

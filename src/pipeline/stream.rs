@@ -106,7 +106,12 @@ pub fn compare(
                     lane.reports.insert(name.to_string(), report);
                 }
                 if let Ok(v) = &value {
-                    scales.record(name, v);
+                    // The comparison measured the reference's RMS already (its scale), unless it saw a slice.
+                    let measured = lanes.first().and_then(|l| l.reports.get(name)).and_then(|r| r.metrics.as_ref());
+                    match (measured, &s.slice) {
+                        (Some(m), None) if v.dtype().is_float() => scales.set(name, m.scale),
+                        _ => scales.record(name, v),
+                    }
                     if s.steps > 1 && outputs.contains(name) {
                         kept_outputs.insert(name.to_string(), v.clone());
                     }
