@@ -103,7 +103,7 @@ fn budget_map(list: &[String], flag: &str) -> anyhow::Result<HashMap<String, f64
 pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
     let budgets = parse_budgets(&a)?;
     let g = golden::read(&a.golden)?;
-    let (graph, out, now) = rerun(&a, &g)?;
+    let (graph, out, now, spec) = rerun(&a, &g)?;
     let report = check_values(&g, &out.values, &now, &budgets);
     if let Some(p) = &a.json {
         crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
@@ -112,6 +112,9 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
         write_junit(p, &report, &graph)?;
     }
     print_summary(&a, &graph, &report);
+    if let Some(hint) = tf32_hint(&spec, report.first_regressed.as_ref()) {
+        println!("{hint}");
+    }
     Ok(if report.regressed > 0 || report.missing > 0 {
         Outcome::Diverged
     } else {
@@ -129,8 +132,23 @@ fn parse_budgets(a: &CheckArgs) -> anyhow::Result<Budgets> {
     })
 }
 
-/// Runs the target again on the recorded inputs and seed: the prepared graph, what it produced, what ran.
-fn rerun(a: &CheckArgs, g: &Golden) -> anyhow::Result<(Graph, RunOutput, Provenance)> {
+/// On ONNX Runtime's CUDA provider with TF32 on, a first regression at a MatMul/Gemm/Conv may be TF32 alone (a
+/// record made elsewhere, or before TF32 hardware): the line saying how to tell. `phantom onnx` settles it by a
+/// rerun; a check only has the record's statistics, so it says how, and claims nothing.
+fn tf32_hint(spec: &crate::targets::TargetSpec, first: Option<&ValueCheck>) -> Option<String> {
+    let first = first.filter(|f| crate::analysis::tf32::on_tensor_cores(&f.op_type))?;
+    spec.without_tf32()?;
+    Some(format!(
+        "note: ONNX Runtime's CUDA provider runs float32 {} on TF32 tensor cores by default (use_tf32=1; operands \
+         rounded to a 10-bit mantissa); check again with --ep-option use_tf32=0 to tell TF32 from a regression",
+        first.op_type
+    ))
+}
+
+/// Runs the target again on the recorded inputs and seed: the prepared graph, what it produced, what ran, and the
+/// target it ran.
+type Rerun = (Graph, RunOutput, Provenance, crate::targets::TargetSpec);
+fn rerun(a: &CheckArgs, g: &Golden) -> anyhow::Result<Rerun> {
     let seed = g
         .options
         .get("seed")
@@ -143,8 +161,8 @@ fn rerun(a: &CheckArgs, g: &Golden) -> anyhow::Result<(Graph, RunOutput, Provena
     };
     let graph = crate::pipeline::prepared_graph(model::load(&a.model)?, &inputs, seed, false)?;
     crate::pipeline::logged("check", &graph, &inputs);
-    let (out, now, _) = run_target(&graph, &inputs, &a.target, "check")?;
-    Ok((graph, out, now))
+    let (out, now, spec) = run_target(&graph, &inputs, &a.target, "check")?;
+    Ok((graph, out, now, spec))
 }
 
 /// Writes the check as JUnit to `p`: one case per value, failing where it regressed or is missing.
@@ -254,4 +272,48 @@ fn regressed_table(report: &CheckReport) -> Table {
         ]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::{Engine, OrtSpec, TargetSpec};
+
+    fn first(op: &str) -> ValueCheck {
+        ValueCheck {
+            node_index: 4,
+            node: "Conv_1".into(),
+            op_type: op.into(),
+            value: "c".into(),
+            status: CheckStatus::Regressed,
+            drift: 2.6e-4,
+            budget: 1e-5,
+            detail: None,
+        }
+    }
+
+    fn on(provider: &str, options: &[(&str, &str)]) -> TargetSpec {
+        let mut o = OrtSpec::new(provider);
+        for (k, v) in options {
+            o.options.insert(k.to_string(), v.to_string());
+        }
+        TargetSpec {
+            engine: Engine::Ort(o),
+            precision: None,
+            model: None,
+        }
+    }
+
+    #[test]
+    fn a_tensor_core_regression_on_cuda_with_tf32_on_says_how_to_tell_tf32() {
+        let hint = tf32_hint(&on("cuda", &[]), Some(&first("Conv"))).unwrap();
+        assert!(
+            hint.contains("--ep-option use_tf32=0") && hint.contains("Conv"),
+            "{hint}"
+        );
+        assert!(tf32_hint(&on("cuda", &[("use_tf32", "0")]), Some(&first("Conv"))).is_none());
+        assert!(tf32_hint(&on("cpu", &[]), Some(&first("MatMul"))).is_none());
+        assert!(tf32_hint(&on("cuda", &[]), Some(&first("Softmax"))).is_none());
+        assert!(tf32_hint(&on("cuda", &[]), None).is_none());
+    }
 }
