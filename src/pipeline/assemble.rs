@@ -74,6 +74,7 @@ pub fn report(
             attribution_ms: lane.attribution_ms,
             explain_ms: ms(t_explain),
             total_ms: ms(t_all),
+            by_op: cmp.by_op.clone(),
         },
         notes,
         samples: vec![],

@@ -3,7 +3,7 @@
 //! only one side is ever held whole.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::parts::stage;
@@ -13,7 +13,7 @@ use crate::analysis::{self, attribution};
 use crate::bounded::Chunker;
 use crate::compare::Scales;
 use crate::error::{Error, Result};
-use crate::report::model::ValueReport;
+use crate::report::model::{OpTiming, ValueReport};
 use crate::report::multi::PairValue;
 use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
@@ -31,6 +31,8 @@ pub struct Compared {
     pub compare_time: Duration,
     /// The reference's time without the comparisons.
     pub reference_ms: f64,
+    /// The reference and the comparisons by op type (streamed runs only).
+    pub by_op: BTreeMap<String, OpTiming>,
     /// Target-vs-target comparisons of every value (several targets only).
     pub pairs: Vec<PairValue>,
     /// The reference's RMS per value, to scale the default atol of the values computed from them.
@@ -60,6 +62,7 @@ pub fn compare(
         scales.record(n, t);
     }
     let mut compare_time = Duration::ZERO;
+    let mut clock = OpClock::new(&p.graph);
     let mut kept_outputs: HashMap<String, Tensor> = HashMap::new();
     let mut dump = match &s.dump {
         Some((dir, force)) => Some(super::dump::Dump::create(dir, *force)?),
@@ -84,7 +87,7 @@ pub fn compare(
         (Some(budget), [lane]) => {
             let keep = keep.then_some(&mut held);
             let scales = &mut scales;
-            bounded(s, p, lane, (budget, keep, scales), (runner(), &mut compare_time))?
+            bounded(s, p, lane, (budget, keep, scales), (runner(), &mut compare_time, &mut clock))?
         }
         (Some(_), _) => {
             return Err(Error::Usage(
@@ -93,8 +96,9 @@ pub fn compare(
         }
         (None, lanes) => {
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
+            let clock = &mut clock;
             runner().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
-                let c = Instant::now();
+                let c = clock.arrived(name);
                 if let Some(d) = dump.as_mut() {
                     let targets: Vec<_> = lanes.iter().map(|l| (l.spec.label(), l.out.values.get(name))).collect();
                     d.value(name, &value, &targets);
@@ -120,6 +124,7 @@ pub fn compare(
                     m.insert(name.to_string(), r);
                 }
                 compare_time += c.elapsed();
+                clock.compared(name, c, true);
             })?
         }
     };
@@ -132,10 +137,64 @@ pub fn compare(
         reference,
         compare_time,
         reference_ms: t.elapsed().as_secs_f64() * 1e3 - compare_time.as_secs_f64() * 1e3,
+        by_op: clock.by_op,
         pairs,
         scales,
         outputs: kept_outputs,
     })
+}
+
+/// The reference's streamed time and the comparisons' by the op type that produced each value: the time since the
+/// previous value arrived is the reference's, the time spent on the value before the next one starts the
+/// comparison's.
+struct OpClock<'g> {
+    op_of: HashMap<&'g str, &'g str>,
+    last: Instant,
+    by_op: BTreeMap<String, OpTiming>,
+}
+
+impl<'g> OpClock<'g> {
+    fn new(g: &'g crate::model::Graph) -> OpClock<'g> {
+        let op_of = g
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                n.outputs
+                    .iter()
+                    .map(move |o| (o.as_str(), n.op_type.as_str()))
+            })
+            .collect();
+        OpClock {
+            op_of,
+            last: Instant::now(),
+            by_op: BTreeMap::new(),
+        }
+    }
+
+    fn entry(&mut self, name: &str) -> &mut OpTiming {
+        let op = self.op_of.get(name).copied().unwrap_or("(input)");
+        self.by_op.entry(op.to_string()).or_default()
+    }
+
+    /// `name` arrived from the reference: its time since the previous value is the reference's. Returns now.
+    fn arrived(&mut self, name: &str) -> Instant {
+        let now = Instant::now();
+        let since = (now - self.last).as_secs_f64() * 1e3;
+        let t = self.entry(name);
+        t.values += 1;
+        t.reference_ms += since;
+        now
+    }
+
+    /// Done with `name`, which arrived at `at`; `compared`: the time went into comparing it (a bounded run
+    /// spends it on the target's chunks instead, which are not this value's).
+    fn compared(&mut self, name: &str, at: Instant, compared: bool) {
+        self.last = Instant::now();
+        if compared {
+            let spent = (self.last - at).as_secs_f64() * 1e3;
+            self.entry(name).compare_ms += spent;
+        }
+    }
 }
 
 /// Reference values kept for the later stages: none, in memory, or (bounded) spilled to disk; the inputs first.
@@ -158,7 +217,7 @@ fn bounded(
     p: &Prepared,
     lane: &mut Lane,
     (budget, mut keep, scales): (usize, Option<&mut Held>, &mut Scales),
-    (mut runner, compare_time): (ReferenceRunner, &mut Duration),
+    (mut runner, compare_time, clock): (ReferenceRunner, &mut Duration, &mut OpClock),
 ) -> Result<RunOutput> {
     let attributed = keep.is_some();
     let c = Chunker::new(
@@ -175,12 +234,13 @@ fn bounded(
     }
     let mut failed = None;
     let reference = runner.run_streaming(&p.graph, &p.inputs, &mut |name, value| {
-        let c = Instant::now();
+        let c = clock.arrived(name);
         if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
             failed = k.keep(name, t).err();
         }
         ch.push(name, value);
         *compare_time += c.elapsed();
+        clock.compared(name, c, false);
     })?;
     if let Some(e) = failed {
         return Err(e);

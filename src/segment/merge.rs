@@ -203,6 +203,12 @@ fn summed(partials: &[PartialReport]) -> Timings {
         t.attribution_ms += s.attribution_ms;
         t.explain_ms += s.explain_ms;
         t.total_ms += p.wall_ms;
+        for (op, o) in &s.by_op {
+            let m = t.by_op.entry(op.clone()).or_default();
+            m.values += o.values;
+            m.reference_ms += o.reference_ms;
+            m.compare_ms += o.compare_ms;
+        }
     }
     t
 }

@@ -29,6 +29,36 @@ fn demo_models_are_clean_against_ort_cpu() {
             r["target"]["details"]["ep_requested"],
             "CPUExecutionProvider"
         );
+        // Where the time went, by op type: every value counted once, under its producer's op type, and no more
+        // time than the stage totals.
+        let t = &r["timings"];
+        let by_op = t["by_op"].as_object().unwrap();
+        let nodes = r["nodes"].as_array().unwrap();
+        for (op, o) in by_op.iter().filter(|(op, _)| op.as_str() != "(input)") {
+            let produced: usize = nodes
+                .iter()
+                .filter(|n| n["op_type"] == op.as_str())
+                .map(|n| n["values"].as_array().unwrap().len())
+                .sum();
+            assert_eq!(
+                o["values"].as_u64().unwrap() as usize,
+                produced,
+                "{name}: {op}"
+            );
+        }
+        let sum = |k: &str| by_op.values().map(|o| o[k].as_f64().unwrap()).sum::<f64>();
+        assert!(
+            sum("compare_ms") <= t["compare_ms"].as_f64().unwrap() + 1.0,
+            "{name}: {t}"
+        );
+        assert!(
+            sum("reference_ms") <= t["reference_ms"].as_f64().unwrap() + 1.0,
+            "{name}: {t}"
+        );
+        assert!(
+            by_op.contains_key("MatMul") || by_op.contains_key("Conv"),
+            "{name}: {t}"
+        );
         // fp32 ORT against f64: real but small differences, so the metrics are genuine, not zero.
         let out_val = r["nodes"].as_array().unwrap().last().unwrap()["values"][0].clone();
         let max_abs = out_val["metrics"]["max_abs"].as_f64().unwrap();

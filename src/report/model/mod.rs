@@ -334,6 +334,22 @@ pub struct Timings {
     #[serde(default)]
     pub explain_ms: f64,
     pub total_ms: f64,
+    /// The reference and the comparison by the op type that produced each value (a run bounded in memory compares
+    /// per chunk of the target, so there only the reference's time is split).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_op: BTreeMap<String, OpTiming>,
+}
+
+/// Where one op type's time went in a streamed run.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct OpTiming {
+    /// Values its nodes produced.
+    pub values: u64,
+    /// The reference computing them (the time since the previous value arrived; the first value's includes the
+    /// run's start).
+    pub reference_ms: f64,
+    /// Comparing them with every target (the expected noise applied included); 0 in a run bounded in memory.
+    pub compare_ms: f64,
 }
 
 impl Report {
