@@ -1,6 +1,7 @@
 //! Comparing one value of the target against the f64 reference: metrics, statistics, tolerances.
 
 pub mod detail;
+mod lanes;
 pub mod metrics;
 mod pass;
 pub mod scales;
