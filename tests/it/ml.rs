@@ -127,13 +127,16 @@ fn classifiers_and_k_means_match_scikit_learn_s_own_predictions() {
     let dir = tempfile::tempdir().unwrap();
     let x = format!("X={}", ml("ml_x.npy").display());
     // (model, the reference's value holding scikit-learn's scores, and how they read: a binary SVC's decision value
-    // is the first column).
+    // is the first column). `svc_proba*` are SVCs with Platt probabilities (pairwise coupling), compared with
+    // scikit-learn's `predict_proba`.
     for (name, scores) in [
         ("forest_cls3", "probabilities"),
         ("boosting_cls2", "probabilities"),
         ("boosting_cls3", "probabilities"),
         ("svc_rbf3", "probabilities"),
         ("svc_rbf2", "probabilities"),
+        ("svc_proba3", "probabilities"),
+        ("svc_proba2", "probabilities"),
         ("kmeans", "scores"),
     ] {
         let (json, dump) = (
@@ -283,4 +286,57 @@ fn a_fault_in_the_features_a_forest_compares_is_caught_where_it_is() {
         .find(|v| v["name"] == "probabilities")
         .unwrap();
     assert_eq!(probabilities["status"], "fail", "{out}");
+}
+
+/// Opset 5's `TreeEnsemble` (a forest rewritten from skl2onnx's TreeEnsembleRegressor, `make_ml_more.py`) runs on
+/// phantom's f64 kernel: scikit-learn's predictions to float32 rounding, and ONNX Runtime's within tolerance; with a
+/// set-membership split (`BRANCH_MEMBER`) too, where ORT's value is the oracle.
+#[test]
+fn opset_5_tree_ensembles_are_compared_in_f64() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, x) in [
+        ("tree_ensemble5", "ml_x.npy"),
+        ("tree_member5", "tree_member5_x.npy"),
+    ] {
+        let (json, dump) = (
+            dir.path().join(format!("{name}.json")),
+            dir.path().join(name),
+        );
+        let (m, x) = (ml(&format!("{name}.onnx")), ml(x));
+        let x = format!("X={}", x.display());
+        let (code, out, err) = phantom(&[
+            "onnx",
+            m.to_str().unwrap(),
+            "--input",
+            &x,
+            "--dump",
+            dump.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{name}: {out}{err}");
+        let r = read_json(&json);
+        let node = &r["nodes"][0];
+        assert_eq!(node["op_type"], "TreeEnsemble", "{name}");
+        assert_eq!(node["reference"]["kind"], "f64_phantom", "{name}: {node}");
+        let y = value_reports(&r).find(|v| v["name"] == "Y").unwrap();
+        assert_eq!(y["status"], "pass", "{name}: {y}");
+        // Leaf weights are float32: a sum of four differs from ORT's float32 sum by a few of its ulps.
+        assert!(
+            y["metrics"]["max_abs"].as_f64().unwrap() < 1e-5,
+            "{name}: {y}"
+        );
+        let values = dumped(&dump);
+        let got = values["Y"].as_f64();
+        assert_eq!(got.shape(), &[64, 1], "{name}");
+        if name == "tree_ensemble5" {
+            let sk = phantom::model::npy::read_npz(&ml("tree_ensemble5.sk.npz")).unwrap();
+            let want = sk[0].1.as_f64();
+            let worst = (got.iter().zip(want.iter()))
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(worst < 1e-6, "{name}: {worst}");
+        }
+    }
 }

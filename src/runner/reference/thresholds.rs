@@ -1,5 +1,5 @@
 //! Discrete decisions made inside a node, by comparing its input with the thresholds it stores: a tree ensemble
-//! (`TreeEnsembleClassifier`, `TreeEnsembleRegressor`) walks each tree by `feature ≤ threshold`. A feature computed
+//! (`TreeEnsembleClassifier`, `TreeEnsembleRegressor`, opset 5's `TreeEnsemble`) walks each tree by `feature ≤ threshold`. A feature computed
 //! upstream (a `Scaler` in float32 on the target, in float64 in the reference) that lies within its noise of a
 //! threshold takes either branch, and the label flips. The target never exposes its branches, but it does expose
 //! the features it compared: where the target's feature lies within the reference's noise of the reference's own,
@@ -13,7 +13,11 @@ use super::decide::{f64s, radius, shaped_like, Adopted, Decisions};
 
 /// ONNX ops that decide by comparing their first input with stored thresholds. The decision recorded for them (by
 /// their first output's name) holds the target's first *input*: the features it compared.
-pub const OPS: &[&str] = &["TreeEnsembleClassifier", "TreeEnsembleRegressor"];
+pub const OPS: &[&str] = &[
+    "TreeEnsembleClassifier",
+    "TreeEnsembleRegressor",
+    "TreeEnsemble",
+];
 
 /// Fractions of the noise, in turn, that say how far the features taken lay from the reference's own.
 const LADDER: [f64; 3] = [1.0 / 1024.0, 1.0 / 32.0, 1.0];

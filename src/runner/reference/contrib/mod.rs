@@ -29,6 +29,7 @@ pub mod standin;
 mod svm;
 mod svm_cls;
 mod trees;
+mod trees5;
 mod trees_cls;
 mod util;
 
@@ -152,6 +153,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| qdq::kernel(op))
         .or_else(|| trees::kernel(op))
         .or_else(|| trees_cls::kernel(op))
+        .or_else(|| trees5::kernel(op))
         .or_else(|| svm::kernel(op))
         .or_else(|| prep::kernel(op))
         .or_else(|| encode::kernel(op))
@@ -257,6 +259,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(qdq::OPS)
         .chain(trees::OPS)
         .chain(trees_cls::OPS)
+        .chain(trees5::OPS)
         .chain(svm::OPS)
         .chain(prep::OPS)
         .chain(encode::OPS)

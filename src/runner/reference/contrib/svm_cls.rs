@@ -8,8 +8,10 @@
 //!   classes, the second label when all coefficients are positive and the score reaches 0.5, or when some are
 //!   negative and it is positive), then the post-transform.
 //!
-//! Platt probabilities (`prob_a`, `prob_b`: SVC with `probability=True`) are not computed: such a node is refused
-//! with the reason, so the reference marks it not computed rather than guess ORT's pairwise coupling.
+//! - with Platt probabilities (`prob_a`, `prob_b`: SVC with `probability=True`), each pair's decision value `s`
+//!   becomes `1 / (1 + e^(s·A + B))`, clamped to [1e-7, 1 − 1e-7], and the pairs are coupled into one probability
+//!   per class by libsvm's iterative method (Wu, Lin and Weng 2004), which ONNX Runtime repeats with the same
+//!   stopping rule (largest residual under 0.005 / classes, at most 100 sweeps); the label is still the vote.
 
 use tract_onnx::prelude::*;
 
@@ -32,6 +34,8 @@ struct Model {
     kind: String,
     params: (f64, f64, f64),
     post: String,
+    /// Platt scaling per class pair (`prob_a`, `prob_b`); empty without probabilities.
+    platt: Vec<(f64, f64)>,
 }
 
 impl Model {
@@ -40,12 +44,10 @@ impl Model {
         let (ints, strings) = labels(n);
         let classes = ints.len().max(strings.len());
         anyhow::ensure!(classes >= 2, bad(format!("{classes} class label(s)")));
+        let (a, b) = (n.floats("prob_a"), n.floats("prob_b"));
         anyhow::ensure!(
-            n.floats("prob_a").is_empty(),
-            bad(
-                "Platt probabilities (prob_a, prob_b) are not computed by phantom's f64 kernel"
-                    .into()
-            )
+            a.len() == b.len(),
+            bad(format!("{} prob_a but {} prob_b", a.len(), b.len()))
         );
         let per_class: Vec<usize> = n
             .ints("vectors_per_class")
@@ -66,6 +68,7 @@ impl Model {
             },
             params: (param(0), param(1), param(2)),
             post: super::ml::string_attr(n, "post_transform", "NONE"),
+            platt: a.into_iter().zip(b).collect(),
             per_class,
         };
         let vectors: usize = m.per_class.iter().sum();
@@ -75,13 +78,15 @@ impl Model {
                 m.per_class.len() == classes
                     && m.coef.len() >= (classes - 1) * vectors
                     && m.rho.len() >= pairs
+                    && (m.platt.is_empty() || m.platt.len() >= pairs)
                     && vectors > 0
                     && m.svs.len().is_multiple_of(vectors),
                 bad(format!(
-                    "{} vectors per class, {} coefficients, {} rho for {classes} classes of {vectors} vectors",
+                    "{} vectors per class, {} coefficients, {} rho, {} prob_a for {classes} classes of {vectors} vectors",
                     m.per_class.len(),
                     m.coef.len(),
-                    m.rho.len()
+                    m.rho.len(),
+                    m.platt.len()
                 ))
             ),
             false => anyhow::ensure!(
@@ -132,6 +137,73 @@ impl Model {
         }
         (scores, first_max(&votes), 0.0)
     }
+
+    /// One probability per class from the pairs' decision values (Platt scaling, then pairwise coupling).
+    fn probabilities(&self, pairs: &[f64]) -> Vec<f64> {
+        let k = self.classes;
+        let mut r = vec![0.0; k * k];
+        let mut index = 0;
+        for i in 0..k - 1 {
+            for j in i + 1..k {
+                let (a, b) = self.platt[index];
+                let p = platt(pairs[index], a, b).clamp(1e-7, 1.0 - 1e-7);
+                r[i * k + j] = p;
+                r[j * k + i] = 1.0 - p;
+                index += 1;
+            }
+        }
+        couple(k, &r)
+    }
+}
+
+/// Platt's sigmoid of a decision value, `1 / (1 + e^(s·A + B))`, written as ONNX Runtime writes it (the logistic
+/// of `|s·A + B|`, mirrored) so it stays accurate at both ends.
+fn platt(score: f64, a: f64, b: f64) -> f64 {
+    let z = score * a + b;
+    let v = 1.0 / (1.0 + (-z.abs()).exp());
+    1.0 - if z < 0.0 { 1.0 - v } else { v }
+}
+
+/// Pairwise coupling (libsvm's `multiclass_probability`): `r[i·k + j]` is the probability of class i against j;
+/// the result minimises `Σ (r_ji p_i − r_ij p_j)²` over the simplex, iterated until the largest residual is under
+/// `0.005 / k` or for 100 sweeps, as libsvm and ONNX Runtime stop.
+fn couple(k: usize, r: &[f64]) -> Vec<f64> {
+    let mut q = vec![0.0; k * k];
+    for i in 0..k {
+        for j in 0..k {
+            if i != j {
+                q[i * k + i] += r[j * k + i] * r[j * k + i];
+            }
+            if j < i {
+                q[i * k + j] = q[j * k + i];
+            } else if j > i {
+                q[i * k + j] = -r[j * k + i] * r[i * k + j];
+            }
+        }
+    }
+    let mut p = vec![1.0 / k as f64; k];
+    let mut qp = vec![0.0; k];
+    let eps = 0.005 / k as f64;
+    for _ in 0..100 {
+        let mut pqp = 0.0;
+        for i in 0..k {
+            qp[i] = (0..k).map(|j| q[i * k + j] * p[j]).sum();
+            pqp += p[i] * qp[i];
+        }
+        if qp.iter().map(|v| (v - pqp).abs()).fold(0.0, f64::max) < eps {
+            break;
+        }
+        for i in 0..k {
+            let diff = (pqp - qp[i]) / q[i * k + i];
+            p[i] += diff;
+            pqp = (pqp + diff * (diff * q[i * k + i] + 2.0 * qp[i])) / (1.0 + diff) / (1.0 + diff);
+            for j in 0..k {
+                qp[j] = (qp[j] + diff * q[i * k + j]) / (1.0 + diff);
+                p[j] /= 1.0 + diff;
+            }
+        }
+    }
+    p
 }
 
 pub(super) struct Classifier;
@@ -142,6 +214,7 @@ impl Kernel for Classifier {
         let rows = if shape.len() == 1 { 1 } else { shape[0] };
         let m = Model::of(n)?;
         let columns = match (m.per_class.is_empty(), m.classes) {
+            (false, c) if !m.platt.is_empty() => c,
             (false, 2) => 2,
             (false, c) => c * (c - 1) / 2,
             (true, c) => c,
@@ -172,7 +245,11 @@ impl Kernel for Classifier {
                 _ => best,
             };
             winners.push(chosen);
-            if s.len() == 1 {
+            if !m.platt.is_empty() && !m.per_class.is_empty() {
+                s = m.probabilities(&s);
+                let k = s.len();
+                super::ml::transform(n, &mut s, k, &m.post)?;
+            } else if s.len() == 1 {
                 let v = s[0];
                 s = match m.post.as_str() {
                     "NONE" => vec![-v, v],
@@ -199,5 +276,54 @@ impl Kernel for Classifier {
             }
         };
         Ok(vec![label, super::util::shaped(&[rows, columns], scores)?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platt_is_the_sigmoid_of_minus_the_scaled_score() {
+        for (s, a, b) in [
+            (0.3, -2.0, 0.1),
+            (-4.0, 1.5, -0.2),
+            (800.0, -1.0, 0.0),
+            (800.0, 1.0, 0.0),
+        ] {
+            let z: f64 = s * a + b;
+            let want = 1.0 / (1.0 + z.exp());
+            assert!(
+                (platt(s, a, b) - want).abs() <= 1e-16 + 1e-15 * want,
+                "{s} {a} {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn coupling_sums_to_one_and_agrees_with_the_pairs_it_was_given() {
+        // Pairs drawn from one distribution p: r_ij = p_i / (p_i + p_j) is coupled back to p.
+        let p = [0.5, 0.3, 0.2];
+        let k = p.len();
+        let mut r = vec![0.0; k * k];
+        for i in 0..k {
+            for j in 0..k {
+                if i != j {
+                    r[i * k + j] = p[i] / (p[i] + p[j]);
+                }
+            }
+        }
+        let got = couple(k, &r);
+        assert!((got.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{got:?}");
+        for (g, w) in got.iter().zip(p) {
+            // libsvm's stopping rule (residual under 0.005 / k) leaves it this close.
+            assert!((g - w).abs() < 2e-3, "{got:?}");
+        }
+        // Two classes: the coupling converges to the one pair's probability.
+        let got = couple(2, &[0.0, 0.8, 0.2, 0.0]);
+        assert!(
+            (got[0] - 0.8).abs() < 1e-3 && (got[1] - 0.2).abs() < 1e-3,
+            "{got:?}"
+        );
     }
 }

@@ -19,13 +19,15 @@ use super::{Fact, Kernel, Node};
 pub const OPS: &[&str] = &["TreeEnsembleRegressor"];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Mode {
+pub(super) enum Mode {
     Leq,
     Lt,
     Gte,
     Gt,
     Eq,
     Neq,
+    /// Opset 5's `BRANCH_MEMBER`: true when the feature is one of the node's `members`.
+    Member,
     Leaf,
 }
 
@@ -52,18 +54,20 @@ impl Mode {
             Mode::Gt => x > threshold,
             Mode::Eq => x == threshold,
             Mode::Neq => x != threshold,
-            Mode::Leaf => false,
+            Mode::Member | Mode::Leaf => false,
         }
     }
 }
 
 /// One node: a branch on a feature, or a leaf with its (target, weight) pairs.
 pub(super) struct TreeNode {
-    mode: Mode,
-    feature: usize,
-    threshold: f64,
-    missing_true: bool,
-    children: (usize, usize),
+    pub(super) mode: Mode,
+    pub(super) feature: usize,
+    pub(super) threshold: f64,
+    /// The set a `Member` node tests (empty otherwise).
+    pub(super) members: Vec<f64>,
+    pub(super) missing_true: bool,
+    pub(super) children: (usize, usize),
     pub(super) leaf: Vec<(usize, f64)>,
 }
 
@@ -73,7 +77,7 @@ pub(super) struct Forest {
     pub(super) roots: Vec<usize>,
 }
 
-fn attr<'a>(n: &'a Node, name: &str) -> Option<&'a AttributeProto> {
+pub(super) fn attr<'a>(n: &'a Node, name: &str) -> Option<&'a AttributeProto> {
     n.proto.attribute.iter().find(|a| a.name == name)
 }
 
@@ -129,6 +133,7 @@ impl Forest {
                 mode,
                 feature: usize::try_from(features[k]).map_err(|_| bad("a negative feature id"))?,
                 threshold: values[k],
+                members: vec![],
                 missing_true: missing.get(k).is_some_and(|&m| m != 0),
                 children,
                 leaf: vec![],
@@ -173,7 +178,10 @@ impl Forest {
             let x = *row.get(t.feature).ok_or_else(|| {
                 anyhow::anyhow!("feature {} beyond the row's {}", t.feature, row.len())
             })?;
-            let yes = t.mode.holds(x, t.threshold) || (x.is_nan() && t.missing_true);
+            let yes = match t.mode {
+                Mode::Member => t.members.contains(&x),
+                m => m.holds(x, t.threshold),
+            } || (x.is_nan() && t.missing_true);
             k = if yes { t.children.0 } else { t.children.1 };
         }
         anyhow::bail!("a tree that cycles")
@@ -194,22 +202,43 @@ impl Kernel for Regressor {
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        let x = f64s(n, ins, 0)?;
-        let width = x.shape().last().copied().unwrap_or(1);
-        let rows: Vec<f64> = x.iter().copied().collect();
         let forest = Forest::of(n, "target")?;
-        let t = targets(n);
         let how = super::ml::string_attr(n, "aggregate_function", "SUM");
+        let post = super::ml::string_attr(n, "post_transform", "NONE");
         let base = reals(n, "base_values")?;
-        let mut out = Vec::with_capacity(rows.len() / width.max(1) * t);
-        for row in rows.chunks(width.max(1)) {
+        let x = f64s(n, ins, 0)?;
+        Ok(vec![forest.regress(
+            n,
+            &x,
+            targets(n),
+            (&how, &post),
+            &base,
+        )?])
+    }
+}
+
+impl Forest {
+    /// Every row's `t` targets: the leaves' weights aggregated over the trees (`how`: SUM, AVERAGE, MIN, MAX),
+    /// `base` added, then the post-transform (`post`), as ONNX Runtime's regressor does.
+    pub(super) fn regress(
+        &self,
+        n: &Node,
+        x: &tract_ndarray::ArrayD<f64>,
+        t: usize,
+        (how, post): (&str, &str),
+        base: &[f64],
+    ) -> TractResult<Tensor> {
+        let width = x.shape().last().copied().unwrap_or(1).max(1);
+        let rows: Vec<f64> = x.iter().copied().collect();
+        let mut out = Vec::with_capacity(rows.len() / width * t);
+        for row in rows.chunks(width) {
             let mut acc: Vec<Option<f64>> = vec![None; t];
-            for &root in &forest.roots {
-                for &(target, w) in &forest.leaf(root, row)?.leaf {
+            for &root in &self.roots {
+                for &(target, w) in &self.leaf(root, row)?.leaf {
                     let slot = acc.get_mut(target).ok_or_else(|| {
                         anyhow::anyhow!("{}: target {target} of {t}", n.proto.name)
                     })?;
-                    *slot = Some(match (slot.take(), how.as_str()) {
+                    *slot = Some(match (slot.take(), how) {
                         (None, _) => w,
                         (Some(a), "MIN") => a.min(w),
                         (Some(a), "MAX") => a.max(w),
@@ -220,19 +249,18 @@ impl Kernel for Regressor {
             for (j, a) in acc.into_iter().enumerate() {
                 let mut v = a.unwrap_or(0.0);
                 if how == "AVERAGE" {
-                    v /= forest.roots.len().max(1) as f64;
+                    v /= self.roots.len().max(1) as f64;
                 }
                 out.push(v + base.get(j).copied().unwrap_or(0.0));
             }
         }
-        let post = super::ml::string_attr(n, "post_transform", "NONE");
         if t > 1 {
-            super::ml::transform(n, &mut out, t, &post)?;
+            super::ml::transform(n, &mut out, t, post)?;
         } else if post == "PROBIT" {
             out.iter_mut().for_each(|v| *v = super::ml::probit(*v));
         }
         let count = out.len() / t;
-        Ok(vec![super::util::shaped(&[count, t], out)?])
+        super::util::shaped(&[count, t], out)
     }
 }
 
