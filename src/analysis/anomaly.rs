@@ -79,6 +79,32 @@ fn anomaly(n: &NodeReport, v: &ValueReport, operands: Operands) -> Option<Anomal
     })
 }
 
+/// The share of the anomaly thresholds a value's error *in the graph* must reach before its node is run alone.
+/// A node's own error shows in the graph too (only inherited error of the opposite sign, element for element,
+/// could hide it), so a node whose error in the graph stays under this share of either threshold is not anomalous
+/// alone unless its error there is 8× what the graph shows.
+pub const SCREEN: f64 = 1.0 / 8.0;
+
+/// Whether the error of value `v` in the graph leaves room for its node to be anomalous when run alone: at least
+/// [`SCREEN`] of both thresholds of [`anomaly`], its error in the graph standing for the error alone. Values no float
+/// type stores, whose discrete decisions the reference adopted, or whose correct rounding is exact are never
+/// anomalous; a value without expected noise (the stage did not run) may be.
+pub fn may_be_anomalous(v: &ValueReport, operands: Operands) -> bool {
+    let (Some(m), Some(own)) = (&v.metrics, v.target_dtype.filter(|d| d.is_float())) else {
+        return false;
+    };
+    if v.adopted.is_some() {
+        return false;
+    }
+    let Some(noise) = &v.noise else {
+        return true;
+    };
+    let eps = epsilon(own).max(operands.coarsest.map(epsilon).unwrap_or(0.0));
+    let rounding = ROUNDING_FACTOR * noise.rounding * eps / epsilon(own);
+    let relative = RELATIVE_EPS * eps * m.scale.max(operands.rms);
+    noise.rounding > 0.0 && m.max_abs > SCREEN * rounding && m.max_abs > SCREEN * relative
+}
+
 /// How an anomaly's summary ends while nothing more specific explains it.
 pub const KERNEL_OR_DATA: &str = ": the kernel or the data differ";
 

@@ -23,7 +23,7 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
     let rs = ra.as_slice()?;
     let p = crate::dispatch_tensor!(e, a => {
         let ea = a.as_standard_layout();
-        noise_pass(rs, ea.as_slice()?, tol, scale)
+        noise_pass(rs, ea.as_slice()?, tol, (scale, e.dtype()))
     });
     let near_overflow = crate::dispatch_tensor!(e, a => {
         let ea = a.as_standard_layout();
@@ -39,6 +39,7 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
         tolerance_used: p.used,
         nonfinite: p.nonfinite,
         near_overflow,
+        rounding: p.rounding,
         ratio: None,
         excused: false,
     })
@@ -74,10 +75,17 @@ struct NoisePass {
     n: u64,
     used: f64,
     nonfinite: u64,
+    rounding: f64,
 }
 
-/// The noise sums of `e` against `r`, in parallel over chunks.
-fn noise_pass<T: ToF64 + Sync>(r: &[f64], e: &[T], tol: Tolerance, scale: f64) -> NoisePass {
+/// The noise sums of `e` against `r`, in parallel over chunks, and the largest error of rounding `r` itself to
+/// `stored` (the type `e` is stored in).
+fn noise_pass<T: ToF64 + Sync>(
+    r: &[f64],
+    e: &[T],
+    tol: Tolerance,
+    (scale, stored): (f64, DType),
+) -> NoisePass {
     const CHUNK: usize = 1 << 16;
     r.par_chunks(CHUNK)
         .zip(e.par_chunks(CHUNK))
@@ -85,6 +93,10 @@ fn noise_pass<T: ToF64 + Sync>(r: &[f64], e: &[T], tol: Tolerance, scale: f64) -
             let mut p = NoisePass::default();
             for (&rv, ev) in rc.iter().zip(ec) {
                 let ev = ev.to_f64();
+                let rounded = (round_one(rv, stored) - rv).abs();
+                if rounded.is_finite() {
+                    p.rounding = p.rounding.max(rounded);
+                }
                 if !(rv.is_finite() && ev.is_finite()) {
                     p.nonfinite += (rv.is_finite() && !ev.is_finite()) as u64;
                     continue;
@@ -104,6 +116,7 @@ fn noise_pass<T: ToF64 + Sync>(r: &[f64], e: &[T], tol: Tolerance, scale: f64) -
             n: a.n + b.n,
             used: a.used.max(b.used),
             nonfinite: a.nonfinite + b.nonfinite,
+            rounding: a.rounding.max(b.rounding),
         })
 }
 
@@ -213,6 +226,7 @@ mod tests {
             tolerance_used: used,
             nonfinite: 0,
             near_overflow: 0,
+            rounding: 0.0,
             ratio: None,
             excused: false,
         }
@@ -280,5 +294,43 @@ mod tests {
         // 1000.3 rounds to 1000.5 in fp16 (spacing 0.5 there): 0.2 is the error of correct rounding.
         assert!((i.expected - 0.2).abs() < 1e-9, "{}", i.expected);
         assert!((i.ratio.unwrap() - 2.5).abs() < 1e-9);
+    }
+
+    /// The screen before attribution: the noise pass measures correct rounding (as the introduced error does), and
+    /// a node is run alone only when its error in the graph reaches 1/8 of both anomaly thresholds.
+    #[test]
+    fn nodes_run_alone_only_where_the_graph_error_leaves_room_for_an_anomaly() {
+        use crate::analysis::anomaly::{may_be_anomalous, Operands, ROUNDING_FACTOR, SCREEN};
+        let r = Tensor::F64(ndarray::arr1(&[1.0, 1000.3, -3.0]).into_dyn());
+        let e = r.cast(DType::F16).unwrap();
+        let tol = Tolerance {
+            atol: 1e-2,
+            rtol: 1e-2,
+        };
+        let n = super::noise(&r, &e, tol, 1.0).unwrap();
+        assert!((n.rounding - 0.2).abs() < 1e-9, "{}", n.rounding);
+        let mut v = failing(0.0);
+        v.status = ValueStatus::Pass;
+        v.noise = Some(n);
+        let at = |err: f64, v: &mut ValueReport, scale: f64| {
+            let m = v.metrics.as_mut().unwrap();
+            (m.max_abs, m.scale) = (err, scale);
+            may_be_anomalous(v, Operands::default())
+        };
+        let bound = SCREEN * ROUNDING_FACTOR * 0.2;
+        assert!(!at(bound * 0.99, &mut v, 1.0));
+        assert!(at(bound * 1.01, &mut v, 1.0));
+        // The relative threshold holds it back on a large scale (64 fp16 epsilons of 1e4 is 625).
+        assert!(!at(bound * 1.01, &mut v, 1e4));
+        // Discrete decisions the reference adopted, and values with no float type, are never anomalous.
+        v.adopted = Some(Default::default());
+        assert!(!at(1e9, &mut v, 1.0));
+        v.adopted = None;
+        v.target_dtype = Some(DType::I64);
+        assert!(!at(1e9, &mut v, 1.0));
+        // Without expected noise there is nothing to clear it by: it runs alone.
+        v.target_dtype = Some(DType::F16);
+        v.noise = None;
+        assert!(at(0.0, &mut v, 1.0));
     }
 }

@@ -20,7 +20,8 @@ fn introduced_fails(v: &ValueReport) -> bool {
             .is_some_and(|i| i.status == ValueStatus::Fail)
 }
 
-fn ideal_fails(v: &ValueReport) -> bool {
+/// Even the ideal run (exact math, values stored in the target's type) is out of tolerance, or overflows.
+pub fn ideal_fails(v: &ValueReport) -> bool {
     v.noise
         .as_ref()
         .is_some_and(|n| n.nonfinite > 0 || n.tolerance_used > 1.0)

@@ -161,6 +161,11 @@ pub struct OnnxArgs {
     /// values). auto: on (with --max-memory, the values they read again wait on disk: PHANTOM_SPILL_DIR).
     #[arg(long, value_enum, default_value = "auto")]
     pub attribution: Switch,
+    /// Run every node alone for its introduced error. By default a run with no failing value runs alone only the
+    /// nodes whose error in the graph reaches 1/8 of an anomaly's thresholds (the JSON's `coverage.introduced` says
+    /// how many); a run with a failing value runs every node.
+    #[arg(long)]
+    pub attribute_all: bool,
     /// Exit 1 on a precision-limited verdict too (by default only drift and anomalies fail).
     #[arg(long)]
     pub strict: bool,

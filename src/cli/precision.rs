@@ -87,6 +87,8 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
         settings.inputs = inputs.clone();
         settings.runtime = super::target_flags::runtime(&a.engine);
         settings.attribution = true;
+        // The advisor ranks nodes by what each does alone.
+        settings.attribute_all = true;
         settings.save_target_model = Some(scratch.clone());
         let (report, _) = compare(&settings)?;
         println!(

@@ -23,6 +23,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
         "reduce cuts a culprit out for one target; give one --ep",
     )?;
     s.attribution = true;
+    s.attribute_all = true;
     let settings = ReduceSettings {
         compare: s,
         node: a.node,

@@ -25,7 +25,8 @@ pub fn report(
     found: Found,
     (t_explain, t_all): (Instant, Instant),
 ) -> Report {
-    let coverage = analysis::coverage(&p.graph, &found.nodes);
+    let mut coverage = analysis::coverage(&p.graph, &found.nodes);
+    coverage.introduced = lane.introduced_scope;
     let mut found = found;
     analysis::incomplete(&mut found.verdict, &coverage, s.accept_incomplete);
     let notes = notes(p, lane, cmp);

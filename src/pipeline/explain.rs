@@ -3,7 +3,7 @@
 //! rerun of the target with graph optimizations off.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rayon::prelude::*;
 
@@ -15,7 +15,9 @@ use crate::analysis::{self, anomaly, attribution, causes, culprit};
 use crate::bounded::CHUNK_SHARE;
 use crate::error::Result;
 use crate::model::Graph;
-use crate::report::model::{CauseKind, Introduced, NodeReport, ValueReport, Verdict};
+use crate::report::model::{
+    CauseKind, Introduced, IntroducedScope, NodeReport, ValueReport, ValueStatus, Verdict,
+};
 use crate::runner::isolate;
 use crate::runner::reference::Rounding;
 use crate::spill::{Held, Values};
@@ -37,14 +39,20 @@ pub fn attribute(
         lane.spec.label()
     );
     let pb = stage(s.progress, &msg);
+    let (graph, scope) = scope(s, p, cmp, lane);
+    lane.introduced_scope = Some(scope);
+    if graph.nodes.is_empty() {
+        pb.finish_and_clear();
+        return Ok(());
+    }
     let groups: Vec<Cow<Graph>> = match (&cmp.held, s.budget()) {
         (Held::Disk(_), Some(budget)) => {
-            isolate::parts(&p.graph, &cmp.held, (budget / CHUNK_SHARE).max(1))
+            isolate::parts(&graph, &cmp.held, (budget / CHUNK_SHARE).max(1))
                 .into_iter()
                 .map(Cow::Owned)
                 .collect()
         }
-        _ => vec![Cow::Borrowed(&p.graph)],
+        _ => vec![graph],
     };
     let mut all = Isolated::default();
     for g in &groups {
@@ -64,6 +72,70 @@ pub fn attribute(
     }
     pb.finish_and_clear();
     Ok(())
+}
+
+/// The nodes to run alone, and how many values that measures. Every node when asked (`--attribute-all`) or when a
+/// value fails, in the graph or in the correctly rounded run (culprits are chosen from what nodes do alone);
+/// otherwise only the nodes of values whose error
+/// in the graph leaves room for an anomaly ([`anomaly::may_be_anomalous`]): on a clean run, a node whose graph error
+/// is within rounding need not run again to be cleared.
+fn scope<'a>(
+    s: &CompareSettings,
+    p: &'a Prepared,
+    cmp: &Compared,
+    lane: &Lane,
+) -> (Cow<'a, Graph>, IntroducedScope) {
+    // Culprits will be sought: where a value fails, or where even the correctly rounded run fails.
+    let fails =
+        (lane.reports.values()).any(|v| v.status == ValueStatus::Fail || culprit::ideal_fails(v));
+    let compared = lane
+        .reports
+        .values()
+        .filter(|v| v.metrics.is_some())
+        .count();
+    if s.attribute_all || fails {
+        let scope = IntroducedScope {
+            all: true,
+            measured: compared,
+            compared,
+        };
+        return (Cow::Borrowed(&p.graph), scope);
+    }
+    let round = lane.rounding.as_ref();
+    let keep: HashSet<&str> = (lane.reports.iter())
+        .filter(|(name, v)| anomaly::may_be_anomalous(v, operands_of(cmp, round, name)))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let nodes: Vec<_> = (p.graph.nodes.iter())
+        .filter(|n| n.outputs.iter().any(|o| keep.contains(o.as_str())))
+        .cloned()
+        .collect();
+    let measured = (nodes.iter())
+        .flat_map(|n| &n.outputs)
+        .filter(|o| lane.reports.get(*o).is_some_and(|v| v.metrics.is_some()))
+        .count();
+    let scope = IntroducedScope {
+        all: false,
+        measured,
+        compared,
+    };
+    let graph = Graph {
+        nodes,
+        ..p.graph.clone()
+    };
+    (Cow::Owned(graph), scope)
+}
+
+/// What the anomaly test knows about the operands of `value`: their largest RMS and the coarsest float type the
+/// target stores any of them in.
+fn operands_of(cmp: &Compared, rounding: Option<&Rounding>, value: &str) -> anomaly::Operands {
+    anomaly::Operands {
+        rms: cmp.scales.operands(value),
+        coarsest: (cmp.scales.operand_names(value).iter())
+            .filter_map(|o| rounding.and_then(|r| r.get(o)).copied())
+            .filter(|d| d.is_float())
+            .max_by(|a, b| anomaly::epsilon(*a).total_cmp(&anomaly::epsilon(*b))),
+    }
 }
 
 /// Each isolated output compared with the reference: the error its node introduces, on its value report.
@@ -192,16 +264,7 @@ fn find(
         }
         None => Ok(false),
     };
-    verdict.anomalies = anomaly::find(&nodes, |v| anomaly::Operands {
-        rms: cmp.scales.operands(v),
-        coarsest: cmp
-            .scales
-            .operand_names(v)
-            .iter()
-            .filter_map(|o| rounding.and_then(|r| r.get(o)).copied())
-            .filter(|d| d.is_float())
-            .max_by(|a, b| anomaly::epsilon(*a).total_cmp(&anomaly::epsilon(*b))),
-    });
+    verdict.anomalies = anomaly::find(&nodes, |v| operands_of(cmp, rounding, v));
     anomaly::classify(&mut verdict, &nodes);
     if lane.spec.model.is_some() {
         model_differences(p, lane, &mut verdict);

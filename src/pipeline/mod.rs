@@ -91,6 +91,8 @@ pub struct Lane {
     /// Time of the expected-noise run and of the attribution stage.
     pub noise_ms: f64,
     pub attribution_ms: f64,
+    /// Which values the attribution stage ran alone (when it ran).
+    pub introduced_scope: Option<crate::report::model::IntroducedScope>,
     /// Figures the optional stages could not measure, per node.
     pub unmeasured: degrade::Unmeasured,
     /// The target's discrete decisions the reference runs adopt within the noise of their boundaries.
@@ -313,6 +315,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             notes: vec![],
             noise_ms: 0.0,
             attribution_ms: 0.0,
+            introduced_scope: None,
             unmeasured: Default::default(),
             decisions: None,
         });

@@ -49,6 +49,9 @@ pub struct CompareSettings {
     pub strategy: Strategy,
     /// Introduced-vs-inherited error and expected noise.
     pub attribution: bool,
+    /// Run every node alone (`--attribute-all`), not only those whose values fail or may be anomalous.
+    #[serde(default)]
+    pub attribute_all: bool,
     /// Compare only this slice of each tensor (`--slice`).
     pub slice: Option<SliceSpec>,
     /// Draw |t − r| heatmaps (for the HTML report).
@@ -95,6 +98,7 @@ impl CompareSettings {
             runtime: RuntimeSpec::default(),
             strategy: Strategy::Whole,
             attribution: false,
+            attribute_all: false,
             slice: None,
             heatmaps: false,
             save_target_model: None,

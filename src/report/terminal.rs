@@ -320,6 +320,14 @@ fn coverage_lines(c: &Coverage) -> String {
     for (why, n) in &c.unchecked_by_reason {
         let _ = writeln!(s, "  {n} × {why}");
     }
+    if let Some(i) = c.introduced.filter(|i| !i.all) {
+        let _ = writeln!(
+            s,
+            "introduced error: {} of {} values run alone; the others' error in the graph is under 1/8 of an \
+             anomaly's (--attribute-all runs every node)",
+            i.measured, i.compared
+        );
+    }
     s
 }
 

@@ -11,7 +11,7 @@ use super::{load_graph, store, Plan};
 use crate::analysis::{self, anomaly, culprit};
 use crate::error::{Error, Result};
 use crate::model::Graph;
-use crate::report::model::{Anomaly, Cause, NodeReport, Report, Timings};
+use crate::report::model::{Anomaly, Cause, IntroducedScope, NodeReport, Report, Timings};
 
 /// A plan whose segments compared no value gives no verdict.
 fn compared_something(c: &crate::report::model::Coverage) -> Result<()> {
@@ -125,6 +125,18 @@ fn gathered(graph: &Graph, partials: &[PartialReport]) -> Result<Gathered> {
     })
 }
 
+/// Where the segments ran nodes alone, summed (each segment screens its own values: see `IntroducedScope`).
+fn introduced_scope(partials: &[PartialReport]) -> Option<IntroducedScope> {
+    let scopes: Vec<IntroducedScope> = (partials.iter())
+        .filter_map(|p| p.report.coverage.introduced)
+        .collect();
+    (!scopes.is_empty()).then(|| IntroducedScope {
+        all: scopes.iter().all(|s| s.all),
+        measured: scopes.iter().map(|s| s.measured).sum(),
+        compared: scopes.iter().map(|s| s.compared).sum(),
+    })
+}
+
 /// Joins the partial reports of the plan in `dir`.
 pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
     let partials = read_partials(dir, plan)?;
@@ -162,6 +174,7 @@ pub fn merge(dir: &Path, plan: &Plan, command: Vec<String>) -> Result<Merged> {
     report.model = crate::pipeline::model_summary(&graph);
     report.inputs = inputs.summaries.clone();
     report.coverage = analysis::coverage(&graph, &nodes);
+    report.coverage.introduced = introduced_scope(&partials);
     compared_something(&report.coverage)?;
     analysis::incomplete(
         &mut verdict,

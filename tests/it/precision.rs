@@ -188,6 +188,7 @@ fn conversion_keeps_io_types_and_reports_introduced_error_per_node() {
         model("convnet.onnx").to_str().unwrap(),
         "--precision",
         "fp16",
+        "--attribute-all",
         "--save-target-model",
         saved.to_str().unwrap(),
         "--json",
@@ -240,6 +241,8 @@ fn conversion_keeps_io_types_and_reports_introduced_error_per_node() {
         }
     }
     assert_eq!(measured, 13, "every node measured alone");
+    assert_eq!(r["coverage"]["introduced"]["all"], true);
+    assert_eq!(r["coverage"]["introduced"]["measured"], 13);
 }
 
 #[test]

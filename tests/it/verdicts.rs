@@ -11,6 +11,16 @@ fn run(
     range: f64,
     target: Option<&std::path::Path>,
 ) -> (i32, String, serde_json::Value) {
+    run_with(model, range, target, &[])
+}
+
+/// [`run`] with more flags.
+fn run_with(
+    model: &std::path::Path,
+    range: f64,
+    target: Option<&std::path::Path>,
+    extra: &[&str],
+) -> (i32, String, serde_json::Value) {
     let dir = model.parent().unwrap();
     let json = dir.join(format!("r{range}.json"));
     let vr = format!("{},{}", -range, range);
@@ -25,6 +35,7 @@ fn run(
     if let Some(t) = target {
         args.extend(["--target-model", t.to_str().unwrap()]);
     }
+    args.extend(extra);
     let (code, out, err) = phantom(&args);
     assert!(code == 0 || code == 1, "{out}\n{err}");
     (code, out, read_json(&json))
@@ -101,7 +112,24 @@ fn a_fault_under_the_tolerance_is_anomalous() {
             out.contains("✗ ANOMALOUS") && out.contains("anomaly 1: node #2 Conv `conv2`"),
             "{out}"
         );
+        // Nothing fails, so only the nodes whose graph error leaves room for an anomaly ran alone: the faulty
+        // Conv (and what its error reaches), not the clean Conv before it.
+        let scope = &r["coverage"]["introduced"];
+        assert_eq!(scope["all"], false, "±{range}: {scope}");
+        let measured = scope["measured"].as_u64().unwrap();
+        assert!((1..5).contains(&measured), "±{range}: {scope}");
+        let conv1 = (r["nodes"].as_array().unwrap().iter())
+            .find(|n| n["name"] == "conv1")
+            .unwrap();
+        assert!(conv1["values"][0]["introduced"].is_null(), "±{range}");
     }
+    // Every node run alone finds the same anomaly.
+    let (code, _, r) = run_with(&m, 1.0, Some(&faulty), &["--attribute-all"]);
+    assert_eq!(code, 1);
+    assert_eq!(r["verdict"]["anomalies"][0]["node"], "conv2");
+    assert_eq!(r["verdict"]["anomalies"].as_array().unwrap().len(), 1);
+    assert_eq!(r["coverage"]["introduced"]["all"], true);
+    assert_eq!(r["coverage"]["introduced"]["measured"], 5);
     let xml = dir.path().join("r.xml");
     let (code, _, _) = phantom(&[
         "onnx",

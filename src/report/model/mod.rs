@@ -245,6 +245,25 @@ pub struct Coverage {
     /// Values no output depends on and values ONNX leaves undefined are not counted.
     #[serde(default)]
     pub unchecked_hiding: usize,
+    /// Where the introduced error was measured (each node run alone on the reference's inputs); absent when
+    /// attribution was off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introduced: Option<IntroducedScope>,
+}
+
+/// The values whose node ran alone on the target, fed with the reference's inputs.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct IntroducedScope {
+    /// Every node ran alone (`--attribute-all`, or some value failed); otherwise only the nodes of values whose
+    /// error in the graph reaches 1/8 of both anomaly thresholds: the rest cannot be anomalous alone unless their
+    /// own error is 8× what the graph shows.
+    pub all: bool,
+    /// Compared values whose node ran alone.
+    pub measured: usize,
+    /// Compared values.
+    pub compared: usize,
 }
 
 #[derive(
@@ -392,6 +411,10 @@ pub struct Noise {
     /// threshold: a target rounding otherwise may take them to ±inf, as precision, not drift.
     #[serde(default)]
     pub near_overflow: u64,
+    /// Largest |round(r) − r| rounding the f64 value to the type the target stores it in: the error of one correct
+    /// rounding (what the anomaly test measures a node's own error against).
+    #[serde(default)]
+    pub rounding: f64,
     /// The target's max |t − r| over the noise's max_abs: "k× above expected noise" (null when the noise is 0).
     pub ratio: Option<f64>,
     /// Out of the dtype tolerance, but within the allowed multiple of a noise that itself meets the tolerance:
