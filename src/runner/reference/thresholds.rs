@@ -1,11 +1,11 @@
 //! Discrete decisions made inside a node, by comparing its input with the thresholds it stores: a tree ensemble
-//! (`TreeEnsembleClassifier`, `TreeEnsembleRegressor`, opset 5's `TreeEnsemble`) walks each tree by
-//! `feature ≤ threshold`. A feature computed upstream (a `Scaler` in float32 on the target, in float64 in the
-//! reference) that lies within its noise of a threshold takes either branch, and the label flips. The target never exposes its branches, but it does expose
-//! the features it compared: where the target's feature lies within the reference's noise of the reference's own,
-//! the reference walks the trees with the target's, so it takes the target's branch at every threshold the two lie
-//! on either side of and the same branch everywhere else. Rows whose output changes are counted as flips; rows the
-//! target's features would change further, from features beyond the noise, are `beyond` (kept, and compared).
+//! (`TreeEnsembleClassifier`, `TreeEnsembleRegressor`, opset 5's `TreeEnsemble`) walks each tree by `feature ≤
+//! threshold`. A feature computed upstream (a `Scaler` in float32 on the target, in float64 in the reference) that lies
+//! within its noise of a threshold takes either branch, and the label flips. The target never exposes its branches, but
+//! it does expose the features it compared: where the target's feature lies within the reference's noise of the
+//! reference's own, the reference walks the trees with the target's, so it takes the target's branch at every threshold
+//! the two lie on either side of and the same branch everywhere else. Rows whose output changes are counted as flips;
+//! rows the target's features would change further, from features beyond the noise, are `beyond` (kept, and compared).
 
 use tract_onnx::prelude::*;
 
