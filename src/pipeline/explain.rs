@@ -39,8 +39,16 @@ pub fn attribute(
         lane.spec.label()
     );
     let pb = stage(s.progress, &msg);
-    let (graph, scope) = scope(s, p, cmp, lane);
-    lane.introduced_scope = Some(scope);
+    let graph = match &lane.alone {
+        Some(names) => Cow::Owned(Graph {
+            nodes: (p.graph.nodes.iter())
+                .filter(|n| names.contains(&n.name))
+                .cloned()
+                .collect(),
+            ..p.graph.clone()
+        }),
+        None => Cow::Borrowed(&p.graph),
+    };
     if graph.nodes.is_empty() {
         pb.finish_and_clear();
         return Ok(());
@@ -74,17 +82,17 @@ pub fn attribute(
     Ok(())
 }
 
-/// The nodes to run alone, and how many values that measures. Every node when asked (`--attribute-all`) or when a
-/// value fails, in the graph or in the correctly rounded run (culprits are chosen from what nodes do alone);
-/// otherwise only the nodes of values whose error
-/// in the graph leaves room for an anomaly ([`anomaly::may_be_anomalous`]): on a clean run, a node whose graph error
-/// is within rounding need not run again to be cleared.
-fn scope<'a>(
+/// The nodes to run alone (None: every node), and how many values that measures. Every node when asked
+/// (`--attribute-all`) or when a value fails, in the graph or in the correctly rounded run (culprits are chosen from
+/// what nodes do alone); otherwise only the nodes of values whose error in the graph leaves room for an anomaly
+/// ([`anomaly::may_be_anomalous`]): on a clean run, a node whose graph error is within rounding need not run again
+/// to be cleared.
+pub fn plan(
     s: &CompareSettings,
-    p: &'a Prepared,
+    p: &Prepared,
     cmp: &Compared,
     lane: &Lane,
-) -> (Cow<'a, Graph>, IntroducedScope) {
+) -> (Option<HashSet<String>>, IntroducedScope) {
     // Culprits will be sought: where a value fails, or where even the correctly rounded run fails.
     let fails =
         (lane.reports.values()).any(|v| v.status == ValueStatus::Fail || culprit::ideal_fails(v));
@@ -99,16 +107,15 @@ fn scope<'a>(
             measured: compared,
             compared,
         };
-        return (Cow::Borrowed(&p.graph), scope);
+        return (None, scope);
     }
     let round = lane.rounding.as_ref();
     let keep: HashSet<&str> = (lane.reports.iter())
         .filter(|(name, v)| anomaly::may_be_anomalous(v, operands_of(cmp, round, name)))
         .map(|(name, _)| name.as_str())
         .collect();
-    let nodes: Vec<_> = (p.graph.nodes.iter())
+    let nodes: Vec<&crate::model::Node> = (p.graph.nodes.iter())
         .filter(|n| n.outputs.iter().any(|o| keep.contains(o.as_str())))
-        .cloned()
         .collect();
     let measured = (nodes.iter())
         .flat_map(|n| &n.outputs)
@@ -119,11 +126,19 @@ fn scope<'a>(
         measured,
         compared,
     };
-    let graph = Graph {
-        nodes,
-        ..p.graph.clone()
-    };
-    (Cow::Owned(graph), scope)
+    (Some(nodes.iter().map(|n| n.name.clone()).collect()), scope)
+}
+
+/// The values the nodes to run alone read and write (every value when every node runs alone): what the reference
+/// must hold for attribution and for the causes of what it finds.
+pub fn reads(p: &Prepared, alone: Option<&HashSet<String>>) -> Option<HashSet<String>> {
+    let alone = alone?;
+    let nodes = p.graph.nodes.iter().filter(|n| alone.contains(&n.name));
+    Some(
+        nodes
+            .flat_map(|n| n.inputs.iter().chain(&n.outputs).cloned())
+            .collect(),
+    )
 }
 
 /// What the anomaly test knows about the operands of `value`: their largest RMS and the coarsest float type the

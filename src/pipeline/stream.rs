@@ -39,6 +39,9 @@ pub struct Compared {
     pub scales: Scales,
     /// The reference's graph outputs (`--steps`: the next step's cache and token come from them).
     pub outputs: HashMap<String, Tensor>,
+    /// What the reference ran with (the target's decisions it adopts, the facts it stands in with): a second run
+    /// ([`hold`]) must compute the same values.
+    runner: ReferenceRunner,
 }
 
 /// Compares every reference value with each target's (and the targets' with each other) as the reference computes
@@ -78,6 +81,7 @@ pub fn compare(
         known: known.clone(),
         ..Default::default()
     };
+    let again = runner();
     let reference = match (s.budget(), lanes) {
         (Some(_), _) if dump.is_some() => {
             return Err(Error::Usage(
@@ -141,7 +145,43 @@ pub fn compare(
         pairs,
         scales,
         outputs: kept_outputs,
+        runner: again,
     })
+}
+
+/// Runs the reference again, holding the values named in `only` (every value when None) for the stages after the
+/// comparison: on disk when the run is bounded in memory. The streamed comparison holds none unless every node is to
+/// run alone, so a run whose verdict needs none of them (no value fails, none may be anomalous) pays neither the
+/// memory nor the disk.
+pub fn hold(
+    s: &CompareSettings,
+    p: &Prepared,
+    cmp: &mut Compared,
+    only: Option<&HashSet<String>>,
+) -> Result<()> {
+    let pb = stage(
+        s.progress,
+        "reference: again, holding the values attribution and causes read",
+    );
+    let mut held = held_store(p, true, s.budget().is_some())?;
+    let mut failed = None;
+    let mut runner = ReferenceRunner {
+        decisions: cmp.runner.decisions.clone(),
+        known: cmp.runner.known.clone(),
+        ..Default::default()
+    };
+    runner.run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+        let wanted = only.is_none_or(|o| o.contains(name));
+        if let (true, Ok(t), None) = (wanted, value, &failed) {
+            failed = held.insert(name, t).err();
+        }
+    })?;
+    pb.finish_and_clear();
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    cmp.held = held;
+    Ok(())
 }
 
 /// The reference's streamed time and the comparisons' by the op type that produced each value: the time since the
@@ -219,7 +259,8 @@ fn bounded(
     (budget, mut keep, scales): (usize, Option<&mut Held>, &mut Scales),
     (mut runner, compare_time, clock): (ReferenceRunner, &mut Duration, &mut OpClock),
 ) -> Result<RunOutput> {
-    let attributed = keep.is_some();
+    // The expected noise applies whenever attribution is on; the reference values are spilled only when kept.
+    let attributed = s.attribution;
     let c = Chunker::new(
         lane.target.as_mut(),
         &p.graph,
@@ -251,8 +292,12 @@ fn bounded(
     lane.notes.extend(notes);
     lane.reports = reports;
     let spilled = keep.and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
-    lane.notes
-        .push(bounded_note(budget, runs, spilled, lane.emulated.spilled()));
+    lane.notes.push(bounded_note(
+        budget,
+        runs,
+        (attributed, spilled),
+        lane.emulated.spilled(),
+    ));
     Ok(reference)
 }
 
@@ -269,19 +314,27 @@ fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, 
 fn bounded_note(
     budget: usize,
     runs: usize,
-    reference: Option<(u64, std::path::PathBuf)>,
+    (attributed, reference): (bool, Option<(u64, std::path::PathBuf)>),
     noise: Option<&Spill>,
 ) -> String {
     let head = format!(
         "bounded memory ({}): the target ran {runs} time(s), each exposing one chunk of values",
         fmt_size(budget)
     );
-    let Some((bytes, dir)) = reference else {
+    if !attributed {
         return format!(
             "{head}; introduced error and expected noise are not measured (--attribution off)"
         );
-    };
+    }
     let noise = noise.map_or(0, |n| n.bytes);
+    let Some((bytes, dir)) = reference else {
+        let dir = noise_dir(noise);
+        return format!(
+            "{head}; the expected-noise run's values ({}) waited on disk{dir} (PHANTOM_SPILL_DIR), removed after \
+             the run; the reference's are held again only if attribution or causes need them",
+            fmt_size(noise as usize)
+        );
+    };
     let root = dir.parent().unwrap_or(&dir).display().to_string();
     format!(
         "{head}; for expected noise and introduced error, the reference values ({}) and the expected-noise run's \
@@ -289,6 +342,14 @@ fn bounded_note(
         fmt_size(bytes as usize),
         fmt_size(noise as usize),
     )
+}
+
+/// Where the expected-noise run's values waited (empty when it spilled nothing).
+fn noise_dir(bytes: u64) -> String {
+    match bytes {
+        0 => String::new(),
+        _ => format!(" under {}", crate::spill::root().display()),
+    }
 }
 
 /// One value compared between every pair of targets (sliced when asked); nothing with one target.

@@ -67,6 +67,10 @@ fn each_optional_stage_can_fail_without_losing_the_verdict() {
             "tf32",
             "the TF32 check not measured: tf32: failure injected",
         ),
+        (
+            "hold",
+            "the reference's second run, for the values attribution reads, failed: hold: failure injected",
+        ),
     ] {
         let (c, r) = run(&m, dir.path(), stage);
         assert_eq!(c, code, "{stage}: the exit code is the verdict's");
