@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
 use crate::runner::reference::decide::{self, Adopted, Decision, Decisions};
-use crate::runner::reference::{qop, select, thresholds};
+use crate::runner::reference::{qop, select, thresholds, ReferenceRunner};
 use crate::tensor::{DType, Tensor};
 
 /// The noise a decision's input carries, in units in the last place of the target's type (relative to the larger
@@ -123,8 +123,21 @@ fn fetch(
 ) -> Option<HashMap<String, Tensor>> {
     let names: Vec<&str> = wanted.iter().map(|(n, o)| held(n, o)).collect();
     // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
-    // across the rest and round them differently from the runs they are compared with.
-    let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| c.next(&names));
+    // across the rest and round them differently from the runs they are compared with. Each cut exposes every value
+    // it computes, so the decisions are asked for in batches whose values fit a chunk of the budget.
+    let batches = batches(p, &names, (budget / crate::bounded::CHUNK_SHARE).max(1));
+    let cap = (budget / 2).max(16 << 20);
+    let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| {
+        let mut all: HashMap<String, Tensor> = HashMap::new();
+        for batch in &batches {
+            all.extend(c.next(batch)?);
+            // Over the cap none is adopted (below): no need to run the rest.
+            if all.values().map(Tensor::nbytes).sum::<usize>() > cap {
+                break;
+            }
+        }
+        Ok(all)
+    });
     let values = match run {
         Ok(v) => v,
         Err(e) => {
@@ -135,14 +148,48 @@ fn fetch(
         }
     };
     let bytes: usize = values.values().map(Tensor::nbytes).sum();
-    if bytes > (budget / 2).max(16 << 20) {
+    if bytes > cap {
         lane.notes.push(format!(
-            "discrete decisions: the target's take {} (more than half the memory budget, and over 16 MiB); none adopted",
-            crate::units::fmt_size(bytes)
+            "discrete decisions: the target's take more than {} (half the memory budget, and over 16 MiB); none \
+             adopted",
+            crate::units::fmt_size(cap)
         ));
         return None;
     }
     Some(values)
+}
+
+/// `names` (values the graph computes) in batches, in the graph's order, each closed once the values computed since
+/// the previous one reach `limit` bytes (in the target's float32: half their f64 size; a value tract cannot size
+/// counts as nothing). One batch when the sizes are unknown.
+fn batches<'a>(p: &Prepared, names: &[&'a str], limit: usize) -> Vec<Vec<&'a str>> {
+    let sizes = ReferenceRunner::default()
+        .value_sizes(&p.graph, &p.inputs)
+        .unwrap_or_default();
+    let mut out: Vec<Vec<&str>> = vec![vec![]];
+    let mut bytes = 0u64;
+    for n in &p.graph.nodes {
+        for o in &n.outputs {
+            bytes += sizes.get(o).copied().unwrap_or(0) / 2;
+            if let Some(&name) = names.iter().find(|&&w| w == o) {
+                out.last_mut().expect("one batch").push(name);
+            }
+        }
+        if bytes >= limit as u64 && out.last().is_some_and(|b| !b.is_empty()) {
+            out.push(vec![]);
+            bytes = 0;
+        }
+    }
+    // Names no node writes (graph inputs) go with the first batch.
+    let placed: std::collections::HashSet<&str> = out.iter().flatten().copied().collect();
+    let rest: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !placed.contains(n))
+        .collect();
+    out[0].extend(rest);
+    out.retain(|b| !b.is_empty());
+    out
 }
 
 /// Puts what the reference adopted on the value reports, and a note summing it up.

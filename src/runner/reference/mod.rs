@@ -117,6 +117,11 @@ impl ReferenceRunner {
         Ok((bytes, unsized_values))
     }
 
+    /// Bytes in f64 of every value tract can size from the shapes of `inputs` (no value is read), by name.
+    pub fn value_sizes(&self, graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> {
+        self.sizes_from_facts(graph, &facts_of(inputs))
+    }
+
     /// Bytes in f64 of every value tract can size from the inputs' types and shapes alone (no value is read), by
     /// name: a model's weights can be given as inputs of their shape, so nothing big is loaded.
     pub fn sizes_from_facts(
