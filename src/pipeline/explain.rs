@@ -3,7 +3,7 @@
 //! rerun of the target with graph optimizations off.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use rayon::prelude::*;
 
@@ -15,9 +15,7 @@ use crate::analysis::{self, anomaly, attribution, causes, culprit};
 use crate::bounded::CHUNK_SHARE;
 use crate::error::Result;
 use crate::model::Graph;
-use crate::report::model::{
-    CauseKind, Introduced, IntroducedScope, NodeReport, ValueReport, ValueStatus, Verdict,
-};
+use crate::report::model::{CauseKind, Introduced, NodeReport, ValueReport, Verdict};
 use crate::runner::isolate;
 use crate::runner::reference::Rounding;
 use crate::spill::{Held, Values};
@@ -82,68 +80,13 @@ pub fn attribute(
     Ok(())
 }
 
-/// The nodes to run alone (None: every node), and how many values that measures. Every node when asked
-/// (`--attribute-all`) or when a value fails, in the graph or in the correctly rounded run (culprits are chosen from
-/// what nodes do alone); otherwise only the nodes of values whose error in the graph leaves room for an anomaly
-/// ([`anomaly::may_be_anomalous`]): on a clean run, a node whose graph error is within rounding need not run again
-/// to be cleared.
-pub fn plan(
-    s: &CompareSettings,
-    p: &Prepared,
-    cmp: &Compared,
-    lane: &Lane,
-) -> (Option<HashSet<String>>, IntroducedScope) {
-    // Culprits will be sought: where a value fails, or where even the correctly rounded run fails.
-    let fails =
-        (lane.reports.values()).any(|v| v.status == ValueStatus::Fail || culprit::ideal_fails(v));
-    let compared = lane
-        .reports
-        .values()
-        .filter(|v| v.metrics.is_some())
-        .count();
-    if s.attribute_all || fails {
-        let scope = IntroducedScope {
-            all: true,
-            measured: compared,
-            compared,
-        };
-        return (None, scope);
-    }
-    let round = lane.rounding.as_ref();
-    let keep: HashSet<&str> = (lane.reports.iter())
-        .filter(|(name, v)| anomaly::may_be_anomalous(v, operands_of(cmp, round, name)))
-        .map(|(name, _)| name.as_str())
-        .collect();
-    let nodes: Vec<&crate::model::Node> = (p.graph.nodes.iter())
-        .filter(|n| n.outputs.iter().any(|o| keep.contains(o.as_str())))
-        .collect();
-    let measured = (nodes.iter())
-        .flat_map(|n| &n.outputs)
-        .filter(|o| lane.reports.get(*o).is_some_and(|v| v.metrics.is_some()))
-        .count();
-    let scope = IntroducedScope {
-        all: false,
-        measured,
-        compared,
-    };
-    (Some(nodes.iter().map(|n| n.name.clone()).collect()), scope)
-}
-
-/// The values the nodes to run alone read and write (every value when every node runs alone): what the reference
-/// must hold for attribution and for the causes of what it finds.
-pub fn reads(p: &Prepared, alone: Option<&HashSet<String>>) -> Option<HashSet<String>> {
-    let alone = alone?;
-    let nodes = p.graph.nodes.iter().filter(|n| alone.contains(&n.name));
-    Some(
-        nodes
-            .flat_map(|n| n.inputs.iter().chain(&n.outputs).cloned())
-            .collect(),
-    )
-}
-
 /// What the anomaly test knows about the operands of `value`: their largest RMS and the coarsest float type the
 /// target stores any of them in.
-fn operands_of(cmp: &Compared, rounding: Option<&Rounding>, value: &str) -> anomaly::Operands {
+pub(super) fn operands_of(
+    cmp: &Compared,
+    rounding: Option<&Rounding>,
+    value: &str,
+) -> anomaly::Operands {
     anomaly::Operands {
         rms: cmp.scales.operands(value),
         coarsest: (cmp.scales.operand_names(value).iter())

@@ -14,6 +14,7 @@
 //! Bounded memory is a capture strategy ([`Strategy::Bounded`]): the target runs chunk by chunk inside the
 //! stream-compare stage. Bisection reuses [`prepare`].
 
+mod alone;
 mod assemble;
 mod decisions;
 pub mod degrade;
@@ -211,8 +212,8 @@ fn hold_what_is_needed(
     let t = Instant::now();
     let mut union: Option<HashSet<String>> = Some(HashSet::new());
     for lane in lanes.iter_mut().filter(|l| l.rounding.is_some()) {
-        let (alone, scope) = explain::plan(s, p, cmp, lane);
-        union = match (union, explain::reads(p, alone.as_ref())) {
+        let (alone, scope) = alone::plan(s, p, cmp, lane);
+        union = match (union, alone::reads(p, alone.as_ref())) {
             (Some(mut u), Some(r)) => {
                 u.extend(r);
                 Some(u)
@@ -259,7 +260,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
         true => hold_what_is_needed(s, p, &mut lanes, &mut cmp),
         false => {
             for lane in lanes.iter_mut().filter(|l| l.rounding.is_some()) {
-                lane.introduced_scope = Some(explain::plan(s, p, &cmp, lane).1);
+                lane.introduced_scope = Some(alone::plan(s, p, &cmp, lane).1);
             }
             0.0
         }

@@ -121,6 +121,33 @@ fn dumped(dir: &std::path::Path) -> std::collections::HashMap<String, phantom::t
         .collect()
 }
 
+/// `phantom onnx tests/data/ml/<name>.onnx --input <input>` with `--dump` and `--json` into `dir`, which must exit 0:
+/// the report, stdout, and the reference's dumped values.
+fn run_dumped(
+    dir: &std::path::Path,
+    name: &str,
+    input: &str,
+) -> (
+    serde_json::Value,
+    String,
+    std::collections::HashMap<String, phantom::tensor::Tensor>,
+) {
+    let (json, dump) = (dir.join(format!("{name}.json")), dir.join(name));
+    let m = ml(&format!("{name}.onnx"));
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        input,
+        "--dump",
+        dump.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{name}: {out}{err}");
+    (read_json(&json), out, dumped(&dump))
+}
+
 #[test]
 fn classifiers_and_k_means_match_scikit_learn_s_own_predictions() {
     ensure_runtime();
@@ -139,28 +166,11 @@ fn classifiers_and_k_means_match_scikit_learn_s_own_predictions() {
         ("svc_proba2", "probabilities"),
         ("kmeans", "scores"),
     ] {
-        let (json, dump) = (
-            dir.path().join(format!("{name}.json")),
-            dir.path().join(name),
-        );
-        let m = ml(&format!("{name}.onnx"));
-        let (code, out, err) = phantom(&[
-            "onnx",
-            m.to_str().unwrap(),
-            "--input",
-            &x,
-            "--dump",
-            dump.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{name}: {out}{err}");
-        let r = read_json(&json);
+        let (r, out, values) = run_dumped(dir.path(), name, &x);
         let ours = (r["nodes"].as_array().unwrap().iter())
             .filter(|n| n["reference"]["kind"] == "f64_phantom")
             .count();
         assert!(ours > 0 || name == "kmeans", "{name}: {out}");
-        let values = dumped(&dump);
         let expected = phantom::model::npy::read_npz(&ml(&format!("{name}.sk.npz"))).unwrap();
         let get = |k: &str| {
             expected
@@ -299,24 +309,7 @@ fn opset_5_tree_ensembles_are_compared_in_f64() {
         ("tree_ensemble5", "ml_x.npy"),
         ("tree_member5", "tree_member5_x.npy"),
     ] {
-        let (json, dump) = (
-            dir.path().join(format!("{name}.json")),
-            dir.path().join(name),
-        );
-        let (m, x) = (ml(&format!("{name}.onnx")), ml(x));
-        let x = format!("X={}", x.display());
-        let (code, out, err) = phantom(&[
-            "onnx",
-            m.to_str().unwrap(),
-            "--input",
-            &x,
-            "--dump",
-            dump.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{name}: {out}{err}");
-        let r = read_json(&json);
+        let (r, _, values) = run_dumped(dir.path(), name, &format!("X={}", ml(x).display()));
         let node = &r["nodes"][0];
         assert_eq!(node["op_type"], "TreeEnsemble", "{name}");
         assert_eq!(node["reference"]["kind"], "f64_phantom", "{name}: {node}");
@@ -327,7 +320,6 @@ fn opset_5_tree_ensembles_are_compared_in_f64() {
             y["metrics"]["max_abs"].as_f64().unwrap() < 1e-5,
             "{name}: {y}"
         );
-        let values = dumped(&dump);
         let got = values["Y"].as_f64();
         assert_eq!(got.shape(), &[64, 1], "{name}");
         if name == "tree_ensemble5" {

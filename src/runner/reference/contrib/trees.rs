@@ -190,15 +190,20 @@ impl Forest {
 
 struct Regressor;
 
-fn targets(n: &Node) -> usize {
+pub(super) fn targets(n: &Node) -> usize {
     n.int("n_targets", 1).max(1) as usize
+}
+
+/// A regressor's one output: a row of `n_targets` per input row, in f64 (opset 5's `TreeEnsemble` too).
+pub(super) fn regressor_facts(n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+    let (_, shape) = fact(n, ins, 0)?;
+    let rows = if shape.len() == 1 { 1 } else { shape[0] };
+    Ok(vec![(f64::datum_type(), vec![rows, targets(n)])])
 }
 
 impl Kernel for Regressor {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        let (_, shape) = fact(n, ins, 0)?;
-        let rows = if shape.len() == 1 { 1 } else { shape[0] };
-        Ok(vec![(f64::datum_type(), vec![rows, targets(n)])])
+        regressor_facts(n, ins)
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {

@@ -10,8 +10,8 @@
 
 use tract_onnx::prelude::*;
 
-use super::trees::{attr, Forest, Mode, TreeNode};
-use super::util::{f64s, fact};
+use super::trees::{attr, regressor_facts, targets, Forest, Mode, TreeNode};
+use super::util::f64s;
 use super::{Fact, Kernel, Node};
 
 pub const OPS: &[&str] = &["TreeEnsemble"];
@@ -146,17 +146,11 @@ fn forest(n: &Node) -> TractResult<Forest> {
     Ok(Forest { nodes, roots })
 }
 
-fn targets(n: &Node) -> usize {
-    n.int("n_targets", 1).max(1) as usize
-}
-
 struct Ensemble;
 
 impl Kernel for Ensemble {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        let (_, shape) = fact(n, ins, 0)?;
-        let rows = if shape.len() == 1 { 1 } else { shape[0] };
-        Ok(vec![(f64::datum_type(), vec![rows, targets(n)])])
+        regressor_facts(n, ins)
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
