@@ -70,15 +70,16 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
         .iter()
         .map(|n| n["time"]["median_us"].as_f64().unwrap())
         .sum();
-    // The run's time holds ORT's own overhead besides the kernels: within 10% on a quiet machine, 14% seen while
-    // the rest of the test suite shares its two cores.
+    // The kernels run inside ORT's run: their times never exceed it. How much of the run they fill depends on
+    // how busy the machine is (about 90% quiet, 66% seen while the rest of the suite shares two cores), so the
+    // lower bound is loose; what a timed test cannot promise is checked per run in the trace below.
     assert!(
-        (kernels - run).abs() <= 0.25 * run,
+        kernels <= 1.02 * run && kernels >= 0.5 * run,
         "kernels {kernels} µs vs ONNX Runtime's run {run} µs"
     );
     // Each node's median comes from its own run, so their sum drifts from any one run's total on a busy machine.
     assert!(
-        (summed - run).abs() <= 0.25 * run,
+        summed <= 1.25 * run && summed >= 0.5 * run,
         "node medians {summed} µs vs run {run} µs"
     );
     let matmuls: Vec<&serde_json::Value> = p["nodes"]
@@ -115,6 +116,21 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
         3,
         "3 timed runs"
     );
+    // Per run: every node's event lies inside its run, and they add up to no more than it.
+    for r in events.iter().filter(|e| e["name"] == "model_run") {
+        let (start, dur) = (r["ts"].as_u64().unwrap(), r["dur"].as_u64().unwrap());
+        let inside: u64 = events
+            .iter()
+            .filter(|e| e["cat"] == "Node")
+            .filter(|e| e["ts"].as_u64().unwrap() >= start)
+            .filter(|e| e["ts"].as_u64().unwrap() < start + dur)
+            .map(|e| e["dur"].as_u64().unwrap())
+            .sum();
+        assert!(
+            inside <= dur + 8 && inside > 0,
+            "nodes {inside} µs in a run of {dur} µs"
+        );
+    }
     assert_eq!(
         events
             .iter()
