@@ -63,6 +63,7 @@ pub mod report;
 pub mod runner;
 pub mod scan;
 pub mod segment;
+pub mod simd;
 pub mod spill;
 pub mod targets;
 pub mod tensor;

@@ -121,6 +121,7 @@ impl Spread {
 
     /// Counts a block of shares of tolerance, the first at flat index `base`. Four histograms take turns so
     /// that runs of elements in one slot do not wait on each other's increment.
+    #[inline(always)]
     pub fn add_block(&mut self, u: &[f64], base: usize) {
         let e = edges();
         let mut lanes = [[0u32; SLOTS]; 4];

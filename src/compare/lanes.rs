@@ -32,6 +32,7 @@ pub(super) struct Lanes {
 impl Lanes {
     /// Fresh sums; extremes starting from what `a` holds so far; relative errors measured against |r| floored at
     /// `tol.atol`.
+    #[inline(always)]
     pub(super) fn new(a: &Acc, tol: Tolerance) -> Lanes {
         let z = [0.0; LANES];
         Lanes {

@@ -109,7 +109,7 @@ fn ulps_narrow(a: u64, b: u64, sign: u64) -> u64 {
 }
 
 /// ULP distance between the target value `t` and the reference `r` rounded to `dtype`.
-#[inline]
+#[inline(always)]
 pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
     if !r.is_finite() || !t.is_finite() {
         return if r == t || (r.is_nan() && t.is_nan()) {
@@ -152,18 +152,39 @@ fn chunk_len(n: usize) -> usize {
 pub fn rms<T: ToF64 + Sync>(r: &[T]) -> f64 {
     let (sum, n) = r
         .par_chunks(CHUNK)
-        .map(|c| {
-            c.iter()
-                .map(|v| v.to_f64())
-                .filter(|v| v.is_finite())
-                .fold((0.0, 0u64), |(s, n), v| (s + v * v, n + 1))
-        })
+        .map(squares)
         .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     if n == 0 {
         0.0
     } else {
         (sum / n as f64).sqrt()
     }
+}
+
+crate::widened! {
+    /// The sum of squares of a chunk's finite elements and their count, compiled for the widest vector
+    /// instructions this CPU has (`crate::simd`).
+    fn squares<T: ToF64>(c: &[T]) -> (f64, u64) = squares_in
+}
+
+/// [`squares`]' body: branch-free over [`LANES`] interleaved sums.
+#[inline(always)]
+fn squares_in<T: ToF64>(c: &[T]) -> (f64, u64) {
+    let (mut sum, mut n) = ([0.0f64; LANES], [0u64; LANES]);
+    let mut quads = c.chunks_exact(LANES);
+    for q in &mut quads {
+        for k in 0..LANES {
+            let v = q[k].to_f64();
+            let ok = v.is_finite();
+            sum[k] += if ok { v * v } else { 0.0 };
+            n[k] += ok as u64;
+        }
+    }
+    for v in quads.remainder().iter().map(|v| v.to_f64()) {
+        sum[0] += if v.is_finite() { v * v } else { 0.0 };
+        n[0] += v.is_finite() as u64;
+    }
+    (sum.iter().sum(), n.iter().sum())
 }
 
 /// Elements per block of the fast path: both sides widened to f64 and the shares of tolerance fit in L1.
@@ -181,35 +202,44 @@ pub(super) fn run<T: ToF64 + Sync>(
     r.par_chunks(chunk)
         .zip(t.par_chunks(chunk))
         .enumerate()
-        .map(|(c, (rc, tc))| {
-            let mut a = Acc::new();
-            let (mut tb, mut ub) = ([0.0f64; BLOCK], [0.0f64; BLOCK]);
-            for (b, (rb, tsrc)) in rc.chunks(BLOCK).zip(tc.chunks(BLOCK)).enumerate() {
-                let base = c * chunk + b * BLOCK;
-                let tb = &mut tb[..rb.len()];
-                for (x, v) in tb.iter_mut().zip(tsrc) {
-                    *x = v.to_f64();
-                }
-                if finite(rb) && finite(tb) {
-                    a.block(rb, tb, &mut ub[..rb.len()], base, tol, scale);
-                    a.block_ulps(rb, tb, dtype);
-                } else {
-                    for (k, (&rv, &tv)) in rb.iter().zip(tb.iter()).enumerate() {
-                        a.add(rv, tv, base + k, dtype, tol, scale);
-                    }
-                }
-            }
-            a
-        })
+        .map(|(c, (rc, tc))| accumulate(rc, tc, c * chunk, dtype, tol, scale))
         .reduce(Acc::new, Acc::merge)
 }
 
-/// Whether every element is finite (an integer OR over the exponent fields, which the compiler vectorizes).
-fn finite(x: &[f64]) -> bool {
-    const EXP: u64 = 0x7ff << 52;
-    x.iter()
-        .fold(0u64, |acc, v| acc | (v.to_bits() & EXP == EXP) as u64)
-        == 0
+crate::widened! {
+    /// One chunk's [`Acc`], the chunk's first element at flat index `base`: compiled for the widest vector
+    /// instructions this CPU has (`crate::simd`).
+    fn accumulate<T: ToF64>(rc: &[f64], tc: &[T], base: usize, dtype: DType, tol: Tolerance, scale: f64) -> Acc = accumulate_in
+}
+
+/// [`accumulate`]'s body: blocks of [`BLOCK`] elements, finite ones on the fast path.
+#[inline(always)]
+fn accumulate_in<T: ToF64>(
+    rc: &[f64],
+    tc: &[T],
+    base: usize,
+    dtype: DType,
+    tol: Tolerance,
+    scale: f64,
+) -> Acc {
+    let mut a = Acc::new();
+    let (mut tb, mut ub) = ([0.0f64; BLOCK], [0.0f64; BLOCK]);
+    for (b, (rb, tsrc)) in rc.chunks(BLOCK).zip(tc.chunks(BLOCK)).enumerate() {
+        let base = base + b * BLOCK;
+        let tb = &mut tb[..rb.len()];
+        for (x, v) in tb.iter_mut().zip(tsrc) {
+            *x = v.to_f64();
+        }
+        if crate::simd::all_finite(rb) && crate::simd::all_finite(tb) {
+            a.block(rb, tb, &mut ub[..rb.len()], base, tol, scale);
+            a.block_ulps(rb, tb, dtype);
+        } else {
+            for (k, (&rv, &tv)) in rb.iter().zip(tb.iter()).enumerate() {
+                a.add(rv, tv, base + k, dtype, tol, scale);
+            }
+        }
+    }
+    a
 }
 
 /// `b` when it is larger, else `a` (both finite: no NaN handling).
@@ -236,6 +266,7 @@ impl Acc {
     /// accumulators (independent dependency chains the CPU overlaps and the compiler can vectorize), each element's
     /// share of tolerance into `u`, then the histogram and worst elements from `u`. The largest error's index is
     /// looked up only in a block that holds a new largest error.
+    #[inline(always)]
     fn block(
         &mut self,
         r: &[f64],
@@ -294,7 +325,9 @@ impl Acc {
     }
 
     /// The largest ULP distance over a finite block (the element type matched once, not per element).
+    #[inline(always)]
     fn block_ulps(&mut self, r: &[f64], t: &[f64], dtype: DType) {
+        #[inline(always)]
         fn most(r: &[f64], t: &[f64], f: impl Fn(f64, f64) -> u64) -> u64 {
             r.iter().zip(t).fold(0, |m, (&a, &b)| m.max(f(a, b)))
         }
@@ -318,7 +351,7 @@ impl Acc {
 }
 
 impl Acc {
-    #[inline]
+    #[inline(always)]
     fn add(&mut self, rv: f64, tv: f64, at: usize, dtype: DType, tol: Tolerance, scale: f64) {
         self.n += 1;
         self.r.add(rv);
@@ -381,6 +414,58 @@ mod tests {
             ulp_distance(DType::F64, -f64::MAX, f64::MAX),
             2 * f64::MAX.to_bits()
         );
+    }
+
+    /// The chunk compiled for this CPU's widest vector instructions (`crate::simd`) gives bit for bit what the
+    /// baseline build of the same body gives: sums, extremes, counts and worst elements, on a NaN block too.
+    #[test]
+    fn dispatched_chunks_are_bit_identical_to_the_baseline() {
+        let n = 5 * BLOCK + 13;
+        let r: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f64 / 97.0 - 5.0)
+            .collect();
+        let mut t: Vec<f32> = r
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (v * (1.0 + 1e-6 * (i % 7) as f64)) as f32)
+            .collect();
+        t[2 * BLOCK + 1] = f32::NAN;
+        let tol = Tolerance {
+            atol: 1e-5,
+            rtol: 1e-5,
+        };
+        let wide = accumulate(&r, &t, 0, DType::F32, tol, 1.3);
+        let base = accumulate_in(&r, &t, 0, DType::F32, tol, 1.3);
+        let bits = |a: &Acc| {
+            [
+                a.sum_abs, a.sum_sq, a.dot, a.rr, a.tt, a.max_abs, a.max_rel, a.tol_used, a.r.sum,
+                a.t.sumsq,
+            ]
+            .map(f64::to_bits)
+        };
+        assert_eq!(bits(&wide), bits(&base));
+        assert_eq!(
+            (
+                wide.n,
+                wide.failed,
+                wide.max_ulp,
+                wide.max_abs_at,
+                wide.first_nonfinite_at
+            ),
+            (
+                base.n,
+                base.failed,
+                base.max_ulp,
+                base.max_abs_at,
+                base.first_nonfinite_at
+            )
+        );
+        assert_eq!(wide.spread.top, base.spread.top);
+        assert_eq!(
+            format!("{:?}", wide.spread.histogram()),
+            format!("{:?}", base.spread.histogram())
+        );
+        assert_eq!(squares(&r).0.to_bits(), squares_in(&r).0.to_bits());
     }
 
     /// The block path gives what the per-element path gives: counts, extremes and worst elements exactly, sums

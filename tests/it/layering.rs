@@ -9,7 +9,9 @@ use crate::common::root;
 
 /// Layers, bottom first: a module may import its own layer and those below.
 const LAYERS: &[&[&str]] = &[
-    &["error", "fsutil", "tensor", "spill", "units", "watchdog"],
+    &[
+        "error", "fsutil", "tensor", "spill", "units", "watchdog", "simd",
+    ],
     &["model"],
     &["precision"],
     &["runner"],
