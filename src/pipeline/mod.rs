@@ -79,7 +79,7 @@ pub struct Lane {
     pub target: Box<dyn Target>,
     /// The captured run (every value at once; empty in bounded mode, where chunks run as the reference streams).
     pub out: RunOutput,
-    /// Capture time.
+    /// Capture time, and the runs fetching the target's decisions (bounded runs).
     pub ms: f64,
     /// The element type the target stores each value in (with attribution on).
     pub rounding: Option<Rounding>,
@@ -241,7 +241,12 @@ fn hold_what_is_needed(
 fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finished> {
     let attribution = s.attribution;
     let mut lanes = capture(s, p, attribution)?;
+    let t = Instant::now();
     let adopt = decisions::gather(s, p, &mut lanes);
+    if let Some(lane) = lanes.first_mut() {
+        // Bounded runs fetch the target's decisions in runs of their own: the target's time.
+        lane.ms += ms(t);
+    }
     for lane in lanes.iter_mut() {
         lane.decisions = adopt.clone();
         let t = Instant::now();
