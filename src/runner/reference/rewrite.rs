@@ -17,6 +17,11 @@
 //!   segment's cut of an LSTM cell's first step); rewritten as `Gemm(A, B)` then `· alpha` and `+ beta · C` with f64
 //!   constants.
 //!
+//! - `Sigmoid` of a value computed from constants and shapes alone (Swin-V2's continuous position bias MLP): tract
+//!   evaluates it while typing the model, with its own kernel, which has no f64 version, so the float64 model would
+//!   not load; rewritten as `1 / (1 + exp(−x))` with f64 constants (exact to a few f64 ulps). A `Sigmoid` of data
+//!   runs on phantom's own f64 kernel and is left as it is.
+//!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
 
 use tract_onnx::pb::{
@@ -333,9 +338,49 @@ fn clamp_slice_sentinels(g: &mut GraphProto) -> usize {
     count
 }
 
+/// Values of `g` computed from its initializers, `Constant`s and shapes alone: tract computes them while typing the
+/// model (graph inputs, and anything read from an enclosing graph, are not).
+fn folded_at_typing(g: &GraphProto) -> std::collections::HashSet<String> {
+    let mut folded: std::collections::HashSet<String> =
+        g.initializer.iter().map(|t| t.name.clone()).collect();
+    for n in &g.node {
+        let from_shape = matches!(n.op_type.as_str(), "Shape" | "Size");
+        let has_body = n
+            .attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty());
+        let inputs_folded = n.input.iter().all(|i| i.is_empty() || folded.contains(i));
+        if from_shape || (!has_body && inputs_folded && !is_random(&n.op_type)) {
+            folded.extend(n.output.iter().cloned());
+        }
+    }
+    folded
+}
+
+/// Ops whose output is drawn at random: never folded.
+fn is_random(op: &str) -> bool {
+    op.starts_with("Random") || op == "Multinomial" || op == "Bernoulli"
+}
+
+/// `Sigmoid(x)` as `1 / (1 + exp(−x))`, for an `x` tract folds at typing ([`folded_at_typing`]).
+fn folded_sigmoid(n: &NodeProto) -> (Vec<NodeProto>, Vec<TensorProto>) {
+    let mut b = Builder {
+        node: n,
+        nodes: vec![],
+        consts: vec![],
+    };
+    let one = b.constant(1.0);
+    let neg = b.op("Neg", &[&n.input[0]], None);
+    let exp = b.op("Exp", &[&neg], None);
+    let den = b.op("Add", &[&exp, &one], None);
+    b.op("Div", &[&one, &den], Some(&n.output[0]));
+    (b.nodes, b.consts)
+}
+
 /// Applies the rewrites to `g` and its bodies; returns how many nodes were rewritten.
 pub fn rewrite(g: &mut GraphProto) -> usize {
     let mut count = clamp_slice_sentinels(g);
+    let folded = folded_at_typing(g);
     let croppable: std::collections::HashSet<String> = {
         let inits = g.initializer.iter().map(|t| (t.name.as_str(), t)).collect();
         g.node
@@ -366,6 +411,9 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
         let rewritten = match n.op_type.as_str() {
             "Pad" if !croppable.contains(&n.name) => None,
             "Gemm" => scaled_gemm(&n).then(|| split_gemm(&n)),
+            "Sigmoid" if n.input.first().is_some_and(|x| folded.contains(x)) => {
+                Some(folded_sigmoid(&n))
+            }
             _ => replace(&n),
         };
         match rewritten {
