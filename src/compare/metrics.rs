@@ -9,7 +9,7 @@ use super::pass::{rms, run};
 use super::Tolerance;
 use crate::tensor::{Tensor, ToF64};
 
-pub use super::pass::ulp_distance;
+pub use super::ulp::ulp_distance;
 
 /// Error metrics over all elements of one value.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]

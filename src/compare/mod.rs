@@ -8,6 +8,7 @@ pub mod scales;
 mod side;
 pub mod slice;
 pub mod tolerance;
+mod ulp;
 
 pub use detail::{detail, Detail};
 pub use metrics::{compare, Compared, Metrics, Stats, Worst};

@@ -3,12 +3,12 @@
 //! branch-light path whose per-element work the CPU can overlap; a block holding a NaN or an infinity takes the
 //! general per-element path.
 
-use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::detail::Spread;
 use super::lanes::{Lanes, LANES};
 use super::side::Side;
+use super::ulp::{ulp_distance, ulps, ulps_narrow};
 use super::Tolerance;
 use crate::tensor::{DType, ToF64};
 
@@ -76,66 +76,6 @@ impl Acc {
         self.tol_used = self.tol_used.max(o.tol_used);
         self.spread = self.spread.merge(o.spread);
         self
-    }
-}
-
-/// Distance in representable floats between two bit patterns of a float type whose sign bit is `sign`
-/// (−0 and +0 are one point); without branches, as signs differ unpredictably near zero.
-#[inline(always)]
-fn ulps(a: u64, b: u64, sign: u64) -> u64 {
-    let ordinal = |x: u64| {
-        let m = (x & (sign - 1)) as i128;
-        if x & sign != 0 {
-            -m
-        } else {
-            m
-        }
-    };
-    (ordinal(a) - ordinal(b)).unsigned_abs() as u64
-}
-
-/// [`ulps`] for float types of 32 bits or fewer, in 64-bit integers.
-#[inline(always)]
-fn ulps_narrow(a: u64, b: u64, sign: u64) -> u64 {
-    let ordinal = |x: u64| {
-        let m = (x & (sign - 1)) as i64;
-        if x & sign != 0 {
-            -m
-        } else {
-            m
-        }
-    };
-    (ordinal(a) - ordinal(b)).unsigned_abs()
-}
-
-/// ULP distance between the target value `t` and the reference `r` rounded to `dtype`.
-#[inline(always)]
-pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
-    if !r.is_finite() || !t.is_finite() {
-        return if r == t || (r.is_nan() && t.is_nan()) {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    match dtype {
-        DType::F64 => ulps(r.to_bits(), t.to_bits(), 1 << 63),
-        DType::F32 => ulps_narrow(
-            (r as f32).to_bits() as u64,
-            (t as f32).to_bits() as u64,
-            1 << 31,
-        ),
-        DType::F16 => ulps_narrow(
-            f16::from_f64(r).to_bits() as u64,
-            f16::from_f64(t).to_bits() as u64,
-            1 << 15,
-        ),
-        DType::Bf16 => ulps_narrow(
-            bf16::from_f64(r).to_bits() as u64,
-            bf16::from_f64(t).to_bits() as u64,
-            1 << 15,
-        ),
-        _ => (r - t).abs().min(u64::MAX as f64) as u64,
     }
 }
 
@@ -401,20 +341,6 @@ impl Acc {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ulp_counts_adjacent_floats() {
-        let a = 1.0f32;
-        let b = f32::from_bits(a.to_bits() + 3);
-        assert_eq!(ulp_distance(DType::F32, a as f64, b as f64), 3);
-        assert_eq!(ulp_distance(DType::F32, -0.0, 0.0), 0);
-        let tiny = f32::from_bits(1) as f64;
-        assert_eq!(ulp_distance(DType::F32, -tiny, tiny), 2);
-        assert_eq!(
-            ulp_distance(DType::F64, -f64::MAX, f64::MAX),
-            2 * f64::MAX.to_bits()
-        );
-    }
 
     /// The chunk compiled for this CPU's widest vector instructions (`crate::simd`) gives bit for bit what the
     /// baseline build of the same body gives: sums, extremes, counts and worst elements, on a NaN block too.
