@@ -71,6 +71,7 @@ fn main() {
     let tol = Tolerance {
         atol: 1e-4,
         rtol: 1e-3,
+        floor: 0.0,
     };
     let noise = best(3, || {
         std::hint::black_box(attribution::noise(&r, &e, tol, 1.0));

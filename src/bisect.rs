@@ -145,7 +145,7 @@ impl<'a> Prober<'a> {
             Ok(&r),
             cut.as_ref().ok_or("not produced"),
             &self.s.tolerance,
-            self.scales.operands(name),
+            self.scales.scaling(name),
             self.outputs.contains(name),
             false,
         );

@@ -132,7 +132,7 @@ impl<'a> Chunker<'a> {
                 r.as_ref().map_err(String::as_str),
                 t.as_ref().ok_or("not produced"),
                 self.tol,
-                self.scales.operands(&name),
+                self.scales.scaling(&name),
                 self.outputs.contains(&name),
                 self.heatmaps,
             );

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::compare::{compare, ToleranceSpec};
+use crate::compare::{compare, Scaling, ToleranceSpec};
 use crate::report::model::multi::{AgreeStatus, Agreement, Disagreement, NodeAgreement, PairValue};
 use crate::report::model::{NodeRef, NodeReport, Report, ValueReport, ValueStatus};
 use crate::tensor::Tensor;
@@ -14,18 +14,18 @@ use crate::tensor::Tensor;
 pub const CLEAR_FACTOR: f64 = 2.0;
 
 /// Compares one value between every pair of targets that produced it: `values` holds (label, value) per target;
-/// `operands` scales the default atol as for the comparison with f64 ([`crate::compare::scales`]).
+/// `scaling` scales the tolerance as for the comparison with f64 ([`crate::compare::scales`]).
 pub fn pairs(
     name: &str,
     values: &[(String, Option<&Tensor>)],
     tol: &ToleranceSpec,
-    operands: f64,
+    scaling: Scaling,
 ) -> Vec<PairValue> {
     let mut out = vec![];
     for (i, (la, a)) in values.iter().enumerate() {
         for (lb, b) in &values[i + 1..] {
             if let (Some(a), Some(b)) = (a, b) {
-                out.push(pair(name, (la, a), (lb, b), tol, operands));
+                out.push(pair(name, (la, a), (lb, b), tol, scaling));
             }
         }
     }
@@ -37,7 +37,7 @@ fn pair(
     (la, a): (&str, &Tensor),
     (lb, b): (&str, &Tensor),
     tol: &ToleranceSpec,
-    operands: f64,
+    scaling: Scaling,
 ) -> PairValue {
     let mut p = PairValue {
         value: name.to_string(),
@@ -57,8 +57,9 @@ fn pair(
         ));
         return p;
     }
-    let scale = tol.atol.is_none().then_some(operands);
-    let m = compare(&a.as_f64(), b, tol.for_dtype(b.dtype()), scale).metrics;
+    let scale = tol.atol.is_none().then_some(scaling.operands);
+    let tolerance = tol.for_dtype(b.dtype()).with_floor(scaling.floor);
+    let m = compare(&a.as_f64(), b, tolerance, scale).metrics;
     p.status = match m.failed {
         0 => ValueStatus::Pass,
         _ => ValueStatus::Fail,

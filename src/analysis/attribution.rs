@@ -23,7 +23,7 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
     let rs = ra.as_slice()?;
     let p = crate::dispatch_tensor!(e, a => {
         let ea = a.as_standard_layout();
-        noise_pass(rs, ea.as_slice()?, tol, (scale, e.dtype()))
+        noise_pass(rs, ea.as_slice()?, tol, (tol.scale(scale), e.dtype()))
     });
     let overflow = overflow_at(e.dtype());
     // Nearly always no element comes near: the largest |r| of the pass says so without another one.
@@ -310,6 +310,7 @@ mod tests {
             tolerance: Some(Tolerance {
                 atol: 1e-2,
                 rtol: 1e-2,
+                floor: 0.0,
             }),
             metrics: Some(Metrics {
                 max_abs,
@@ -350,6 +351,7 @@ mod tests {
         let tol = Tolerance {
             atol: 1e-3,
             rtol: 1e-3,
+            floor: 0.0,
         };
         let (a, b) = (
             noise_chunk(&r, &e, tol, 2.0, DType::F16),
@@ -369,6 +371,7 @@ mod tests {
         let tol = Tolerance {
             atol: 1e-2,
             rtol: 1e-2,
+            floor: 0.0,
         };
         let n = super::noise(&r, &e, tol, 1.0).unwrap();
         // 70000 overflows in the ideal run; 65500 and −65490 round to ±65504 (errors 4 and 14), within 8× the
@@ -436,6 +439,7 @@ mod tests {
         let tol = Tolerance {
             atol: 1e-2,
             rtol: 1e-2,
+            floor: 0.0,
         };
         let n = super::noise(&r, &e, tol, 1.0).unwrap();
         assert!((n.rounding - 0.2).abs() < 1e-9, "{}", n.rounding);

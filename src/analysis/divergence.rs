@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::compare::{compare, detail, ToleranceSpec};
+use crate::compare::{compare, detail, Scaling, ToleranceSpec};
 use crate::model::Graph;
 use crate::report::model::{
     Coverage, NodeRef, NodeReport, RefPrecision, Status, ValueReport, ValueStatus, Verdict,
@@ -32,18 +32,20 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
     }
 }
 
-/// Compares one value given what each side produced (or why it did not). `operands`: the largest RMS of the
-/// activations the value was computed from (see [`crate::compare::scales`]); the default `atol` is scaled to it and
-/// to the value's own RMS, an explicit `--atol` is applied as given.
+/// Compares one value given what each side produced (or why it did not). `scaling`: the largest RMS of the
+/// activations the value was computed from, and the floor of a value that only copies elements (see
+/// [`crate::compare::scales`]); the default `atol` is scaled to it and to the value's own RMS, an explicit `--atol`
+/// is applied as given.
 pub fn compare_pair(
     name: &str,
     reference: Result<&Tensor, &str>,
     target: Result<&Tensor, &str>,
     tol: &ToleranceSpec,
-    operands: f64,
+    scaling: impl Into<Scaling>,
     is_output: bool,
     heatmap: bool,
 ) -> ValueReport {
+    let scaling = scaling.into();
     let r = match reference {
         Ok(r) => r,
         Err(why) => return unchecked(name, format!("reference: {why}"), is_output),
@@ -52,7 +54,7 @@ pub fn compare_pair(
         Ok(t) => t,
         Err(why) => return unchecked(name, format!("target: {why}"), is_output),
     };
-    let tolerance = tol.for_dtype(t.dtype());
+    let tolerance = tol.for_dtype(t.dtype()).with_floor(scaling.floor);
     let mut v = unchecked(name, String::new(), is_output);
     v.reason = None;
     v.shape = t.shape().to_vec();
@@ -68,7 +70,12 @@ pub fn compare_pair(
         return v;
     }
     let rf = r.as_f64();
-    let c = compare(&rf, t, tolerance, tol.atol.is_none().then_some(operands));
+    let c = compare(
+        &rf,
+        t,
+        tolerance,
+        tol.atol.is_none().then_some(scaling.operands),
+    );
     let (m, rs, ts, worst, tolerance) = (c.metrics, c.reference, c.target, c.worst, c.tolerance);
     let spread = c.spread;
     v.tolerance = Some(tolerance);

@@ -380,6 +380,7 @@ mod tests {
         let tol = Tolerance {
             atol: 0.1,
             rtol: 0.0,
+            floor: 0.0,
         };
         let c = crate::compare::compare(
             &ArrayD::from_shape_vec(IxDyn(&[12]), r.clone()).unwrap(),

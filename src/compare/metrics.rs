@@ -108,8 +108,8 @@ pub fn compare(
         None => tol,
     };
     let acc = crate::dispatch_tensor!(target, a => match a.as_slice() {
-        Some(s) => run(r, s, dtype, tol, scale),
-        None => run(r, &a.iter().copied().collect::<Vec<_>>(), dtype, tol, scale),
+        Some(s) => run(r, s, dtype, tol, tol.scale(scale)),
+        None => run(r, &a.iter().copied().collect::<Vec<_>>(), dtype, tol, tol.scale(scale)),
     });
     let finite = (acc.n - acc.r.nan - acc.r.inf).max(1) as f64;
     let cosine = if acc.rr == 0.0 && acc.tt == 0.0 {
@@ -184,6 +184,7 @@ mod tests {
             Tolerance {
                 atol: 0.1,
                 rtol: 0.0,
+                floor: 0.0,
             },
             None,
         );

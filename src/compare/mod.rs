@@ -12,5 +12,5 @@ mod ulp;
 
 pub use detail::{detail, Detail};
 pub use metrics::{compare, Compared, Metrics, Stats, Worst};
-pub use scales::Scales;
+pub use scales::{Scales, Scaling};
 pub use tolerance::{Tolerance, ToleranceSpec};

@@ -359,6 +359,7 @@ mod tests {
         let tol = Tolerance {
             atol: 1e-5,
             rtol: 1e-5,
+            floor: 0.0,
         };
         let wide = accumulate(&r, &t, 0, DType::F32, tol, 1.3);
         let base = accumulate_in(&r, &t, 0, DType::F32, tol, 1.3);
@@ -417,6 +418,7 @@ mod tests {
         let tol = Tolerance {
             atol: 1e-3,
             rtol: 1e-3,
+            floor: 0.0,
         };
         let fast = run(&r, &t, DType::F32, tol, 1.0);
         let mut slow = Acc::new();

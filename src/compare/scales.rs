@@ -5,6 +5,13 @@
 //! the node's activation operands)`: a value computed from operands of RMS 1 keeps the full `atol`, but a model
 //! whose activations are around 1e-6 is judged relative to 1e-6, not to `1e-4`. Weights (initializers and `Constant`
 //! outputs) do not count as operands: their scale says nothing about the activations' magnitude.
+//!
+//! Ops that only copy elements ([`crate::model::Node::copies_elements`]: Reshape, Transpose, Concat, Slice...)
+//! cannot round, so their values carry on the scales their sources were judged with: the operand scale (a Reshape of
+//! a Concat keeps the Concat's `atol`, not one capped by its own smaller RMS) and, as the tolerance's floor
+//! ([`crate::compare::Tolerance::floor`]), the largest RMS among them (a Concat's element keeps the scale it had in
+//! its larger source). Moving an element never makes it fail: before this, fp16 runs named Reshapes, Transposes
+//! and Concats as culprits of rounding their producers did.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,6 +23,28 @@ use crate::tensor::Tensor;
 pub struct Scales {
     rms: HashMap<String, f64>,
     operands: HashMap<String, Vec<String>>,
+    /// Values produced by ops that only copy elements.
+    copies: HashSet<String>,
+    /// For those values: the scaling they were judged with, carried on to what copies them further.
+    carried: HashMap<String, Scaling>,
+}
+
+/// How a value's tolerance is scaled beyond its own RMS ([`crate::compare::Tolerance::scaled`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Scaling {
+    /// The largest RMS among the activations it was computed from (0 when unknown).
+    pub operands: f64,
+    /// For a value that only copies elements: the largest scale its sources were judged with (0 otherwise).
+    pub floor: f64,
+}
+
+impl From<f64> for Scaling {
+    fn from(operands: f64) -> Scaling {
+        Scaling {
+            operands,
+            floor: 0.0,
+        }
+    }
 }
 
 impl Scales {
@@ -28,6 +57,7 @@ impl Scales {
             .flat_map(|n| n.outputs.iter().map(String::as_str))
             .collect();
         let mut operands = HashMap::new();
+        let mut copies = HashSet::new();
         for n in &graph.nodes {
             let ins: Vec<String> = n
                 .inputs
@@ -38,23 +68,32 @@ impl Scales {
                 .collect();
             for o in n.outputs.iter().filter(|o| !o.is_empty()) {
                 operands.insert(o.clone(), ins.clone());
+                if n.copies_elements() {
+                    copies.insert(o.clone());
+                }
             }
         }
         Scales {
             rms: HashMap::new(),
             operands,
+            copies,
+            carried: HashMap::new(),
         }
     }
 
     /// Records the RMS of a reference value (float values only; others do not scale a tolerance).
     pub fn record(&mut self, name: &str, t: &Tensor) {
         if t.dtype().is_float() {
-            self.rms.insert(name.to_string(), rms(t));
+            self.set(name, rms(t));
         }
     }
 
     /// Records a reference value's RMS measured elsewhere (the comparison's scale).
     pub fn set(&mut self, name: &str, rms: f64) {
+        if self.copies.contains(name) {
+            let carried = self.scaling(name);
+            self.carried.insert(name.to_string(), carried);
+        }
         self.rms.insert(name.to_string(), rms);
     }
 
@@ -63,14 +102,40 @@ impl Scales {
         self.operands.get(value).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    /// The largest RMS among `value`'s recorded activation operands (0 when it has none).
+    /// The largest RMS among `value`'s recorded activation operands (0 when it has none), or for a value that only
+    /// copies elements, the operand scale its sources were judged with.
     pub fn operands(&self, value: &str) -> f64 {
-        self.operands
-            .get(value)
-            .into_iter()
-            .flatten()
-            .filter_map(|i| self.rms.get(i))
-            .fold(0.0, |a, &b| a.max(b))
+        self.scaling(value).operands
+    }
+
+    /// How `value`'s tolerance is scaled: by its operands' RMS, or for a value that only copies elements, by the
+    /// scales its sources were judged with.
+    pub fn scaling(&self, value: &str) -> Scaling {
+        let copies = self.copies.contains(value);
+        let mut s = Scaling::default();
+        for i in self.operand_names(value) {
+            let rms = self.rms.get(i).copied().unwrap_or(0.0);
+            s.operands = s.operands.max(rms);
+            if copies {
+                let source = self.judged(i);
+                s.operands = s.operands.max(source.operands);
+                s.floor = s.floor.max(rms.max(source.floor));
+            }
+        }
+        s
+    }
+
+    /// The scaling `value` was judged with, once recorded.
+    fn judged(&self, value: &str) -> Scaling {
+        match self.carried.get(value) {
+            Some(s) => *s,
+            None => self
+                .operand_names(value)
+                .iter()
+                .filter_map(|i| self.rms.get(i))
+                .fold(0.0, |a: f64, &b| a.max(b))
+                .into(),
+        }
     }
 }
 
@@ -82,4 +147,110 @@ fn rms(t: &Tensor) -> f64 {
             None => 0.0,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::{compare, Tolerance};
+    use crate::model::Node;
+    use crate::tensor::DType;
+    use ndarray::{arr1, ArrayD};
+
+    fn node(index: usize, op: &str, inputs: &[&str], output: &str) -> Node {
+        Node {
+            index,
+            source_index: index,
+            name: output.to_string(),
+            op_type: op.to_string(),
+            domain: String::new(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: vec![output.to_string()],
+            subgraph_nodes: 0,
+        }
+    }
+
+    /// x → Relu `a`, x → Mul `b`; Concat(a, b) → `c`; Reshape(c) → `r`; Relu(r) → `d`.
+    fn graph() -> Graph {
+        Graph {
+            path: "t.onnx".into(),
+            bytes: Default::default(),
+            sha256: String::new(),
+            ir_version: 8,
+            opsets: vec![],
+            producer: String::new(),
+            inputs: vec![],
+            outputs: vec![],
+            nodes: vec![
+                node(0, "Relu", &["x"], "a"),
+                node(1, "Mul", &["x"], "b"),
+                node(2, "Concat", &["a", "b"], "c"),
+                node(3, "Reshape", &["c", "shape"], "r"),
+                node(4, "Relu", &["r"], "d"),
+            ],
+            initializers: Default::default(),
+            value_info: Default::default(),
+            hidden: vec![],
+            was_unsorted: false,
+            notes: vec![],
+            handed_on: vec![],
+        }
+    }
+
+    fn f64s(v: &[f64]) -> ArrayD<f64> {
+        arr1(v).into_dyn()
+    }
+
+    fn f16s(v: &[f64]) -> Tensor {
+        Tensor::F16(arr1(v).mapv(half::f16::from_f64).into_dyn())
+    }
+
+    #[test]
+    fn copies_carry_their_sources_scales_on() {
+        let mut s = Scales::new(&graph());
+        s.set("x", 20.0);
+        let (a, b) = ([10.0, 0.0, -10.0, 0.0], [0.1; 4]);
+        s.set("a", crate::compare::pass::rms(&a));
+        s.set("b", crate::compare::pass::rms(&b));
+        // The Concat is judged with its larger source's RMS as floor and its sources' operand scale.
+        let c = s.scaling("c");
+        assert_eq!(c.operands, 20.0);
+        assert!((c.floor - 50f64.sqrt()).abs() < 1e-12, "{c:?}");
+        let joined: Vec<f64> = a.iter().chain(&b).copied().collect();
+        s.set("c", crate::compare::pass::rms(&joined));
+        // A Reshape of it keeps both; a Relu reading the Reshape is arithmetic again.
+        assert_eq!(s.scaling("r"), c);
+        s.set("r", crate::compare::pass::rms(&joined));
+        assert_eq!(s.scaling("d"), Scaling::from(s.rms["r"]));
+        assert_eq!(s.operands("d"), s.rms["r"]);
+    }
+
+    #[test]
+    fn moving_an_element_never_makes_it_fail() {
+        // An element of `a` near zero, 0.07 off: within `a`'s fp16 tolerance (0.01 + 0.01·rms 7.07), but not within
+        // one scaled by the Concat's own RMS (0.01 + 0.01·5.0), as it was before copies carried their scales.
+        let mut s = Scales::new(&graph());
+        let (a, b) = ([10.0, 0.0, -10.0, 0.0], [0.1; 4]);
+        s.set("a", crate::compare::pass::rms(&a));
+        s.set("b", crate::compare::pass::rms(&b));
+        let tol = Tolerance::default_for(DType::F16);
+        let judge = |r: &[f64], t: &[f64], sc: Scaling| {
+            compare(
+                &f64s(r),
+                &f16s(t),
+                tol.with_floor(sc.floor),
+                Some(sc.operands),
+            )
+            .metrics
+            .failed
+        };
+        let moved = [10.0, 0.07, -10.0, 0.0];
+        assert_eq!(judge(&a, &moved, s.scaling("a")), 0);
+        let joined: Vec<f64> = a.iter().chain(&b).copied().collect();
+        let joined_t: Vec<f64> = moved.iter().chain(&b).copied().collect();
+        assert_eq!(judge(&joined, &joined_t, s.scaling("c")), 0);
+        assert_eq!(judge(&joined, &joined_t, s.scaling("c").operands.into()), 1);
+        s.set("c", crate::compare::pass::rms(&joined));
+        assert_eq!(judge(&joined, &joined_t, s.scaling("r")), 0);
+    }
 }

@@ -13,6 +13,14 @@ use crate::tensor::DType;
 pub struct Tolerance {
     pub atol: f64,
     pub rtol: f64,
+    /// A floor under the `scale`, for a value that only copies elements (Reshape, Concat, Slice...): the largest
+    /// scale its sources were judged with, so moving an element never makes it fail ([`crate::compare::scales`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub floor: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Tolerance {
@@ -24,22 +32,27 @@ impl Tolerance {
             DType::F64 => Tolerance {
                 atol: 1e-9,
                 rtol: 1e-9,
+                floor: 0.0,
             },
             DType::F32 => Tolerance {
                 atol: 1e-4,
                 rtol: 1e-3,
+                floor: 0.0,
             },
             DType::F16 => Tolerance {
                 atol: 1e-2,
                 rtol: 1e-2,
+                floor: 0.0,
             },
             DType::Bf16 => Tolerance {
                 atol: 5e-2,
                 rtol: 5e-2,
+                floor: 0.0,
             },
             _ => Tolerance {
                 atol: 0.0,
                 rtol: 0.0,
+                floor: 0.0,
             },
         }
     }
@@ -48,11 +61,22 @@ impl Tolerance {
     /// `rtol × max(scale, operands)` (never below a millionth of `atol`), so an absolute tolerance cannot swallow a
     /// tensor much smaller than it (see [`crate::compare::scales`]).
     pub fn scaled(self, scale: f64, operands: f64) -> Tolerance {
-        let cap = self.rtol * scale.max(operands);
+        let cap = self.rtol * self.scale(scale).max(operands);
         Tolerance {
             atol: self.atol.min(cap.max(self.atol * 1e-6)),
-            rtol: self.rtol,
+            ..self
         }
+    }
+
+    /// This tolerance with `floor` under the scale (see [`Tolerance::floor`]).
+    pub fn with_floor(self, floor: f64) -> Tolerance {
+        Tolerance { floor, ..self }
+    }
+
+    /// The scale the test uses for a tensor of RMS `rms`: the larger of it and the floor.
+    #[inline]
+    pub fn scale(&self, rms: f64) -> f64 {
+        rms.max(self.floor)
     }
 
     /// True when `t` is within tolerance of `r` for a tensor of RMS `scale` (NaN matches NaN, infinities match
@@ -65,7 +89,7 @@ impl Tolerance {
         if r.is_infinite() || t.is_infinite() {
             return r == t;
         }
-        (t - r).abs() <= self.atol + self.rtol * r.abs().max(scale)
+        (t - r).abs() <= self.atol + self.rtol * r.abs().max(self.scale(scale))
     }
 }
 
@@ -92,6 +116,7 @@ impl ToleranceSpec {
         Tolerance {
             atol: self.atol.unwrap_or(d.atol),
             rtol: self.rtol.unwrap_or(d.rtol),
+            floor: 0.0,
         }
     }
 }

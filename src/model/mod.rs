@@ -89,6 +89,34 @@ pub struct Node {
     pub subgraph_nodes: usize,
 }
 
+impl Node {
+    /// True for ops whose float outputs are copies of input elements (relayouts, selections, joins, zero padding):
+    /// they cannot round, so an element's error is the one it had where it came from.
+    pub fn copies_elements(&self) -> bool {
+        self.domain.is_empty()
+            && matches!(
+                self.op_type.as_str(),
+                "Reshape"
+                    | "Transpose"
+                    | "Flatten"
+                    | "Squeeze"
+                    | "Unsqueeze"
+                    | "Identity"
+                    | "Concat"
+                    | "Split"
+                    | "Slice"
+                    | "Gather"
+                    | "GatherElements"
+                    | "GatherND"
+                    | "Expand"
+                    | "Tile"
+                    | "Pad"
+                    | "DepthToSpace"
+                    | "SpaceToDepth"
+            )
+    }
+}
+
 /// Shape and type of an initializer (its data stays in the original bytes).
 #[derive(Clone, Debug)]
 pub struct InitInfo {

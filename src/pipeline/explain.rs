@@ -115,7 +115,7 @@ fn introduced(
                 Some(sp) => (Cow::Owned(sp.apply(&r)), Cow::Owned(sp.apply(t_iso))),
                 None => (r, Cow::Borrowed(t_iso)),
             };
-            let operands = cmp.scales.operands(name);
+            let operands = cmp.scales.scaling(name);
             let alone = analysis::compare_pair(
                 name,
                 Ok(&r),
@@ -321,7 +321,7 @@ fn rerun_values(
     let mut reports = HashMap::new();
     for name in values {
         if let (Some(r), Some(v)) = (cmp.held.tensor(name), out.values.get(name)) {
-            let operands = cmp.scales.operands(name);
+            let operands = cmp.scales.scaling(name);
             let rep =
                 analysis::compare_pair(name, Ok(&r), Ok(v), &s.tolerance, operands, false, false);
             reports.insert(name.clone(), rep);

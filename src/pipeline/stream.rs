@@ -11,7 +11,7 @@ use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::agreement;
 use crate::analysis::{self, attribution};
 use crate::bounded::Chunker;
-use crate::compare::Scales;
+use crate::compare::{Scales, Scaling};
 use crate::error::{Error, Result};
 use crate::report::model::{OpTiming, ValueReport};
 use crate::report::multi::PairValue;
@@ -107,10 +107,10 @@ pub fn compare(
                     let targets: Vec<_> = lanes.iter().map(|l| (l.spec.label(), l.out.values.get(name))).collect();
                     d.value(name, &value, &targets);
                 }
-                let operands = scales.operands(name);
-                pairs.extend(pair_up(s, name, lanes, operands));
+                let scaling = scales.scaling(name);
+                pairs.extend(pair_up(s, name, lanes, scaling));
                 for lane in lanes.iter_mut() {
-                    let report = judge(s, name, &value, lane, (operands, outputs.contains(name)));
+                    let report = judge(s, name, &value, lane, (scaling, outputs.contains(name)));
                     lane.reports.insert(name.to_string(), report);
                 }
                 if let Ok(v) = &value {
@@ -353,7 +353,7 @@ fn noise_dir(bytes: u64) -> String {
 }
 
 /// One value compared between every pair of targets (sliced when asked); nothing with one target.
-fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], operands: f64) -> Vec<PairValue> {
+fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], scaling: Scaling) -> Vec<PairValue> {
     if lanes.len() < 2 {
         return vec![];
     }
@@ -369,7 +369,7 @@ fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], operands: f64) -> Ve
         .collect();
     let values: Vec<(String, Option<&Tensor>)> =
         cut.iter().map(|(l, v)| (l.clone(), v.as_deref())).collect();
-    agreement::pairs(name, &values, &s.tolerance, operands)
+    agreement::pairs(name, &values, &s.tolerance, scaling)
 }
 
 /// One value judged: the reference's against the target's (sliced when asked), with the expected noise.
@@ -378,7 +378,7 @@ fn judge(
     name: &str,
     value: &std::result::Result<Tensor, String>,
     lane: &mut Lane,
-    (operands, is_output): (f64, bool),
+    (scaling, is_output): (Scaling, bool),
 ) -> ValueReport {
     let (target, emulated) = (&mut lane.out, &mut lane.emulated);
     let cut = |t: Tensor| match &s.slice {
@@ -406,7 +406,7 @@ fn judge(
         r.as_ref().map_err(String::as_str),
         tgt.as_ref().ok_or(why_not),
         &s.tolerance,
-        operands,
+        scaling,
         is_output,
         s.heatmaps,
     );

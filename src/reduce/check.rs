@@ -171,7 +171,7 @@ impl Ctx<'_> {
                 Ok(&r),
                 Ok(t),
                 &self.settings.compare.tolerance,
-                self.scales.operands(base),
+                self.scales.scaling(base),
                 false,
                 false,
             );
@@ -187,6 +187,7 @@ impl Ctx<'_> {
                 tolerance: v.tolerance.unwrap_or(Tolerance {
                     atol: 0.0,
                     rtol: 0.0,
+                    floor: 0.0,
                 }),
                 scale: m.scale,
                 target_fails: v.status == ValueStatus::Fail,

@@ -45,10 +45,14 @@ fn metrics_table(v: &ValueReport) -> Option<Table> {
             max_abs,
             num(m.max_abs),
             format!(
-                "atol {} + rtol {}·max(|ref|, rms {})",
+                "atol {} + rtol {}·max(|ref|, rms {}{})",
                 num(tol.atol),
                 num(tol.rtol),
-                num(m.scale)
+                num(m.scale),
+                match tol.floor > m.scale {
+                    true => format!(", its sources' {}", num(tol.floor)),
+                    false => String::new(),
+                }
             ),
         ),
         ("mean abs", num(m.mean_abs), String::new()),

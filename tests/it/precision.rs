@@ -49,6 +49,23 @@ fn fp16_report(name: &str, extra: &[&str]) -> serde_json::Value {
         "{name}: a precision verdict is insufficient exactly when the final outputs fail\n{out}"
     );
     assert_eq!(code, want, "{name}: {status}\n{out}");
+    // Ops that only copy elements cannot round: the blame (and `--keep-fp32`) belongs to their producers.
+    for c in r["verdict"]["culprits"].as_array().unwrap() {
+        let op = c["op_type"].as_str().unwrap();
+        assert!(
+            ![
+                "Reshape",
+                "Transpose",
+                "Concat",
+                "Slice",
+                "Squeeze",
+                "Unsqueeze",
+                "Flatten"
+            ]
+            .contains(&op),
+            "{name}: a copy is blamed: {c}"
+        );
+    }
     r
 }
 
