@@ -220,6 +220,7 @@ fn write_elements(f: &mut std::fs::File, t: &Tensor) -> std::io::Result<()> {
             let bytes = a.mapv(u8::from);
             raw!(bytes)
         }
+        Tensor::Str(_) => Err(std::io::Error::other("string values are not spilled")),
     }?;
     w.flush()
 }

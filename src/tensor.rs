@@ -130,13 +130,18 @@ pub enum Tensor {
     U16(ArrayD<u16>),
     U8(ArrayD<u8>),
     Bool(ArrayD<bool>),
+    /// UTF-8 strings (ONNX `STRING`: scikit-learn's class labels and categories). They have no numeric view:
+    /// they compare by equality ([`Tensor::strings`]), and their f64 widening is NaN.
+    Str(ArrayD<String>),
 }
 
-/// Applies `$body` to the array inside any [`Tensor`] variant, binding it as `$a`.
+/// Applies `$body` to the array inside any numeric [`Tensor`] variant, binding it as `$a`; a string tensor
+/// evaluates `$strings` (binding its array as `$s`).
 #[macro_export]
 macro_rules! dispatch_tensor {
-    ($t:expr, $a:ident => $body:expr) => {
+    ($t:expr, $a:ident => $body:expr, $s:ident => $strings:expr) => {
         match $t {
+            $crate::tensor::Tensor::Str($s) => $strings,
             $crate::tensor::Tensor::F64($a) => $body,
             $crate::tensor::Tensor::F32($a) => $body,
             $crate::tensor::Tensor::F16($a) => $body,
@@ -225,15 +230,24 @@ impl Tensor {
             Tensor::U16(_) => DType::U16,
             Tensor::U8(_) => DType::U8,
             Tensor::Bool(_) => DType::Bool,
+            Tensor::Str(_) => DType::String,
         }
     }
 
     pub fn shape(&self) -> &[usize] {
-        dispatch_tensor!(self, a => a.shape())
+        dispatch_tensor!(self, a => a.shape(), s => s.shape())
     }
 
     pub fn len(&self) -> usize {
-        dispatch_tensor!(self, a => a.len())
+        dispatch_tensor!(self, a => a.len(), s => s.len())
+    }
+
+    /// The strings of a string tensor.
+    pub fn strings(&self) -> Option<&ArrayD<String>> {
+        match self {
+            Tensor::Str(s) => Some(s),
+            _ => None,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -242,7 +256,7 @@ impl Tensor {
 
     /// Whether the elements lie in row-major order with no gaps (what ONNX Runtime reads without a copy).
     pub fn is_standard_layout(&self) -> bool {
-        dispatch_tensor!(self, a => a.is_standard_layout())
+        dispatch_tensor!(self, a => a.is_standard_layout(), s => s.is_standard_layout())
     }
 
     /// The tensor in row-major layout: borrowed when it already is, else a copy (a transposed or sliced view).
@@ -264,13 +278,20 @@ impl Tensor {
             Tensor::U16(a) => Tensor::U16(a.as_standard_layout().into_owned()),
             Tensor::U8(a) => Tensor::U8(a.as_standard_layout().into_owned()),
             Tensor::Bool(a) => Tensor::Bool(a.as_standard_layout().into_owned()),
+            Tensor::Str(a) => Tensor::Str(a.as_standard_layout().into_owned()),
         };
         std::borrow::Cow::Owned(copy)
     }
 
-    /// Bytes held by the elements.
+    /// Bytes held by the elements (a string's: its UTF-8 bytes and its header).
     pub fn nbytes(&self) -> usize {
-        self.len() * self.dtype().size()
+        match self {
+            Tensor::Str(s) => s
+                .iter()
+                .map(|x| x.len() + std::mem::size_of::<String>())
+                .sum(),
+            _ => self.len() * self.dtype().size(),
+        }
     }
 
     /// The elements as f64, borrowed when the tensor already is f64.
@@ -285,7 +306,7 @@ impl Tensor {
     pub fn to_f64_array(&self) -> ArrayD<f64> {
         match self {
             Tensor::F64(a) => a.clone(),
-            _ => dispatch_tensor!(self, a => a.mapv(|v| v.to_f64())),
+            _ => dispatch_tensor!(self, a => a.mapv(|v| v.to_f64()), s => s.mapv(|_| f64::NAN)),
         }
     }
 

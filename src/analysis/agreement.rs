@@ -57,6 +57,15 @@ fn pair(
         ));
         return p;
     }
+    if let Some(d) = crate::compare::strings::pair(a, b) {
+        let fails = d.as_ref().map_or(true, |d| d.differing > 0);
+        p.status = match fails {
+            true => ValueStatus::Fail,
+            false => ValueStatus::Pass,
+        };
+        p.reason = d.map_or_else(Some, |d| d.reason());
+        return p;
+    }
     let scale = tol.atol.is_none().then_some(scaling.operands);
     let tolerance = tol.for_dtype(b.dtype()).with_floor(scaling.floor);
     let m = compare(&a.as_f64(), b, tolerance, scale).metrics;

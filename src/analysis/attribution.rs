@@ -24,7 +24,7 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
     let p = crate::dispatch_tensor!(e, a => {
         let ea = a.as_standard_layout();
         noise_pass(rs, ea.as_slice()?, tol, (tol.scale(scale), e.dtype()))
-    });
+    }, _s => return None);
     let overflow = overflow_at(e.dtype());
     // Nearly always no element comes near: the largest |r| of the pass says so without another one.
     let near_overflow = match p.largest < overflow - NOISE_FACTOR * p.max_abs {
@@ -32,7 +32,7 @@ pub fn noise(r: &Tensor, e: &Tensor, tol: Tolerance, scale: f64) -> Option<Noise
         false => crate::dispatch_tensor!(e, a => {
             let ea = a.as_standard_layout();
             near_overflow(rs, ea.as_slice()?, overflow, p.max_abs)
-        }),
+        }, _s => 0),
     };
     Some(Noise {
         max_abs: p.max_abs,

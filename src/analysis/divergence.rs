@@ -69,6 +69,9 @@ pub fn compare_pair(
         ));
         return v;
     }
+    if let Some(d) = crate::compare::strings::pair(r, t) {
+        return strings_compared(v, d);
+    }
     let rf = r.as_f64();
     let c = compare(
         &rf,
@@ -97,6 +100,24 @@ pub fn compare_pair(
     v.reference_stats = Some(rs);
     v.target_stats = Some(ts);
     v.worst = worst;
+    v
+}
+
+/// A string value's report: pass when every string is equal, else fail with the first difference.
+fn strings_compared(
+    mut v: ValueReport,
+    d: Result<crate::compare::strings::StringDiff, String>,
+) -> ValueReport {
+    v.tolerance = None;
+    let (fails, reason) = match d {
+        Ok(d) => (d.differing > 0, d.reason()),
+        Err(why) => (true, Some(why)),
+    };
+    v.status = match fails {
+        true => ValueStatus::Fail,
+        false => ValueStatus::Pass,
+    };
+    v.reason = reason;
     v
 }
 

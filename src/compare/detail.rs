@@ -333,7 +333,7 @@ pub fn detail(reference: &[f64], target: &Tensor, spread: Spread, with_heatmap: 
         let heatmap = (with_heatmap && !t.is_empty() && first.is_some())
             .then(|| heatmap(reference, t, &shape, first));
         Detail { histogram: spread.histogram(), worst, heatmap }
-    })
+    }, _s => Detail { histogram: spread.histogram(), worst: vec![], heatmap: None })
 }
 
 #[cfg(test)]

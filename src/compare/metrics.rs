@@ -110,7 +110,7 @@ pub fn compare(
     let acc = crate::dispatch_tensor!(target, a => match a.as_slice() {
         Some(s) => run(r, s, dtype, tol, tol.scale(scale)),
         None => run(r, &a.iter().copied().collect::<Vec<_>>(), dtype, tol, tol.scale(scale)),
-    });
+    }, s => run(r, &vec![f64::NAN; s.len()], dtype, tol, tol.scale(scale)));
     let finite = (acc.n - acc.r.nan - acc.r.inf).max(1) as f64;
     let cosine = if acc.rr == 0.0 && acc.tt == 0.0 {
         1.0
@@ -155,7 +155,7 @@ pub fn compare(
         target: crate::dispatch_tensor!(target, a => match a.as_slice() {
             Some(s) => s[at].to_f64(),
             None => a.iter().nth(at).map(|v| v.to_f64()).unwrap_or(f64::NAN),
-        }),
+        }, _s => f64::NAN),
     });
     Compared {
         metrics,

@@ -7,6 +7,7 @@ mod pass;
 pub mod scales;
 mod side;
 pub mod slice;
+pub mod strings;
 pub mod tolerance;
 mod ulp;
 

@@ -146,7 +146,7 @@ fn rms(t: &Tensor) -> f64 {
             Some(s) => super::pass::rms(s),
             None => 0.0,
         }
-    })
+    }, _s => 0.0)
 }
 
 #[cfg(test)]

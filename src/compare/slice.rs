@@ -119,6 +119,7 @@ impl SliceSpec {
             Tensor::U16(a) => Tensor::U16(self.apply_arr(a)),
             Tensor::U8(a) => Tensor::U8(self.apply_arr(a)),
             Tensor::Bool(a) => Tensor::Bool(self.apply_arr(a)),
+            Tensor::Str(a) => Tensor::Str(self.apply_arr(a)),
         }
     }
 }

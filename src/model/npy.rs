@@ -65,6 +65,9 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Tensor> {
         return Err(bad(name, "big-endian arrays are not supported: save with arr.astype(arr.dtype.newbyteorder('<'))"));
     }
     let kind = descr.trim_start_matches(['<', '|', '=']);
+    if let Some(chars) = kind.strip_prefix('U') {
+        return unicode(name, &shape, chars, data);
+    }
     let size = match kind {
         "f8" | "i8" | "u8" => 8,
         "f4" | "i4" | "u4" => 4,
@@ -163,9 +166,70 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
     Ok(out)
 }
 
-/// Serializes a tensor as `.npy` bytes (bf16 is written as the 2-byte void type `V2`).
+/// A numpy unicode array (`<U{chars}`: UTF-32LE code points, each element `chars` wide, zero-padded).
+fn unicode(name: &str, shape: &[usize], chars: &str, data: &[u8]) -> Result<Tensor> {
+    let width: usize = chars
+        .parse()
+        .map_err(|_| bad(name, format!("bad unicode width `U{chars}`")))?;
+    let need =
+        crate::tensor::checked_nbytes(shape, width.saturating_mul(4).max(1)).ok_or_else(|| {
+            bad(
+                name,
+                format!("its shape {shape:?} has more elements than can be addressed"),
+            )
+        })?;
+    let data = data.get(..need).ok_or_else(|| {
+        bad(
+            name,
+            format!(
+                "holds {} bytes of data, its shape {shape:?} needs {need}",
+                data.len()
+            ),
+        )
+    })?;
+    let strings = data
+        .chunks(width.max(1) * 4)
+        .take(
+            crate::tensor::onnx_elements(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
+                .unwrap_or(0),
+        )
+        .map(|c| {
+            c.chunks_exact(4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .take_while(|&u| u != 0)
+                .map(|u| {
+                    char::from_u32(u).ok_or_else(|| bad(name, format!("invalid code point {u:#x}")))
+                })
+                .collect::<Result<String>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Tensor::Str(
+        ArrayD::from_shape_vec(IxDyn(shape), strings).map_err(|e| bad(name, e.to_string()))?,
+    ))
+}
+
+/// A string tensor as a numpy unicode array (`<U{widest}`).
+fn unicode_npy(s: &ArrayD<String>) -> (String, Vec<u8>) {
+    let width = s
+        .iter()
+        .map(|x| x.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut data = Vec::with_capacity(s.len() * width * 4);
+    for x in s.iter() {
+        let n = x.chars().count();
+        data.extend(x.chars().flat_map(|c| (c as u32).to_le_bytes()));
+        data.extend(std::iter::repeat_n(0u8, (width - n) * 4));
+    }
+    (format!("<U{width}"), data)
+}
+
+/// Serializes a tensor as `.npy` bytes (bf16 is written as the 2-byte void type `V2`, strings as `<U`).
 pub fn to_npy(t: &Tensor) -> Vec<u8> {
+    let unicode = t.strings().map(unicode_npy);
     let descr = match t {
+        Tensor::Str(_) => unicode.as_ref().map_or("<U1", |u| u.0.as_str()),
         Tensor::F64(_) => "<f8",
         Tensor::F32(_) => "<f4",
         Tensor::F16(_) => "<f2",
@@ -194,7 +258,10 @@ pub fn to_npy(t: &Tensor) -> Vec<u8> {
     let mut out = b"\x93NUMPY\x01\x00".to_vec();
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&crate::model::proto::tensor_to_proto("", t).raw_data);
+    match unicode {
+        Some((_, data)) => out.extend_from_slice(&data),
+        None => out.extend_from_slice(&crate::model::proto::tensor_to_proto("", t).raw_data),
+    }
     out
 }
 

@@ -288,6 +288,16 @@ impl Elements<'_> {
 
 /// Encodes a host tensor as a `TensorProto` with `raw_data`.
 pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
+    let dims = t.shape().iter().map(|&d| d as i64).collect();
+    if let Some(s) = t.strings() {
+        return TensorProto {
+            name: name.to_string(),
+            dims,
+            data_type: t.dtype().onnx_code(),
+            string_data: s.iter().map(|x| x.as_bytes().to_vec()).collect(),
+            ..Default::default()
+        };
+    }
     let mut raw = Vec::with_capacity(t.nbytes());
     macro_rules! put {
         ($a:expr, $f:expr) => {
@@ -310,10 +320,11 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
         Tensor::U16(a) => put!(a, u16::to_le_bytes),
         Tensor::U8(a) => put!(a, u8::to_le_bytes),
         Tensor::Bool(a) => put!(a, |v: bool| [v as u8]),
+        Tensor::Str(_) => {}
     }
     TensorProto {
         name: name.to_string(),
-        dims: t.shape().iter().map(|&d| d as i64).collect(),
+        dims,
         data_type: t.dtype().onnx_code(),
         raw_data: raw,
         ..Default::default()

@@ -19,7 +19,8 @@ pub fn datum_type(d: DType) -> DatumType {
         DType::U16 => u16::datum_type(),
         DType::U8 => u8::datum_type(),
         DType::Bool => bool::datum_type(),
-        DType::Bf16 | DType::String | DType::Other => f32::datum_type(),
+        DType::String => String::datum_type(),
+        DType::Bf16 | DType::Other => f32::datum_type(),
     }
 }
 
@@ -38,6 +39,7 @@ pub fn to_tract_f64(t: &HostTensor) -> TValue {
         HostTensor::U16(a) => a.clone().into_tvalue(),
         HostTensor::U8(a) => a.clone().into_tvalue(),
         HostTensor::Bool(a) => a.clone().into_tvalue(),
+        HostTensor::Str(a) => a.clone().into_tvalue(),
     }
 }
 
@@ -62,6 +64,7 @@ pub fn from_tract(v: &TValue) -> Option<HostTensor> {
         DatumType::U16 => HostTensor::U16(arr!(u16)),
         DatumType::U8 => HostTensor::U8(arr!(u8)),
         DatumType::Bool => HostTensor::Bool(arr!(bool)),
+        DatumType::String => HostTensor::Str(arr!(String)),
         DatumType::TDim => HostTensor::I64(
             v.cast_to::<i64>()
                 .ok()?

@@ -21,6 +21,7 @@ mod inputs;
 mod layering;
 mod memory;
 mod ml;
+mod ml_strings;
 mod multi;
 mod oracle;
 mod plugins;

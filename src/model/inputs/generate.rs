@@ -89,6 +89,9 @@ pub(super) fn random_input(
     spec: &InputSpec,
     rng: &mut rand::rngs::StdRng,
 ) -> Result<(Tensor, String)> {
+    if dtype == DType::String {
+        return random_strings(graph, info, shape, spec, rng);
+    }
     let n: usize = shape.iter().product();
     let lname = info.name.to_lowercase();
     let (values, origin): (Vec<f64>, String) = if dtype.is_float() {
@@ -144,4 +147,35 @@ pub(super) fn random_input(
         ),
     })?;
     Ok((t, origin))
+}
+
+/// A string input drawn from the categories the model matches it against (see [`super::strings`]).
+fn random_strings(
+    graph: &Graph,
+    info: &ValueInfo,
+    shape: &[usize],
+    spec: &InputSpec,
+    rng: &mut rand::rngs::StdRng,
+) -> Result<(Tensor, String)> {
+    let Some((cats, node)) = super::strings::categories(graph, &info.name) else {
+        return Err(Error::Input {
+            name: info.name.clone(),
+            reason: format!(
+                "phantom draws string inputs from the categories the model matches them against, and no node \
+                 reading it lists any: pass one with --input {}=file.npy",
+                info.name
+            ),
+        });
+    };
+    let n: usize = shape.iter().product();
+    let picks = (0..n)
+        .map(|_| cats[rng.random_range(0..cats.len())].clone())
+        .collect();
+    let arr = ArrayD::from_shape_vec(IxDyn(shape), picks).expect("length matches shape");
+    let origin = format!(
+        "categories of `{node}` ({} strings) seed {}",
+        cats.len(),
+        spec.seed
+    );
+    Ok((Tensor::Str(arr), origin))
 }

@@ -12,6 +12,7 @@ use super::{Dim, Graph, ValueInfo};
 mod checks;
 mod generate;
 mod load;
+mod strings;
 
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};

@@ -338,6 +338,7 @@ fn input_value<'a>(t: &'a Tensor) -> ort::Result<SessionInputValue<'a>> {
         Tensor::U16(a) => TensorRef::from_array_view(a)?.into(),
         Tensor::U8(a) => TensorRef::from_array_view(a)?.into(),
         Tensor::Bool(a) => TensorRef::from_array_view(a)?.into(),
+        Tensor::Str(a) => ort::value::Tensor::from_string_array(a)?.into(),
     })
 }
 
@@ -383,6 +384,7 @@ fn output_tensor(v: &DynValue) -> std::result::Result<Tensor, String> {
         TensorElementType::Bool => {
             Tensor::Bool(v.try_extract_array::<bool>().map_err(e)?.to_owned())
         }
+        TensorElementType::String => Tensor::Str(v.try_extract_string_array().map_err(e)?),
         other => return Err(format!("element type {other} is not compared")),
     })
 }

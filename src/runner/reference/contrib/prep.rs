@@ -1,9 +1,8 @@
 //! Classic-ML preprocessing (`ai.onnx.ml`) in f64, as ONNX Runtime's CPU kernels compute it: `Binarizer` (1 where
 //! x > threshold, else 0), `Imputer` (the value `replaced_value_float`, or NaN when that is NaN, replaced per feature
 //! by `imputed_value_floats`), `ArrayFeatureExtractor` (columns of the last axis by index; a 1-D input gives one
-//! row) and `OneHotEncoder` over int64 categories (a column per category, 1 where the input equals it; an unknown
-//! value is all zeros, or an error with `zeros = 0`). String categories are left to tract (it has no kernel for
-//! them either, so such a node is marked unavailable).
+//! row) and `OneHotEncoder` over int64 or string categories (a column per category, 1 where the input equals it; an
+//! unknown value is all zeros, or an error with `zeros = 0`).
 
 use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis, IxDyn};
 use tract_onnx::prelude::*;
@@ -114,9 +113,39 @@ fn columns(x: &Tensor, idx: &[i64]) -> TractResult<Tensor> {
 
 /// Whether phantom computes this OneHotEncoder: int64 categories only.
 pub fn claims_one_hot(n: &tract_onnx::pb::NodeProto) -> bool {
-    n.attribute
+    n.attribute.iter().any(|a| {
+        (a.name == "cats_int64s" && !a.ints.is_empty())
+            || (a.name == "cats_strings" && !a.strings.is_empty())
+    })
+}
+
+/// The column of each input element (`None`: not a category), from int64 or string categories.
+fn one_hot_columns(n: &Node, x: &Tensor) -> TractResult<(Vec<usize>, Vec<Option<usize>>)> {
+    let strings: Vec<&[u8]> = (n.proto.attribute.iter())
+        .filter(|a| a.name == "cats_strings")
+        .flat_map(|a| a.strings.iter().map(Vec::as_slice))
+        .collect();
+    if x.datum_type() == String::datum_type() {
+        let at = |v: &String| strings.iter().position(|c| *c == v.as_bytes());
+        let cols = x.to_plain_array_view::<String>()?.iter().map(at).collect();
+        return Ok((x.shape().to_vec(), cols));
+    }
+    let cats = n.ints("cats_int64s");
+    let x = x.cast_to::<f64>()?;
+    let x = x.to_plain_array_view::<f64>()?;
+    let cols = x
         .iter()
-        .any(|a| a.name == "cats_int64s" && !a.ints.is_empty())
+        .map(|&v| cats.iter().position(|&c| c as f64 == v))
+        .collect();
+    Ok((x.shape().to_vec(), cols))
+}
+
+fn one_hot_width(n: &Node) -> usize {
+    let strings = (n.proto.attribute.iter())
+        .filter(|a| a.name == "cats_strings")
+        .map(|a| a.strings.len())
+        .sum::<usize>();
+    n.ints("cats_int64s").len().max(strings)
 }
 
 struct OneHotEncoder;
@@ -124,32 +153,34 @@ struct OneHotEncoder;
 impl Kernel for OneHotEncoder {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         let (_, shape) = fact(n, ins, 0)?;
-        let cats = n.ints("cats_int64s");
+        let width = one_hot_width(n);
         anyhow::ensure!(
-            !cats.is_empty(),
-            "OneHotEncoder `{}` has no int64 categories (string categories are not computed in f64)",
+            width > 0,
+            "OneHotEncoder `{}` has no categories",
             n.proto.name
         );
-        let out = shape.iter().copied().chain([cats.len()]).collect();
+        let out = shape.iter().copied().chain([width]).collect();
         Ok(vec![(f64::datum_type(), out)])
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        let x = f64s(n, ins, 0)?;
-        let cats = n.ints("cats_int64s");
+        let x = (ins.first().copied().flatten())
+            .ok_or_else(|| anyhow::anyhow!("OneHotEncoder `{}` has no input", n.proto.name))?;
+        let (shape, cols) = one_hot_columns(n, x)?;
+        let width = one_hot_width(n);
         let zeros = n.int("zeros", 1) != 0;
-        let mut out = vec![0.0; x.len() * cats.len()];
-        for (i, &v) in x.iter().enumerate() {
-            match cats.iter().position(|&c| c as f64 == v) {
-                Some(j) => out[i * cats.len() + j] = 1.0,
+        let mut out = vec![0.0; cols.len() * width];
+        for (i, c) in cols.iter().enumerate() {
+            match c {
+                Some(j) => out[i * width + j] = 1.0,
                 None if zeros => {}
                 None => anyhow::bail!(
-                    "OneHotEncoder `{}`: {v} is not one of its categories (zeros = 0)",
+                    "OneHotEncoder `{}`: element {i} is not one of its categories (zeros = 0)",
                     n.proto.name
                 ),
             }
         }
-        let shape: Vec<usize> = x.shape().iter().copied().chain([cats.len()]).collect();
+        let shape: Vec<usize> = shape.iter().copied().chain([width]).collect();
         Ok(vec![
             ArrayD::from_shape_vec(IxDyn(&shape), out)?.into_tensor()
         ])
