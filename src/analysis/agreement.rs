@@ -58,12 +58,12 @@ fn pair(
         return p;
     }
     if let Some(d) = crate::compare::strings::pair(a, b) {
-        let fails = d.as_ref().map_or(true, |d| d.differing > 0);
+        let (fails, reason) = crate::compare::strings::outcome(d, (la, lb));
         p.status = match fails {
             true => ValueStatus::Fail,
             false => ValueStatus::Pass,
         };
-        p.reason = d.map_or_else(Some, |d| d.reason());
+        p.reason = reason;
         return p;
     }
     let scale = tol.atol.is_none().then_some(scaling.operands);

@@ -109,10 +109,7 @@ fn strings_compared(
     d: Result<crate::compare::strings::StringDiff, String>,
 ) -> ValueReport {
     v.tolerance = None;
-    let (fails, reason) = match d {
-        Ok(d) => (d.differing > 0, d.reason()),
-        Err(why) => (true, Some(why)),
-    };
+    let (fails, reason) = crate::compare::strings::outcome(d, ("reference", "target"));
     v.status = match fails {
         true => ValueStatus::Fail,
         false => ValueStatus::Pass,

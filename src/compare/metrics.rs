@@ -107,10 +107,15 @@ pub fn compare(
         Some(o) => tol.scaled(scale, o),
         None => tol,
     };
-    let acc = crate::dispatch_tensor!(target, a => match a.as_slice() {
+    let mut acc = crate::dispatch_tensor!(target, a => match a.as_slice() {
         Some(s) => run(r, s, dtype, tol, tol.scale(scale)),
         None => run(r, &a.iter().copied().collect::<Vec<_>>(), dtype, tol, tol.scale(scale)),
     }, s => run(r, &vec![f64::NAN; s.len()], dtype, tol, tol.scale(scale)));
+    if target.strings().is_some() {
+        // Strings have no numeric value: compared as numbers, none is within tolerance ([`super::strings`]
+        // compares them).
+        acc.failed = acc.n;
+    }
     let finite = (acc.n - acc.r.nan - acc.r.inf).max(1) as f64;
     let cosine = if acc.rr == 0.0 && acc.tt == 0.0 {
         1.0

@@ -15,11 +15,11 @@ pub struct StringDiff {
 }
 
 impl StringDiff {
-    /// What a failing comparison says.
-    pub fn reason(&self) -> Option<String> {
+    /// What a failing comparison says, naming the two sides (`("reference", "target")`, `("A", "B")`).
+    pub fn reason(&self, (a, b): (&str, &str)) -> Option<String> {
         let (at, r, t) = self.first.as_ref()?;
         Some(format!(
-            "{} of {} strings differ; first at {at:?}: reference {r:?}, target {t:?}",
+            "{} of {} strings differ; first at {at:?}: {a} {r:?}, {b} {t:?}",
             self.differing, self.elements
         ))
     }
@@ -57,6 +57,14 @@ pub fn pair(r: &Tensor, t: &Tensor) -> Option<Result<StringDiff, String>> {
     }
 }
 
+/// Whether a string comparison ([`pair`]) fails, and what it says when it does.
+pub fn outcome(d: Result<StringDiff, String>, sides: (&str, &str)) -> (bool, Option<String>) {
+    match d {
+        Ok(d) => (d.differing > 0, d.reason(sides)),
+        Err(why) => (true, Some(why)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,12 +81,13 @@ mod tests {
     fn string_tensors_compare_by_equality() {
         let r = strings([["setosa", "versicolor"], ["virginica", "setosa"]]);
         let same = differ(&r, &r.clone());
-        assert_eq!((same.differing, same.reason()), (0, None));
+        let sides = ("reference", "target");
+        assert_eq!((same.differing, same.reason(sides)), (0, None));
         let t = strings([["setosa", "versicolor"], ["versicolor", "virginica"]]);
         let d = differ(&r, &t);
         assert_eq!((d.elements, d.differing), (4, 2));
         assert_eq!(
-            d.reason().unwrap(),
+            d.reason(sides).unwrap(),
             "2 of 4 strings differ; first at [1, 0]: reference \"virginica\", target \"versicolor\""
         );
         let numbers = Tensor::I64(ArrayD::zeros(IxDyn(&[2, 2])));

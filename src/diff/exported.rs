@@ -63,6 +63,10 @@ fn differ(a: &Tensor, b: &Tensor, tol: &ToleranceSpec) -> Option<(bool, f64)> {
     if a.shape() != b.shape() {
         return None;
     }
+    if let Some(d) = crate::compare::strings::pair(a, b) {
+        let equal = d.is_ok_and(|d| d.differing == 0);
+        return Some((equal, if equal { 0.0 } else { 1.0 }));
+    }
     let c = crate::compare::compare(&a.to_f64_array(), b, tol.for_dtype(lower(a, b)), None);
     let rel = c.metrics.rmse / c.metrics.scale.max(f64::MIN_POSITIVE);
     Some((c.metrics.failed == 0, rel))

@@ -111,6 +111,15 @@ fn measured(
     r.b_shape = tb.shape().to_vec();
     r.a_dtype = ta.dtype().name().into();
     r.b_dtype = tb.dtype().name().into();
+    if let Some(d) = crate::compare::strings::pair(ta, tb) {
+        let (fails, reason) = crate::compare::strings::outcome(d, ("A", "B"));
+        r.status = match fails {
+            true => PairStatus::Fail,
+            false => PairStatus::Pass,
+        };
+        r.reason = reason;
+        return r;
+    }
     let tol = opts.tolerance.for_dtype(lower(ta.dtype(), tb.dtype()));
     let a = ta.to_f64_array();
     let c = compare(&a, tb, tol, None);

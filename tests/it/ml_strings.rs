@@ -128,3 +128,37 @@ fn a_string_feature_is_drawn_from_the_model_s_categories() {
         .fold(0.0, f64::max);
     assert!(worst < 1e-5, "{worst}: {ours} vs {sk}");
 }
+
+/// A dump directory holding `labels` (strings) and `x` (f32).
+fn string_dump(dir: &std::path::Path, labels: &[&str]) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let s = ndarray::arr1(labels).mapv(str::to_string).into_dyn();
+    let x = ndarray::arr1(&[1.0f32, 2.0, 3.0]).into_dyn();
+    let npy = phantom::model::npy::to_npy;
+    std::fs::write(
+        dir.join("labels.npy"),
+        npy(&phantom::tensor::Tensor::Str(s)),
+    )
+    .unwrap();
+    std::fs::write(dir.join("x.npy"), npy(&phantom::tensor::Tensor::F32(x))).unwrap();
+    dir.display().to_string()
+}
+
+#[test]
+fn string_dumps_diff_by_equality() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = string_dump(&dir.path().join("a"), &["cat", "dog", "emu"]);
+    let same = string_dump(&dir.path().join("same"), &["cat", "dog", "emu"]);
+    let other = string_dump(&dir.path().join("other"), &["cat", "dog", "yak"]);
+    let (code, out, _) = crate::diff::diff(&[&a, &same]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out, r) = crate::diff::diff(&[&a, &other]);
+    assert_eq!(code, 1, "{out}");
+    let p = crate::diff::pair(&r, "labels");
+    assert_eq!(p["status"], "fail", "{p}");
+    assert_eq!(
+        p["reason"],
+        "1 of 3 strings differ; first at [2]: A \"emu\", B \"yak\""
+    );
+    assert_eq!(crate::diff::pair(&r, "x")["status"], "pass");
+}
