@@ -162,3 +162,96 @@ fn string_dumps_diff_by_equality() {
     );
     assert_eq!(crate::diff::pair(&r, "x")["status"], "pass");
 }
+
+/// `value` with element type `elem` (8: string, 7: int64).
+fn typed(name: &str, elem: i32) -> pb::ValueInfoProto {
+    let mut v = crate::common::value(name, &[4]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        v.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = elem;
+    }
+    v
+}
+
+/// CategoryMapper string → int64 (`i`) and back (`back`), "cat", "dog", "emu" ↔ 1, 2, 3, defaults -1 and "none".
+fn category_mapper(path: &std::path::Path) {
+    use crate::common::{attr_int, attr_ints, attr_str, node};
+    let cats = pb::AttributeProto {
+        name: "cats_strings".into(),
+        r#type: pb::attribute_proto::AttributeType::Strings as i32,
+        strings: ["cat", "dog", "emu"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+        ..Default::default()
+    };
+    let mapper = |input: &str, out: &str, default: pb::AttributeProto| {
+        let mut n = node("CategoryMapper", &[input], out);
+        n.domain = "ai.onnx.ml".into();
+        n.attribute = vec![cats.clone(), attr_ints("cats_int64s", &[1, 2, 3]), default];
+        n
+    };
+    let graph = pb::GraphProto {
+        name: "categories".into(),
+        node: vec![
+            mapper("s", "i", attr_int("default_int64", -1)),
+            mapper("i", "back", attr_str("default_string", "none")),
+        ],
+        input: vec![typed("s", 8)],
+        output: vec![typed("back", 8), typed("i", 7)],
+        ..Default::default()
+    };
+    let mut m = crate::common::model_proto(graph, 17);
+    m.opset_import.push(pb::OperatorSetIdProto {
+        domain: "ai.onnx.ml".into(),
+        version: 3,
+    });
+    std::fs::write(path, m.encode_to_vec()).unwrap();
+}
+
+#[test]
+fn category_mapper_strings_round_trip_with_defaults() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, x, dump) = (
+        dir.path().join("m.onnx"),
+        dir.path().join("s.npy"),
+        dir.path().join("d"),
+    );
+    category_mapper(&m);
+    let s = ndarray::arr1(&["dog", "yak", "cat", "emu"])
+        .mapv(str::to_string)
+        .into_dyn();
+    std::fs::write(
+        &x,
+        phantom::model::npy::to_npy(&phantom::tensor::Tensor::Str(s)),
+    )
+    .unwrap();
+    let input = format!("s={}", x.display());
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        &input,
+        "--dump",
+        dump.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("all 2 compared values within tolerance"),
+        "{out}"
+    );
+    let values = dumped(&dump);
+    let back: Vec<&str> = values["back"]
+        .strings()
+        .unwrap()
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(back, ["dog", "none", "cat", "emu"]);
+    assert_eq!(
+        values["i"].as_f64().iter().copied().collect::<Vec<_>>(),
+        [2.0, -1.0, 1.0, 3.0]
+    );
+}
