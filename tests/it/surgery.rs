@@ -359,3 +359,61 @@ fn a_sigmoid_of_constants_is_folded_in_f64() {
     let y = value_reports(&r).find(|v| v["name"] == "y").unwrap();
     assert_eq!(y["status"], "pass", "{y}");
 }
+
+/// RoBERTa's position ids as torch's dynamo exporter writes them: the mask of non-padding ids, cast to int64,
+/// summed with `CumSum`, then gathered from a position table. tract's CumSum failed on the int64 it holds as a
+/// symbolic dim ("TDim is not a number") and every value after it went unchecked on every RoBERTa-family export;
+/// phantom computes CumSum itself.
+#[test]
+fn roberta_position_ids_are_computed_by_phantom_s_cumsum() {
+    use crate::common::{attr_int, f32_tensor, i64_tensor, node, value, write_model};
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cast = node("Cast", &["ne"], "m64");
+    cast.attribute = vec![attr_int("to", 7)];
+    let mut ids = value("ids", &[1, 8]);
+    if let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+        ids.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 7;
+    }
+    let g = tract_onnx::pb::GraphProto {
+        name: "position_ids".into(),
+        node: vec![
+            node("Equal", &["ids", "one"], "eq"),
+            node("Not", &["eq"], "ne"),
+            cast,
+            node("CumSum", &["m64", "one"], "cs"),
+            node("Mul", &["cs", "m64"], "pos0"),
+            node("Add", &["pos0", "one"], "pos"),
+            node("Gather", &["table", "pos"], "emb"),
+        ],
+        initializer: vec![
+            i64_tensor("one", vec![], vec![1]),
+            f32_tensor(
+                "table",
+                vec![20, 2],
+                (0..40).map(|i| i as f32 * 0.25).collect(),
+            ),
+        ],
+        input: vec![ids],
+        output: vec![value("emb", &[1, 8, 2])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("position_ids.onnx"), g, 17);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&["onnx", s(&m), "--json", s(&json)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let cumsum = (r["nodes"].as_array().unwrap().iter())
+        .find(|n| n["op_type"] == "CumSum")
+        .unwrap();
+    assert_eq!(cumsum["reference"]["kind"], "f64_phantom", "{cumsum}");
+    let emb = value_reports(&r).find(|v| v["name"] == "emb").unwrap();
+    assert_eq!(
+        (&emb["status"], &emb["metrics"]["max_abs"]),
+        (&"pass".into(), &0.0.into()),
+        "{emb}"
+    );
+}

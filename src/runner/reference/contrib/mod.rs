@@ -10,6 +10,7 @@ mod attend;
 mod attention;
 mod batchnorm;
 mod concat;
+mod cumsum;
 mod embed;
 mod encode;
 mod gqa;
@@ -148,6 +149,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| batchnorm::kernel(op))
         .or_else(|| squeeze::kernel(op))
         .or_else(|| concat::kernel(op))
+        .or_else(|| cumsum::kernel(op))
         .or_else(|| looping::kernel(op))
         .or_else(|| ml::kernel(op))
         .or_else(|| qdq::kernel(op))
@@ -174,6 +176,9 @@ fn claims(n: &NodeProto) -> bool {
     }
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
+    }
+    if cumsum::claims_cumsum(n) {
+        return true;
     }
     if n.op_type == "OneHotEncoder" && !prep::claims_one_hot(n) {
         return false;
@@ -254,6 +259,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(batchnorm::OPS)
         .chain(squeeze::OPS)
         .chain(concat::OPS)
+        .chain(cumsum::OPS)
         .chain(looping::OPS)
         .chain(ml::OPS)
         .chain(qdq::OPS)

@@ -1,0 +1,119 @@
+//! `CumSum` for the reference. tract's fails on int64 values it holds as symbolic dims ("TDim is not a number"):
+//! RoBERTa's position ids (a cumulative sum of the attention mask) in torch's dynamo export of every RoBERTa-family
+//! model. Floats are summed in f64, integers in i64 (wrapping, as ONNX Runtime's do) and written back in their own
+//! type; `exclusive` and `reverse` as ONNX defines them.
+
+use std::ops::Add;
+
+use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis};
+use tract_onnx::prelude::*;
+
+use super::util::{fact, opt};
+use super::{Fact, Kernel, Node};
+
+pub const OPS: &[&str] = &["CumSum"];
+
+/// Whether `n` is ONNX's CumSum.
+pub fn claims_cumsum(n: &tract_onnx::pb::NodeProto) -> bool {
+    n.op_type == "CumSum" && n.domain.is_empty()
+}
+
+struct CumSum;
+
+/// The output's element type for an input of type `dt`: f64 for floats, i64 for symbolic dims, else its own.
+fn out_type(dt: DatumType) -> DatumType {
+    match dt {
+        _ if dt.is_float() => f64::datum_type(),
+        DatumType::TDim => i64::datum_type(),
+        _ => dt,
+    }
+}
+
+/// Sums every lane of `a` along `axis` in place.
+fn running<T: Copy + Default + Add<Output = T>>(
+    a: &mut ArrayD<T>,
+    axis: usize,
+    exclusive: bool,
+    reverse: bool,
+) {
+    for mut lane in a.lanes_mut(Axis(axis)) {
+        let n = lane.len();
+        let mut acc = T::default();
+        for k in 0..n {
+            let i = if reverse { n - 1 - k } else { k };
+            let x = lane[i];
+            lane[i] = if exclusive { acc } else { acc + x };
+            acc = acc + x;
+        }
+    }
+}
+
+/// Integers wrap on overflow, as two's complement sums do in ONNX Runtime.
+#[derive(Clone, Copy, Default)]
+struct Wrapping(i64);
+
+impl Add for Wrapping {
+    type Output = Wrapping;
+    fn add(self, o: Wrapping) -> Wrapping {
+        Wrapping(self.0.wrapping_add(o.0))
+    }
+}
+
+impl Kernel for CumSum {
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        let (dt, shape) = fact(n, ins, 0)?;
+        Ok(vec![(out_type(*dt), shape.clone())])
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let x = opt(n, ins, 0)?;
+        let axis = opt(n, ins, 1)?.cast_to::<i64>()?;
+        let axis = *axis
+            .to_plain_array_view::<i64>()?
+            .iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("CumSum `{}`: its axis input is empty", n.proto.name))?;
+        let rank = x.rank() as i64;
+        anyhow::ensure!(
+            (-rank..rank.max(1)).contains(&axis),
+            "CumSum `{}`: axis {axis} is outside rank {rank}",
+            n.proto.name
+        );
+        let axis = axis.rem_euclid(rank.max(1)) as usize;
+        let (exclusive, reverse) = (n.int("exclusive", 0) != 0, n.int("reverse", 0) != 0);
+        let dt = x.datum_type();
+        if dt.is_float() {
+            let mut a = x.cast_to::<f64>()?.to_plain_array_view::<f64>()?.to_owned();
+            running(&mut a, axis, exclusive, reverse);
+            return Ok(vec![a.into_tensor()]);
+        }
+        let ints = x.cast_to::<i64>()?;
+        let mut a = ints.to_plain_array_view::<i64>()?.mapv(Wrapping);
+        running(&mut a, axis, exclusive, reverse);
+        let summed = a.mapv(|w| w.0).into_tensor();
+        Ok(vec![summed.cast_to_dt(out_type(dt))?.into_owned()])
+    }
+}
+
+pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
+    (op == "CumSum").then_some(&CumSum as &dyn Kernel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tract_onnx::prelude::tract_ndarray::arr2;
+
+    #[test]
+    fn cumulative_sums_follow_exclusive_and_reverse() {
+        let sum = |exclusive, reverse| {
+            let mut a = arr2(&[[1i64, 2, 3], [4, 5, 6]]).into_dyn().mapv(Wrapping);
+            running(&mut a, 1, exclusive, reverse);
+            a.mapv(|w| w.0).into_raw_vec_and_offset().0
+        };
+        assert_eq!(sum(false, false), [1, 3, 6, 4, 9, 15]);
+        assert_eq!(sum(true, false), [0, 1, 3, 0, 4, 9]);
+        assert_eq!(sum(false, true), [6, 5, 3, 15, 11, 6]);
+        assert_eq!(sum(true, true), [5, 3, 0, 11, 6, 0]);
+    }
+}
