@@ -310,6 +310,37 @@ fn kept_nodes(g: &GraphProto, types: &HashMap<String, i32>, ctx: &mut Ctx) -> Ve
             });
         }
     }
+    constants_for_kept(g, kept)
+}
+
+/// `kept` with the `Constant`s that only float32 slots read kept too, as initializers are ([`plan_storage`]):
+/// stored in the target type and cast back, the constant itself would change (T5's `log(max_distance /
+/// max_exact)` = 2.7725887 became 2.773 ahead of the position-bucket arithmetic kept in float32). Not listed as
+/// kept nodes: they compute nothing.
+fn constants_for_kept(g: &GraphProto, mut kept: Vec<Option<String>>) -> Vec<Option<String>> {
+    let in_bodies: HashSet<String> = (g.node.iter())
+        .flat_map(|n| n.attribute.iter())
+        .flat_map(|a| a.g.iter().chain(a.graphs.iter()))
+        .flat_map(crate::model::surgery::outer_reads)
+        .chain(g.output.iter().map(|o| o.name.clone()))
+        .collect();
+    let only_fp32 = |value: &str, kept: &[Option<String>]| {
+        let mut slots = (g.node.iter().zip(kept)).flat_map(|(n, k)| {
+            (n.input.iter().enumerate())
+                .filter(move |(_, i)| *i == value)
+                .map(move |(s, _)| needs_fp32(n, s, k.is_some()))
+        });
+        let first = slots.next();
+        first == Some(true) && slots.all(|x| x) && !in_bodies.contains(value)
+    };
+    for i in 0..g.node.len() {
+        let n = &g.node[i];
+        let single = n.output.len() == 1;
+        if kept[i].is_none() && n.op_type == "Constant" && single && only_fp32(&n.output[0], &kept)
+        {
+            kept[i] = Some("a constant only float32 nodes read".into());
+        }
+    }
     kept
 }
 

@@ -634,3 +634,77 @@ fn a_destroyed_fp16_output_is_precision_insufficient_in_every_format() {
     assert_eq!(code, 0, "{text}");
     assert!(text.starts_with("precision-limited"), "{text}");
 }
+
+/// T5's relative-position buckets in miniature: int64 distances cast to float, divided by a `Constant`
+/// (log(max_distance / max_exact) = 2.7725887), then Log, Mul and Cast back to int64 to index a bias table. The
+/// converter keeps that integer arithmetic in float32; its Constant must stay float32 too (as initializers read
+/// only in float32 do): stored in fp16 and cast back it became 2.773, and fed the reference's inputs the Div was
+/// "anomalous" (3.7e4× correct rounding) on a torch T5 encoder.
+#[test]
+fn constants_read_only_in_float32_stay_float32() {
+    use crate::common::{attr_int, f32_tensor, node, value, write_model};
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let cast = |from: &str, to: &str, code: i64| {
+        let mut n = node("Cast", &[from], to);
+        n.attribute = vec![attr_int("to", code)];
+        n
+    };
+    let mut constant = node("Constant", &[], "c");
+    constant.attribute = vec![pb::AttributeProto {
+        name: "value".into(),
+        r#type: pb::attribute_proto::AttributeType::Tensor as i32,
+        t: Some(crate::common::f32_tensor("c", vec![], vec![2.772_588_7])),
+        ..Default::default()
+    }];
+    let mut distance = value("d", &[16]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        distance.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 7;
+    }
+    let g = pb::GraphProto {
+        name: "buckets".into(),
+        node: vec![
+            cast("d", "df", 1),
+            node("Add", &["df", "one"], "d1"),
+            constant,
+            node("Log", &["d1"], "l"),
+            node("Div", &["l", "c"], "q"),
+            node("Mul", &["q", "eight"], "s"),
+            cast("s", "bucket", 7),
+            node("Gather", &["bias", "bucket"], "y"),
+        ],
+        initializer: vec![
+            f32_tensor("one", vec![], vec![1.0]),
+            f32_tensor("eight", vec![], vec![8.0]),
+            f32_tensor("bias", vec![32], (0..32).map(|i| i as f32 * 0.5).collect()),
+        ],
+        input: vec![distance],
+        output: vec![value("y", &[16])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("buckets.onnx"), g, 17);
+    let (json, saved) = (dir.path().join("r.json"), dir.path().join("fp16.onnx"));
+    let m = m.to_str().unwrap();
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m,
+        "--precision",
+        "fp16",
+        "--val-range",
+        "0,30",
+        "--json",
+        json.to_str().unwrap(),
+        "--save-target-model",
+        saved.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(read_json(&json)["verdict"]["status"], "clean", "{out}");
+    let p = pb::ModelProto::decode(std::fs::read(&saved).unwrap().as_slice()).unwrap();
+    let c = (p.graph.unwrap().node.into_iter())
+        .find(|n| n.op_type == "Constant")
+        .and_then(|n| n.attribute[0].t.clone())
+        .unwrap();
+    assert_eq!(c.data_type, 1, "the Constant became {:?}", c);
+}
