@@ -7,6 +7,11 @@
 //! 4.4σ), and a normal draw is made from them by Box–Muller (`mean + scale·√(−2 ln u₁)·cos 2πu₂`). The float part is
 //! computed by each side in its own precision, so the differences left are rounding, which is what phantom
 //! measures. The report notes each replacement. Models below opset 11 (no `Range`) keep their random ops.
+//!
+//! A `Dropout` in training mode (a model exported without `model.eval()`: `training_mode` a constant true, a
+//! non-zero `ratio`) is random too: ONNX Runtime drops other elements on every run and the reference has no
+//! generator of its own. From opset 15 it is replaced alike, by a mask of the hash noise (`u ≥ ratio`) and the
+//! `1 / (1 − ratio)` scale ONNX defines, and the note says how to export the inference graph instead.
 
 use prost::Message;
 use tract_onnx::pb::{
@@ -34,7 +39,7 @@ pub fn seeded(graph: Graph, seed: u64) -> Result<Graph> {
     if !graph
         .nodes
         .iter()
-        .any(|n| RANDOM.contains(&n.op_type.as_str()))
+        .any(|n| RANDOM.contains(&n.op_type.as_str()) || n.op_type == "Dropout")
     {
         return Ok(graph);
     }
@@ -58,8 +63,12 @@ pub fn replace(g: &mut GraphProto, opset: i64, seed: u64) -> Vec<String> {
     let mut at = 0;
     while at < g.node.len() {
         let n = g.node[at].clone();
-        if !RANDOM.contains(&n.op_type.as_str()) || !(n.domain.is_empty() || n.domain == "ai.onnx")
-        {
+        let default_domain = n.domain.is_empty() || n.domain == "ai.onnx";
+        let dropout = match n.op_type == "Dropout" && default_domain && opset >= 15 {
+            true => training_ratio(g, &n),
+            false => None,
+        };
+        if !(RANDOM.contains(&n.op_type.as_str()) && default_domain) && dropout.is_none() {
             at += 1;
             continue;
         }
@@ -70,21 +79,59 @@ pub fn replace(g: &mut GraphProto, opset: i64, seed: u64) -> Vec<String> {
             k: 0,
         };
         let salt = salt(&n, seed);
-        if b.noise(&n, salt, opset).is_none() {
+        let built = match dropout {
+            Some(ratio) => b.dropout(&n, salt, ratio),
+            None => b.noise(&n, salt, opset),
+        };
+        if built.is_none() {
             at += 1;
             continue;
         }
         let count = b.nodes.len();
         g.node.splice(at..at + 1, b.nodes);
         g.initializer.extend(b.inits);
-        notes.push(format!(
-            "{} `{}`: replaced on both sides by phantom's seeded hash noise (salt {salt}), so both draw the same numbers",
-            n.op_type,
-            label(&n)
-        ));
+        notes.push(match dropout {
+            Some(ratio) => format!(
+                "Dropout `{}` runs in training mode (ratio {ratio}): replaced on both sides by a mask of phantom's \
+                 seeded hash noise (salt {salt}), so both drop the same elements; to compare the inference graph, \
+                 export the model after `model.eval()`",
+                label(&n)
+            ),
+            None => format!(
+                "{} `{}`: replaced on both sides by phantom's seeded hash noise (salt {salt}), so both draw the same numbers",
+                n.op_type,
+                label(&n)
+            ),
+        });
         at += count;
     }
     notes
+}
+
+/// The `ratio` of a Dropout that runs in training mode: its `training_mode` input a constant true and its ratio
+/// (default 0.5) a non-zero constant; `None` otherwise (inference mode is the identity).
+fn training_ratio(g: &GraphProto, n: &NodeProto) -> Option<f32> {
+    let constant = |name: &str| -> Option<f64> {
+        let t = (g.initializer.iter().find(|t| t.name == name)).or_else(|| {
+            (g.node.iter())
+                .find(|c| c.op_type == "Constant" && c.output.first().is_some_and(|o| o == name))
+                .and_then(|c| c.attribute.iter().find(|a| a.name == "value"))
+                .and_then(|a| a.t.as_ref())
+        })?;
+        let v = super::proto::tensor_from_proto(t, None).ok()?;
+        (v.len() == 1)
+            .then(|| v.as_f64().iter().next().copied())
+            .flatten()
+    };
+    let training = n.input.get(2).filter(|i| !i.is_empty())?;
+    if constant(training)? == 0.0 {
+        return None;
+    }
+    let ratio = match n.input.get(1).filter(|i| !i.is_empty()) {
+        Some(r) => constant(r)?,
+        None => 0.5,
+    };
+    (ratio > 0.0 && ratio < 1.0).then_some(ratio as f32)
 }
 
 fn label(n: &NodeProto) -> String {
@@ -211,6 +258,39 @@ impl Builder {
             input: cast.1,
             output: vec![out],
             attribute: cast.2,
+            ..Default::default()
+        });
+        Some(())
+    }
+
+    /// A training-mode Dropout of `ratio`: elements whose hash uniform is below `ratio` dropped, the others scaled by
+    /// `1 / (1 − ratio)`; the optional mask output is the kept elements.
+    fn dropout(&mut self, n: &NodeProto, salt: i64, ratio: f32) -> Option<()> {
+        let x = n.input.first().filter(|i| !i.is_empty())?.clone();
+        let out = n.output.first().filter(|o| !o.is_empty())?.clone();
+        let shape = self.op("Shape", &[&x], vec![]);
+        let index = self.index(&shape);
+        let u = self.uniform(&index, salt);
+        let r = self.float(ratio);
+        let keep = self.op("GreaterOrEqual", &[&u, &r], vec![]);
+        let kept = self.op("CastLike", &[&keep, &x], vec![]);
+        let scale = self.float(1.0 / (1.0 - ratio));
+        let scale = self.op("CastLike", &[&scale, &x], vec![]);
+        let y = self.op("Mul", &[&x, &kept], vec![]);
+        if let Some(mask) = n.output.get(1).filter(|o| !o.is_empty()) {
+            self.nodes.push(NodeProto {
+                name: format!("{}/mask", self.prefix),
+                op_type: "Identity".into(),
+                input: vec![keep],
+                output: vec![mask.clone()],
+                ..Default::default()
+            });
+        }
+        self.nodes.push(NodeProto {
+            name: label(n),
+            op_type: "Mul".into(),
+            input: vec![y, scale],
+            output: vec![out],
             ..Default::default()
         });
         Some(())

@@ -237,3 +237,58 @@ fn negative_pads_crop_as_onnx_says() {
     let want = [0.0, 0.0, 0.0, x[[0, 3]].max(0.0), x[[0, 4]].max(0.0), 0.0];
     assert_eq!(y.iter().copied().collect::<Vec<_>>(), want);
 }
+
+/// A Dropout in training mode (a model exported without `model.eval()`): ORT drops other elements on every run, so
+/// it is replaced on both sides by a mask of the seeded hash noise, dropping `ratio` of the elements and scaling the
+/// rest by 1 / (1 − ratio) as ONNX defines; before, the reference refused it and every value after it went
+/// unchecked.
+#[test]
+fn a_training_mode_dropout_drops_the_same_elements_on_both_sides() {
+    use crate::common::{f32_tensor, node, value, write_model};
+    use tract_onnx::pb;
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mut drop = node("Dropout", &["x", "ratio", "training"], "y");
+    drop.name = "drop".into();
+    drop.output.push("mask".into());
+    let training = pb::TensorProto {
+        name: "training".into(),
+        data_type: 9,
+        int32_data: vec![1],
+        ..Default::default()
+    };
+    let g = pb::GraphProto {
+        name: "dropout".into(),
+        node: vec![drop, node("Relu", &["y"], "z")],
+        initializer: vec![f32_tensor("ratio", vec![], vec![0.25]), training],
+        input: vec![value("x", &[1, 4096])],
+        output: vec![value("z", &[1, 4096])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("dropout.onnx"), g, 17);
+    let (code, out, r) = onnx_report(&m, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Dropout `drop` runs in training mode (ratio 0.25)"),
+        "{out}"
+    );
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    // A quarter of the elements dropped, the rest scaled by 4/3, and the mask says which.
+    let graph = phantom::model::load(&m).unwrap();
+    let inputs = prepared(&graph, &[]);
+    let g = phantom::model::random::seeded(graph, 0).unwrap();
+    let v = ReferenceRunner::default().run(&g, &inputs).unwrap().values;
+    let (x, y, mask) = (
+        inputs.tensors[0].1.to_f64_array(),
+        v["y"].to_f64_array(),
+        v["mask"].to_f64_array(),
+    );
+    let dropped = mask.iter().filter(|&&k| k == 0.0).count() as f64 / 4096.0;
+    assert!((dropped - 0.25).abs() < 0.03, "{dropped}");
+    for ((x, y), k) in x.iter().zip(&y).zip(&mask) {
+        assert!(
+            (y - x * k / 0.75).abs() < 1e-6 * x.abs().max(1.0),
+            "{x} {y} {k}"
+        );
+    }
+}
