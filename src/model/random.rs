@@ -263,16 +263,18 @@ impl Builder {
         Some(())
     }
 
-    /// A training-mode Dropout of `ratio`: elements whose hash uniform is below `ratio` dropped, the others scaled by
+    /// A training-mode Dropout of `ratio`: elements whose hash is below `ratio` of its range dropped, the others scaled by
     /// `1 / (1 − ratio)`; the optional mask output is the kept elements.
     fn dropout(&mut self, n: &NodeProto, salt: i64, ratio: f32) -> Option<()> {
         let x = n.input.first().filter(|i| !i.is_empty())?.clone();
         let out = n.output.first().filter(|o| !o.is_empty())?.clone();
         let shape = self.op("Shape", &[&x], vec![]);
         let index = self.index(&shape);
-        let u = self.uniform(&index, salt);
-        let r = self.float(ratio);
-        let keep = self.op("GreaterOrEqual", &[&u, &r], vec![]);
+        // Kept where the integer hash reaches ratio·2³⁰: an integer comparison, exact on every runtime and in every
+        // precision (a float uniform against `ratio` flipped elements lying within fp16's rounding of it).
+        let hash = self.hash(&index, salt);
+        let threshold = self.int((ratio as f64 * (1u64 << 30) as f64).round() as i64);
+        let keep = self.op("GreaterOrEqual", &[&hash, &threshold], vec![]);
         let kept = self.op("CastLike", &[&keep, &x], vec![]);
         let scale = self.float(1.0 / (1.0 - ratio));
         let scale = self.op("CastLike", &[&scale, &x], vec![]);
@@ -321,6 +323,12 @@ impl Builder {
     /// `(x·a + c) mod p`, then two rounds of `(x² + c) mod p` (nonlinear, so neighbours do not correlate); as a
     /// uniform in (0, 1) of 30 bits built from two 15-bit halves (every constant fits fp16), floored at 2⁻¹⁴.
     fn uniform(&mut self, index: &str, salt: i64) -> String {
+        let x = self.hash(index, salt);
+        self.to_uniform(&x)
+    }
+
+    /// The 30-bit integer hash of each index under `salt` (the integer half of [`Builder::uniform`]).
+    fn hash(&mut self, index: &str, salt: i64) -> String {
         let (a, c, p) = (self.int(48_271), self.int(salt), self.int(PRIME));
         let x = self.op("Mul", &[index, &a], vec![]);
         let x = self.op("Add", &[&x, &c], vec![]);
@@ -331,10 +339,15 @@ impl Builder {
             let sq = self.op("Add", &[&sq, &c], vec![]);
             x = self.op("Mod", &[&sq, &p], vec![]);
         }
-        let (half, mask) = (self.int(32_768), self.int(1 << 30));
-        let x = self.op("Mod", &[&x, &mask], vec![]);
-        let hi = self.op("Div", &[&x, &half], vec![]);
-        let lo = self.op("Mod", &[&x, &half], vec![]);
+        let mask = self.int(1 << 30);
+        self.op("Mod", &[&x, &mask], vec![])
+    }
+
+    /// A 30-bit hash as a uniform in (0, 1), floored at 2⁻¹⁴.
+    fn to_uniform(&mut self, x: &str) -> String {
+        let half = self.int(32_768);
+        let hi = self.op("Div", &[x, &half], vec![]);
+        let lo = self.op("Mod", &[x, &half], vec![]);
         let (hi, lo) = (
             self.op("Cast", &[&hi], vec![int_attr("to", 1)]),
             self.op("Cast", &[&lo], vec![int_attr("to", 1)]),

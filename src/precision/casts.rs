@@ -144,8 +144,10 @@ impl InputCasts<'_> {
         nodes: &mut Vec<NodeProto>,
         shapes: &mut CastShapes,
     ) {
-        let any = ANY_INPUT.contains(&n.op_type.as_str());
+        let any_type = ANY_INPUT.contains(&n.op_type.as_str());
         for s in 0..n.input.len() {
+            // CastLike's second input is the type it casts to: it reads the value as the converted graph holds it.
+            let any = any_type && !(n.op_type == "CastLike" && s == 1);
             let v = n.input[s].clone();
             let float = self.types.get(&v) == Some(&FLOAT) || self.renamed.contains(&v);
             if v.is_empty() || !float || any {
