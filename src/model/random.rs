@@ -324,7 +324,7 @@ impl Builder {
     /// uniform in (0, 1) of 30 bits built from two 15-bit halves (every constant fits fp16), floored at 2⁻¹⁴.
     fn uniform(&mut self, index: &str, salt: i64) -> String {
         let x = self.hash(index, salt);
-        self.to_uniform(&x)
+        self.uniform_of(&x)
     }
 
     /// The 30-bit integer hash of each index under `salt` (the integer half of [`Builder::uniform`]).
@@ -344,7 +344,7 @@ impl Builder {
     }
 
     /// A 30-bit hash as a uniform in (0, 1), floored at 2⁻¹⁴.
-    fn to_uniform(&mut self, x: &str) -> String {
+    fn uniform_of(&mut self, x: &str) -> String {
         let half = self.int(32_768);
         let hi = self.op("Div", &[x, &half], vec![]);
         let lo = self.op("Mod", &[x, &half], vec![]);
