@@ -1,7 +1,11 @@
-//! `CumSum` for the reference. tract's fails on int64 values it holds as symbolic dims ("TDim is not a number"):
-//! RoBERTa's position ids (a cumulative sum of the attention mask) in torch's dynamo export of every RoBERTa-family
-//! model. Floats are summed in f64, integers in i64 (wrapping, as ONNX Runtime's do) and written back in their own
-//! type; `exclusive` and `reverse` as ONNX defines them.
+//! `CumSum` over integers for the reference. tract's fails on int64 values it holds as symbolic dims ("TDim is not a
+//! number"): RoBERTa's position ids (a cumulative sum of the attention mask) in torch's dynamo export of every
+//! RoBERTa-family model. Integers are summed in i64 (wrapping, as ONNX Runtime's do) and written back in their own
+//! type, `exclusive` and `reverse` as ONNX defines them. Float CumSums stay tract's (in f64): its kernel also takes
+//! shapes only known at run time (VITS sums predicted durations of data-dependent length), which phantom's kernels
+//! do not; this one computes floats in f64 all the same. For that reason too only the form that fails in tract is
+//! claimed: a CumSum of a `Cast` to an integer type (a mask cast to integers, as position ids are counted). Others
+//! (the element index phantom's seeded hash noise counts, in VITS of run-time length) stay tract's.
 
 use std::ops::Add;
 
@@ -13,9 +17,28 @@ use super::{Fact, Kernel, Node};
 
 pub const OPS: &[&str] = &["CumSum"];
 
-/// Whether `n` is ONNX's CumSum.
-pub fn claims_cumsum(n: &tract_onnx::pb::NodeProto) -> bool {
-    n.op_type == "CumSum" && n.domain.is_empty()
+/// The positions in `g` of ONNX CumSums of a `Cast` to an integer type.
+pub fn over_integers(g: &tract_onnx::pb::GraphProto) -> std::collections::HashSet<usize> {
+    use crate::model::types::{infer, BFLOAT16, FLOAT, FLOAT16};
+    let sums = |n: &tract_onnx::pb::NodeProto| n.op_type == "CumSum" && n.domain.is_empty();
+    if !g.node.iter().any(sums) {
+        return Default::default();
+    }
+    let types = infer(g, &Default::default());
+    let cast_outputs: std::collections::HashSet<&String> = (g.node.iter())
+        .filter(|n| n.op_type == "Cast")
+        .flat_map(|n| n.output.iter())
+        .collect();
+    let integer = |v: &String| {
+        types
+            .get(v)
+            .is_some_and(|&t| ![FLOAT, FLOAT16, BFLOAT16, 11].contains(&t))
+    };
+    (g.node.iter().enumerate())
+        .filter(|(_, n)| sums(n) && n.input.first().is_some_and(integer))
+        .filter(|(_, n)| n.input.first().is_some_and(|i| cast_outputs.contains(i)))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 struct CumSum;

@@ -177,9 +177,6 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
     }
-    if cumsum::claims_cumsum(n) {
-        return true;
-    }
     if n.op_type == "OneHotEncoder" && !prep::claims_one_hot(n) {
         return false;
     }
@@ -196,7 +193,8 @@ fn claims(n: &NodeProto) -> bool {
 /// body's, whose outer reads it then makes inputs). `opsets` are the model's imports. Returns how many.
 pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     let mut count = 0;
-    for n in g.node.iter_mut() {
+    let integer_sums = cumsum::over_integers(g);
+    for (i, n) in g.node.iter_mut().enumerate() {
         for a in n.attribute.iter_mut() {
             for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
                 count += claim(sub, opsets);
@@ -205,7 +203,7 @@ pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
         if looping::claims_loop(n) {
             looping::explicit(n, opsets);
             count += 1;
-        } else if claims(n) {
+        } else if claims(n) || integer_sums.contains(&i) {
             n.op_type = format!("{PREFIX}{}", n.op_type);
             count += 1;
         }
