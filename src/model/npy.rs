@@ -171,13 +171,16 @@ fn unicode(name: &str, shape: &[usize], chars: &str, data: &[u8]) -> Result<Tens
     let width: usize = chars
         .parse()
         .map_err(|_| bad(name, format!("bad unicode width `U{chars}`")))?;
-    let need =
-        crate::tensor::checked_nbytes(shape, width.saturating_mul(4).max(1)).ok_or_else(|| {
-            bad(
-                name,
-                format!("its shape {shape:?} has more elements than can be addressed"),
-            )
-        })?;
+    let too_many = || {
+        bad(
+            name,
+            format!("its shape {shape:?} has more elements than can be addressed"),
+        )
+    };
+    let count = crate::tensor::checked_nbytes(shape, 1).ok_or_else(too_many)?;
+    let need = count
+        .checked_mul(width.saturating_mul(4))
+        .ok_or_else(too_many)?;
     let data = data.get(..need).ok_or_else(|| {
         bad(
             name,
@@ -187,22 +190,16 @@ fn unicode(name: &str, shape: &[usize], chars: &str, data: &[u8]) -> Result<Tens
             ),
         )
     })?;
-    let strings = data
-        .chunks(width.max(1) * 4)
-        .take(
-            crate::tensor::onnx_elements(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
-                .unwrap_or(0),
-        )
-        .map(|c| {
-            c.chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .take_while(|&u| u != 0)
-                .map(|u| {
-                    char::from_u32(u).ok_or_else(|| bad(name, format!("invalid code point {u:#x}")))
-                })
-                .collect::<Result<String>>()
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let element = |k: usize| -> Result<String> {
+        (data[k * width * 4..(k + 1) * width * 4].chunks_exact(4))
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .take_while(|&u| u != 0)
+            .map(|u| {
+                char::from_u32(u).ok_or_else(|| bad(name, format!("invalid code point {u:#x}")))
+            })
+            .collect()
+    };
+    let strings = (0..count).map(element).collect::<Result<Vec<_>>>()?;
     Ok(Tensor::Str(
         ArrayD::from_shape_vec(IxDyn(shape), strings).map_err(|e| bad(name, e.to_string()))?,
     ))

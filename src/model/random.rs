@@ -39,7 +39,7 @@ pub fn seeded(graph: Graph, seed: u64) -> Result<Graph> {
     if !graph
         .nodes
         .iter()
-        .any(|n| RANDOM.contains(&n.op_type.as_str()) || n.op_type == "Dropout")
+        .any(|n| RANDOM.contains(&n.op_type.as_str()) || may_train(n))
     {
         return Ok(graph);
     }
@@ -106,6 +106,11 @@ pub fn replace(g: &mut GraphProto, opset: i64, seed: u64) -> Vec<String> {
         at += count;
     }
     notes
+}
+
+/// A Dropout given a `training_mode` input (the only way it can be in training mode): worth reading the model for.
+fn may_train(n: &super::Node) -> bool {
+    n.op_type == "Dropout" && n.inputs.get(2).is_some_and(|i| !i.is_empty())
 }
 
 /// The `ratio` of a Dropout that runs in training mode: its `training_mode` input a constant true and its ratio

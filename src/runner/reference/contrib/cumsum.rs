@@ -19,24 +19,21 @@ pub const OPS: &[&str] = &["CumSum"];
 
 /// The positions in `g` of ONNX CumSums of a `Cast` to an integer type.
 pub fn over_integers(g: &tract_onnx::pb::GraphProto) -> std::collections::HashSet<usize> {
-    use crate::model::types::{infer, BFLOAT16, FLOAT, FLOAT16};
-    let sums = |n: &tract_onnx::pb::NodeProto| n.op_type == "CumSum" && n.domain.is_empty();
-    if !g.node.iter().any(sums) {
-        return Default::default();
-    }
-    let types = infer(g, &Default::default());
-    let cast_outputs: std::collections::HashSet<&String> = (g.node.iter())
-        .filter(|n| n.op_type == "Cast")
+    use crate::model::types::{BFLOAT16, FLOAT, FLOAT16};
+    let to_integer = |n: &tract_onnx::pb::NodeProto| {
+        n.op_type == "Cast"
+            && (n.attribute.iter())
+                .any(|a| a.name == "to" && ![FLOAT, FLOAT16, BFLOAT16, 11].contains(&(a.i as i32)))
+    };
+    let cast: std::collections::HashSet<&String> = g
+        .node
+        .iter()
+        .filter(|n| to_integer(n))
         .flat_map(|n| n.output.iter())
         .collect();
-    let integer = |v: &String| {
-        types
-            .get(v)
-            .is_some_and(|&t| ![FLOAT, FLOAT16, BFLOAT16, 11].contains(&t))
-    };
     (g.node.iter().enumerate())
-        .filter(|(_, n)| sums(n) && n.input.first().is_some_and(integer))
-        .filter(|(_, n)| n.input.first().is_some_and(|i| cast_outputs.contains(i)))
+        .filter(|(_, n)| n.op_type == "CumSum" && n.domain.is_empty())
+        .filter(|(_, n)| n.input.first().is_some_and(|i| cast.contains(i)))
         .map(|(i, _)| i)
         .collect()
 }

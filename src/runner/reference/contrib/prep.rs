@@ -121,10 +121,7 @@ pub fn claims_one_hot(n: &tract_onnx::pb::NodeProto) -> bool {
 
 /// The column of each input element (`None`: not a category), from int64 or string categories.
 fn one_hot_columns(n: &Node, x: &Tensor) -> TractResult<(Vec<usize>, Vec<Option<usize>>)> {
-    let strings: Vec<&[u8]> = (n.proto.attribute.iter())
-        .filter(|a| a.name == "cats_strings")
-        .flat_map(|a| a.strings.iter().map(Vec::as_slice))
-        .collect();
+    let strings = string_categories(n);
     if x.datum_type() == String::datum_type() {
         let at = |v: &String| strings.iter().position(|c| *c == v.as_bytes());
         let cols = x.to_plain_array_view::<String>()?.iter().map(at).collect();
@@ -140,12 +137,16 @@ fn one_hot_columns(n: &Node, x: &Tensor) -> TractResult<(Vec<usize>, Vec<Option<
     Ok((x.shape().to_vec(), cols))
 }
 
-fn one_hot_width(n: &Node) -> usize {
-    let strings = (n.proto.attribute.iter())
+/// A OneHotEncoder's string categories (`cats_strings`), as bytes.
+fn string_categories(n: &Node) -> Vec<&[u8]> {
+    (n.proto.attribute.iter())
         .filter(|a| a.name == "cats_strings")
-        .map(|a| a.strings.len())
-        .sum::<usize>();
-    n.ints("cats_int64s").len().max(strings)
+        .flat_map(|a| a.strings.iter().map(Vec::as_slice))
+        .collect()
+}
+
+fn one_hot_width(n: &Node) -> usize {
+    n.ints("cats_int64s").len().max(string_categories(n).len())
 }
 
 struct OneHotEncoder;
