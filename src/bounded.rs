@@ -36,7 +36,7 @@ pub struct Chunker<'a> {
     bytes: usize,
     /// Value reports made so far.
     pub reports: HashMap<String, ValueReport>,
-    /// Target runs made.
+    /// Chunks compared.
     pub runs: usize,
     /// The first error a target run met (reported after the reference run).
     pub error: Option<Error>,
@@ -150,6 +150,11 @@ impl<'a> Chunker<'a> {
     /// What the chunked run says about itself (a fallback it took).
     pub fn notes(&self) -> Vec<String> {
         self.chunks.as_ref().map(|c| c.notes()).unwrap_or_default()
+    }
+
+    /// How the target ran for the chunks.
+    pub fn ran(&self) -> String {
+        self.chunks.as_ref().map(|c| c.ran()).unwrap_or_default()
     }
 
     fn run(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {

@@ -127,6 +127,8 @@ fn fetch(
     // it computes, so the decisions are asked for in batches whose values fit a chunk of the budget.
     let batches = batches(p, &names, (budget / crate::bounded::CHUNK_SHARE).max(1));
     let cap = (budget / 2).max(16 << 20);
+    // The comparison's chunks go on from these runs: what they computed is not computed again.
+    lane.target.keep_chunks();
     let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| {
         let mut all: HashMap<String, Tensor> = HashMap::new();
         for batch in &batches {

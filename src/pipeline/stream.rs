@@ -288,20 +288,21 @@ fn bounded(
     }
     let (reports, runs) = finish_chunks(&mut ch)?;
     let notes = ch.notes();
+    let ran = ch.ran();
     drop(ch);
     lane.notes.extend(notes);
     lane.reports = reports;
     let spilled = keep.and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
     lane.notes.push(bounded_note(
         budget,
-        runs,
+        (runs, ran),
         (attributed, spilled),
         lane.emulated.spilled(),
     ));
     Ok(reference)
 }
 
-/// Compares the last chunk; the value reports and how many target runs it took.
+/// Compares the last chunk; the value reports and how many chunks there were.
 fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, usize)> {
     ch.flush();
     if let Some(e) = ch.error.take() {
@@ -310,15 +311,16 @@ fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, 
     Ok((std::mem::take(&mut ch.reports), ch.runs))
 }
 
-/// The note on a bounded run: the budget, the target runs, and what was spilled to disk for attribution.
+/// The note on a bounded run: the budget, the chunks and how the target ran for them, and what was spilled to
+/// disk for attribution.
 fn bounded_note(
     budget: usize,
-    runs: usize,
+    (chunks, ran): (usize, String),
     (attributed, reference): (bool, Option<(u64, std::path::PathBuf)>),
     noise: Option<&Spill>,
 ) -> String {
     let head = format!(
-        "bounded memory ({}): the target ran {runs} time(s), each exposing one chunk of values",
+        "bounded memory ({}): values compared in {chunks} chunk(s); {ran}",
         fmt_size(budget)
     );
     if !attributed {

@@ -106,6 +106,10 @@ pub trait Chunks {
     fn notes(&self) -> Vec<String> {
         vec![]
     }
+    /// How the target ran to give the chunks so far, for the bounded run's note.
+    fn ran(&self) -> String {
+        "the target ran the whole model once per chunk, exposing that chunk's values".into()
+    }
 }
 
 /// Each chunk a run of the whole model exposing only that chunk's values.
@@ -180,6 +184,9 @@ pub trait Target {
     }
     /// Keep sessions between runs (repeated runs in one session); by default each run builds its own.
     fn reuse_sessions(&mut self) {}
+    /// The next chunked run ([`Target::chunks`]) keeps what it computed for the one after it, on the same model
+    /// and inputs, to go on from instead of running those nodes again (by default each starts afresh).
+    fn keep_chunks(&mut self) {}
     /// Notes the report should carry about how this target computes.
     fn notes(&self) -> Vec<String> {
         vec![]

@@ -477,7 +477,7 @@ fn bounded_memory_gives_the_same_verdict_in_chunks() {
         .unwrap()
         .to_string();
     let runs: usize = note
-        .split("ran ")
+        .split("compared in ")
         .nth(1)
         .and_then(|s| s.split(' ').next())
         .and_then(|s| s.parse().ok())

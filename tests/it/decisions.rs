@@ -147,3 +147,46 @@ fn a_fault_in_a_router_score_is_caught_at_the_score() {
     assert_eq!(r["verdict"]["first_divergence"]["value"], "s1", "{out}");
     assert_eq!(value(&r, "top2_values")["status"], "fail", "{out}");
 }
+
+/// Bounded memory fetches the target's decisions in cuts of its own first; the comparison's chunks go on from those
+/// cuts (their values read back from disk, not computed again), and the run adopts the same decisions and reads the
+/// same values as the whole one.
+#[test]
+fn a_bounded_run_goes_on_from_the_decisions_cuts_and_adopts_the_same() {
+    for (model, args) in [
+        ("mlp_dynquant.onnx", vec![]),
+        ("t5_buckets.onnx", vec!["--dim", "seq=64"]),
+    ] {
+        let (code, out, whole) = run(model, &args);
+        let bounded_args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["--max-memory", "16KiB"])
+            .collect();
+        let (bcode, bout, bounded) = run(model, &bounded_args);
+        assert_eq!(
+            (code, &whole["verdict"]),
+            (bcode, &bounded["verdict"]),
+            "{out}{bout}"
+        );
+        let note = bounded["notes"].to_string();
+        assert!(
+            note.contains("run before the comparison, for the target's discrete decisions"),
+            "{note}"
+        );
+        let adopted = |r: &Value| -> Vec<(String, String)> {
+            value_reports(r)
+                .map(|v| (v["name"].to_string(), v["adopted"]["flips"].to_string()))
+                .collect()
+        };
+        assert_eq!(adopted(&whole), adopted(&bounded), "{model}");
+        for (a, b) in value_reports(&whole).zip(value_reports(&bounded)) {
+            assert_eq!(a["name"], b["name"]);
+            assert_eq!(
+                a["metrics"]["max_abs"], b["metrics"]["max_abs"],
+                "{model}: {}",
+                a["name"]
+            );
+        }
+    }
+}

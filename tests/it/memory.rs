@@ -47,7 +47,7 @@ fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
         "{note}"
     );
     assert!(
-        auto_out.contains("bounded memory (256 KiB): the target ran"),
+        auto_out.contains("bounded memory (256 KiB): values compared in"),
         "{auto_out}"
     );
     assert_eq!(whole["verdict"]["status"], auto["verdict"]["status"]);

@@ -8,6 +8,11 @@
 //! fuses across a value here either, and each value is the whole run's. The declared outputs come from one run of
 //! the unmodified model, as in a whole run. Models with control-flow nodes run each chunk as the whole model
 //! exposing that chunk instead ([`crate::targets::Reruns`]).
+//!
+//! The state (nodes run, values kept on disk) can outlive one chunked run: after [`crate::targets::Target::keep_chunks`]
+//! the next run keeps every value it computes, and the run after it, on the same model and inputs, goes on from
+//! there. A bounded comparison fetches the target's discrete decisions first, which runs most of the model; the
+//! comparison then reads those values from disk instead of running the model a second time.
 
 use std::collections::{HashMap, HashSet};
 
@@ -21,16 +26,26 @@ use crate::spill::{Spill, Values};
 use crate::targets::Chunks;
 use crate::tensor::Tensor;
 
-/// The target model run range by range.
+/// The target model run range by range; its state lives in the target, so a later run can go on from it.
 pub struct CutRuns<'a> {
     runner: &'a mut OrtRunner,
     /// The reference's graph (for whole-model reruns once a cut failed).
     graph: &'a Graph,
+    inputs: &'a Inputs,
+    /// What has run and what it computed; `Some` while this run lasts.
+    state: &'a mut Option<CutState>,
+    /// Whether the next run goes on from this one: it then keeps every value, also those it handed back.
+    keep: bool,
+}
+
+/// What a chunked run has done so far.
+pub struct CutState {
+    /// The model and inputs this state is for.
+    key: u64,
     /// Why a cut failed, after which every chunk reran the whole model exposing its values.
     fallback: Option<String>,
     /// The model the target runs (its own, or the reference's).
     model: Graph,
-    inputs: &'a Inputs,
     /// Nodes of `model` run so far.
     done: HashSet<usize>,
     /// The node producing each value, and those reading it (by target name).
@@ -44,6 +59,9 @@ pub struct CutRuns<'a> {
     constants: HashSet<String>,
     /// The declared outputs, from the unmodified model.
     plain: HashMap<String, Tensor>,
+    /// Cuts run so far, and how many of them an earlier chunked run made (the discrete decisions' fetch).
+    cuts: usize,
+    earlier: usize,
 }
 
 impl<'a> CutRuns<'a> {
@@ -52,14 +70,65 @@ impl<'a> CutRuns<'a> {
         model.nodes.iter().all(|n| n.subgraph_nodes == 0)
     }
 
-    /// Starts on `graph` (or the target's own model): runs the unmodified model for the declared outputs.
+    /// Goes on from `state` when it is for this model and these inputs; otherwise starts on `graph` (or the
+    /// target's own model), running the unmodified model for the declared outputs. `keep`: the next run goes on
+    /// from this one.
     pub fn new(
         runner: &'a mut OrtRunner,
-        graph: &'a Graph,
-        inputs: &'a Inputs,
+        (graph, inputs): (&'a Graph, &'a Inputs),
+        state: &'a mut Option<CutState>,
+        keep: bool,
     ) -> Result<CutRuns<'a>> {
-        let plain = runner.run_plain(graph, inputs)?.values;
         let model = runner.target_model.clone().unwrap_or_else(|| graph.clone());
+        let key = key(&model, inputs);
+        match state.as_mut() {
+            Some(s) if s.key == key => s.earlier = s.cuts,
+            _ => {
+                *state = None;
+                let plain = runner.run_plain(graph, inputs)?.values;
+                *state = Some(CutState::new(model, inputs, plain, key)?);
+            }
+        }
+        Ok(CutRuns {
+            runner,
+            graph,
+            inputs,
+            state,
+            keep,
+        })
+    }
+}
+
+impl Drop for CutRuns<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            *self.state = None;
+        }
+    }
+}
+
+/// What identifies a chunked run's model and inputs (their names, shapes and elements).
+fn key(model: &Graph, inputs: &Inputs) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&model.path, model.nodes.len()).hash(&mut h);
+    for (name, t) in &inputs.tensors {
+        (name, t.shape(), t.dtype().name()).hash(&mut h);
+        match t.strings() {
+            Some(s) => s.iter().for_each(|v| v.hash(&mut h)),
+            None => t.as_f64().iter().for_each(|v| v.to_bits().hash(&mut h)),
+        }
+    }
+    h.finish()
+}
+
+impl CutState {
+    fn new(
+        model: Graph,
+        inputs: &Inputs,
+        plain: HashMap<String, Tensor>,
+        key: u64,
+    ) -> Result<CutState> {
         let producer = model
             .nodes
             .iter()
@@ -81,12 +150,10 @@ impl<'a> CutRuns<'a> {
             .into_iter()
             .map(String::from)
             .collect();
-        Ok(CutRuns {
-            runner,
-            graph,
+        Ok(CutState {
+            key,
             fallback: None,
             model,
-            inputs,
             done: HashSet::new(),
             producer,
             consumers,
@@ -94,6 +161,8 @@ impl<'a> CutRuns<'a> {
             shapes,
             constants,
             plain,
+            cuts: 0,
+            earlier: 0,
         })
     }
 
@@ -115,8 +184,14 @@ impl<'a> CutRuns<'a> {
     }
 
     /// Runs the nodes `keep` as one cut: the values of `names` it computes, handed back; every other value, and
-    /// those later nodes read, kept on disk.
-    fn run_cut(&mut self, keep: HashSet<usize>, names: &[&str]) -> Result<HashMap<String, Tensor>> {
+    /// those later nodes read, kept on disk (all of them with `hold_all`).
+    fn run_cut(
+        &mut self,
+        runner: &mut OrtRunner,
+        inputs: &Inputs,
+        (keep, names): (HashSet<usize>, &[&str]),
+        hold_all: bool,
+    ) -> Result<HashMap<String, Tensor>> {
         crate::error::injected("chunked-capture")?;
         let shapes = &self.shapes;
         let shape_of = |base: &str| shapes.get(base).cloned();
@@ -135,7 +210,7 @@ impl<'a> CutRuns<'a> {
         let c = cut(&self.model, &keep, &keep, &boundary, &path)?;
         let mut feeds = Inputs::default();
         for f in &c.feeds {
-            let t = match self.inputs.tensors.iter().find(|(n, _)| *n == f.name) {
+            let t = match inputs.tensors.iter().find(|(n, _)| *n == f.name) {
                 Some((_, t)) => t.clone(),
                 None => self
                     .kept
@@ -150,10 +225,12 @@ impl<'a> CutRuns<'a> {
             };
             feeds.tensors.push((f.name.clone(), t));
         }
-        let mut session = self.runner.session_for(&c.graph)?;
+        let mut session = runner.session_for(&c.graph)?;
         let outputs = run_session(&mut session, &feeds, &c.graph)?;
         drop(session);
+        self.cuts += 1;
         self.done.extend(keep);
+        let asked: HashSet<&str> = names.iter().copied().collect();
         let mut fresh = HashMap::new();
         for (name, v) in outputs {
             let Ok(t) = v else { continue };
@@ -163,8 +240,8 @@ impl<'a> CutRuns<'a> {
                 .consumers
                 .get(&name)
                 .is_some_and(|c| c.iter().any(|i| !self.done.contains(i)));
-            let asked = names.contains(&name.as_str());
-            if read_later || !asked || self.constants.contains(&name) {
+            let asked = asked.contains(name.as_str());
+            if hold_all || read_later || !asked || self.constants.contains(&name) {
                 self.kept.put(&name, &t)?;
             }
             if asked {
@@ -173,43 +250,20 @@ impl<'a> CutRuns<'a> {
         }
         Ok(fresh)
     }
-}
 
-impl Chunks for CutRuns<'_> {
-    /// The values of `names` from a cut; once a cut has failed, from a rerun of the whole model exposing them.
-    fn next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
-        if self.fallback.is_none() {
-            match self.cut_next(names) {
-                Ok(out) => return Ok(out),
-                Err(e) => self.fallback = Some(e.to_string()),
-            }
-        }
-        Ok(self
-            .runner
-            .run_names(self.graph, self.inputs, names)?
-            .values)
-    }
-
-    fn notes(&self) -> Vec<String> {
-        let Some(why) = &self.fallback else {
-            return vec![];
-        };
-        let why = why.lines().next().unwrap_or("");
-        vec![format!(
-            "chunked capture: a cut of the target model failed ({why}); from that chunk on, each chunk reran the \
-             whole model exposing its values, where ONNX Runtime may fuse across the others"
-        )]
-    }
-}
-
-impl CutRuns<'_> {
     /// The values of `names`: the declared outputs from the unmodified run, the rest from a cut of the nodes not
     /// run yet that they need.
-    fn cut_next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
+    fn cut_next(
+        &mut self,
+        runner: &mut OrtRunner,
+        inputs: &Inputs,
+        names: &[&str],
+        hold_all: bool,
+    ) -> Result<HashMap<String, Tensor>> {
         let keep = self.needed(names);
         let mut fresh = match keep.is_empty() {
             true => HashMap::new(),
-            false => self.run_cut(keep, names)?,
+            false => self.run_cut(runner, inputs, (keep, names), hold_all)?,
         };
         let mut out = HashMap::new();
         for n in names {
@@ -224,5 +278,51 @@ impl CutRuns<'_> {
             }
         }
         Ok(out)
+    }
+}
+
+impl Chunks for CutRuns<'_> {
+    /// The values of `names` from a cut; once a cut has failed, from a rerun of the whole model exposing them.
+    fn next(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
+        let st = self.state.as_mut().expect("a chunked run's state");
+        if st.fallback.is_none() {
+            match st.cut_next(self.runner, self.inputs, names, self.keep) {
+                Ok(out) => return Ok(out),
+                Err(e) => st.fallback = Some(e.to_string()),
+            }
+        }
+        Ok(self
+            .runner
+            .run_names(self.graph, self.inputs, names)?
+            .values)
+    }
+
+    fn ran(&self) -> String {
+        let Some(st) = self.state.as_ref() else {
+            return String::new();
+        };
+        let earlier = match st.earlier {
+            0 => String::new(),
+            n => format!(
+                " ({n} of them run before the comparison, for the target's discrete decisions, their values read \
+                 again from disk)"
+            ),
+        };
+        format!(
+            "the target ran the unmodified model once for its outputs and its nodes once each, in {} cut(s) \
+             exposing every value they compute{earlier}",
+            st.cuts
+        )
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let Some(why) = self.state.as_ref().and_then(|s| s.fallback.as_ref()) else {
+            return vec![];
+        };
+        let why = why.lines().next().unwrap_or("");
+        vec![format!(
+            "chunked capture: a cut of the target model failed ({why}); from that chunk on, each chunk reran the \
+             whole model exposing its values, where ONNX Runtime may fuse across the others"
+        )]
     }
 }

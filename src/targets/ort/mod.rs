@@ -34,6 +34,10 @@ pub struct OrtTarget {
     spec: TargetSpec,
     runner: OrtRunner,
     conversion: Option<ConversionReport>,
+    /// A chunked run's state, for the next chunked run to go on from ([`Target::keep_chunks`]).
+    cuts: Option<chunks::CutState>,
+    /// Whether the next chunked run keeps its state for the one after it.
+    keep_next: bool,
 }
 
 impl OrtTarget {
@@ -114,6 +118,8 @@ impl OrtTarget {
             spec: spec.clone(),
             runner,
             conversion: None,
+            cuts: None,
+            keep_next: false,
         };
         if let Some(to) = spec.precision {
             t.convert(graph, to, &o.keep_fp32)?;
@@ -227,8 +233,11 @@ impl Target for OrtTarget {
     ) -> Result<Box<dyn Chunks + 'a>> {
         crate::watchdog::engine("ONNX Runtime");
         let model = self.runner.target_model.as_ref().unwrap_or(graph);
+        let keep = std::mem::take(&mut self.keep_next);
         if CutRuns::applies(model) {
-            return Ok(Box::new(CutRuns::new(&mut self.runner, graph, inputs)?));
+            let runner = &mut self.runner;
+            let cuts = CutRuns::new(runner, (graph, inputs), &mut self.cuts, keep)?;
+            return Ok(Box::new(cuts));
         }
         Ok(Box::new(Reruns {
             target: self,
@@ -263,6 +272,10 @@ impl Target for OrtTarget {
 
     fn reuse_sessions(&mut self) {
         self.runner.reuse = true;
+    }
+
+    fn keep_chunks(&mut self) {
+        self.keep_next = true;
     }
 
     fn notes(&self) -> Vec<String> {
