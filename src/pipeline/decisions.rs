@@ -165,9 +165,14 @@ fn fetch(
 /// the previous one reach `limit` bytes (in the target's float32: half their f64 size; a value tract cannot size
 /// counts as nothing). One batch when the sizes are unknown.
 fn batches<'a>(p: &Prepared, names: &[&'a str], limit: usize) -> Vec<Vec<&'a str>> {
-    let sizes = ReferenceRunner::default()
-        .value_sizes(&p.graph, &p.inputs)
-        .unwrap_or_default();
+    let sizes = match &p.sizes {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(
+            ReferenceRunner::default()
+                .value_sizes(&p.graph, &p.inputs)
+                .unwrap_or_default(),
+        ),
+    };
     let mut out: Vec<Vec<&str>> = vec![vec![]];
     let mut bytes = 0u64;
     for n in &p.graph.nodes {

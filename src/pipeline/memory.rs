@@ -21,10 +21,11 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
         return s;
     }
     // A model tract cannot size is left to the run, which reports why.
-    let Ok((f64_bytes, _unsized)) = ReferenceRunner::default().value_bytes(&p.graph, &p.inputs)
-    else {
+    let Ok(sizes) = ReferenceRunner::default().value_sizes(&p.graph, &p.inputs) else {
         return s;
     };
+    let f64_bytes = sizes.values().sum();
+    p.sizes = Some(sizes);
     let need = held_at_once(f64_bytes, s.attribution);
     let (budget, source) = default_budget(&s.target().engine);
     if need <= budget as u64 {

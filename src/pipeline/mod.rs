@@ -71,6 +71,9 @@ pub struct Prepared {
     pub lib: Located,
     pub targets: Vec<Box<dyn Target>>,
     pub import_ms: f64,
+    /// Bytes in f64 of each value tract sized from the inputs' shapes (when the memory budget was decided from
+    /// them): the bounded run's batches reuse them instead of typing the model again.
+    pub sizes: Option<HashMap<String, u64>>,
 }
 
 /// One target through the stages: what it is, what it produced, and its comparison with the reference so far.
@@ -339,6 +342,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         lib,
         targets,
         import_ms: ms(t),
+        sizes: None,
     })
 }
 

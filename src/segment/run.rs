@@ -142,6 +142,7 @@ pub fn compare(dir: &Path, plan: &Plan, index: usize, progress: bool) -> Result<
         lib,
         targets,
         import_ms: t.elapsed().as_secs_f64() * 1e3,
+        sizes: None,
     };
     let report = compare_prepared(&s, &mut p)?;
     let partial = PartialReport {

@@ -94,30 +94,8 @@ fn to_f64(model: &TypedModel) -> TractResult<TypedModel> {
 }
 
 impl ReferenceRunner {
-    /// Parses the model into a typed tract model whose outputs are every value, in the order of the returned names.
-    /// With `wide`, the model is first rewritten as float64 ([`widen`]) and patched where tract's expansions are not
-    /// faithful ([`rewrite`]).
-    /// Bytes every value of the model takes in f64 for these inputs, from tract's shapes (without running it), and
-    /// how many values tract could not size before running (left out of the sum).
-    /// A model tract cannot import is an error here (a panic in tract included), left for the run to report.
-    pub fn value_bytes(&self, graph: &Graph, inputs: &Inputs) -> Result<(u64, usize)> {
-        let facts = facts_of(inputs);
-        let (typed, _, _) =
-            crate::error::guard("sizing values (tract)", || self.parse(graph, &facts, false))?;
-        let (mut bytes, mut unsized_values) = (0u64, 0usize);
-        for o in &typed.outputs {
-            let fact = typed
-                .outlet_fact(*o)
-                .map_err(|e| ref_err(graph, "sizing", e))?;
-            match fact.shape.as_concrete() {
-                Some(dims) => bytes += 8 * dims.iter().product::<usize>() as u64,
-                None => unsized_values += 1,
-            }
-        }
-        Ok((bytes, unsized_values))
-    }
-
-    /// Bytes in f64 of every value tract can size from the shapes of `inputs` (no value is read), by name.
+    /// Bytes in f64 of every value tract can size from the shapes of `inputs` (no value is read), by name. A model
+    /// tract cannot import is an error here (a panic in tract included), left for the run to report.
     pub fn value_sizes(&self, graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> {
         self.sizes_from_facts(graph, &facts_of(inputs))
     }
@@ -143,6 +121,9 @@ impl ReferenceRunner {
         Ok(sizes)
     }
 
+    /// Parses the model into a typed tract model whose outputs are every value, in the order of the returned names.
+    /// With `wide`, the model is first rewritten as float64 ([`widen`]) and patched where tract's expansions are not
+    /// faithful ([`rewrite`]).
     fn parse(
         &self,
         graph: &Graph,
