@@ -315,6 +315,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
 /// Loads the model, makes the inputs, finds ONNX Runtime and opens the targets (converting the model where asked).
 pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let t = Instant::now();
+    crate::runner::ort_lib::probe_ahead(s.runtime.ort_lib.as_deref());
     let graph = model::load(&s.model)?;
     memory::weights_fit(&graph)?;
     let (inputs, lib) = prepared_inputs(&graph, s)?;

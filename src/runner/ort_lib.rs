@@ -53,7 +53,38 @@ fn pinned_dir() -> PathBuf {
 
 const PY_PROBE: &str = "import importlib.util,os\nfor m in ('onnxruntime',):\n s=importlib.util.find_spec(m)\n if s and s.origin: print(os.path.dirname(s.origin))";
 
+/// The Python probe started ahead by [`probe_ahead`], waiting to be joined.
+static AHEAD: std::sync::Mutex<Option<std::thread::JoinHandle<Option<PathBuf>>>> =
+    std::sync::Mutex::new(None);
+
+/// Starts asking Python where its `onnxruntime` package is, on a thread of its own, so that the answer (about
+/// 0.1 s: Python starts, often behind a version manager's shim) is ready by the time the library is looked for;
+/// the search order does not change. Nothing starts when `--ort-lib` or `ORT_DYLIB_PATH` decides before Python.
+pub fn probe_ahead(explicit: Option<&Path>) {
+    let decided = explicit.is_some() || std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| !p.is_empty());
+    if decided {
+        return;
+    }
+    if let Ok(mut ahead) = AHEAD.lock() {
+        if ahead.is_none() {
+            *ahead = std::thread::Builder::new()
+                .name("ort-probe".into())
+                .spawn(probe_python)
+                .ok();
+        }
+    }
+}
+
+/// The Python package's library: the answer of the probe started ahead when there is one, else asked now.
 fn python_probe() -> Option<PathBuf> {
+    let ahead = AHEAD.lock().ok().and_then(|mut a| a.take());
+    match ahead {
+        Some(h) => h.join().ok().flatten(),
+        None => probe_python(),
+    }
+}
+
+fn probe_python() -> Option<PathBuf> {
     let out = Command::new("python3")
         .args(["-c", PY_PROBE])
         .output()
