@@ -311,7 +311,9 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
     macro_rules! num {
         ($a:expr, $f:expr) => {
             match $a.as_slice() {
-                Some(s) if cfg!(target_endian = "little") => raw.extend_from_slice(bytemuck::cast_slice(s)),
+                Some(s) if cfg!(target_endian = "little") => {
+                    raw.extend_from_slice(bytemuck::cast_slice(s))
+                }
                 _ => put!($a, $f),
             }
         };

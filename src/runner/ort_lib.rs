@@ -61,7 +61,8 @@ static AHEAD: std::sync::Mutex<Option<std::thread::JoinHandle<Option<PathBuf>>>>
 /// 0.1 s: Python starts, often behind a version manager's shim) is ready by the time the library is looked for;
 /// the search order does not change. Nothing starts when `--ort-lib` or `ORT_DYLIB_PATH` decides before Python.
 pub fn probe_ahead(explicit: Option<&Path>) {
-    let decided = explicit.is_some() || std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| !p.is_empty());
+    let decided =
+        explicit.is_some() || std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| !p.is_empty());
     if decided {
         return;
     }
