@@ -308,6 +308,8 @@ impl ReferenceRunner {
                 None => HashMap::new(),
             })
             .with_constants(plan.model());
+        // The rewritten model holds every weight in f64 again: not kept through the run.
+        drop((proto, typed));
         state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
             .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
