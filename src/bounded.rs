@@ -2,7 +2,8 @@
 //! streams its f64 values and phantom collects them until a chunk of the budget is full, then runs the target once
 //! exposing exactly that chunk, compares, and drops both sides. Peak memory is about one chunk of reference values,
 //! the same chunk from the target, and what tract and ONNX Runtime hold live — not the whole model's activations.
-//! The target reruns its prefix for every chunk, so time grows with the number of chunks. With attribution, the
+//! How the target computes a chunk is its own ([`crate::targets::Chunks`]): ONNX Runtime runs each node once, in
+//! cuts fed with the values earlier cuts kept on disk; wgpu reruns the model per chunk. With attribution, the
 //! reference values and the expected-noise run's wait on disk ([`crate::spill`]) for the stages that read them again.
 
 use std::collections::{HashMap, HashSet};

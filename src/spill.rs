@@ -164,19 +164,22 @@ impl Spill {
         t
     }
 
-    /// Gives a forgotten value's bytes back to the filesystem (a hole punched in the file, where it can).
-    fn release(&self, e: &Entry) {
+    /// Gives a forgotten value's bytes back to the filesystem (a hole punched in the file, where it can): whether
+    /// it did. Where it cannot (a filesystem without holes), the bytes stay until the store is dropped.
+    fn release(&self, e: &Entry) -> bool {
         #[cfg(target_os = "linux")]
         {
             use std::os::unix::io::AsRawFd;
             let (off, len) = (e.offset as libc::off_t, e.len() as libc::off_t);
             let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-            // SAFETY: a valid open descriptor and a byte range of it; failure (a filesystem without holes) only
-            // leaves the bytes in place until the store is dropped.
-            let _ = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, off, len) };
+            // SAFETY: a valid open descriptor and a byte range of it.
+            unsafe { libc::fallocate(self.file.as_raw_fd(), mode, off, len) == 0 }
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = e;
+        {
+            let _ = e;
+            false
+        }
     }
 
     fn path(&self) -> PathBuf {
@@ -439,6 +442,24 @@ mod tests {
         }
         let dir = s.dir().to_path_buf();
         assert!(s.take("0").is_some() && !s.has("0"));
+        // A value given up gives its disk space back (a hole in the one file), on Linux.
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let big = Tensor::F64(ArrayD::zeros(ndarray::IxDyn(&[1 << 18])));
+            s.put("big", &big).unwrap();
+            let used = || std::fs::metadata(dir.join("values.raw")).unwrap().blocks() * 512;
+            let before = used();
+            assert!(before >= 2 << 20, "{before} bytes on disk");
+            let punched = s.release(&s.index["big"]);
+            s.index.remove("big");
+            // Where the filesystem punches holes, the space is back.
+            assert!(
+                !punched || used() + (1 << 20) <= before,
+                "{} of {before} bytes still on disk",
+                used()
+            );
+        }
         // A value replaced or taken leaves the others readable where they are.
         s.put("1", &values[0]).unwrap();
         assert_eq!(s.get("1").unwrap().to_f64_array(), f);
