@@ -190,10 +190,18 @@ impl Default for Spread {
 
 /// The histogram's bin edges 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS between a 0 and an
 /// infinity (`fences[c] ≤ u < fences[c + 1]` when `c` edges are at or below a positive `u`), and per binary
-/// exponent the count of edges at or below its power of two.
+/// exponent the slot of its power of two with the one edge inside its binade ([`Binade`]).
 struct Edges {
     fences: [f64; HIST_BINS + 3],
-    by_exponent: [u8; 2048],
+    by_exponent: [Binade; 2048],
+}
+
+/// A binade's slots: `base` below `fence`, `base + 1` from it. Edges are 10^0.5 apart, so at most one lies inside a
+/// binade; one load gives both (the slot of the power of two, then the edge above it, were two dependent loads).
+#[derive(Clone, Copy)]
+struct Binade {
+    fence: f64,
+    base: u32,
 }
 
 fn edges() -> &'static Edges {
@@ -204,9 +212,20 @@ fn edges() -> &'static Edges {
             i if i == HIST_BINS + 2 => f64::INFINITY,
             i => 10f64.powf(HIST_LO + (i - 1) as f64 / HIST_PER_DECADE as f64),
         });
-        let by_exponent = std::array::from_fn(|e| {
-            let p = f64::from_bits((e as u64) << 52);
-            fences[1..HIST_BINS + 2].iter().filter(|&&x| x <= p).count() as u8
+        let by_exponent = std::array::from_fn(|e| match e {
+            // Zero is exact (slot 0); a subnormal share is below the lowest edge (slot 1).
+            0 => Binade {
+                fence: f64::from_bits(1),
+                base: 0,
+            },
+            e => {
+                let p = f64::from_bits((e as u64) << 52);
+                let below = fences[1..HIST_BINS + 2].iter().filter(|&&x| x <= p).count();
+                Binade {
+                    fence: fences[below + 1],
+                    base: 1 + below as u32,
+                }
+            }
         });
         Edges {
             fences,
@@ -215,15 +234,12 @@ fn edges() -> &'static Edges {
     })
 }
 
-/// The slot of a share of tolerance `u` ≥ 0 (0 exact, infinite a NaN/Inf mismatch), without a branch. Edges are
-/// 10^0.5 apart, so at most one lies inside a binade: the count at `u`'s power of two, plus one comparison with
-/// the next edge, is the count of edges at or below `u` (a `log10` per element cost more than the rest of the
-/// scan).
+/// The slot of a share of tolerance `u` ≥ 0 (0 exact, infinite a NaN/Inf mismatch), without a branch: its binade's
+/// base, plus one past the edge inside it (a `log10` per element cost more than the rest of the scan).
 #[inline(always)]
 fn slot(e: &Edges, u: f64) -> usize {
-    let below = e.by_exponent[(u.to_bits() >> 52) as usize & 0x7ff] as usize;
-    let c = below + (e.fences[below + 1] <= u) as usize;
-    (1 + c) * (u != 0.0) as usize
+    let b = e.by_exponent[(u.to_bits() >> 52) as usize & 0x7ff];
+    b.base as usize + (b.fence <= u) as usize
 }
 
 /// `[channels, H, W]` view of a shape.
