@@ -188,11 +188,9 @@ impl Default for Spread {
     }
 }
 
-/// The histogram's bin edges 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS between a 0 and an
-/// infinity (`fences[c] ≤ u < fences[c + 1]` when `c` edges are at or below a positive `u`), and per binary
-/// exponent the slot of its power of two with the one edge inside its binade ([`Binade`]).
+/// Per binary exponent, the slot of its power of two and the one histogram edge inside its binade ([`Binade`]). The
+/// edges are 10^(HIST_LO + k / HIST_PER_DECADE) for k = 0..=HIST_BINS.
 struct Edges {
-    fences: [f64; HIST_BINS + 3],
     by_exponent: [Binade; 2048],
 }
 
@@ -207,6 +205,7 @@ struct Binade {
 fn edges() -> &'static Edges {
     static EDGES: std::sync::OnceLock<Edges> = std::sync::OnceLock::new();
     EDGES.get_or_init(|| {
+        // Between a 0 and an infinity: `fences[c] ≤ u < fences[c + 1]` when `c` edges are at or below `u` > 0.
         let fences: [f64; HIST_BINS + 3] = std::array::from_fn(|i| match i {
             0 => 0.0,
             i if i == HIST_BINS + 2 => f64::INFINITY,
@@ -227,10 +226,7 @@ fn edges() -> &'static Edges {
                 }
             }
         });
-        Edges {
-            fences,
-            by_exponent,
-        }
+        Edges { by_exponent }
     })
 }
 
@@ -373,7 +369,7 @@ mod tests {
         }
         let e = edges();
         for k in 1..HIST_BINS {
-            let at = e.fences[k + 1];
+            let at = 10f64.powf(HIST_LO + k as f64 / HIST_PER_DECADE as f64);
             let below = f64::from_bits(at.to_bits() - 1);
             assert_eq!(slot(e, at), k + 2, "edge {k}");
             assert_eq!(slot(e, below), k + 1, "below edge {k}");
