@@ -114,10 +114,12 @@ fn key(model: &Graph, inputs: &Inputs) -> u64 {
     (&model.path, model.nodes.len()).hash(&mut h);
     for (name, t) in &inputs.tensors {
         (name, t.shape(), t.dtype().name()).hash(&mut h);
-        match t.strings() {
-            Some(s) => s.iter().for_each(|v| v.hash(&mut h)),
-            None => t.as_f64().iter().for_each(|v| v.to_bits().hash(&mut h)),
-        }
+        // Element by element, without a widened copy of an input that may take gigabytes.
+        crate::dispatch_tensor!(
+            t,
+            a => a.iter().for_each(|v| crate::tensor::ToF64::to_f64(*v).to_bits().hash(&mut h)),
+            s => s.iter().for_each(|v| v.hash(&mut h))
+        );
     }
     h.finish()
 }
