@@ -37,8 +37,8 @@ pub struct Chunker<'a> {
     bytes: usize,
     /// Value reports made so far.
     pub reports: HashMap<String, ValueReport>,
-    /// Chunks compared.
-    pub runs: usize,
+    /// Chunks asked of the target.
+    pub chunks_asked: usize,
     /// The first error a target run met (reported after the reference run).
     pub error: Option<Error>,
     slice: Option<crate::compare::slice::SliceSpec>,
@@ -70,7 +70,7 @@ impl<'a> Chunker<'a> {
             pending: vec![],
             bytes: 0,
             reports: HashMap::new(),
-            runs: 0,
+            chunks_asked: 0,
             error: None,
             slice: None,
             noise: None,
@@ -159,7 +159,7 @@ impl<'a> Chunker<'a> {
     }
 
     fn run(&mut self, names: &[&str]) -> Result<HashMap<String, Tensor>> {
-        self.runs += 1;
+        self.chunks_asked += 1;
         if let Some(t) = self.target.take() {
             self.chunks = Some(t.chunks(self.graph, self.inputs)?);
         }

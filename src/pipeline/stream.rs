@@ -286,7 +286,7 @@ fn bounded(
     if let Some(e) = failed {
         return Err(e);
     }
-    let (reports, runs) = finish_chunks(&mut ch)?;
+    let (reports, chunks) = finish_chunks(&mut ch)?;
     let notes = ch.notes();
     let ran = ch.ran();
     drop(ch);
@@ -295,7 +295,7 @@ fn bounded(
     let spilled = keep.and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
     lane.notes.push(bounded_note(
         budget,
-        (runs, ran),
+        (chunks, ran),
         (attributed, spilled),
         lane.emulated.spilled(),
     ));
@@ -308,7 +308,7 @@ fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, 
     if let Some(e) = ch.error.take() {
         return Err(e);
     }
-    Ok((std::mem::take(&mut ch.reports), ch.runs))
+    Ok((std::mem::take(&mut ch.reports), ch.chunks_asked))
 }
 
 /// The note on a bounded run: the budget, the chunks and how the target ran for them, and what was spilled to

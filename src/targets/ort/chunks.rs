@@ -79,13 +79,13 @@ impl<'a> CutRuns<'a> {
         state: &'a mut Option<CutState>,
         keep: bool,
     ) -> Result<CutRuns<'a>> {
-        let model = runner.target_model.clone().unwrap_or_else(|| graph.clone());
-        let key = key(&model, inputs);
+        let key = key(runner.target_model.as_ref().unwrap_or(graph), inputs);
         match state.as_mut() {
             Some(s) if s.key == key => s.earlier = s.cuts,
             _ => {
                 *state = None;
                 let plain = runner.run_plain(graph, inputs)?.values;
+                let model = runner.target_model.clone().unwrap_or_else(|| graph.clone());
                 *state = Some(CutState::new(model, inputs, plain, key)?);
             }
         }
