@@ -240,6 +240,15 @@ pub fn with_noise(v: &mut ValueReport, r: &Tensor, e: Option<Tensor>, spec: &Tol
     }
 }
 
+/// Takes the expected noise off a compared value (its run failed after some values got it): a value it excused
+/// fails again, as it did before the noise was attached.
+pub fn without_noise(v: &mut ValueReport) {
+    if v.noise.take().is_some_and(|n| n.excused) {
+        v.status = ValueStatus::Fail;
+        v.reason = None;
+    }
+}
+
 /// Attaches `noise` to a compared value; with default tolerances, a failure the noise explains passes.
 pub fn apply_noise(v: &mut ValueReport, mut noise: Noise, spec: &ToleranceSpec) {
     let Some(m) = v.metrics.as_ref() else {

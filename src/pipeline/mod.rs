@@ -21,6 +21,7 @@ pub mod degrade;
 mod dump;
 mod explain;
 mod memory;
+mod noise;
 mod parts;
 mod prepare;
 mod samples;
@@ -38,9 +39,9 @@ use crate::model::{self, inputs::Inputs, Graph};
 use crate::report::model::{Report, ValueReport};
 use crate::report::multi::{MultiReport, PairValue};
 use crate::runner::ort_lib::Located;
-use crate::runner::reference::{ReferenceRunner, Rounding};
+use crate::runner::reference::Rounding;
 use crate::runner::RunOutput;
-use crate::spill::{Held, Spill};
+use crate::spill::Held;
 use crate::targets::{self, Capture, Target, TargetSpec};
 use crate::tensor::Tensor;
 
@@ -94,6 +95,8 @@ pub struct Lane {
     pub notes: Vec<String>,
     /// Time of the expected-noise run and of the attribution stage.
     pub noise_ms: f64,
+    /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]).
+    pub noise_beside: bool,
     pub attribution_ms: f64,
     /// Which values the attribution stage ran alone (when it ran).
     pub introduced_scope: Option<crate::report::model::IntroducedScope>,
@@ -250,10 +253,14 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
         // Bounded runs fetch the target's decisions in runs of their own: the target's time.
         lane.ms += ms(t);
     }
+    let alone = lanes.len() == 1;
     for lane in lanes.iter_mut() {
         lane.decisions = adopt.clone();
+        if alone && noise::beside(s, p, lane) {
+            continue;
+        }
         let t = Instant::now();
-        let noise = degrade::injected("noise").and_then(|_| expected_noise(s, p, lane));
+        let noise = degrade::injected("noise").and_then(|_| noise::expected(s, p, lane));
         lane.emulated = (lane.unmeasured)
             .stage(&mut lane.notes, "expected noise", noise)
             .unwrap_or_default();
@@ -262,6 +269,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     // Every node alone reads every value: hold them as they stream. Otherwise what the verdict needs decides.
     let mut cmp = stream::compare(s, p, &mut lanes, attribution && s.attribute_all)?;
     for lane in lanes.iter_mut() {
+        noise::settle(lane);
         decisions::record(lane, &cmp.reference.adopted);
     }
     let held_ms = match attribution && !s.attribute_all {
@@ -374,6 +382,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             reports: HashMap::new(),
             notes: vec![],
             noise_ms: 0.0,
+            noise_beside: false,
             attribution_ms: 0.0,
             introduced_scope: None,
             alone: None,
@@ -382,47 +391,4 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
         });
     }
     Ok(lanes)
-}
-
-/// The reference rerun with every value rounded to the element type the target stores it in: per value, what
-/// correct rounding alone would give (the expected noise). Spilled to disk when the run is bounded in memory.
-/// Element types and shapes of the values the (first) target computed, for the reference to stand in for nodes
-/// tract cannot type ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
-fn known(
-    lanes: &[Lane],
-) -> Option<std::sync::Arc<crate::runner::reference::contrib::standin::Known>> {
-    let values = &lanes.first()?.out.values;
-    let k = values
-        .iter()
-        .map(|(n, v)| (n.clone(), (v.dtype(), v.shape().to_vec())));
-    Some(std::sync::Arc::new(k.collect()))
-}
-
-fn expected_noise(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result<Held> {
-    let Some(round) = lane.rounding.as_ref() else {
-        return Ok(Held::default());
-    };
-    let mut emulated = match s.budget() {
-        Some(_) => Held::Disk(Spill::new("noise")?),
-        None => Held::default(),
-    };
-    let pb = stage(s.progress, "expected noise: reference with target rounding");
-    let mut ideal = ReferenceRunner {
-        round: Some(round.clone()),
-        decisions: lane.decisions.clone(),
-        known: known(std::slice::from_ref(lane)),
-        ..Default::default()
-    };
-    let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
-    let mut failed = None;
-    ideal.run_streaming(&p.graph, inputs, &mut |name, value| {
-        if let (Ok(v), Some(&d), None) = (value, round.get(name), &failed) {
-            failed = emulated.insert(name, v.cast(d).unwrap_or(v)).err();
-        }
-    })?;
-    pb.finish_and_clear();
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(emulated),
-    }
 }

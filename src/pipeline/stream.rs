@@ -75,7 +75,8 @@ pub fn compare(
         [lane] => lane.decisions.clone(),
         _ => None,
     };
-    let known = super::known(lanes);
+    let known = super::noise::known(lanes);
+    let arriving = super::noise::arriving(lanes);
     let runner = || ReferenceRunner {
         decisions: decisions.clone(),
         known: known.clone(),
@@ -91,7 +92,8 @@ pub fn compare(
         (Some(budget), [lane]) => {
             let keep = keep.then_some(&mut held);
             let scales = &mut scales;
-            bounded(s, p, lane, (budget, keep, scales), (runner(), &mut compare_time, &mut clock))?
+            let reference = (runner(), arriving.as_ref());
+            bounded(s, p, lane, (budget, keep, scales), (reference, &mut compare_time, &mut clock))?
         }
         (Some(_), _) => {
             return Err(Error::Usage(
@@ -101,7 +103,7 @@ pub fn compare(
         (None, lanes) => {
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
             let clock = &mut clock;
-            runner().run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+            super::noise::run_reference(&mut runner(), p, arriving.as_ref(), &mut |name, value| {
                 let c = clock.arrived(name);
                 if let Some(d) = dump.as_mut() {
                     let targets: Vec<_> = lanes.iter().map(|l| (l.spec.label(), l.out.values.get(name))).collect();
@@ -250,6 +252,15 @@ fn held_store(p: &Prepared, keep: bool, bounded: bool) -> Result<Held> {
     Ok(held)
 }
 
+/// The reference's runner, and the expected-noise run to go beside it.
+type Reference<'a> = (
+    ReferenceRunner,
+    Option<&'a (
+        std::sync::Arc<crate::spill::arrivals::Arrivals>,
+        crate::runner::reference::Rounding,
+    )>,
+);
+
 /// Bounded memory: the reference streams into the chunker, which runs the target once per chunk; with attribution
 /// each reference value is spilled to `keep` and the expected noise applied from the lane's spilled run.
 fn bounded(
@@ -257,7 +268,7 @@ fn bounded(
     p: &Prepared,
     lane: &mut Lane,
     (budget, mut keep, scales): (usize, Option<&mut Held>, &mut Scales),
-    (mut runner, compare_time, clock): (ReferenceRunner, &mut Duration, &mut OpClock),
+    ((mut runner, arriving), compare_time, clock): (Reference, &mut Duration, &mut OpClock),
 ) -> Result<RunOutput> {
     // The expected noise applies whenever attribution is on; the reference values are spilled only when kept.
     let attributed = s.attribution;
@@ -274,7 +285,7 @@ fn bounded(
         ch = ch.with_noise(&mut lane.emulated);
     }
     let mut failed = None;
-    let reference = runner.run_streaming(&p.graph, &p.inputs, &mut |name, value| {
+    let reference = super::noise::run_reference(&mut runner, p, arriving, &mut |name, value| {
         let c = clock.arrived(name);
         if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
             failed = k.keep(name, t).err();

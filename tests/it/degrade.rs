@@ -54,6 +54,10 @@ fn each_optional_stage_can_fail_without_losing_the_verdict() {
             "expected noise not measured: noise: failure injected",
         ),
         (
+            "noise-beside",
+            "expected noise not measured: noise-beside: failure injected",
+        ),
+        (
             "attribution",
             "introduced error not measured: attribution: failure injected",
         ),
@@ -93,16 +97,24 @@ fn each_optional_stage_can_fail_without_losing_the_verdict() {
         .iter()
         .flat_map(|n| n["values"].as_array().unwrap().clone());
     assert!(values.clone().all(|v| v["introduced"].is_null()));
-    let (_, r) = run(&m, dir.path(), "noise");
-    let values: Vec<_> = r["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|n| n["values"].as_array().unwrap().clone())
-        .collect();
+    // Run on its own first, or beside the reference and failing after every value got its noise (then taken off).
+    for fail in ["noise", "noise-beside"] {
+        let (_, r) = run(&m, dir.path(), fail);
+        let values: Vec<_> = r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|n| n["values"].as_array().unwrap().clone())
+            .collect();
+        assert!(
+            values.iter().all(|v| v["noise"].is_null()),
+            "{fail}: no expected noise without its run"
+        );
+    }
     assert!(
-        values.iter().all(|v| v["noise"].is_null()),
-        "no expected noise without its run"
+        whole["timings"]["noise_beside"] == true,
+        "the demo CNN's noise runs beside the reference: {}",
+        whole["timings"]
     );
 }
 

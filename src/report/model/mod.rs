@@ -344,6 +344,10 @@ pub struct Timings {
     /// The reference rerun with the target's rounding (expected noise; 0 without attribution).
     #[serde(default)]
     pub noise_ms: f64,
+    /// The expected-noise run ran beside the reference, on a second thread: its time overlaps the reference's and
+    /// the comparison's instead of adding to them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub noise_beside: bool,
     /// Comparing the values as the reference produced them.
     pub compare_ms: f64,
     /// Every node alone on the target, and those runs compared (0 without attribution).

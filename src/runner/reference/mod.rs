@@ -14,7 +14,9 @@ mod hook;
 pub mod kernels;
 mod messages;
 mod overrides;
+pub mod paired;
 mod pins;
+pub use hook::Sink;
 use messages::{humanize, onnx_name, ref_err};
 pub mod qop;
 mod resize;
@@ -64,6 +66,23 @@ pub struct ReferenceRunner {
     /// Element types and shapes of the values the target computed: a node tract cannot type is stood in for with
     /// them ([`contrib::standin`]), so the rest of the model is still compared.
     pub known: Option<std::sync::Arc<contrib::standin::Known>>,
+}
+
+/// The model parsed, typed and planned once, with what every run of the plan starts from: the reference's run, and
+/// the expected-noise run beside it where rounding leaves every weight as it is ([`paired`]).
+struct Planned {
+    plan: std::sync::Arc<TypedSimplePlan>,
+    /// Every value the plan outputs, in order.
+    names: Vec<String>,
+    labels: HashMap<usize, Vec<(usize, String)>>,
+    onnx_of: HashMap<usize, usize>,
+    overrides: overrides::Overrides,
+    precision: HashMap<usize, super::RefPrecision>,
+    unfaithful: HashMap<usize, String>,
+    selections: HashMap<String, select::Selection>,
+    notes: Vec<String>,
+    /// Decisions tract folded at import, adopted by pinning them.
+    adopted_folded: Vec<(String, decide::Adopted)>,
 }
 
 /// Nodes stood in for at most (each is one more parse of the model).
@@ -178,6 +197,22 @@ impl ReferenceRunner {
 /// A graph input's name, element type and shape: what typing the model needs of it.
 pub type InputFact = (String, crate::tensor::DType, Vec<usize>);
 
+/// A panic's node and reason in ONNX terms (tract names nodes by phantom's prefix and index).
+fn named_panics<T>(graph: &Graph, r: Result<T>) -> Result<T> {
+    r.map_err(|e| match e {
+        Error::Panic {
+            stage,
+            node,
+            reason,
+        } => Error::Panic {
+            stage,
+            node: node.map(|n| onnx_name(&n, graph)),
+            reason: humanize(&reason, graph),
+        },
+        other => other,
+    })
+}
+
 fn facts_of(inputs: &Inputs) -> Vec<InputFact> {
     inputs
         .tensors
@@ -250,21 +285,12 @@ impl ReferenceRunner {
         inputs: &Inputs,
         sink: &mut hook::Sink<'_>,
     ) -> Result<RunOutput> {
-        let guarded = crate::error::guard("the f64 reference (tract)", || {
-            self.run_guarded(graph, inputs, sink)
-        });
-        guarded.map_err(|e| match e {
-            Error::Panic {
-                stage,
-                node,
-                reason,
-            } => Error::Panic {
-                stage,
-                node: node.map(|n| onnx_name(&n, graph)),
-                reason: humanize(&reason, graph),
-            },
-            other => other,
-        })
+        named_panics(
+            graph,
+            crate::error::guard("the f64 reference (tract)", || {
+                self.run_guarded(graph, inputs, sink)
+            }),
+        )
     }
 
     /// [`Self::run_streaming`] without the panic guard.
@@ -274,17 +300,22 @@ impl ReferenceRunner {
         inputs: &Inputs,
         sink: &mut hook::Sink<'_>,
     ) -> Result<RunOutput> {
+        let planned = self.planned(graph, &facts_of(inputs))?;
+        self.execute(graph, &planned, inputs, sink)
+    }
+
+    /// The model parsed as float64, typed and planned, with what each run of the plan starts from.
+    fn planned(&mut self, graph: &Graph, facts: &[InputFact]) -> Result<Planned> {
         let mut notes = Vec::new();
-        let facts = facts_of(inputs);
         self.pins.clear();
         let (mut typed, mut names, mut proto) =
-            self.parse_wide_or_narrow(graph, &facts, &mut notes)?;
+            self.parse_wide_or_narrow(graph, facts, &mut notes)?;
         let mut adopted_folded = vec![];
         if let Some(d) = self.decisions.clone() {
             let (pins, found) = pins::folded(graph, &typed, &names, &d);
             if !pins.is_empty() {
                 self.pins = pins;
-                (typed, names, proto) = self.parse_wide_or_narrow(graph, &facts, &mut notes)?;
+                (typed, names, proto) = self.parse_wide_or_narrow(graph, facts, &mut notes)?;
                 adopted_folded = found;
             }
         }
@@ -295,28 +326,53 @@ impl ReferenceRunner {
         let labels = capture::labels_of(&t64, &names);
         capture::keep_graph_outputs(graph, &mut t64, &names)?;
         let plan = symbols::plan(t64).map_err(|e| ref_err(graph, "planning", e))?;
-        let mut state = SimpleState::new(&plan).map_err(|e| ref_err(graph, "planning", e))?;
         let onnx_of = capture::onnx_nodes(plan.model(), &producers);
-        let feeds = self.feeds(plan.model(), inputs);
-        let overrides = overrides::Overrides::collect(graph, &proto);
-        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
-            .with_rounding(self.round.as_ref())
-            .with_unfaithful(faithful::unfaithful(graph, &proto))
-            .with_decisions(self.decisions.as_deref())
-            .with_selections(match self.decisions.as_deref() {
+        // The rewritten model holds every weight in f64 again: not kept through the run.
+        Ok(Planned {
+            names,
+            labels,
+            onnx_of,
+            overrides: overrides::Overrides::collect(graph, &proto),
+            precision,
+            unfaithful: faithful::unfaithful(graph, &proto),
+            selections: match self.decisions.as_deref() {
                 Some(d) => select::selections(&proto, d),
                 None => HashMap::new(),
-            })
+            },
+            notes,
+            adopted_folded,
+            plan,
+        })
+    }
+
+    /// One run of `planned` on `inputs` (rounded first where this run emulates low precision), each value handed
+    /// to `sink`.
+    fn execute(
+        &self,
+        graph: &Graph,
+        planned: &Planned,
+        inputs: &Inputs,
+        sink: &mut hook::Sink<'_>,
+    ) -> Result<RunOutput> {
+        let plan = &planned.plan;
+        let mut state = SimpleState::new(plan).map_err(|e| ref_err(graph, "planning", e))?;
+        let feeds = self.feeds(plan.model(), inputs);
+        let (labels, onnx_of) = (planned.labels.clone(), planned.onnx_of.clone());
+        let (overrides, precision) = (planned.overrides.clone(), planned.precision.clone());
+        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
+            .with_rounding(self.round.as_ref())
+            .with_unfaithful(planned.unfaithful.clone())
+            .with_decisions(self.decisions.as_deref())
+            .with_selections(planned.selections.clone())
             .with_constants(plan.model());
-        // The rewritten model holds every weight in f64 again: not kept through the run.
-        drop((proto, typed));
         state
             .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
             .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
         ev.finish();
         let mut adopted = std::mem::take(&mut ev.adopted);
-        adopted.extend(adopted_folded);
-        let mut out = capture::run_output(graph, &names, &ev.emitted, ev.precision, notes);
+        adopted.extend(planned.adopted_folded.iter().cloned());
+        let notes = planned.notes.clone();
+        let mut out = capture::run_output(graph, &planned.names, &ev.emitted, ev.precision, notes);
         out.adopted = adopted;
         Ok(out)
     }

@@ -15,6 +15,7 @@ use crate::model::Graph;
 const RNNS: &[&str] = &["LSTM", "GRU"];
 
 /// An ONNX node phantom evaluates itself, at the ONNX level, with its constant inputs decoded up front.
+#[derive(Clone)]
 pub(super) struct Override {
     pub(super) proto: NodeProto,
     consts: Vec<Option<ndarray::ArrayD<f64>>>,
@@ -22,6 +23,7 @@ pub(super) struct Override {
 }
 
 /// ONNX nodes of the top-level graph that phantom evaluates itself (LSTM, GRU).
+#[derive(Clone)]
 pub struct Overrides(pub(super) HashMap<usize, Override>);
 
 impl Overrides {

@@ -4,6 +4,8 @@
 //! stay in memory. [`Values`] reads values by name the same way from memory or from disk, so the stages that read
 //! them again (introduced error, causes, the fusion check) work on either.
 
+pub mod arrivals;
+
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -333,6 +335,8 @@ fn read_at(f: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::R
 pub enum Held {
     Memory(HashMap<String, Tensor>),
     Disk(Spill),
+    /// Values a run on another thread is computing, taken as they arrive.
+    Arriving(std::sync::Arc<crate::spill::arrivals::Arrivals>),
 }
 
 impl Default for Held {
@@ -350,6 +354,10 @@ impl Held {
                 Ok(())
             }
             Held::Disk(s) => s.put(name, &t),
+            Held::Arriving(a) => {
+                a.put(name, Some(t));
+                Ok(())
+            }
         }
     }
 
@@ -361,6 +369,10 @@ impl Held {
                 Ok(())
             }
             Held::Disk(s) => s.put(name, t),
+            Held::Arriving(a) => {
+                a.put(name, Some(t.clone()));
+                Ok(())
+            }
         }
     }
 
@@ -369,13 +381,14 @@ impl Held {
         match self {
             Held::Memory(m) => m.remove(name),
             Held::Disk(s) => s.take(name),
+            Held::Arriving(a) => a.take(name),
         }
     }
 
     /// The spill store, when the values are on disk.
     pub fn spilled(&self) -> Option<&Spill> {
         match self {
-            Held::Memory(_) => None,
+            Held::Memory(_) | Held::Arriving(_) => None,
             Held::Disk(s) => Some(s),
         }
     }
@@ -386,24 +399,30 @@ impl Values for Held {
         match self {
             Held::Memory(m) => m.tensor(name),
             Held::Disk(s) => s.tensor(name),
+            Held::Arriving(a) => {
+                a.read(name, |h| h.tensor(name).map(|t| Cow::Owned(t.into_owned())))
+            }
         }
     }
     fn has(&self, name: &str) -> bool {
         match self {
             Held::Memory(m) => m.has(name),
             Held::Disk(s) => s.has(name),
+            Held::Arriving(a) => a.read(name, |h| h.has(name)),
         }
     }
     fn nbytes(&self, name: &str) -> usize {
         match self {
             Held::Memory(m) => m.nbytes(name),
             Held::Disk(s) => s.nbytes(name),
+            Held::Arriving(a) => a.read(name, |h| h.nbytes(name)),
         }
     }
     fn dtype(&self, name: &str) -> Option<DType> {
         match self {
             Held::Memory(m) => m.dtype(name),
             Held::Disk(s) => s.dtype(name),
+            Held::Arriving(a) => a.read(name, |h| h.dtype(name)),
         }
     }
 }

@@ -1,0 +1,163 @@
+//! The expected-noise stage: the reference rerun with every value rounded to the element type the target stores it
+//! in, i.e. per value what correct rounding alone would give. With one target whose rounding changes no weight (a
+//! model run in its own precision), the run shares the reference's plan and goes beside it, on a second thread,
+//! each value taken by the comparison as it arrives ([`beside`], [`run_reference`]); otherwise it runs first, on its
+//! own ([`expected`]). Its values wait in memory, or on disk when the run is bounded.
+
+use std::sync::Arc;
+
+use super::parts::stage;
+use super::{CompareSettings, Lane, Prepared};
+use crate::analysis::attribution;
+use crate::error::{Error, Result};
+use crate::runner::reference::paired::Beside;
+use crate::runner::reference::{ReferenceRunner, Rounding, Sink};
+use crate::runner::RunOutput;
+use crate::spill::arrivals::Arrivals;
+use crate::spill::{Held, Spill};
+use crate::tensor::Tensor;
+
+/// Element types and shapes of the values the (first) target computed, for the reference to stand in for nodes
+/// tract cannot type ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
+pub(super) fn known(
+    lanes: &[Lane],
+) -> Option<Arc<crate::runner::reference::contrib::standin::Known>> {
+    let values = &lanes.first()?.out.values;
+    let k = values
+        .iter()
+        .map(|(n, v)| (n.clone(), (v.dtype(), v.shape().to_vec())));
+    Some(Arc::new(k.collect()))
+}
+
+/// Where the expected-noise run's values wait: on disk when the run is bounded in memory.
+fn store(s: &CompareSettings) -> Result<Held> {
+    Ok(match s.budget() {
+        Some(_) => Held::Disk(Spill::new("noise")?),
+        None => Held::default(),
+    })
+}
+
+/// The value the expected-noise run keeps of `name`: rounded to the element type the target stores it in (values
+/// the target does not round are not kept).
+fn kept(
+    round: &Rounding,
+    name: &str,
+    value: std::result::Result<Tensor, String>,
+) -> Option<Tensor> {
+    let (v, &d) = (value.ok()?, round.get(name)?);
+    Some(v.cast(d).unwrap_or(v))
+}
+
+/// The expected-noise run on its own, before the reference: every value kept.
+pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result<Held> {
+    let Some(round) = lane.rounding.as_ref() else {
+        return Ok(Held::default());
+    };
+    let mut emulated = store(s)?;
+    let pb = stage(s.progress, "expected noise: reference with target rounding");
+    let mut ideal = ReferenceRunner {
+        round: Some(round.clone()),
+        decisions: lane.decisions.clone(),
+        known: known(std::slice::from_ref(lane)),
+        ..Default::default()
+    };
+    let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
+    let mut failed = None;
+    ideal.run_streaming(&p.graph, inputs, &mut |name, value| {
+        if let (Some(v), None) = (kept(round, name, value), &failed) {
+            failed = emulated.insert(name, v).err();
+        }
+    })?;
+    pb.finish_and_clear();
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(emulated),
+    }
+}
+
+/// Sets the lane's expected noise to run beside the reference, when it can: its rounding changes no weight, the
+/// noise run's inputs have the reference's shapes, and `PHANTOM_NOISE_BESIDE` is not `0`. The lane's noise is then
+/// arriving ([`Held::Arriving`]) until [`settle`].
+pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool {
+    let Some(round) = lane.rounding.as_ref() else {
+        return false;
+    };
+    let noise_inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
+    let asked = std::env::var("PHANTOM_NOISE_BESIDE").map_or(true, |v| v != "0");
+    let can = asked
+        && crate::error::injected("noise").is_ok()
+        && ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, noise_inputs));
+    // A store that cannot be made fails the same way on its own: the stage says so there.
+    let Some(held) = can.then(|| store(s).ok()).flatten() else {
+        return false;
+    };
+    lane.emulated = Held::Arriving(Arc::new(Arrivals::new(held)));
+    lane.noise_beside = true;
+    true
+}
+
+/// The expected-noise run beside which the reference of `lanes` runs, when it does: its values' destination and
+/// its rounding.
+pub(super) fn arriving(lanes: &[Lane]) -> Option<(Arc<Arrivals>, Rounding)> {
+    match lanes {
+        [lane] => match (&lane.emulated, &lane.rounding) {
+            (Held::Arriving(a), Some(r)) => Some((a.clone(), r.clone())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The reference's run on `p`, each value handed to `sink`; with the expected-noise run beside it on a second thread
+/// when one is `arriving` ([`ReferenceRunner::run_paired`]).
+pub(super) fn run_reference(
+    runner: &mut ReferenceRunner,
+    p: &Prepared,
+    arriving: Option<&(Arc<Arrivals>, Rounding)>,
+    sink: &mut Sink<'_>,
+) -> Result<RunOutput> {
+    let Some((arrivals, round)) = arriving else {
+        return runner.run_streaming(&p.graph, &p.inputs, sink);
+    };
+    let mut put = |name: &str, v| arrivals.put(name, kept(round, name, v));
+    // `PHANTOM_INJECT_FAILURE=noise-beside`: the run fails after handing over every value (tests the undoing).
+    let ended = |e: Option<&Error>| match crate::error::injected("noise-beside") {
+        Err(injected) => arrivals.end(Some(&injected)),
+        Ok(()) => arrivals.end(e),
+    };
+    let beside = Beside {
+        round,
+        inputs: p.noise_inputs.as_ref().unwrap_or(&p.inputs),
+        sink: &mut put,
+        ended: &ended,
+    };
+    runner.run_paired(&p.graph, &p.inputs, sink, beside)
+}
+
+/// After the comparison: the noise that arrived beside the reference becomes the lane's held noise, with the run's
+/// time. If that run failed, no value keeps a figure from it (a value it excused fails again) and the stage is
+/// marked not measured, as when it runs on its own.
+pub(super) fn settle(lane: &mut Lane) {
+    let Held::Arriving(a) = std::mem::take(&mut lane.emulated) else {
+        return;
+    };
+    let done = Arc::try_unwrap(a).ok().and_then(Arrivals::finished);
+    let (held, error) = match done {
+        Some(d) => {
+            lane.noise_ms = d.ms;
+            (d.held, d.error)
+        }
+        None => (
+            Held::default(),
+            Some(Error::Usage("the run did not end".into())),
+        ),
+    };
+    lane.emulated = held;
+    if let Some(e) = error {
+        lane.reports
+            .values_mut()
+            .for_each(attribution::without_noise);
+        let failed: Result<()> = Err(e);
+        (lane.unmeasured).stage(&mut lane.notes, "expected noise", failed);
+    }
+}
