@@ -95,8 +95,9 @@ pub struct Lane {
     pub notes: Vec<String>,
     /// Time of the expected-noise run and of the attribution stage.
     pub noise_ms: f64,
-    /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]).
-    pub noise_beside: bool,
+    /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]): `Some(shared)`,
+    /// whether it shares the reference's plan.
+    pub noise_beside: Option<bool>,
     pub attribution_ms: f64,
     /// Which values the attribution stage ran alone (when it ran).
     pub introduced_scope: Option<crate::report::model::IntroducedScope>,
@@ -382,7 +383,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             reports: HashMap::new(),
             notes: vec![],
             noise_ms: 0.0,
-            noise_beside: false,
+            noise_beside: None,
             attribution_ms: 0.0,
             introduced_scope: None,
             alone: None,

@@ -1,8 +1,9 @@
 //! The expected-noise stage: the reference rerun with every value rounded to the element type the target stores it
-//! in, i.e. per value what correct rounding alone would give. With one target whose rounding changes no weight (a
-//! model run in its own precision), the run shares the reference's plan and goes beside it, on a second thread,
-//! each value taken by the comparison as it arrives ([`beside`], [`run_reference`]); otherwise it runs first, on its
-//! own ([`expected`]). Its values wait in memory, or on disk when the run is bounded.
+//! in, i.e. per value what correct rounding alone would give. With one target, the run goes beside the reference, on
+//! a second thread, each value taken by the comparison as it arrives ([`beside`], [`run_reference`]): on the
+//! reference's own plan where the rounding changes no weight (a model run in its own precision), else on a plan of
+//! its own when twice the weights fit the memory budget. Otherwise it runs first, on its own ([`expected`]). Its
+//! values wait in memory, or on disk when the run is bounded.
 
 use std::sync::Arc;
 
@@ -75,48 +76,55 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
     }
 }
 
-/// Sets the lane's expected noise to run beside the reference, when it can: its rounding changes no weight, the
-/// noise run's inputs have the reference's shapes, and `PHANTOM_NOISE_BESIDE` is not `0`. The lane's noise is then
-/// arriving ([`Held::Arriving`]) until [`settle`].
+/// Sets the lane's expected noise to run beside the reference, when it can: on the reference's plan (its rounding
+/// changes no weight and its inputs have the reference's shapes) or on its own (twice the weights in f64 fit the
+/// memory budget), unless `PHANTOM_NOISE_BESIDE` is `0`. The lane's noise is then arriving ([`Held::Arriving`])
+/// until [`settle`].
 pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool {
     let Some(round) = lane.rounding.as_ref() else {
         return false;
     };
     let noise_inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
     let asked = std::env::var("PHANTOM_NOISE_BESIDE").map_or(true, |v| v != "0");
-    let can = asked
-        && crate::error::injected("noise").is_ok()
-        && ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, noise_inputs));
+    let shared = ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, noise_inputs));
+    // Two plans hold the weights twice (in f64) while both run.
+    let two_fit =
+        2 * super::memory::weights_bytes(&p.graph) <= crate::fsutil::memory_budget() as u64;
+    let can = asked && crate::error::injected("noise").is_ok() && (shared || two_fit);
     // A store that cannot be made fails the same way on its own: the stage says so there.
     let Some(held) = can.then(|| store(s).ok()).flatten() else {
         return false;
     };
     lane.emulated = Held::Arriving(Arc::new(Arrivals::new(held)));
-    lane.noise_beside = true;
+    lane.noise_beside = Some(shared);
     true
 }
 
 /// The expected-noise run beside which the reference of `lanes` runs, when it does: its values' destination and
 /// its rounding.
-pub(super) fn arriving(lanes: &[Lane]) -> Option<(Arc<Arrivals>, Rounding)> {
+pub(super) fn arriving(lanes: &[Lane]) -> Option<Arriving> {
     match lanes {
-        [lane] => match (&lane.emulated, &lane.rounding) {
-            (Held::Arriving(a), Some(r)) => Some((a.clone(), r.clone())),
+        [lane] => match (&lane.emulated, &lane.rounding, lane.noise_beside) {
+            (Held::Arriving(a), Some(r), Some(shared)) => Some((a.clone(), r.clone(), shared)),
             _ => None,
         },
         _ => None,
     }
 }
 
+/// Where the expected-noise run beside the reference hands its values, its rounding, and whether it shares the
+/// reference's plan.
+pub(super) type Arriving = (Arc<Arrivals>, Rounding, bool);
+
 /// The reference's run on `p`, each value handed to `sink`; with the expected-noise run beside it on a second thread
 /// when one is `arriving` ([`ReferenceRunner::run_paired`]).
 pub(super) fn run_reference(
     runner: &mut ReferenceRunner,
     p: &Prepared,
-    arriving: Option<&(Arc<Arrivals>, Rounding)>,
+    arriving: Option<&Arriving>,
     sink: &mut Sink<'_>,
 ) -> Result<RunOutput> {
-    let Some((arrivals, round)) = arriving else {
+    let Some(&(ref arrivals, ref round, shared)) = arriving else {
         return runner.run_streaming(&p.graph, &p.inputs, sink);
     };
     let mut put = |name: &str, v| arrivals.put(name, kept(round, name, v));
@@ -129,6 +137,7 @@ pub(super) fn run_reference(
         round,
         inputs: p.noise_inputs.as_ref().unwrap_or(&p.inputs),
         sink: &mut put,
+        shared,
         ended: &ended,
     };
     runner.run_paired(&p.graph, &p.inputs, sink, beside)

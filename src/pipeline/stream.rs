@@ -253,13 +253,7 @@ fn held_store(p: &Prepared, keep: bool, bounded: bool) -> Result<Held> {
 }
 
 /// The reference's runner, and the expected-noise run to go beside it.
-type Reference<'a> = (
-    ReferenceRunner,
-    Option<&'a (
-        std::sync::Arc<crate::spill::arrivals::Arrivals>,
-        crate::runner::reference::Rounding,
-    )>,
-);
+type Reference<'a> = (ReferenceRunner, Option<&'a super::noise::Arriving>);
 
 /// Bounded memory: the reference streams into the chunker, which runs the target once per chunk; with attribution
 /// each reference value is spilled to `keep` and the expected noise applied from the lane's spilled run.

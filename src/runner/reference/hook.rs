@@ -221,7 +221,7 @@ impl<'g, 's> Evaluator<'g, 's> {
 
     /// Seeds the captured values with the constants of `model` (they never pass through the hook).
     pub fn with_constants(mut self, model: &TypedModel) -> Self {
-        let consts: Vec<(usize, TValue)> = self
+        let mut consts: Vec<(usize, TValue)> = self
             .labels
             .keys()
             .filter_map(|&id| {
@@ -231,6 +231,9 @@ impl<'g, 's> Evaluator<'g, 's> {
                 Some((id, k.val().clone().into_tvalue()))
             })
             .collect();
+        // In the ONNX graph's order, as computed values arrive: a constant's operands are handed on before it (the
+        // comparison scales a value's tolerance by its operands'), the same way in every run.
+        consts.sort_by_key(|(id, _)| (self.onnx_of.get(id).copied().unwrap_or(usize::MAX), *id));
         for (id, v) in consts {
             // A constant tract folded from a node it imports unfaithfully is not a value to hand on.
             let idx = self.onnx_of.get(&id).copied();

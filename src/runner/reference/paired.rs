@@ -1,7 +1,8 @@
-//! The reference and its expected-noise run side by side. Where rounding to the target's element types changes no
-//! weight (a model run in its own precision), both runs are the same plan with different rounding of the values
-//! they compute: the model is parsed, typed and planned once, and the expected-noise run goes on a second thread
-//! while the reference streams its values on this one. tract's element-wise ops run on one core; two runs fill two.
+//! The reference and its expected-noise run side by side: the noise run goes on a second thread while the
+//! reference streams its values on this one (tract's element-wise ops run on one core; two runs fill two). Where
+//! rounding to the target's element types changes no weight (a model run in its own precision), both runs are the
+//! same plan with different rounding of the values they compute, so the model is parsed, typed and planned once;
+//! otherwise the noise run plans its own model on its thread.
 
 use super::{facts_of, named_panics, ReferenceRunner, Rounding};
 use crate::error::{guard, Error, Result};
@@ -19,6 +20,9 @@ pub struct Beside<'a, 's> {
     pub round: &'a Rounding,
     pub inputs: &'a Inputs,
     pub sink: &'a mut NoiseSink<'s>,
+    /// Whether it shares the reference's plan ([`ReferenceRunner::shares_plan`]); otherwise it plans its own model
+    /// (weights rounded) on its thread.
+    pub shared: bool,
     /// Called on the noise run's thread when it has ended, with its error if it failed: a consumer waiting for its
     /// values stops waiting.
     pub ended: &'a (dyn Fn(Option<&Error>) + Sync),
@@ -46,8 +50,9 @@ impl ReferenceRunner {
     }
 
     /// Runs the reference on `inputs`, handing each value to `sink` on this thread, and beside it, on a second
-    /// thread, the same plan with every value rounded as `beside.round` says (the expected noise). Check
-    /// [`Self::shares_plan`] first. Returns the reference's run; the noise run's outcome goes to `beside.ended`.
+    /// thread, the model with every value rounded as `beside.round` says (the expected noise): the same plan where
+    /// [`Self::shares_plan`], else its own. Returns the reference's run; the noise run's outcome goes to
+    /// `beside.ended`.
     pub fn run_paired(
         &mut self,
         graph: &Graph,
@@ -64,19 +69,23 @@ impl ReferenceRunner {
                 return Err(e);
             }
         };
-        let ideal = ReferenceRunner {
+        let mut ideal = ReferenceRunner {
             round: Some(beside.round.clone()),
             decisions: self.decisions.clone(),
             known: self.known.clone(),
             ..Default::default()
         };
         let (ended, noise_inputs, noise_sink) = (beside.ended, beside.inputs, beside.sink);
-        let planned = &planned;
+        let (planned, shared) = (&planned, beside.shared);
         let this = &*self;
         std::thread::scope(|sc| {
             let noise = sc.spawn(move || {
-                let run = guard("the expected-noise run (tract)", || {
-                    ideal.execute(graph, planned, noise_inputs, noise_sink)
+                let run = guard("the expected-noise run (tract)", || match shared {
+                    true => ideal.execute(graph, planned, noise_inputs, noise_sink),
+                    false => {
+                        let own = ideal.planned(graph, &facts_of(noise_inputs))?;
+                        ideal.execute(graph, &own, noise_inputs, noise_sink)
+                    }
                 });
                 ended(named_panics(graph, run).err().as_ref());
             });
