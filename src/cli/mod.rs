@@ -54,6 +54,8 @@ pub fn run() -> ExitCode {
         }
         crate::watchdog::arm(std::time::Duration::from_secs(cli.timeout));
     }
+    // A crash inside an engine (a signal no guard catches) ends as exit 2 with one error naming the stage.
+    crate::watchdog::catch_crashes();
     // PHANTOM_DEBUG=1 keeps Rust's own panic message and backtrace.
     let default_hook = std::panic::take_hook();
     let debug = std::env::var_os("PHANTOM_DEBUG").is_some();

@@ -333,7 +333,10 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let targets = s
         .targets
         .iter()
-        .map(|spec| targets::open(spec, &graph, &lib))
+        .map(|spec| {
+            crate::watchdog::stage(&format!("opening the target {}", spec.label()));
+            targets::open(spec, &graph, &lib)
+        })
         .collect::<Result<Vec<_>>>()?;
     if let Some(path) = &s.save_target_model {
         let own = targets[0].own_model().ok_or_else(|| {
@@ -363,6 +366,14 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
     for (spec, mut target) in s.targets.iter().zip(std::mem::take(&mut p.targets)) {
         let t = Instant::now();
         let pb = stage(s.progress, &format!("target: {}", spec.label()));
+        if crate::error::injected("crash").is_err() {
+            // `PHANTOM_INJECT_FAILURE=crash`: a crash inside the target's engine (tests the crash handler).
+            #[cfg(unix)]
+            // SAFETY: raises a signal in this process, as a crashing engine would.
+            unsafe {
+                libc::raise(libc::SIGSEGV);
+            }
+        }
         let out = match s.strategy {
             Strategy::Whole | Strategy::Auto => {
                 let inputs = p.target_inputs.as_ref().unwrap_or(&p.inputs);

@@ -391,8 +391,10 @@ fn run_case(c: &Case) -> Result<i32, String> {
     if !(0..=2).contains(&code) {
         return Err(format!("exit {code}\n{err}"));
     }
+    // A crash the signal handler turned into exit 2 is still a crash.
     if err.contains("panicked")
         || err.contains("internal error")
+        || err.contains("phantom crashed with")
         || err.contains("memory allocation of")
     {
         return Err(format!("exit {code} with a crash report:\n{err}"));

@@ -437,3 +437,29 @@ fn a_failed_record_leaves_no_temporary_directory() {
         "leftovers: {left:?}"
     );
 }
+
+/// A crash inside an engine (a signal, which no guard catches) ends as exit 2 with one error naming the stage, and
+/// leaves no report behind.
+#[test]
+fn a_crash_inside_an_engine_ends_with_exit_2_naming_the_stage() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = model("convnet.onnx");
+    let args = [
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let (code, out, err) = phantom_env(&args, &[("PHANTOM_INJECT_FAILURE", "crash")]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(
+            "error: phantom crashed with a segmentation fault (SIGSEGV) in stage \"target: ort-cpu\""
+        ),
+        "{err}"
+    );
+    assert!(err.contains("--ort-opt-level"), "{err}");
+    assert!(!json.exists(), "no report from a crashed run");
+}

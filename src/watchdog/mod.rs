@@ -3,6 +3,10 @@
 //! watchdog prints one error naming the stage and the node being evaluated and ends the process with exit code 2;
 //! files are only ever written atomically, so nothing half-written is left behind.
 
+mod crash;
+
+pub use crash::catch as catch_crashes;
+
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
