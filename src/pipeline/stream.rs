@@ -302,7 +302,7 @@ fn bounded(
         budget,
         (chunks, ran),
         (attributed, spilled),
-        lane.emulated.spilled(),
+        lane.emulated.spilled_bytes(),
     ));
     Ok(reference)
 }
@@ -322,7 +322,7 @@ fn bounded_note(
     budget: usize,
     (chunks, ran): (usize, String),
     (attributed, reference): (bool, Option<(u64, std::path::PathBuf)>),
-    noise: Option<&Spill>,
+    noise: Option<u64>,
 ) -> String {
     let head = format!(
         "bounded memory ({}): values compared in {chunks} chunk(s); {ran}",
@@ -333,7 +333,7 @@ fn bounded_note(
             "{head}; introduced error and expected noise are not measured (--attribution off)"
         );
     }
-    let noise = noise.map_or(0, |n| n.bytes);
+    let noise = noise.unwrap_or(0);
     let Some((bytes, dir)) = reference else {
         let dir = noise_dir(noise);
         return format!(

@@ -99,6 +99,11 @@ impl Arrivals {
         f(&s.held)
     }
 
+    /// Bytes spilled to disk so far (0 when the values wait in memory).
+    pub fn spilled_bytes(&self) -> u64 {
+        self.lock().held.spilled().map_or(0, |s| s.bytes)
+    }
+
     /// The store and the run's outcome, once it has ended (`None` if it never did).
     pub fn finished(self) -> Option<Arrived> {
         let s = self.state.into_inner().unwrap_or_else(|p| p.into_inner());

@@ -385,6 +385,15 @@ impl Held {
         }
     }
 
+    /// Bytes of values spilled to disk (None when they wait in memory).
+    pub fn spilled_bytes(&self) -> Option<u64> {
+        match self {
+            Held::Memory(_) => None,
+            Held::Disk(s) => Some(s.bytes),
+            Held::Arriving(a) => Some(a.spilled_bytes()),
+        }
+    }
+
     /// The spill store, when the values are on disk.
     pub fn spilled(&self) -> Option<&Spill> {
         match self {

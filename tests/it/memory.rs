@@ -67,6 +67,14 @@ fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
     );
     let bounded = auto["notes"].to_string();
     assert!(bounded.contains("waited on disk"), "{bounded}");
+    // The noise run spilled its values (beside the reference: counted once it has ended, not before).
+    let noise_size = bounded
+        .split("expected-noise run's")
+        .nth(1)
+        .and_then(|t| t.split('(').nth(1))
+        .and_then(|t| t.split(')').next())
+        .unwrap_or_else(|| panic!("no size of the noise run's values: {bounded}"));
+    assert!(!noise_size.starts_with("0 "), "{noise_size}: {bounded}");
     assert!(whole["verdict"]["culprits"]
         .as_array()
         .is_some_and(|c| !c.is_empty()));
