@@ -16,6 +16,7 @@ mod messages;
 mod overrides;
 pub mod paired;
 mod pins;
+mod planned;
 pub use hook::Sink;
 use messages::{humanize, onnx_name, ref_err};
 pub mod qop;
@@ -35,7 +36,6 @@ use tract_onnx::model::ParseResult;
 use tract_onnx::pb::ModelProto;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
-use tract_onnx::tract_core::internal::SimpleState;
 use tract_onnx::tract_core::model::translator::Translate;
 use tract_onnx::tract_core::ops::logic::IfThenElse;
 
@@ -66,23 +66,6 @@ pub struct ReferenceRunner {
     /// Element types and shapes of the values the target computed: a node tract cannot type is stood in for with
     /// them ([`contrib::standin`]), so the rest of the model is still compared.
     pub known: Option<std::sync::Arc<contrib::standin::Known>>,
-}
-
-/// The model parsed, typed and planned once, with what every run of the plan starts from: the reference's run, and
-/// the expected-noise run beside it where rounding leaves every weight as it is ([`paired`]).
-struct Planned {
-    plan: std::sync::Arc<TypedSimplePlan>,
-    /// Every value the plan outputs, in order.
-    names: Vec<String>,
-    labels: HashMap<usize, Vec<(usize, String)>>,
-    onnx_of: HashMap<usize, usize>,
-    overrides: overrides::Overrides,
-    precision: HashMap<usize, super::RefPrecision>,
-    unfaithful: HashMap<usize, String>,
-    selections: HashMap<String, select::Selection>,
-    notes: Vec<String>,
-    /// Decisions tract folded at import, adopted by pinning them.
-    adopted_folded: Vec<(String, decide::Adopted)>,
 }
 
 /// Nodes stood in for at most (each is one more parse of the model).
@@ -302,79 +285,6 @@ impl ReferenceRunner {
     ) -> Result<RunOutput> {
         let planned = self.planned(graph, &facts_of(inputs))?;
         self.execute(graph, &planned, inputs, sink)
-    }
-
-    /// The model parsed as float64, typed and planned, with what each run of the plan starts from.
-    fn planned(&mut self, graph: &Graph, facts: &[InputFact]) -> Result<Planned> {
-        let mut notes = Vec::new();
-        self.pins.clear();
-        let (mut typed, mut names, mut proto) =
-            self.parse_wide_or_narrow(graph, facts, &mut notes)?;
-        let mut adopted_folded = vec![];
-        if let Some(d) = self.decisions.clone() {
-            let (pins, found) = pins::folded(graph, &typed, &names, &d);
-            if !pins.is_empty() {
-                self.pins = pins;
-                (typed, names, proto) = self.parse_wide_or_narrow(graph, facts, &mut notes)?;
-                adopted_folded = found;
-            }
-        }
-        let producers = graph.producers();
-        let precision = capture::folded_at_import(graph, &typed, &names, &producers);
-        let mut t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
-        symbols::unmint_sized_ranges(&mut t64);
-        let labels = capture::labels_of(&t64, &names);
-        capture::keep_graph_outputs(graph, &mut t64, &names)?;
-        let plan = symbols::plan(t64).map_err(|e| ref_err(graph, "planning", e))?;
-        let onnx_of = capture::onnx_nodes(plan.model(), &producers);
-        // The rewritten model holds every weight in f64 again: not kept through the run.
-        Ok(Planned {
-            names,
-            labels,
-            onnx_of,
-            overrides: overrides::Overrides::collect(graph, &proto),
-            precision,
-            unfaithful: faithful::unfaithful(graph, &proto),
-            selections: match self.decisions.as_deref() {
-                Some(d) => select::selections(&proto, d),
-                None => HashMap::new(),
-            },
-            notes,
-            adopted_folded,
-            plan,
-        })
-    }
-
-    /// One run of `planned` on `inputs` (rounded first where this run emulates low precision), each value handed
-    /// to `sink`.
-    fn execute(
-        &self,
-        graph: &Graph,
-        planned: &Planned,
-        inputs: &Inputs,
-        sink: &mut hook::Sink<'_>,
-    ) -> Result<RunOutput> {
-        let plan = &planned.plan;
-        let mut state = SimpleState::new(plan).map_err(|e| ref_err(graph, "planning", e))?;
-        let feeds = self.feeds(plan.model(), inputs);
-        let (labels, onnx_of) = (planned.labels.clone(), planned.onnx_of.clone());
-        let (overrides, precision) = (planned.overrides.clone(), planned.precision.clone());
-        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
-            .with_rounding(self.round.as_ref())
-            .with_unfaithful(planned.unfaithful.clone())
-            .with_decisions(self.decisions.as_deref())
-            .with_selections(planned.selections.clone())
-            .with_constants(plan.model());
-        state
-            .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
-            .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
-        ev.finish();
-        let mut adopted = std::mem::take(&mut ev.adopted);
-        adopted.extend(planned.adopted_folded.iter().cloned());
-        let notes = planned.notes.clone();
-        let mut out = capture::run_output(graph, &planned.names, &ev.emitted, ev.precision, notes);
-        out.adopted = adopted;
-        Ok(out)
     }
 
     /// `proto` parsed by tract with the graph inputs' facts, and typed: `Err` where it cannot be parsed, `Ok(Err)`
