@@ -382,7 +382,7 @@ impl<'g, 's> Evaluator<'g, 's> {
         ctx: &EvalContext,
         st: Option<&mut (dyn OpState + 'static)>,
         node: &TypedNode,
-        ins: TVec<TValue>,
+        mut ins: TVec<TValue>,
     ) -> TractResult<TVec<TValue>> {
         let idx = self.onnx_of.get(&node.id).copied();
         if let Some(src) = node
@@ -423,6 +423,10 @@ impl<'g, 's> Evaluator<'g, 's> {
                     self.give_up(node, idx, self.describe(node, idx), why)
                 }
             };
+        }
+        if let Some(r) = super::fast::eval_binary(node, &mut ins) {
+            mark(precision, idx, RefPrecision::F64Phantom);
+            return r;
         }
         if let Some(r) = kernels::eval_own(node, &ins).or_else(|| super::resize::eval(node, &ins)) {
             mark(precision, idx, RefPrecision::F64Phantom);

@@ -1,8 +1,10 @@
 //! phantom's fast f64 kernels for the heavy ops, in place of tract's generic f64 loops: convolution
-//! ([`conv`]), transposed convolution ([`deconv`]) and two-operand contractions ([`einsum`]: MatMul, Gemm, Einsum, attention products), both on a
-//! parallel f64 GEMM ([`gemm`]). They take a tract node only when every operand is f64 and its form is one
-//! they cover; anything else (quantized, other layouts, reductions over one operand) stays with tract.
+//! ([`conv`]), transposed convolution ([`deconv`]) and two-operand contractions ([`einsum`]: MatMul, Gemm, Einsum,
+//! attention products), both on a parallel f64 GEMM ([`gemm`]), and element-wise arithmetic on large values
+//! ([`binary`]) on both cores. They take a tract node only when every operand is f64 and its form is one they cover;
+//! anything else (quantized, other layouts, reductions over one operand) stays with tract.
 
+pub(super) mod binary;
 mod conv;
 mod deconv;
 mod einsum;
@@ -10,6 +12,7 @@ pub mod gemm;
 mod sdpa;
 
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::ops::binary::TypedBinOp;
 use tract_onnx::tract_core::ops::cnn::{Conv, Deconv, KernelFormat, PoolSpec};
 use tract_onnx::tract_core::ops::einsum::EinSum;
 use tract_onnx::tract_core::ops::nn::DataFormat;
@@ -46,6 +49,18 @@ pub fn eval(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<
         return deconv_node(d, inputs);
     }
     None
+}
+
+/// Evaluates an element-wise f64 node on both cores when it is large enough ([`binary`]), reusing an operand only
+/// it holds; `None` means tract keeps it (and `inputs` are as they were).
+pub fn eval_binary(
+    node: &TypedNode,
+    inputs: &mut TVec<TValue>,
+) -> Option<TractResult<TVec<TValue>>> {
+    if tract_only() {
+        return None;
+    }
+    binary::binary_node(node.op_as::<TypedBinOp>()?, inputs)
 }
 
 /// The geometry of a float `Conv` on NCHW data with an OIHW kernel, 1 to 3 spatial axes.
