@@ -53,6 +53,7 @@ pub mod diff;
 pub mod error;
 pub mod fsutil;
 pub mod golden;
+pub mod heap;
 pub mod model;
 pub mod pipeline;
 pub mod precision;

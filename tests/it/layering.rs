@@ -10,7 +10,7 @@ use crate::common::root;
 /// Layers, bottom first: a module may import its own layer and those below.
 const LAYERS: &[&[&str]] = &[
     &[
-        "error", "fsutil", "tensor", "spill", "units", "watchdog", "simd",
+        "error", "fsutil", "heap", "tensor", "spill", "units", "watchdog", "simd",
     ],
     &["model"],
     &["precision"],

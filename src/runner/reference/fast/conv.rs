@@ -63,16 +63,15 @@ impl Geometry {
 }
 
 /// `y = conv(x, w) + bias`: `x` is [N, C_in, *input] row-major, `w` [C_out, C_in/group, *kernel], `bias` empty,
-/// one value, or C_out values; returns [N, C_out, *output] row-major.
-pub fn conv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64]) -> Vec<f64> {
+/// one value, or C_out values; `y`, zeroed, is [N, C_out, *output] row-major.
+pub fn conv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64], y: &mut [f64]) {
     let (cg, og) = (g.c_in / g.group, g.c_out / g.group);
     let (pin, pout, k) = (g.in_size(), g.out_size(), cg * g.taps());
-    let mut y = vec![0.0; g.batch * g.c_out * pout];
     if y.is_empty() {
-        return y;
+        return;
     }
     if cg == 1 && og == 1 {
-        depthwise(g, x, w, &mut y);
+        depthwise(g, x, w, y);
     } else {
         for n in 0..g.batch {
             for grp in 0..g.group {
@@ -83,8 +82,7 @@ pub fn conv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64]) -> Vec<f64> {
             }
         }
     }
-    add_bias(&mut y, bias, g.c_out, pout);
-    y
+    add_bias(y, bias, g.c_out, pout);
 }
 
 /// One group of one image: `yg` [og, P] = `wg` [og, K] · im2col(`xg`) [K, P], tile by tile.

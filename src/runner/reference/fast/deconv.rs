@@ -12,17 +12,16 @@ use super::gemm::{matmul, Mat};
 const TILE_ELEMS: usize = 1 << 20;
 
 /// `y = conv_transpose(x, w) + bias`; in `g`, `input` is the transposed convolution's input (the geometry of the
-/// forward convolution it inverts, read backwards) and `output` its output. Returns [N, C_out, *output].
-pub fn deconv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64]) -> Vec<f64> {
+/// forward convolution it inverts, read backwards) and `output` its output; `y`, zeroed, is [N, C_out, *output].
+pub fn deconv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64], y: &mut [f64]) {
     let (cg, og, taps) = (
         g.c_in / g.group,
         g.c_out / g.group,
         g.kernel.iter().product::<usize>(),
     );
     let (pin, pout): (usize, usize) = (g.input.iter().product(), g.output.iter().product());
-    let mut y = vec![0.0; g.batch * g.c_out * pout];
     if y.is_empty() {
-        return y;
+        return;
     }
     let rows = og * taps;
     let per_tile = (TILE_ELEMS / rows.max(1)).clamp(1, pin.max(1));
@@ -48,8 +47,7 @@ pub fn deconv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64]) -> Vec<f64> {
             }
         }
     }
-    add_bias(&mut y, bias, g.c_out, pout);
-    y
+    add_bias(y, bias, g.c_out, pout);
 }
 
 /// One group's kernel [og, cg, taps] as the matrix [og·taps, cg] the GEMM multiplies the input by.

@@ -161,8 +161,8 @@ fn deconv_node(d: &Deconv, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TVa
     spatial_node(g, inputs, deconv::deconv)
 }
 
-/// A convolution-like kernel: (geometry, x, w, bias) → y.
-type SpatialKernel = fn(&Geometry, &[f64], &[f64], &[f64]) -> Vec<f64>;
+/// A convolution-like kernel: (geometry, x, w, bias) → y, written into a zeroed y.
+type SpatialKernel = fn(&Geometry, &[f64], &[f64], &[f64], &mut [f64]);
 
 /// Runs a convolution-like kernel on (x, w, bias) and shapes its result like x with the channel count and
 /// spatial extents of `g`.
@@ -188,15 +188,19 @@ fn spatial_node(
             w.try_as_plain_ram()?,
             bias.try_as_plain_ram()?,
         );
-        let y = kernel(
-            &g,
-            x.as_slice::<f64>()?,
-            w.as_slice::<f64>()?,
-            bias.as_slice::<f64>()?,
-        );
-        Ok(tvec!(
-            tract_ndarray::ArrayD::from_shape_vec(out_shape, y)?.into_tvalue()
-        ))
+        // Written in place: a kernel's own vector would be copied into tract's tensor.
+        let mut y = Tensor::zero::<f64>(&out_shape)?;
+        {
+            let mut plain = y.try_as_plain_ram_mut()?;
+            kernel(
+                &g,
+                x.as_slice::<f64>()?,
+                w.as_slice::<f64>()?,
+                bias.as_slice::<f64>()?,
+                plain.as_slice_mut::<f64>()?,
+            );
+        }
+        Ok(tvec!(y.into_tvalue()))
     })())
 }
 
