@@ -24,7 +24,11 @@ pub fn binary_node(
         return None;
     }
     let [a, b] = &inputs[..] else { return None };
-    if [a, b].iter().any(|v| v.datum_type() != f64::datum_type()) {
+    // Storage other than plain memory stays with tract (f64 values are plain; this keeps a failure there tract's).
+    if [a, b]
+        .iter()
+        .any(|v| v.datum_type() != f64::datum_type() || v.try_as_plain_ram().is_err())
+    {
         return None;
     }
     let layout = Layout::of(a.shape(), b.shape())?;
