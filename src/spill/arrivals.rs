@@ -81,22 +81,23 @@ impl Arrivals {
         self.arrived.notify_all();
     }
 
-    /// Gives `name` up once it has arrived (or the run has ended): the value, when the run kept one.
-    pub fn take(&self, name: &str) -> Option<Tensor> {
+    /// The state once `name` has arrived (or the run has ended).
+    fn arrived(&self, name: &str) -> MutexGuard<'_, State> {
         let mut s = self.lock();
         while !s.seen.contains(name) && s.ended.is_none() {
             s = self.arrived.wait(s).unwrap_or_else(|p| p.into_inner());
         }
-        s.held.take(name)
+        s
+    }
+
+    /// Gives `name` up once it has arrived (or the run has ended): the value, when the run kept one.
+    pub fn take(&self, name: &str) -> Option<Tensor> {
+        self.arrived(name).held.take(name)
     }
 
     /// Reads `name` without giving it up, once it has arrived.
     pub fn read<T>(&self, name: &str, f: impl FnOnce(&Held) -> T) -> T {
-        let mut s = self.lock();
-        while !s.seen.contains(name) && s.ended.is_none() {
-            s = self.arrived.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-        f(&s.held)
+        f(&self.arrived(name).held)
     }
 
     /// Bytes spilled to disk so far (0 when the values wait in memory).

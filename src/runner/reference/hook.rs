@@ -424,11 +424,9 @@ impl<'g, 's> Evaluator<'g, 's> {
                 }
             };
         }
-        if let Some(r) = super::fast::eval_binary(node, &mut ins) {
-            mark(precision, idx, RefPrecision::F64Phantom);
-            return r;
-        }
-        if let Some(r) = kernels::eval_own(node, &ins).or_else(|| super::resize::eval(node, &ins)) {
+        if let Some(r) =
+            kernels::eval_own(node, &mut ins).or_else(|| super::resize::eval(node, &ins))
+        {
             mark(precision, idx, RefPrecision::F64Phantom);
             return r;
         }

@@ -74,10 +74,12 @@ fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
 }
 
 /// Evaluates `node` with phantom's own f64 kernel when it is one of the ops tract lacks in f64, or one of the
-/// heavy ops phantom runs faster ([`super::fast`]), and its inputs are f64. `None` means: not ours, let tract
-/// evaluate it.
-pub fn eval_own(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
-    if let Some(r) = super::fast::eval(node, inputs) {
+/// heavy ops phantom runs faster ([`super::fast`]), and its inputs are f64 (an operand only this node holds may
+/// become the output). `None` means: not ours, let tract evaluate it (`inputs` are as they were).
+pub fn eval_own(node: &TypedNode, inputs: &mut TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
+    if let Some(r) =
+        super::fast::eval_binary(node, inputs).or_else(|| super::fast::eval(node, inputs))
+    {
         return Some(r);
     }
     if let Some(r) = node.op_as::<Reduce>() {
@@ -118,14 +120,14 @@ pub fn run_with_own(
 ) -> TractResult<TVec<TValue>> {
     let mut state = SimpleState::new(plan)?;
     state.run_plan_with_eval(inputs, |ctx, st, node, ins| -> TractResult<TVec<TValue>> {
-        let ins = ins
+        let mut ins = ins
             .into_iter()
             .map(|v| super::symbols::resolved(v, ctx.symbols))
             .collect::<TractResult<TVec<_>>>()?;
         if let Some(inner) = node.op_as::<IfThenElse>() {
             return eval_if(inner, &ins);
         }
-        match eval_own(node, &ins) {
+        match eval_own(node, &mut ins) {
             Some(r) => r,
             None => tract_onnx::tract_core::plan::eval(ctx, st, node, ins),
         }

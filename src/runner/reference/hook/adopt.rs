@@ -9,11 +9,11 @@ use super::Evaluator;
 
 /// `node` evaluated again on other inputs (a decision's input moved by its tolerance): phantom's kernel where it
 /// has one, else tract's (decisions are stateless).
-fn reeval(ctx: &EvalContext, node: &TypedNode, ins: TVec<TValue>) -> TractResult<TVec<TValue>> {
+fn reeval(ctx: &EvalContext, node: &TypedNode, mut ins: TVec<TValue>) -> TractResult<TVec<TValue>> {
     if let Some(op) = node.op_as::<super::super::contrib::op::ContribOp>() {
         return op.run(&ins);
     }
-    if let Some(r) = kernels::eval_own(node, &ins) {
+    if let Some(r) = kernels::eval_own(node, &mut ins) {
         return r;
     }
     tract_onnx::tract_core::plan::eval(ctx, None, node, ins)
