@@ -1,8 +1,8 @@
 //! Element-wise f64 arithmetic on both cores: tract's `Add`, `Sub` (and its reversed `SubF`), `Mul`, `Div`, `Min`
 //! and `Max` on f64 operands, from [`PARALLEL_FROM`] output elements. Each element is the one IEEE operation (or
 //! `f64::min`/`f64::max`) tract computes, so the values are bit-identical; what changes is that the work is split
-//! over the cores and written into a fresh output, where tract runs on one core and first copies its left operand
-//! whenever another node still reads it.
+//! over the cores, into an operand only this node holds or else a fresh output, where tract runs on one core and
+//! first copies its left operand whenever another node still reads it.
 
 use rayon::prelude::*;
 use tract_onnx::prelude::*;
