@@ -13,7 +13,8 @@ use tract_onnx::pb::{
 
 use crate::error::{Error, Result};
 use crate::model::proto::{tensor_from_proto, tensor_to_proto};
-use crate::model::surgery::{base_name, decode};
+use crate::model::skeleton::Skeleton;
+use crate::model::surgery::base_name;
 use crate::model::types::infer;
 use crate::model::{surgery, Graph};
 use crate::tensor::DType;
@@ -52,11 +53,12 @@ pub fn cut(
     boundary: &Boundary,
     path: &Path,
 ) -> Result<Cut> {
-    let proto = decode(model)?;
-    let g = proto.graph.clone().unwrap_or_default();
-    let types = infer(&g, &HashMap::new());
-    let inits: HashMap<&str, &TensorProto> =
-        g.initializer.iter().map(|t| (t.name.as_str(), t)).collect();
+    // The model without its weights; only the initializers the cut reads are decoded (a model's weights are most
+    // of its bytes: a cut of a few nodes does not copy them all).
+    let mut skeleton = Skeleton::of(model)?;
+    let mut proto = std::mem::take(&mut skeleton.proto);
+    let mut g = proto.graph.take().unwrap_or_default();
+    let types = infer(&g, &skeleton.types);
     let kept: Vec<&crate::model::Node> = model
         .nodes
         .iter()
@@ -73,17 +75,17 @@ pub fn cut(
     let mut seen: HashSet<String> = HashSet::new();
     let mut feeds = vec![];
     for n in &kept {
-        let node = &g.node[n.source_index];
+        let mut node = std::mem::take(&mut g.node[n.source_index]);
         // A body's reads from the enclosing scope come in like the node's own inputs.
-        for i in surgery::reads(node)
+        for i in surgery::reads(&node)
             .into_iter()
             .filter(|i| !inside.contains(i.as_str()))
         {
             if !seen.insert(i.clone()) {
                 continue;
             }
-            match inits.get(i.as_str()) {
-                Some(t) => sub.initializer.push(inlined(t, model)?),
+            match skeleton.take(model, &i) {
+                Some(t) => sub.initializer.push(inlined(t?, model)?),
                 None => {
                     let f = feed(&i, &types)?;
                     match (boundary.embed)(&f)? {
@@ -93,7 +95,6 @@ pub fn cut(
                 }
             }
         }
-        let mut node = node.clone();
         if node.name.is_empty() {
             // The name phantom gave it in the model cut from (`Constant_1234`), not one by its place in the cut.
             node.name = n.name.clone();
@@ -116,7 +117,7 @@ pub fn cut(
         opset_import: proto.opset_import.clone(),
         producer_name: "phantom reduce".into(),
         producer_version: env!("CARGO_PKG_VERSION").into(),
-        functions: proto.functions.clone(),
+        functions: std::mem::take(&mut proto.functions),
         graph: Some(sub),
         ..Default::default()
     };
@@ -146,11 +147,11 @@ fn feed(name: &str, types: &HashMap<String, i32>) -> Result<Feed> {
 }
 
 /// The initializer with its data inline (external data read from beside `model`).
-fn inlined(t: &TensorProto, model: &Graph) -> Result<TensorProto> {
+fn inlined(t: TensorProto, model: &Graph) -> Result<TensorProto> {
     if t.data_location != Some(DataLocation::External as i32) {
-        return Ok(t.clone());
+        return Ok(t);
     }
-    let host = tensor_from_proto(t, model.path.parent())?;
+    let host = tensor_from_proto(&t, model.path.parent())?;
     Ok(tensor_to_proto(&t.name, &host))
 }
 

@@ -14,6 +14,7 @@ pub mod npy;
 pub mod onnx_attrs;
 pub mod proto;
 pub mod random;
+pub mod skeleton;
 pub mod surgery;
 pub mod tract;
 pub mod types;
@@ -174,6 +175,23 @@ impl Graph {
             }
         }
         m
+    }
+
+    /// Bytes of the model's weights as the reference holds them (floats in f64).
+    pub fn f64_weight_bytes(&self) -> u64 {
+        self.initializers.values().fold(0u64, |acc, w| {
+            let elems = w
+                .dims
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d.max(0) as u64))
+                .unwrap_or(u64::MAX);
+            let size = if w.dtype.is_float() {
+                8
+            } else {
+                w.dtype.size() as u64
+            };
+            acc.saturating_add(elems.saturating_mul(size))
+        })
     }
 
     /// Nodes consuming each value, in topological order.

@@ -125,7 +125,7 @@ fn fetch(
     // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
     // across the rest and round them differently from the runs they are compared with. Each cut exposes every value
     // it computes, so the decisions are asked for in batches whose values fit a chunk of the budget.
-    let batches = batches(p, &names, (budget / crate::bounded::CHUNK_SHARE).max(1));
+    let batches = batches(p, &names, crate::bounded::chunk_bytes(budget, &p.graph));
     let cap = (budget / 2).max(16 << 20);
     // The comparison's chunks go on from these runs: what they computed is not computed again.
     lane.target.keep_chunks();

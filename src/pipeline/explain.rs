@@ -12,7 +12,7 @@ use super::parts::{prune_heatmaps, stage};
 use super::stream::Compared;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::{self, anomaly, attribution, causes, culprit};
-use crate::bounded::CHUNK_SHARE;
+use crate::bounded::chunk_bytes;
 use crate::error::Result;
 use crate::model::Graph;
 use crate::report::model::{CauseKind, Introduced, NodeReport, ValueReport, Verdict};
@@ -53,7 +53,7 @@ pub fn attribute(
     }
     let groups: Vec<Cow<Graph>> = match (&cmp.held, s.budget()) {
         (Held::Disk(_), Some(budget)) => {
-            isolate::parts(&graph, &cmp.held, (budget / CHUNK_SHARE).max(1))
+            isolate::parts(&graph, &cmp.held, chunk_bytes(budget, &p.graph))
                 .into_iter()
                 .map(Cow::Owned)
                 .collect()
@@ -70,7 +70,7 @@ pub fn attribute(
     if let (true, Some(budget)) = (groups.len() > 1, s.budget()) {
         // Groups read back from disk, each within a chunk of the budget.
         all.groups = groups.len();
-        all.group_bytes = (budget / CHUNK_SHARE).max(1);
+        all.group_bytes = chunk_bytes(budget, &p.graph);
     }
     lane.notes.extend(all.notes());
     for (node, why) in &all.excluded {

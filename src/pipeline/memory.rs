@@ -98,7 +98,7 @@ fn spill_room(f64_bytes: u64) -> Result<(), String> {
 /// The f64 reference holds every weight in f64: a model whose weights alone, in f64, exceed the memory budget
 /// cannot run whole. That is an error that says how to cut it, not an abort when an allocation fails.
 pub fn weights_fit(graph: &crate::model::Graph) -> crate::error::Result<()> {
-    let f64_bytes = weights_bytes(graph);
+    let f64_bytes = graph.f64_weight_bytes();
     let budget = crate::fsutil::memory_budget();
     if f64_bytes <= budget as u64 {
         return Ok(());
@@ -114,23 +114,6 @@ pub fn weights_fit(graph: &crate::model::Graph) -> crate::error::Result<()> {
         graph.path.display(),
         fmt_size(budget).replace(' ', ""),
     )))
-}
-
-/// Bytes of the model's weights as the reference holds them (floats in f64).
-pub fn weights_bytes(graph: &crate::model::Graph) -> u64 {
-    graph.initializers.values().fold(0u64, |acc, w| {
-        let elems = w
-            .dims
-            .iter()
-            .try_fold(1u64, |n, &d| n.checked_mul(d.max(0) as u64))
-            .unwrap_or(u64::MAX);
-        let size = if w.dtype.is_float() {
-            8
-        } else {
-            w.dtype.size() as u64
-        };
-        acc.saturating_add(elems.saturating_mul(size))
-    })
 }
 
 /// Where the budget comes from, for messages.

@@ -12,6 +12,7 @@ mod faithful;
 pub mod fast;
 mod hook;
 pub mod kernels;
+mod lazy;
 mod messages;
 mod overrides;
 pub mod paired;
@@ -132,6 +133,37 @@ impl ReferenceRunner {
         facts: &[InputFact],
         wide: bool,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
+        self.parse_with(graph, facts, wide, true)
+    }
+
+    /// [`Self::parse`] with every weight left in the model as tract reads it.
+    fn parse_eager(
+        &self,
+        graph: &Graph,
+        facts: &[InputFact],
+        wide: bool,
+    ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
+        self.parse_with(graph, facts, wide, false)
+    }
+
+    /// The large weights of the widened `proto` moved to a store tract reads them from ([`lazy`]), unless
+    /// `PHANTOM_LAZY_WEIGHTS` is `0`.
+    fn stored(&self, graph: &Graph, proto: &mut ModelProto) -> Option<std::sync::Arc<lazy::Lazy>> {
+        if std::env::var("PHANTOM_LAZY_WEIGHTS").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        let g = proto.graph.as_mut()?;
+        let keep = overrides::reads(g);
+        lazy::move_out(g, &keep, model_dir(graph))
+    }
+
+    fn parse_with(
+        &self,
+        graph: &Graph,
+        facts: &[InputFact],
+        wide: bool,
+        store: bool,
+    ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
         let mut proto = ModelProto::decode(graph.bytes.as_slice())
             .map_err(|e| ref_err(graph, "decoding", e))?;
         let g = proto
@@ -151,9 +183,18 @@ impl ReferenceRunner {
         let opsets = proto.opset_import.clone();
         contrib::claim(proto.graph.as_mut().expect("checked above"), &opsets);
         contrib::drop_zipmaps(proto.graph.as_mut().expect("checked above"));
+        if let (true, Some(lazy)) = (wide && store, self.stored(graph, &mut proto)) {
+            // With the weights handed over one by one; anything else is redone with them in the model.
+            if let Ok(Ok((typed, names))) =
+                self.type_model(graph, facts, (wide, Some(lazy)), &proto)
+            {
+                return self.typed(graph, facts, (typed, names), proto);
+            }
+            return self.parse_eager(graph, facts, wide);
+        }
         let mut stood = 0;
         let (typed, names) = loop {
-            match self.type_model(graph, facts, wide, &proto)? {
+            match self.type_model(graph, facts, (wide, None), &proto)? {
                 Ok(t) => break t,
                 Err(e) if stood < MAX_STAND_INS && self.stand_in(graph, &mut proto, &e, wide) => {
                     stood += 1
@@ -161,6 +202,18 @@ impl ReferenceRunner {
                 Err(e) => return Err(ref_err(graph, "typing", e)),
             }
         };
+        self.typed(graph, facts, (typed, names), proto)
+    }
+
+    /// The typed model checked to fit memory and its pools' windows, with its value names and the model it was
+    /// parsed from.
+    fn typed(
+        &self,
+        graph: &Graph,
+        facts: &[InputFact],
+        (typed, names): (TypedModel, Vec<String>),
+        proto: ModelProto,
+    ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
         within_memory(graph, &typed)?;
         let known = windows::shapes(
             &typed,
@@ -175,6 +228,16 @@ impl ReferenceRunner {
         )?;
         Ok((typed, names, proto))
     }
+}
+
+/// The directory tract resolves the model's external data in.
+fn model_dir(graph: &Graph) -> &str {
+    graph
+        .path
+        .parent()
+        .and_then(|p| p.to_str())
+        .filter(|p| !p.is_empty())
+        .unwrap_or(".")
 }
 
 /// A graph input's name, element type and shape: what typing the model needs of it.
@@ -294,16 +357,14 @@ impl ReferenceRunner {
         &self,
         graph: &Graph,
         facts: &[InputFact],
-        wide: bool,
+        (wide, lazy): (bool, Option<std::sync::Arc<lazy::Lazy>>),
         proto: &ModelProto,
     ) -> Result<TractResult<(TypedModel, Vec<String>)>> {
-        let dir = graph
-            .path
-            .parent()
-            .and_then(|p| p.to_str())
-            .filter(|p| !p.is_empty())
-            .unwrap_or(".");
+        let dir = model_dir(graph);
         let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+        if let Some(lazy) = lazy {
+            onnx.provider = lazy;
+        }
         contrib::register(&mut onnx);
         let ParseResult {
             mut model,

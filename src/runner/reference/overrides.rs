@@ -14,6 +14,14 @@ use crate::model::Graph;
 /// Recurrent ops phantom evaluates at the ONNX level.
 const RNNS: &[&str] = &["LSTM", "GRU"];
 
+/// The values the recurrent nodes of `g` read: their initializers are decoded from the model after it is parsed.
+pub(super) fn reads(g: &tract_onnx::pb::GraphProto) -> std::collections::HashSet<String> {
+    (g.node.iter())
+        .filter(|n| RNNS.contains(&n.op_type.as_str()))
+        .flat_map(|n| n.input.iter().cloned())
+        .collect()
+}
+
 /// An ONNX node phantom evaluates itself, at the ONNX level, with its constant inputs decoded up front.
 #[derive(Clone)]
 pub(super) struct Override {

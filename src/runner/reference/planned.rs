@@ -58,7 +58,7 @@ impl ReferenceRunner {
         let plan = symbols::plan(t64).map_err(|e| ref_err(graph, "planning", e))?;
         let onnx_of = capture::onnx_nodes(plan.model(), &producers);
         // The rewritten model holds every weight in f64 again: not kept through the run.
-        Ok(Planned {
+        let planned = Planned {
             names,
             labels,
             onnx_of,
@@ -72,7 +72,10 @@ impl ReferenceRunner {
             notes,
             adopted_folded,
             plan,
-        })
+        };
+        drop(proto);
+        crate::heap::release();
+        Ok(planned)
     }
 
     /// One run of `planned` on `inputs` (rounded first where this run emulates low precision), each value handed
