@@ -22,13 +22,14 @@ use crate::tensor::Tensor;
 /// tensors take the rest).
 pub const CHUNK_SHARE: usize = 4;
 
-/// Bytes of reference values one chunk holds within `budget` on `graph`: the run's own copies of the model (tract's
-/// weights in f64, the model's bytes) take their part of the budget first, leaving values at least a quarter of it,
-/// and one chunk of reference values takes [`CHUNK_SHARE`]'s share of that.
+/// Bytes of reference values one chunk holds within `budget` on `graph`: the run's own copies of the model take
+/// their part of the budget first (tract's weights in f64, the model's bytes, and as much again for the chunk's
+/// session in ONNX Runtime, which holds the weights it reads), leaving values at least a quarter of it, and one chunk
+/// of reference values takes [`CHUNK_SHARE`]'s share of that.
 pub fn chunk_bytes(budget: usize, graph: &Graph) -> usize {
     let model = graph
         .f64_weight_bytes()
-        .saturating_add(graph.bytes.len() as u64);
+        .saturating_add(2 * graph.bytes.len() as u64);
     let values = (budget as u64).saturating_sub(model).max(budget as u64 / 4);
     usize::try_from(values / CHUNK_SHARE as u64)
         .unwrap_or(usize::MAX)
