@@ -189,6 +189,23 @@ impl<'a> Chunker<'a> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_chunk_is_a_quarter_of_what_the_model_leaves() {
+        let g = crate::model::import::load(std::path::Path::new("models/convnet.onnx")).unwrap();
+        let model = g.f64_weight_bytes() as usize + 2 * g.bytes.len();
+        let budget = 64 * model;
+        assert_eq!(
+            super::chunk_bytes(budget, &g),
+            (budget - model) / super::CHUNK_SHARE
+        );
+        assert_eq!(
+            super::chunk_bytes(model, &g),
+            model / 4 / super::CHUNK_SHARE,
+            "at least a sixteenth"
+        );
+        assert_eq!(super::chunk_bytes(0, &g), 1);
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(crate::units::parse_size("2GiB"), Some(2 << 30));
         assert_eq!(crate::units::parse_size("512M"), Some(512 << 20));
