@@ -275,4 +275,39 @@ mod tests {
         assert!(walk(&[0x0b, 0x0c]).is_none(), "a group");
         assert!(walk(&[0x80; 11]).is_none(), "a varint past 64 bits");
     }
+
+    /// Every model of this repository that imports (tests/data, models): its skeleton and each initializer taken
+    /// are its full decode, field for field.
+    #[test]
+    fn the_repositorys_models_walk_to_their_full_decode() {
+        let mut stack = vec![std::path::PathBuf::from("tests/data"), "models".into()];
+        let mut walked = 0;
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let Some(g) = (p.extension().is_some_and(|x| x == "onnx"))
+                    .then(|| crate::model::import::load(&p).ok())
+                    .flatten()
+                else {
+                    continue;
+                };
+                let mut full = super::super::surgery::decode(&g).unwrap();
+                let mut s = Skeleton::of(&g).unwrap();
+                walked += matches!(s.store, Store::Ranges(_)) as usize;
+                let inits = std::mem::take(&mut full.graph.as_mut().unwrap().initializer);
+                // Compared encoded: a NaN attribute is not equal to itself.
+                let same = s.proto.encode_to_vec() == full.encode_to_vec();
+                assert!(same, "{}", p.display());
+                for t in inits {
+                    assert_eq!(s.types[&t.name], t.data_type, "{}", p.display());
+                    assert_eq!(s.take(&g, &t.name).unwrap().unwrap(), t, "{}", p.display());
+                }
+            }
+        }
+        assert!(walked > 500, "{walked} models walked");
+    }
 }
