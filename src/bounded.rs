@@ -18,8 +18,8 @@ use crate::spill::Held;
 use crate::targets::{Chunks, Target};
 use crate::tensor::Tensor;
 
-/// Share of the budget one chunk of reference values may take (the target's copy, tract's and ONNX Runtime's live
-/// tensors take the rest).
+/// Share of what the budget leaves for values ([`chunk_bytes`]) one chunk of reference values may take (the target's
+/// copy, tract's and ONNX Runtime's live tensors take the rest).
 pub const CHUNK_SHARE: usize = 4;
 
 /// Bytes of reference values one chunk holds within `budget` on `graph`: the run's own copies of the model take

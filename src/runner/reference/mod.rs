@@ -136,16 +136,6 @@ impl ReferenceRunner {
         self.parse_with(graph, facts, wide, true)
     }
 
-    /// [`Self::parse`] with every weight left in the model as tract reads it.
-    fn parse_eager(
-        &self,
-        graph: &Graph,
-        facts: &[InputFact],
-        wide: bool,
-    ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
-        self.parse_with(graph, facts, wide, false)
-    }
-
     /// The large weights of the widened `proto` moved to a store tract reads them from ([`lazy`]), unless
     /// `PHANTOM_LAZY_WEIGHTS` is `0`.
     fn stored(&self, graph: &Graph, proto: &mut ModelProto) -> Option<std::sync::Arc<lazy::Lazy>> {
@@ -157,6 +147,8 @@ impl ReferenceRunner {
         lazy::move_out(g, &keep, model_dir(graph))
     }
 
+    /// [`Self::parse`]; with `store`, the widened model's large weights are handed to tract one at a time
+    /// ([`Self::stored`]), and a parse that fails that way is redone with every weight in the model.
     fn parse_with(
         &self,
         graph: &Graph,
@@ -190,7 +182,7 @@ impl ReferenceRunner {
             {
                 return self.typed(graph, facts, (typed, names), proto);
             }
-            return self.parse_eager(graph, facts, wide);
+            return self.parse_with(graph, facts, wide, false);
         }
         let mut stood = 0;
         let (typed, names) = loop {
