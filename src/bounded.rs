@@ -6,9 +6,10 @@
 //! cuts fed with the values earlier cuts kept on disk; wgpu reruns the model per chunk. With attribution, the
 //! reference values and the expected-noise run's wait on disk ([`crate::spill`]) for the stages that read them again.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
-use crate::analysis;
+use crate::analysis::{self, culprit};
 use crate::compare::{Scales, ToleranceSpec};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
@@ -60,6 +61,13 @@ pub struct Chunker<'a> {
     scales: &'a mut Scales,
     /// The expected-noise run's values, applied to each value as it is compared (with attribution).
     noise: Option<&'a mut Held>,
+    /// Where the reference's values go from the first chunk holding a value that fails on ([`Self::keeping`]);
+    /// `None` once a write to it failed.
+    keep: Option<Held>,
+    /// The store of [`Self::keeping`], handed back by [`Self::kept`].
+    kept: Option<Held>,
+    /// A value compared so far fails: culprits will be sought, and every value read again.
+    pub drifting: bool,
 }
 
 impl<'a> Chunker<'a> {
@@ -88,7 +96,22 @@ impl<'a> Chunker<'a> {
             error: None,
             slice: None,
             noise: None,
+            keep: None,
+            kept: None,
+            drifting: false,
         }
+    }
+
+    /// Keeps the reference's values in `held` from the first chunk in which a value fails ([`culprit::sought`]):
+    /// attribution will then run every node alone and read every value, and those need not be computed again.
+    pub fn keeping(mut self, held: Held) -> Self {
+        self.keep = Some(held);
+        self
+    }
+
+    /// The store given to [`Self::keeping`], with what it kept.
+    pub fn kept(&mut self) -> Option<Held> {
+        self.keep.take().or(self.kept.take())
     }
 
     /// Applies the expected noise of each value (the reference rerun with the target's rounding) as it is compared.
@@ -134,31 +157,58 @@ impl<'a> Chunker<'a> {
                 Err(e) => self.error = Some(e),
             }
         }
+        let mut compared = Vec::with_capacity(pending.len());
         for (name, r) in pending {
-            let (r, t) = match &self.slice {
-                Some(sp) => (
-                    r.map(|t| sp.apply(&t)),
-                    got.remove(&name).map(|t| sp.apply(&t)),
-                ),
-                None => (r, got.remove(&name)),
-            };
-            let mut report = analysis::compare_pair(
-                &name,
-                r.as_ref().map_err(String::as_str),
-                t.as_ref().ok_or("not produced"),
-                self.tol,
-                self.scales.scaling(&name),
-                self.outputs.contains(&name),
-                self.heatmaps,
-            );
-            if let (Some(noise), Ok(r)) = (self.noise.as_deref_mut(), &r) {
-                let e = noise.take(&name).map(|e| match &self.slice {
-                    Some(sp) => sp.apply(&e),
-                    None => e,
-                });
-                analysis::attribution::with_noise(&mut report, r, e, self.tol);
+            let report = self.judge(&name, &r, got.remove(&name));
+            self.drifting |= culprit::sought(&report);
+            self.reports.insert(name.clone(), report);
+            if let (Some(_), Ok(r)) = (&self.keep, r) {
+                compared.push((name, r));
             }
-            self.reports.insert(name, report);
+        }
+        self.keep_chunk(compared);
+    }
+
+    /// One value's report: the reference's against the target's (both sliced when asked), with its expected noise.
+    fn judge(
+        &mut self,
+        name: &str,
+        r: &std::result::Result<Tensor, String>,
+        t: Option<Tensor>,
+    ) -> ValueReport {
+        let slice = self.slice.as_ref();
+        let r = r.as_ref().map(|r| sliced(slice, r));
+        let t = t.as_ref().map(|t| sliced(slice, t));
+        let mut report = analysis::compare_pair(
+            name,
+            r.as_deref().map_err(|e| e.as_str()),
+            t.as_deref().ok_or("not produced"),
+            self.tol,
+            self.scales.scaling(name),
+            self.outputs.contains(name),
+            self.heatmaps,
+        );
+        if let (Some(noise), Ok(r)) = (self.noise.as_deref_mut(), &r) {
+            let e = noise.take(name).map(|e| match slice {
+                Some(sp) => sp.apply(&e),
+                None => e,
+            });
+            analysis::attribution::with_noise(&mut report, r, e, self.tol);
+        }
+        report
+    }
+
+    /// Keeps the chunk's reference values once the run drifts; the first write that fails ends the keeping (the
+    /// values are then computed again).
+    fn keep_chunk(&mut self, values: Vec<(String, Tensor)>) {
+        let Some(held) = self.keep.as_mut().filter(|_| self.drifting) else {
+            return;
+        };
+        for (name, t) in values {
+            if held.insert(&name, t).is_err() {
+                self.kept = self.keep.take();
+                return;
+            }
         }
     }
 
@@ -183,6 +233,14 @@ impl<'a> Chunker<'a> {
                 "the target could not start its chunked run".into(),
             )),
         }
+    }
+}
+
+/// `t`, or the part of it `slice` selects.
+fn sliced<'t>(slice: Option<&crate::compare::slice::SliceSpec>, t: &'t Tensor) -> Cow<'t, Tensor> {
+    match slice {
+        Some(sp) => Cow::Owned(sp.apply(t)),
+        None => Cow::Borrowed(t),
     }
 }
 

@@ -20,6 +20,12 @@ fn introduced_fails(v: &ValueReport) -> bool {
             .is_some_and(|i| i.status == ValueStatus::Fail)
 }
 
+/// Culprits will be sought in a run holding this value: it fails, in the graph or even in the correctly rounded
+/// run. Then every node runs alone (culprits are chosen from what nodes do alone), reading every reference value.
+pub fn sought(v: &ValueReport) -> bool {
+    v.status == ValueStatus::Fail || ideal_fails(v)
+}
+
 /// Even the ideal run (exact math, values stored in the target's type) is out of tolerance, or overflows.
 pub fn ideal_fails(v: &ValueReport) -> bool {
     v.noise

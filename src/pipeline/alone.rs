@@ -7,7 +7,7 @@ use super::explain::operands_of;
 use super::stream::Compared;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::{anomaly, culprit};
-use crate::report::model::{IntroducedScope, ValueStatus};
+use crate::report::model::IntroducedScope;
 
 /// The nodes to run alone (None: every node), and how many values that measures. Every node when asked
 /// (`--attribute-all`) or when a value fails, in the graph or in the correctly rounded run (culprits are chosen from
@@ -21,8 +21,7 @@ pub fn plan(
     lane: &Lane,
 ) -> (Option<HashSet<String>>, IntroducedScope) {
     // Culprits will be sought: where a value fails, or where even the correctly rounded run fails.
-    let fails =
-        (lane.reports.values()).any(|v| v.status == ValueStatus::Fail || culprit::ideal_fails(v));
+    let fails = lane.reports.values().any(culprit::sought);
     let compared = lane
         .reports
         .values()

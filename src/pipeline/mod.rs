@@ -233,12 +233,16 @@ fn hold_what_is_needed(
         return 0.0;
     }
     let held = degrade::injected("hold").and_then(|_| stream::hold(s, p, cmp, union.as_ref()));
-    if let Err(e) = held {
-        for lane in lanes.iter_mut() {
-            lane.notes.push(format!(
-                "the reference's second run, for the values attribution reads, failed: {e}"
-            ));
+    let note = match held {
+        Ok(did) => did,
+        Err(e) => {
+            // Values kept from the comparison alone would measure some nodes and not others: none is.
+            cmp.held = Default::default();
+            format!("the reference's second run, for the values attribution reads, failed: {e}")
         }
+    };
+    for lane in lanes.iter_mut() {
+        lane.notes.push(note.clone());
     }
     ms(t)
 }

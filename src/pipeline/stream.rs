@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::agreement;
-use crate::analysis::{self, attribution};
+use crate::analysis::{self, attribution, culprit};
 use crate::bounded::Chunker;
 use crate::compare::{Scales, Scaling};
 use crate::error::{Error, Result};
@@ -17,7 +17,7 @@ use crate::report::model::{OpTiming, ValueReport};
 use crate::report::multi::PairValue;
 use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
-use crate::spill::{Held, Spill};
+use crate::spill::{Held, Spill, Values};
 use crate::tensor::Tensor;
 use crate::units::fmt_size;
 
@@ -58,7 +58,12 @@ pub fn compare(
         p.graph.nodes.len()
     );
     let pb = stage(s.progress, &msg);
-    let mut held = held_store(p, keep, s.budget().is_some())?;
+    // With attribution, the reference's values are kept from the first that fails on ([`hold`] computes only the
+    // earlier ones again); every one as it arrives when every node is to run alone.
+    let from_drift =
+        s.attribution && lanes.iter().any(|l| l.rounding.is_some()) && keeps_from_drift();
+    let mut held = held_store(p, keep || from_drift, s.budget().is_some())?;
+    let mut drifting = false;
     let mut pairs = vec![];
     let mut scales = Scales::new(&p.graph);
     for (n, t) in p.inputs.tensors.iter().chain(&p.upstream) {
@@ -90,7 +95,7 @@ pub fn compare(
             ))
         }
         (Some(budget), [lane]) => {
-            let keep = keep.then_some(&mut held);
+            let keep = (keep || from_drift).then_some((&mut held, keep));
             let scales = &mut scales;
             let reference = (runner(), arriving.as_ref());
             bounded(s, p, lane, (budget, keep, scales), (reference, &mut compare_time, &mut clock))?
@@ -126,7 +131,8 @@ pub fn compare(
                         kept_outputs.insert(name.to_string(), v.clone());
                     }
                 }
-                if let (true, Ok(r), Held::Memory(m)) = (keep, value, &mut held) {
+                drifting |= from_drift && lanes.iter().any(|l| l.reports.get(name).is_some_and(culprit::sought));
+                if let (true, Ok(r), Held::Memory(m)) = (keep || drifting, value, &mut held) {
                     m.insert(name.to_string(), r);
                 }
                 compare_time += c.elapsed();
@@ -151,31 +157,59 @@ pub fn compare(
     })
 }
 
-/// Runs the reference again, holding the values named in `only` (every value when None) for the stages after the
-/// comparison: on disk when the run is bounded in memory. The streamed comparison holds none unless every node is to
-/// run alone, so a run whose verdict needs none of them (no value fails, none may be anomalous) pays neither the
-/// memory nor the disk.
+/// Holds the reference values named in `only` (every value when None) for the stages after the comparison: on disk
+/// when the run is bounded in memory. The comparison kept those from the first failing value on; the reference runs
+/// again for the others, stopping once it has computed the last of them, and not at all when none is missing. The
+/// streamed comparison keeps none on a run where no value fails, so a run whose verdict needs none of them (none may
+/// be anomalous either) pays neither the memory nor the disk. Returns what it did, for the run's notes.
 pub fn hold(
     s: &CompareSettings,
     p: &Prepared,
     cmp: &mut Compared,
     only: Option<&HashSet<String>>,
-) -> Result<()> {
+) -> Result<String> {
+    let mut missing: HashSet<&str> = (p.graph.nodes.iter())
+        .flat_map(|n| &n.outputs)
+        .filter(|o| !o.is_empty() && only.is_none_or(|w| w.contains(*o)))
+        .map(String::as_str)
+        .collect();
+    let wanted = missing.len();
+    missing.retain(|o| !cmp.held.has(o));
+    let kept = wanted - missing.len();
+    if missing.is_empty() {
+        return Ok(held_note(kept, 0, false));
+    }
+    let again = missing.len();
     let pb = stage(
         s.progress,
         "reference: again, holding the values attribution and causes read",
     );
-    let mut held = held_store(p, true, s.budget().is_some())?;
+    let mut held = match std::mem::take(&mut cmp.held) {
+        Held::Memory(m) if s.budget().is_some() => on_disk(p, m)?,
+        h => h,
+    };
+    for (n, t) in &p.inputs.tensors {
+        if !held.has(n) {
+            held.keep(n, t)?;
+        }
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut failed = None;
     let mut runner = ReferenceRunner {
         decisions: cmp.runner.decisions.clone(),
         known: cmp.runner.known.clone(),
+        stop: Some(stop.clone()),
         ..Default::default()
     };
     runner.run_streaming(&p.graph, &p.inputs, &mut |name, value| {
-        let wanted = only.is_none_or(|o| o.contains(name));
-        if let (true, Ok(t), None) = (wanted, value, &failed) {
+        if !missing.remove(name) {
+            return;
+        }
+        if let (Ok(t), None) = (value, &failed) {
             failed = held.insert(name, t).err();
+        }
+        if missing.is_empty() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     })?;
     pb.finish_and_clear();
@@ -183,7 +217,41 @@ pub fn hold(
         return Err(e);
     }
     cmp.held = held;
-    Ok(())
+    Ok(held_note(
+        kept,
+        again,
+        stop.load(std::sync::atomic::Ordering::Relaxed),
+    ))
+}
+
+/// Where the reference values attribution reads came from: `kept` by the comparison, `again` from a second run
+/// (`stopped` once it had them).
+fn held_note(kept: usize, again: usize, stopped: bool) -> String {
+    let second = match stopped {
+        true => "a second reference run, stopped after the last of them",
+        false => "a second reference run",
+    };
+    match (kept, again) {
+        (k, 0) => format!(
+            "attribution read {k} reference values kept by the comparison (from the first failing value on): no \
+             second reference run"
+        ),
+        (0, a) => format!("attribution read {a} reference values computed again in {second}"),
+        (k, a) => format!(
+            "attribution read {} reference values: {k} kept by the comparison (from the first failing value on), \
+             {a} computed again in {second}",
+            k + a
+        ),
+    }
+}
+
+/// A bounded run's store on disk, holding `values` (the graph's inputs) first.
+fn on_disk(p: &Prepared, values: HashMap<String, Tensor>) -> Result<Held> {
+    let mut held = held_store(p, true, true)?;
+    for (n, t) in values {
+        held.insert(&n, t)?;
+    }
+    Ok(held)
 }
 
 /// The reference's streamed time and the comparisons' by the op type that produced each value: the time since the
@@ -239,6 +307,12 @@ impl<'g> OpClock<'g> {
     }
 }
 
+/// Whether the comparison keeps the reference's values from the first failing one on; `PHANTOM_KEEP_FROM_DRIFT=0`
+/// turns it off (attribution's values then all come from a second reference run), to rule it out when in doubt.
+fn keeps_from_drift() -> bool {
+    std::env::var("PHANTOM_KEEP_FROM_DRIFT").map_or(true, |v| v != "0")
+}
+
 /// Reference values kept for the later stages: none, in memory, or (bounded) spilled to disk; the inputs first.
 fn held_store(p: &Prepared, keep: bool, bounded: bool) -> Result<Held> {
     let mut held = match (keep, bounded) {
@@ -261,7 +335,7 @@ fn bounded(
     s: &CompareSettings,
     p: &Prepared,
     lane: &mut Lane,
-    (budget, mut keep, scales): (usize, Option<&mut Held>, &mut Scales),
+    (budget, keep, scales): (usize, Option<(&mut Held, bool)>, &mut Scales),
     ((mut runner, arriving), compare_time, clock): (Reference, &mut Duration, &mut OpClock),
 ) -> Result<RunOutput> {
     // The expected noise applies whenever attribution is on; the reference values are spilled only when kept.
@@ -278,6 +352,15 @@ fn bounded(
     if attributed {
         ch = ch.with_noise(&mut lane.emulated);
     }
+    // Every value as it arrives (every node runs alone), or the chunker's from the first that fails.
+    let (mut keep, mut drift) = match keep {
+        Some((held, true)) => (Some(held), None),
+        Some((held, false)) => (None, Some(held)),
+        None => (None, None),
+    };
+    if let Some(held) = drift.as_deref_mut() {
+        ch = ch.keeping(std::mem::take(held));
+    }
     let mut failed = None;
     let reference = super::noise::run_reference(&mut runner, p, arriving, &mut |name, value| {
         let c = clock.arrived(name);
@@ -292,12 +375,16 @@ fn bounded(
         return Err(e);
     }
     let (reports, chunks) = finish_chunks(&mut ch)?;
+    if let (Some(held), Some(kept)) = (drift.as_deref_mut(), ch.kept()) {
+        *held = kept;
+    }
     let notes = ch.notes();
     let ran = ch.ran();
     drop(ch);
     lane.notes.extend(notes);
     lane.reports = reports;
-    let spilled = keep.and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
+    let spilled =
+        (keep.or(drift)).and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
     lane.notes.push(bounded_note(
         budget,
         (chunks, ran),

@@ -81,6 +81,54 @@ fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
     assert_same_attribution(&whole, &auto);
 }
 
+/// The reference values attribution reads are kept by the comparison from the first failing value on, and only the
+/// earlier ones computed again, in a second reference run that stops after the last of them: whole or bounded, the
+/// introduced errors, expected noise, culprits and causes are those of a second run computing every one of them.
+#[test]
+fn values_kept_from_the_first_failure_measure_what_a_second_run_does() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let note = |r: &serde_json::Value| -> String {
+        let notes = r["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str());
+        notes
+            .filter(|n| n.starts_with("attribution read"))
+            .collect()
+    };
+    let off = [("PHANTOM_KEEP_FROM_DRIFT", "0")];
+    for budget in [None, Some("256KiB")] {
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut env: Vec<(&str, &str)> = extra.to_vec();
+            env.extend(budget.map(|b| ("PHANTOM_MEMORY_BUDGET", b)));
+            perturbed_run(dir.path(), &env).0
+        };
+        let (kept, again) = (with(&[]), with(&off));
+        let (k, a) = (note(&kept), note(&again));
+        assert!(
+            k.contains("kept by the comparison (from the first failing value on)"),
+            "{k}"
+        );
+        assert!(k.contains("stopped after the last of them"), "{k}");
+        assert!(
+            !a.contains("kept by the comparison") && a.contains("second reference run"),
+            "{a}"
+        );
+        // Fewer values computed again than read: the ones from `dwconv3` on were kept.
+        let count = |n: &str, what: &str| -> usize {
+            let head = n.split(what).next().unwrap_or_default();
+            head.rsplit(' ').find_map(|w| w.parse().ok()).unwrap_or(0)
+        };
+        assert!(
+            count(&k, " computed again") < count(&a, " reference values"),
+            "{k} / {a}"
+        );
+        assert_same_attribution(&kept, &again);
+    }
+}
+
 /// Every value's status, introduced error and expected noise, and the culprits with their causes, agree between
 /// two reports of the same model (to the last digits ORT may round differently when it exposes other values).
 fn assert_same_attribution(a: &serde_json::Value, b: &serde_json::Value) {
@@ -319,4 +367,37 @@ fn an_unwritable_spill_directory_is_said_not_hidden() {
     let (code, out, err) = phantom_env(&args, &[spill]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("PHANTOM_SPILL_DIR"), "{err}");
+}
+
+/// A reference run whose sink sets its stop flag ends before its next node, successfully: the values after the one
+/// that set it are neither computed nor handed over.
+#[test]
+fn a_reference_run_told_to_stop_ends_before_its_next_node() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let graph = phantom::model::load(&model("convnet.onnx")).unwrap();
+    let inputs = phantom::model::inputs::prepare(&graph, &Default::default()).unwrap();
+    let values = |stop_at: Option<&str>| -> Vec<String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut runner = phantom::runner::reference::ReferenceRunner {
+            stop: Some(stop.clone()),
+            ..Default::default()
+        };
+        let mut seen = vec![];
+        runner
+            .run_streaming(&graph, &inputs, &mut |name, _| {
+                seen.push(name.to_string());
+                if Some(name) == stop_at {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            })
+            .unwrap();
+        seen
+    };
+    let all = values(None);
+    let third = graph.nodes[2].outputs[0].clone();
+    let first = values(Some(&third));
+    let at = all.iter().position(|n| *n == third).unwrap();
+    assert!(all.len() > at + 3, "{all:?}");
+    assert_eq!(first, all[..=at], "the run went on past `{third}`");
 }

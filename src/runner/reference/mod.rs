@@ -67,6 +67,9 @@ pub struct ReferenceRunner {
     /// Element types and shapes of the values the target computed: a node tract cannot type is stood in for with
     /// them ([`contrib::standin`]), so the rest of the model is still compared.
     pub known: Option<std::sync::Arc<contrib::standin::Known>>,
+    /// Set (by the sink) once the caller has every value it wants: the run then ends before its next node,
+    /// successfully, the rest of its values not computed.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Nodes stood in for at most (each is one more parse of the model).

@@ -98,9 +98,19 @@ impl ReferenceRunner {
             .with_decisions(self.decisions.as_deref())
             .with_selections(planned.selections.clone())
             .with_constants(plan.model());
-        state
-            .run_plan_with_eval(feeds, |ctx, st, node, ins| ev.eval(ctx, st, node, ins))
-            .map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
+        let stopped =
+            || (self.stop.as_ref()).is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+        let ran = state.run_plan_with_eval(feeds, |ctx, st, node, ins| {
+            if stopped() {
+                return Err(anyhow::anyhow!(
+                    "stopped: the caller has every value it wants"
+                ));
+            }
+            ev.eval(ctx, st, node, ins)
+        });
+        if !stopped() {
+            ran.map_err(|e| ref_err(graph, "running", format!("{e:#}")))?;
+        }
         ev.finish();
         let mut adopted = std::mem::take(&mut ev.adopted);
         adopted.extend(planned.adopted_folded.iter().cloned());
