@@ -13,6 +13,7 @@ use tract_onnx::prelude::*;
 use super::super::fast::gemm::{matmul, Mat};
 use super::util::{f64s, f64s_opt, fact, opt, shaped, values};
 use super::{Fact, Kernel, Node};
+use crate::tensor::ToF64;
 
 pub const OPS: &[&str] = &[
     "GatherBlockQuantized",
@@ -234,15 +235,82 @@ impl Kernel for DynQuant {
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        let x = f64s(n, ins, 0)?;
-        let (q, scale, zp) = quantize_u8(x.as_slice().expect("standard"));
-        let y: Vec<u8> = q.iter().map(|&v| v as u8).collect();
+        let t = opt(n, ins, 0)?;
+        let x = t.cast_to::<f64>()?;
+        let view = x.to_plain_array_view::<f64>()?;
+        let owned;
+        let a = match view.as_slice() {
+            Some(a) => a,
+            None => {
+                owned = view.iter().copied().collect::<Vec<f64>>();
+                &owned
+            }
+        };
+        let (scale, zp) = u8_params(a);
+        let y = u8_codes(a, scale, zp);
         Ok(vec![
-            tract_onnx::prelude::tract_ndarray::ArrayD::from_shape_vec(x.shape(), y)?.into_tensor(),
+            tract_onnx::prelude::tract_ndarray::ArrayD::from_shape_vec(t.shape(), y)?.into_tensor(),
             tensor0(scale),
             tensor0(zp as u8),
         ])
     }
+}
+
+/// The scale and zero point of ORT's per-tensor uint8 quantization of `a`: the range of `a` and 0 (NaNs left out),
+/// over 255, rounded to float32; the zero point rounded half to even and saturated.
+fn u8_params(a: &[f64]) -> (f64, f64) {
+    let (lo, hi) = range(a);
+    // The scale is a float32 value, as ONNX and ORT store it.
+    let scale = if hi == lo {
+        1.0
+    } else {
+        ((hi - lo) / 255.0) as f32 as f64
+    };
+    let zp = (-lo / scale).round_ties_even().clamp(0.0, 255.0);
+    (scale, zp)
+}
+
+crate::widened! {
+    /// The smallest and largest of `a` and 0 (NaNs left out), compiled for the widest vector instructions this CPU
+    /// has (`crate::simd`).
+    fn range<T: ToF64>(a: &[T]) -> (f64, f64) = range_in
+}
+
+/// [`range`]'s body: eight interleaved extremes (a comparison ignores a NaN, as `f64::min` does).
+#[inline(always)]
+fn range_in<T: ToF64>(a: &[T]) -> (f64, f64) {
+    let (mut lo, mut hi) = ([0.0f64; 8], [0.0f64; 8]);
+    let mut eights = a.chunks_exact(8);
+    for e in &mut eights {
+        for k in 0..8 {
+            let v = e[k].to_f64();
+            lo[k] = if v < lo[k] { v } else { lo[k] };
+            hi[k] = if v > hi[k] { v } else { hi[k] };
+        }
+    }
+    let rest = || eights.remainder().iter().map(|v| v.to_f64());
+    let lo = lo
+        .into_iter()
+        .chain(rest())
+        .fold(0.0, |m, v| if v < m { v } else { m });
+    let hi = hi
+        .into_iter()
+        .chain(rest())
+        .fold(0.0, |m, v| if v > m { v } else { m });
+    (lo, hi)
+}
+
+crate::widened! {
+    /// `a` quantized with `scale` and `zp`: round(v / scale) + zp, half to even, saturated to 0..=255 (NaN to 0);
+    /// compiled for the widest vector instructions this CPU has (`crate::simd`).
+    fn u8_codes<T: ToF64>(a: &[T], scale: f64, zp: f64) -> Vec<u8> = u8_codes_in
+}
+
+#[inline(always)]
+fn u8_codes_in<T: ToF64>(a: &[T], scale: f64, zp: f64) -> Vec<u8> {
+    a.iter()
+        .map(|v| ((v.to_f64() / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8)
+        .collect()
 }
 
 /// `a` quantized per tensor to uint8 as ORT's dynamic quantization does, and dequantized exactly.
@@ -253,15 +321,7 @@ pub fn requantized(a: &[f64]) -> Vec<f64> {
 
 /// ORT's per-tensor uint8 quantization of A: (codes, scale, zero point).
 fn quantize_u8(a: &[f64]) -> (Vec<f64>, f64, f64) {
-    let lo = a.iter().copied().fold(0.0f64, f64::min);
-    let hi = a.iter().copied().fold(0.0f64, f64::max);
-    // The scale is a float32 value, as ONNX and ORT store it.
-    let scale = if hi == lo {
-        1.0
-    } else {
-        ((hi - lo) / 255.0) as f32 as f64
-    };
-    let zp = (-lo / scale).round_ties_even().clamp(0.0, 255.0);
+    let (scale, zp) = u8_params(a);
     let q = a
         .iter()
         .map(|v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0))
@@ -275,5 +335,50 @@ pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         "MatMulIntegerToFloat" | "DynamicQuantizeMatMul" => Some(&IntMatMul),
         "DynamicQuantizeLinear" => Some(&DynQuant),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vectorized quantization gives exactly what ONNX's formula gives, element by element: on mixed signs,
+    /// one sign only, exact halves, all zeros and NaNs, over lengths that leave a remainder.
+    #[test]
+    fn quantization_is_the_formula() {
+        let formula = |a: &[f64]| -> (Vec<u8>, f64, f64) {
+            let lo = a.iter().copied().fold(0.0f64, f64::min);
+            let hi = a.iter().copied().fold(0.0f64, f64::max);
+            let scale = if hi == lo {
+                1.0
+            } else {
+                ((hi - lo) / 255.0) as f32 as f64
+            };
+            let zp = (-lo / scale).round_ties_even().clamp(0.0, 255.0);
+            let q = a
+                .iter()
+                .map(|v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8);
+            (q.collect(), scale, zp)
+        };
+        let wavy: Vec<f64> = (0..1003)
+            .map(|i| ((i * 7919) % 2001) as f64 / 97.0 - 9.5)
+            .collect();
+        let mut with_nan = wavy.clone();
+        with_nan[17] = f64::NAN;
+        let cases = [
+            wavy.clone(),
+            wavy.iter().map(|v| v.abs() + 0.5).collect(),
+            wavy.iter().map(|v| -v.abs()).collect(),
+            (0..37).map(|i| i as f64 * 0.5).collect(),
+            vec![0.0; 19],
+            with_nan,
+        ];
+        for a in &cases {
+            let (scale, zp) = u8_params(a);
+            let (q, s, z) = formula(a);
+            assert_eq!((scale.to_bits(), zp.to_bits()), (s.to_bits(), z.to_bits()));
+            assert_eq!(u8_codes(a, scale, zp), q);
+            assert_eq!(u8_codes_in(a, scale, zp), q);
+        }
     }
 }
