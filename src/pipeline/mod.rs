@@ -20,6 +20,7 @@ mod decisions;
 pub mod degrade;
 mod dump;
 mod explain;
+mod hold;
 mod memory;
 mod noise;
 mod parts;
@@ -232,7 +233,7 @@ fn hold_what_is_needed(
     if union.as_ref().is_some_and(HashSet::is_empty) {
         return 0.0;
     }
-    let held = degrade::injected("hold").and_then(|_| stream::hold(s, p, cmp, union.as_ref()));
+    let held = degrade::injected("hold").and_then(|_| hold::hold(s, p, cmp, union.as_ref()));
     let note = match held {
         Ok(did) => did,
         Err(e) => {

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use super::hold::{held_store, keeps_from_drift};
 use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::agreement;
@@ -17,7 +18,7 @@ use crate::report::model::{OpTiming, ValueReport};
 use crate::report::multi::PairValue;
 use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
-use crate::spill::{Held, Spill, Values};
+use crate::spill::Held;
 use crate::tensor::Tensor;
 use crate::units::fmt_size;
 
@@ -40,8 +41,8 @@ pub struct Compared {
     /// The reference's graph outputs (`--steps`: the next step's cache and token come from them).
     pub outputs: HashMap<String, Tensor>,
     /// What the reference ran with (the target's decisions it adopts, the facts it stands in with): a second run
-    /// ([`hold`]) must compute the same values.
-    runner: ReferenceRunner,
+    /// ([`super::hold::hold`]) must compute the same values.
+    pub(super) runner: ReferenceRunner,
 }
 
 /// Compares every reference value with each target's (and the targets' with each other) as the reference computes
@@ -58,7 +59,7 @@ pub fn compare(
         p.graph.nodes.len()
     );
     let pb = stage(s.progress, &msg);
-    // With attribution, the reference's values are kept from the first that fails on ([`hold`] computes only the
+    // With attribution, the reference's values are kept from the first that fails on (`hold` computes only the
     // earlier ones again); every one as it arrives when every node is to run alone.
     let from_drift =
         s.attribution && lanes.iter().any(|l| l.rounding.is_some()) && keeps_from_drift();
@@ -157,103 +158,6 @@ pub fn compare(
     })
 }
 
-/// Holds the reference values named in `only` (every value when None) for the stages after the comparison: on disk
-/// when the run is bounded in memory. The comparison kept those from the first failing value on; the reference runs
-/// again for the others, stopping once it has computed the last of them, and not at all when none is missing. The
-/// streamed comparison keeps none on a run where no value fails, so a run whose verdict needs none of them (none may
-/// be anomalous either) pays neither the memory nor the disk. Returns what it did, for the run's notes.
-pub fn hold(
-    s: &CompareSettings,
-    p: &Prepared,
-    cmp: &mut Compared,
-    only: Option<&HashSet<String>>,
-) -> Result<String> {
-    let mut missing: HashSet<&str> = (p.graph.nodes.iter())
-        .flat_map(|n| &n.outputs)
-        .filter(|o| !o.is_empty() && only.is_none_or(|w| w.contains(*o)))
-        .map(String::as_str)
-        .collect();
-    let wanted = missing.len();
-    missing.retain(|o| !cmp.held.has(o));
-    let kept = wanted - missing.len();
-    if missing.is_empty() {
-        return Ok(held_note(kept, 0, false));
-    }
-    let again = missing.len();
-    let pb = stage(
-        s.progress,
-        "reference: again, holding the values attribution and causes read",
-    );
-    let mut held = match std::mem::take(&mut cmp.held) {
-        Held::Memory(m) if s.budget().is_some() => on_disk(p, m)?,
-        h => h,
-    };
-    for (n, t) in &p.inputs.tensors {
-        if !held.has(n) {
-            held.keep(n, t)?;
-        }
-    }
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut failed = None;
-    let mut runner = ReferenceRunner {
-        decisions: cmp.runner.decisions.clone(),
-        known: cmp.runner.known.clone(),
-        stop: Some(stop.clone()),
-        ..Default::default()
-    };
-    runner.run_streaming(&p.graph, &p.inputs, &mut |name, value| {
-        if !missing.remove(name) {
-            return;
-        }
-        if let (Ok(t), None) = (value, &failed) {
-            failed = held.insert(name, t).err();
-        }
-        if missing.is_empty() {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    })?;
-    pb.finish_and_clear();
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    cmp.held = held;
-    Ok(held_note(
-        kept,
-        again,
-        stop.load(std::sync::atomic::Ordering::Relaxed),
-    ))
-}
-
-/// Where the reference values attribution reads came from: `kept` by the comparison, `again` from a second run
-/// (`stopped` once it had them).
-fn held_note(kept: usize, again: usize, stopped: bool) -> String {
-    let second = match stopped {
-        true => "a second reference run, stopped after the last of them",
-        false => "a second reference run",
-    };
-    match (kept, again) {
-        (k, 0) => format!(
-            "attribution read {k} reference values kept by the comparison (from the first failing value on): no \
-             second reference run"
-        ),
-        (0, a) => format!("attribution read {a} reference values computed again in {second}"),
-        (k, a) => format!(
-            "attribution read {} reference values: {k} kept by the comparison (from the first failing value on), \
-             {a} computed again in {second}",
-            k + a
-        ),
-    }
-}
-
-/// A bounded run's store on disk, holding `values` (the graph's inputs) first.
-fn on_disk(p: &Prepared, values: HashMap<String, Tensor>) -> Result<Held> {
-    let mut held = held_store(p, true, true)?;
-    for (n, t) in values {
-        held.insert(&n, t)?;
-    }
-    Ok(held)
-}
-
 /// The reference's streamed time and the comparisons' by the op type that produced each value: the time since the
 /// previous value arrived is the reference's, the time spent on the value before the next one starts the
 /// comparison's.
@@ -305,25 +209,6 @@ impl<'g> OpClock<'g> {
             self.entry(name).compare_ms += spent;
         }
     }
-}
-
-/// Whether the comparison keeps the reference's values from the first failing one on; `PHANTOM_KEEP_FROM_DRIFT=0`
-/// turns it off (attribution's values then all come from a second reference run), to rule it out when in doubt.
-fn keeps_from_drift() -> bool {
-    std::env::var("PHANTOM_KEEP_FROM_DRIFT").map_or(true, |v| v != "0")
-}
-
-/// Reference values kept for the later stages: none, in memory, or (bounded) spilled to disk; the inputs first.
-fn held_store(p: &Prepared, keep: bool, bounded: bool) -> Result<Held> {
-    let mut held = match (keep, bounded) {
-        (false, _) => return Ok(Held::default()),
-        (true, false) => Held::default(),
-        (true, true) => Held::Disk(Spill::new("reference")?),
-    };
-    for (n, t) in &p.inputs.tensors {
-        held.keep(n, t)?;
-    }
-    Ok(held)
 }
 
 /// The reference's runner, and the expected-noise run to go beside it.
