@@ -4,7 +4,8 @@
 //! the same chunk from the target, and what tract and ONNX Runtime hold live — not the whole model's activations.
 //! How the target computes a chunk is its own ([`crate::targets::Chunks`]): ONNX Runtime runs each node once, in
 //! cuts fed with the values earlier cuts kept on disk; wgpu reruns the model per chunk. With attribution, the
-//! reference values and the expected-noise run's wait on disk ([`crate::spill`]) for the stages that read them again.
+//! expected-noise run's values wait on disk ([`crate::spill`]), and the reference's from the first chunk holding a
+//! failing value on ([`Chunker::keeping`]), for the stages that read them again.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
