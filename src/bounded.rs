@@ -62,13 +62,12 @@ pub struct Chunker<'a> {
     scales: &'a mut Scales,
     /// The expected-noise run's values, applied to each value as it is compared (with attribution).
     noise: Option<&'a mut Held>,
-    /// Where the reference's values go from the first chunk holding a value that fails on ([`Self::keeping`]);
-    /// `None` once a write to it failed.
+    /// Where the reference's values go from the first chunk holding a value that fails on ([`Self::keeping`]).
     keep: Option<Held>,
-    /// The store of [`Self::keeping`], handed back by [`Self::kept`].
-    kept: Option<Held>,
+    /// Whether values still go to `keep` (a write that fails ends it: those values are computed again).
+    writing: bool,
     /// A value compared so far fails: culprits will be sought, and every value read again.
-    pub drifting: bool,
+    drifting: bool,
 }
 
 impl<'a> Chunker<'a> {
@@ -98,7 +97,7 @@ impl<'a> Chunker<'a> {
             slice: None,
             noise: None,
             keep: None,
-            kept: None,
+            writing: true,
             drifting: false,
         }
     }
@@ -112,7 +111,7 @@ impl<'a> Chunker<'a> {
 
     /// The store given to [`Self::keeping`], with what it kept.
     pub fn kept(&mut self) -> Option<Held> {
-        self.keep.take().or(self.kept.take())
+        self.keep.take()
     }
 
     /// Applies the expected noise of each value (the reference rerun with the target's rounding) as it is compared.
@@ -163,7 +162,7 @@ impl<'a> Chunker<'a> {
             let report = self.judge(&name, &r, got.remove(&name));
             self.drifting |= culprit::sought(&report);
             self.reports.insert(name.clone(), report);
-            if let (Some(_), Ok(r)) = (&self.keep, r) {
+            if let (Some(_), true, Ok(r)) = (&self.keep, self.writing, r) {
                 compared.push((name, r));
             }
         }
@@ -207,7 +206,7 @@ impl<'a> Chunker<'a> {
         };
         for (name, t) in values {
             if held.insert(&name, t).is_err() {
-                self.kept = self.keep.take();
+                self.writing = false;
                 return;
             }
         }

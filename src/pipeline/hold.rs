@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::parts::stage;
 use super::stream::Compared;
-use super::{CompareSettings, Prepared};
+use super::{CompareSettings, Lane, Prepared};
 use crate::error::Result;
 use crate::runner::reference::ReferenceRunner;
 use crate::spill::{Held, Spill, Values};
@@ -109,10 +109,12 @@ fn on_disk(p: &Prepared, values: HashMap<String, Tensor>) -> Result<Held> {
     Ok(held)
 }
 
-/// Whether the comparison keeps the reference's values from the first failing one on; `PHANTOM_KEEP_FROM_DRIFT=0`
-/// turns it off (attribution's values then all come from a second reference run), to rule it out when in doubt.
-pub(super) fn keeps_from_drift() -> bool {
-    std::env::var("PHANTOM_KEEP_FROM_DRIFT").map_or(true, |v| v != "0")
+/// Whether the comparison keeps the reference's values from the first failing one on ([`hold`] then computes only
+/// the earlier ones again): with attribution, for lanes whose nodes may run alone. `PHANTOM_KEEP_FROM_DRIFT=0` turns
+/// it off (attribution's values then all come from a second reference run), to rule it out when in doubt.
+pub(super) fn keeps_from_drift(s: &CompareSettings, lanes: &[Lane]) -> bool {
+    let asked = std::env::var("PHANTOM_KEEP_FROM_DRIFT").map_or(true, |v| v != "0");
+    asked && s.attribution && lanes.iter().any(|l| l.rounding.is_some())
 }
 
 /// Reference values kept for the later stages: none, in memory, or (bounded) spilled to disk; the inputs first.

@@ -59,10 +59,8 @@ pub fn compare(
         p.graph.nodes.len()
     );
     let pb = stage(s.progress, &msg);
-    // With attribution, the reference's values are kept from the first that fails on (`hold` computes only the
-    // earlier ones again); every one as it arrives when every node is to run alone.
-    let from_drift =
-        s.attribution && lanes.iter().any(|l| l.rounding.is_some()) && keeps_from_drift();
+    // Every value kept as it arrives when every node is to run alone, else from the first that fails on.
+    let from_drift = keeps_from_drift(s, lanes);
     let mut held = held_store(p, keep || from_drift, s.budget().is_some())?;
     let mut drifting = false;
     let mut pairs = vec![];

@@ -238,14 +238,8 @@ impl Kernel for DynQuant {
         let t = opt(n, ins, 0)?;
         let x = t.cast_to::<f64>()?;
         let view = x.to_plain_array_view::<f64>()?;
-        let owned;
-        let a = match view.as_slice() {
-            Some(a) => a,
-            None => {
-                owned = view.iter().copied().collect::<Vec<f64>>();
-                &owned
-            }
-        };
+        let standard = view.as_standard_layout();
+        let a = standard.as_slice().expect("standard layout");
         let (scale, zp) = u8_params(a);
         let y = u8_codes(a, scale, zp);
         Ok(vec![
