@@ -87,15 +87,31 @@ pub fn conv(g: &Geometry, x: &[f64], w: &[f64], bias: &[f64], y: &mut [f64]) {
 
 /// One group of one image: `yg` [og, P] = `wg` [og, K] · im2col(`xg`) [K, P], tile by tile.
 fn group_gemm(g: &Geometry, xg: &[f64], wg: Mat, yg: &mut [f64]) {
+    let pointwise =
+        g.taps() == 1 && g.stride == [1; 3] && g.pad_before == [0; 3] && g.input == g.output;
+    if pointwise {
+        let (k, pout) = (g.c_in / g.group, g.out_size());
+        matmul(yg.len() / pout.max(1), k, pout, wg, Mat::rows(xg, pout), yg);
+        return;
+    }
+    tiled(g, xg, wg, yg, |x| x, |y| y);
+}
+
+/// The im2col route for one group of one image: input elements read through `widen`, each tile's products
+/// written to `yg` through `store`.
+fn tiled<T, O>(
+    g: &Geometry,
+    xg: &[T],
+    wg: Mat,
+    yg: &mut [O],
+    widen: impl Fn(T) -> f64 + Sync,
+    store: impl Fn(f64) -> O,
+) where
+    T: Copy + Sync,
+{
     let (cg, taps, pout) = (g.c_in / g.group, g.taps(), g.out_size());
     let og = yg.len() / pout.max(1);
     let k = cg * taps;
-    let pointwise =
-        taps == 1 && g.stride == [1; 3] && g.pad_before == [0; 3] && g.input == g.output;
-    if pointwise {
-        matmul(og, k, pout, wg, Mat::rows(xg, pout), yg);
-        return;
-    }
     let row = g.output[2];
     let rows_per_tile = (TILE_ELEMS / (k * row).max(1)).max(1);
     let (rows, mut cols, mut out) = (g.output[0] * g.output[1], Vec::new(), Vec::new());
@@ -104,18 +120,50 @@ fn group_gemm(g: &Geometry, xg: &[f64], wg: Mat, yg: &mut [f64]) {
         let r1 = (r0 + rows_per_tile).min(rows);
         let p = (r1 - r0) * row;
         cols.resize(k * p, 0.0);
-        im2col(g, xg, r0..r1, &mut cols);
+        im2col(g, xg, r0..r1, &mut cols, &widen);
         out.resize(og * p, 0.0);
         matmul(og, k, p, wg, Mat::rows(&cols, p), &mut out);
         for (o, src) in out.chunks_exact(p).enumerate() {
-            yg[o * pout + r0 * row..][..p].copy_from_slice(src);
+            let dst = &mut yg[o * pout + r0 * row..][..p];
+            dst.iter_mut().zip(src).for_each(|(d, &v)| *d = store(v));
         }
         r0 = r1;
     }
 }
 
-/// Fills `cols` [cg·taps, rows·W_out]: row (c, tap) holds the input each output position of `rows` reads.
-fn im2col(g: &Geometry, xg: &[f64], rows: std::ops::Range<usize>, cols: &mut [f64]) {
+/// `y = Σ (x − x_zero)·w + bias` over integer codes (ONNX `ConvInteger`): `x` [N, C_in, *input] holds the codes,
+/// `w` the kernel already less its zero points, as f64. The caller keeps every partial sum an integer below 2^31,
+/// so the f64 GEMM sums it exactly, in any order: the result is the i32 accumulator ONNX defines.
+pub fn conv_integer<T>(g: &Geometry, x: &[T], x_zero: f64, w: &[f64], bias: &[i32], y: &mut [i32])
+where
+    T: Copy + Sync + Into<f64>,
+{
+    let (cg, og) = (g.c_in / g.group, g.c_out / g.group);
+    let (pin, pout, k) = (g.in_size(), g.out_size(), cg * g.taps());
+    if y.is_empty() {
+        return;
+    }
+    for n in 0..g.batch {
+        for grp in 0..g.group {
+            let xg = &x[(n * g.c_in + grp * cg) * pin..][..cg * pin];
+            let wg = Mat::rows(&w[grp * og * k..][..og * k], k);
+            let yg = &mut y[(n * g.c_out + grp * og) * pout..][..og * pout];
+            // Padding reads the zero point (ONNX), which is 0 once subtracted: im2col's fill.
+            tiled(g, xg, wg, yg, |v: T| v.into() - x_zero, |v| v as i32);
+        }
+    }
+    add_bias(y, bias, g.c_out, pout);
+}
+
+/// Fills `cols` [cg·taps, rows·W_out]: row (c, tap) holds the input each output position of `rows` reads, through
+/// `widen`.
+fn im2col<T: Copy + Sync>(
+    g: &Geometry,
+    xg: &[T],
+    rows: std::ops::Range<usize>,
+    cols: &mut [f64],
+    widen: &(impl Fn(T) -> f64 + Sync),
+) {
     let (taps, pin) = (g.taps(), g.in_size());
     let width = rows.len() * g.output[2];
     cols.par_chunks_mut(width).enumerate().for_each(|(r, dst)| {
@@ -140,7 +188,10 @@ fn im2col(g: &Geometry, xg: &[f64], rows: std::ops::Range<usize>, cols: &mut [f6
             line[..lo].fill(0.0);
             line[hi..].fill(0.0);
             let src = xrow[first..].iter().step_by(g.stride[2]);
-            line[lo..hi].iter_mut().zip(src).for_each(|(v, &x)| *v = x);
+            line[lo..hi]
+                .iter_mut()
+                .zip(src)
+                .for_each(|(v, &x)| *v = widen(x));
         }
     });
 }
@@ -181,7 +232,10 @@ fn depthwise(g: &Geometry, x: &[f64], w: &[f64], y: &mut [f64]) {
 }
 
 /// Adds a bias broadcast over [N, C, P]: none, one value, or one per channel.
-pub fn add_bias(y: &mut [f64], bias: &[f64], channels: usize, plane: usize) {
+pub fn add_bias<T>(y: &mut [T], bias: &[T], channels: usize, plane: usize)
+where
+    T: Copy + Send + Sync + std::ops::AddAssign,
+{
     if bias.is_empty() || plane == 0 {
         return;
     }

@@ -1,14 +1,16 @@
 //! phantom's fast f64 kernels for the heavy ops, in place of tract's generic f64 loops: convolution
 //! ([`conv`]), transposed convolution ([`deconv`]) and two-operand contractions ([`einsum`]: MatMul, Gemm, Einsum,
 //! attention products), both on a parallel f64 GEMM ([`gemm`]), and element-wise arithmetic on large values
-//! ([`binary`]) on both cores. They take a tract node only when every operand is f64 and its form is one they cover;
-//! anything else (quantized, other layouts, reductions over one operand) stays with tract.
+//! ([`binary`]) on both cores, and ONNX `ConvInteger` ([`qconv`]: integer codes, exact on the f64 GEMM). They take
+//! a tract node only when its operands are f64 (integer codes for `ConvInteger`) and its form is one they cover;
+//! anything else (requantized outputs, other layouts, reductions over one operand) stays with tract.
 
 pub(super) mod binary;
 mod conv;
 mod deconv;
 mod einsum;
 pub mod gemm;
+mod qconv;
 mod sdpa;
 
 use tract_onnx::prelude::*;
@@ -35,6 +37,9 @@ pub fn eval(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<
     }
     if let Some(s) = node.op_as::<Sdpa>() {
         return sdpa_node(s, inputs);
+    }
+    if let Some(c) = node.op_as::<Conv>().filter(|c| c.q_params.is_some()) {
+        return qconv::node(c, inputs);
     }
     if inputs.iter().any(|i| i.datum_type() != f64::datum_type()) {
         return None;
@@ -65,7 +70,15 @@ pub fn eval_binary(
 
 /// The geometry of a float `Conv` on NCHW data with an OIHW kernel, 1 to 3 spatial axes.
 pub fn geometry(c: &Conv, x: &[usize], w: &[usize]) -> Option<Geometry> {
-    if c.q_params.is_some() || c.kernel_fmt != KernelFormat::OIHW || w.len() < 2 {
+    if c.q_params.is_some() {
+        return None;
+    }
+    any_geometry(c, x, w)
+}
+
+/// The geometry of a `Conv`, float or quantized, on NCHW data with an OIHW kernel, 1 to 3 spatial axes.
+fn any_geometry(c: &Conv, x: &[usize], w: &[usize]) -> Option<Geometry> {
+    if c.kernel_fmt != KernelFormat::OIHW || w.len() < 2 {
         return None;
     }
     let (hw, c_in) = spatial(&c.pool_spec, x, w)?;
@@ -177,11 +190,7 @@ fn spatial_node(
     if bias.len() > 1 && bias.len() != g.c_out {
         return None;
     }
-    // [N,] C_out, *output: the input's layout with the channel and spatial extents replaced.
-    let mut out_shape: Vec<usize> = x.shape().to_vec();
-    let (rank, spatial) = (out_shape.len(), w.rank() - 2);
-    out_shape[rank - spatial - 1] = g.c_out;
-    out_shape[rank - spatial..].copy_from_slice(&g.output[3 - spatial..]);
+    let out_shape = out_shape(&g, x.shape(), w.rank());
     Some((|| {
         let (x, w, bias) = (
             x.try_as_plain_ram()?,
@@ -202,6 +211,15 @@ fn spatial_node(
         }
         Ok(tvec!(y.into_tvalue()))
     })())
+}
+
+/// [N,] C_out, *output: the input's layout with the channel and spatial extents of `g`.
+fn out_shape(g: &Geometry, x: &[usize], w_rank: usize) -> Vec<usize> {
+    let mut out = x.to_vec();
+    let (rank, spatial) = (out.len(), w_rank - 2);
+    out[rank - spatial - 1] = g.c_out;
+    out[rank - spatial..].copy_from_slice(&g.output[3 - spatial..]);
+    out
 }
 
 /// The roles of each axis of a two-operand float `EinSum`, or `None` for forms the GEMM does not cover (an axis

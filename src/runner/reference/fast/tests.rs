@@ -379,3 +379,84 @@ fn binary_layout_merges_axes() {
     assert!(super::binary::Layout::of(&[2, 3], &[3, 3]).is_none());
     assert!(super::binary::Layout::of(&[2, 3], &[3]).is_none());
 }
+
+/// Random integer codes of `dt` (u8 or i8) shaped `shape`.
+fn codes(g: &mut Gen, shape: &[usize], dt: DatumType) -> Tensor {
+    let len = shape.iter().product();
+    let v: Vec<i32> = (0..len).map(|_| (g.next() % 256) as i32).collect();
+    let t = Tensor::from_shape(shape, &v).unwrap();
+    let t = if dt == DatumType::I8 {
+        let shifted: Vec<i32> = v.iter().map(|c| c - 128).collect();
+        Tensor::from_shape(shape, &shifted).unwrap()
+    } else {
+        t
+    };
+    t.cast_to_dt(dt).unwrap().into_owned()
+}
+
+#[test]
+fn conv_integer_matches_tract_exactly_on_random_shapes() {
+    let mut g = Gen(0x5eed);
+    for case in 0..40 {
+        let rank = 1 + case % 3;
+        let group = [1, 1, 2][g.upto(3)];
+        let (cg, og) = (1 + g.upto(4), 1 + g.upto(4));
+        let kernel: TVec<usize> = (0..rank).map(|_| 1 + g.upto(3)).collect();
+        let dil: TVec<usize> = (0..rank).map(|_| 1 + g.upto(2)).collect();
+        let strides: TVec<usize> = (0..rank).map(|_| 1 + g.upto(2)).collect();
+        let before: TVec<usize> = (0..rank).map(|_| g.upto(2)).collect();
+        let after: TVec<usize> = (0..rank).map(|_| g.upto(2)).collect();
+        let side = if rank == 3 { 5 } else { 9 };
+        let hw: Vec<usize> = (0..rank)
+            .map(|i| kernel[i] * dil[i] + g.upto(side))
+            .collect();
+        let (c_in, c_out) = (cg * group, og * group);
+        let batch = 1 + g.upto(2);
+        let x: Vec<usize> = [batch, c_in].into_iter().chain(hw).collect();
+        let w: Vec<usize> = [c_out, cg]
+            .into_iter()
+            .chain(kernel.iter().copied())
+            .collect();
+        let (xdt, wdt) = [
+            (DatumType::U8, DatumType::U8),
+            (DatumType::U8, DatumType::I8),
+            (DatumType::I8, DatumType::I8),
+        ][case % 3];
+        let int = |v: i32| tensor0(v);
+        let one = || tensor0(1f32);
+        let bias = if case % 2 == 0 {
+            let b: Vec<i32> = (0..c_out).map(|_| g.upto(20001) as i32 - 10000).collect();
+            tensor1(&b)
+        } else {
+            int(0)
+        };
+        let w_shift = if wdt == DatumType::I8 { 128 } else { 0 };
+        let w_zero = if case % 4 == 3 {
+            let z: Vec<i32> = (0..c_out).map(|_| g.upto(256) as i32 - w_shift).collect();
+            tensor1(&z)
+        } else {
+            int(g.upto(256) as i32 - w_shift)
+        };
+        let ins = vec![
+            codes(&mut g, &x, xdt),
+            codes(&mut g, &w, wdt),
+            bias,
+            int(g.upto(256) as i32 - if xdt == DatumType::I8 { 128 } else { 0 }),
+            one(),
+            w_zero,
+            one(),
+            int(0),
+            one(),
+        ];
+        let conv = Conv {
+            pool_spec: pool(kernel, dil, strides, (before, after), (c_in, c_out)),
+            kernel_fmt: KernelFormat::OIHW,
+            group,
+            q_params: Some(DatumType::I32),
+        };
+        let what = format!("case {case}: {conv:?} x {x:?} {xdt:?}·{wdt:?}");
+        let (theirs, ours) = both(Box::new(conv), ins);
+        assert_eq!(theirs, ours, "{what}");
+        assert_eq!(ours.datum_type(), DatumType::I32, "{what}");
+    }
+}
