@@ -29,15 +29,62 @@ fn repro(dir: &Path, r: &serde_json::Value) -> (i32, String) {
         lib.contains("/onnxruntime/capi/"),
         "not a Python package: {lib}"
     );
+    let path = match numpy_dir() {
+        Some(np) => format!("{site}:{}", np.display()),
+        None => site.to_string(),
+    };
     let out = std::process::Command::new("python3")
         .arg(dir.join("repro.py"))
-        .env("PYTHONPATH", site)
+        .env("PYTHONPATH", path)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.code().is_some(), "{text}\n{err}");
     (out.status.code().unwrap(), format!("{text}{err}"))
+}
+
+/// Where numpy (which repro.py imports, beside onnxruntime) is installed for these tests when `python3` lacks it: a
+/// fresh machine's python has neither, and phantom provisions onnxruntime alone (`--no-deps`).
+fn numpy_dir() -> Option<&'static Path> {
+    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let has = |path: Option<&Path>| {
+            let mut c = std::process::Command::new("python3");
+            c.args(["-c", "import numpy"]);
+            if let Some(p) = path {
+                c.env("PYTHONPATH", p);
+            }
+            c.output().is_ok_and(|o| o.status.success())
+        };
+        if has(None) {
+            return None;
+        }
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from)?;
+        let dir = home.join(".cache/phantom/test-numpy");
+        if !has(Some(&dir)) {
+            let ok = std::process::Command::new("python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(["--target"])
+                .arg(&dir)
+                .arg("numpy<3")
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(
+                ok,
+                "cannot install numpy for the repro scripts into {}",
+                dir.display()
+            );
+        }
+        Some(dir)
+    })
+    .as_deref()
 }
 
 /// The float64 values of a TensorProto file (raw_data, as phantom writes it).
