@@ -13,6 +13,9 @@ use std::collections::HashMap;
 
 use tract_onnx::prelude::*;
 
+mod dynamic;
+pub use dynamic::adopt_dynamic;
+
 /// The target's decision on one value, and the noise of the float the decision rounds (its first input).
 pub struct Decision {
     pub target: crate::tensor::Tensor,
@@ -42,7 +45,7 @@ pub struct Adopted {
 }
 
 /// Fractions of the input's noise tried in turn, so the report says how close to a boundary the flips lay.
-const LADDER: [f64; 3] = [1.0 / 1024.0, 1.0 / 32.0, 1.0];
+pub(crate) const LADDER: [f64; 3] = [1.0 / 1024.0, 1.0 / 32.0, 1.0];
 
 /// ONNX ops whose outputs are decisions (their first input is the float they round; a `DequantizeLinear` only as
 /// the second half of a QDQ pair, see [`paired_quantize`]).
@@ -105,7 +108,7 @@ pub fn settle(
 }
 
 /// The RMS of the finite elements of `x` (0 when there are none).
-fn rms(x: &[f64]) -> f64 {
+pub(crate) fn rms(x: &[f64]) -> f64 {
     let (sum, n) = x
         .iter()
         .filter(|v| v.is_finite())
@@ -183,67 +186,6 @@ pub fn shaped_like(like: &TValue, values: Vec<f64>) -> TractResult<TValue> {
     Ok(t.cast_to_dt(like.datum_type())?.into_owned().into_tvalue())
 }
 
-/// A DynamicQuantizeLinear reconciled: the zero point taken, what was adopted of it, and the codes when they
-/// changed (with what was adopted of them).
-type Dynamic = (f64, Option<Adopted>, Option<(Vec<f64>, Adopted)>);
-
-/// DynamicQuantizeLinear reconciled: the zero point first (its pre-rounding value −min(x, 0) / scale, moved by the
-/// noise of the minimum), then the codes recomputed with the zero point taken and reconciled element by element
-/// (x / scale moved by twice each element's noise: the scale comes from the input's extremes, themselves
-/// within noise). `zp` and `y` are the target's zero point and codes where it exposed them.
-pub fn dynamic(
-    x: &[f64],
-    (scale, zp_ours): (f64, f64),
-    zp: Option<&Decision>,
-    y: Option<(&Decision, &[f64])>,
-) -> Dynamic {
-    let mut zp_taken = zp_ours;
-    let mut zp_adopted = None;
-    if let Some(d) = zp {
-        let lo = x.iter().copied().fold(0.0f64, f64::min);
-        let r_lo = d.atol + d.rtol * lo.abs().max(rms(x));
-        let level = |v: f64| v.round_ties_even().clamp(0.0, 255.0);
-        let zp0 = -lo / scale;
-        let theirs = target_f64s(d).first().copied().unwrap_or(zp_ours);
-        let bounds = |f: f64| {
-            let at = |s: f64| vec![level(zp0 + s * f * r_lo / scale)];
-            Some((at(-1.0), at(1.0)))
-        };
-        zp_adopted = Some(match settle(&[zp_ours], &[theirs], bounds, |_| false) {
-            Some((v, a)) => {
-                zp_taken = v[0];
-                a
-            }
-            None => Adopted::default(),
-        });
-    }
-    let codes = y.and_then(|(d, ours)| {
-        let q: Vec<f64> = x.iter().map(|v| v / scale).collect();
-        let r: Vec<f64> = radius(x, d.atol, d.rtol)
-            .iter()
-            .map(|v| 2.0 * v / scale)
-            .collect();
-        let code = |v: f64| (v.round_ties_even() + zp_taken).clamp(0.0, 255.0);
-        let recoded: Vec<f64> = match zp_taken == zp_ours {
-            true => ours.to_vec(),
-            false => q.iter().map(|&v| code(v)).collect(),
-        };
-        let theirs = target_f64s(d);
-        if theirs.len() != recoded.len() {
-            return None;
-        }
-        let bounds = |f: f64| {
-            let at = |s: f64| moved(&q, &r, f, s).into_iter().map(code).collect();
-            Some((at(-1.0), at(1.0)))
-        };
-        match settle(&recoded, &theirs, bounds, |i| x[i].is_nan()) {
-            Some(s) => Some(s),
-            None => (zp_taken != zp_ours).then(|| (recoded, Adopted::default())),
-        }
-    });
-    (zp_taken, zp_adopted, codes)
-}
-
 /// Reconciles the outputs of a node whose decisions are monotone in its first input (a float-to-integer `Cast`,
 /// `Floor`, `Ceil`, `Round`, `QuantizeLinear`): `run` evaluates the node on moved inputs. `cast` marks a `Cast`,
 /// whose out-of-range conversions are undefined (the others saturate). Returns what was adopted, by value name.
@@ -273,10 +215,12 @@ pub fn adopt_monotone(
         if cast && !(dt.is_integer() || dt == DatumType::TDim) {
             continue;
         }
-        let r = radius(&x, dec.atol, dec.rtol);
+        // The noise only where something differs (most decisions agree everywhere).
+        let mut noise: Option<Vec<f64>> = None;
         let bounds = |f: f64| {
+            let r = &*noise.get_or_insert_with(|| radius(&x, dec.atol, dec.rtol));
             let mut at = |s: f64| {
-                let xs = moved(&x, &r, f, s);
+                let xs = moved(&x, r, f, s);
                 let mut moved_ins = ins.clone();
                 moved_ins[0] = shaped_like(x0, xs).ok()?;
                 f64s(run(moved_ins).ok()?.get(*slot)?)
@@ -294,49 +238,6 @@ pub fn adopt_monotone(
             // Judged as a decision, nothing to adopt.
             None => found.push((name.clone(), Adopted::default())),
         }
-    }
-    found
-}
-
-/// Reconciles a DynamicQuantizeLinear (outputs `outputs`: codes, scale, zero point) with [`dynamic`].
-pub fn adopt_dynamic(
-    d: &Decisions,
-    (names, outputs): (&[(usize, String)], &[String]),
-    ins: &TVec<TValue>,
-    out: &mut TVec<TValue>,
-) -> Vec<(String, Adopted)> {
-    let slot = |k: usize| {
-        let want = outputs.get(k)?;
-        names.iter().find(|(_, n)| n == want).map(|(s, _)| *s)
-    };
-    let (Some(ys), Some(ss), Some(zs)) = (slot(0), slot(1), slot(2)) else {
-        return vec![];
-    };
-    let first = |v: &TValue| f64s(v).and_then(|v| v.first().copied());
-    let (Some(x), Some(ours), Some(scale), Some(zp)) = (
-        ins.first().and_then(f64s),
-        f64s(&out[ys]),
-        first(&out[ss]),
-        first(&out[zs]),
-    ) else {
-        return vec![];
-    };
-    let y = d.get(&outputs[0]).map(|dec| (dec, ours.as_slice()));
-    let (taken, zp_adopted, codes) = dynamic(&x, (scale, zp), d.get(&outputs[2]), y);
-    let mut found = vec![];
-    if let (Some(a), Ok(t)) = (zp_adopted, shaped_like(&out[zs], vec![taken])) {
-        out[zs] = t;
-        found.push((outputs[2].clone(), a));
-    }
-    match codes {
-        Some((v, a)) => {
-            if let Ok(t) = shaped_like(&out[ys], v) {
-                out[ys] = t;
-                found.push((outputs[0].clone(), a));
-            }
-        }
-        None if d.contains_key(&outputs[0]) => found.push((outputs[0].clone(), Adopted::default())),
-        None => {}
     }
     found
 }
@@ -410,7 +311,7 @@ pub fn adopt_pair(
 }
 
 /// The target's decision as f64, in row-major order.
-fn target_f64s(d: &Decision) -> Vec<f64> {
+pub(crate) fn target_f64s(d: &Decision) -> Vec<f64> {
     d.target.to_f64_array().iter().copied().collect()
 }
 
@@ -460,41 +361,5 @@ mod tests {
         assert_eq!(out[0], i64::MIN as f64);
         assert_eq!((a.flips, a.undefined, a.beyond), (0, 1, 0));
         assert!(undefined_to(300.0, DatumType::U8) && !undefined_to(255.9, DatumType::U8));
-    }
-
-    #[test]
-    fn a_dynamic_zero_point_one_level_off_at_a_boundary_is_adopted_with_the_codes() {
-        // min −1.0 over scale 2/255 puts the zero point at 127.5: ties to even give 128; the target said 127.
-        let x: [f64; 3] = [-1.0, 1.0, 0.5 - 1e-9];
-        let scale: f64 = 2.0 / 255.0;
-        let zp_ours = 128.0;
-        let ours: Vec<f64> = x
-            .iter()
-            .map(|v| ((v / scale).round_ties_even() + zp_ours).clamp(0.0, 255.0))
-            .collect();
-        let tensor = |v: Vec<f64>| {
-            crate::tensor::Tensor::F64(
-                tract_ndarray::ArrayD::from_shape_vec(vec![v.len()], v).unwrap(),
-            )
-        };
-        let zp = Decision {
-            target: tensor(vec![127.0]),
-            atol: 1e-4,
-            rtol: 1e-3,
-        };
-        let theirs: Vec<f64> = x
-            .iter()
-            .map(|v| ((v / scale).round_ties_even() + 127.0).clamp(0.0, 255.0))
-            .collect();
-        let y = Decision {
-            target: tensor(theirs.clone()),
-            atol: 1e-4,
-            rtol: 1e-3,
-        };
-        let (taken, za, codes) = dynamic(&x, (scale, zp_ours), Some(&zp), Some((&y, &ours)));
-        assert_eq!(taken, 127.0);
-        assert_eq!(za.unwrap().flips, 1);
-        let (codes, _) = codes.unwrap();
-        assert_eq!(codes, theirs);
     }
 }
