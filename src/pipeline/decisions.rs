@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
-use crate::runner::reference::decide::{self, Adopted, Decision, Decisions};
+use crate::runner::reference::decide::{self, Adopted, Decision, Decisions, Kept};
 use crate::runner::reference::{qop, select, thresholds, ReferenceRunner};
+use crate::spill::{Spill, Values};
 use crate::tensor::{DType, Tensor};
 
 /// The noise a decision's input carries, in units in the last place of the target's type (relative to the larger
@@ -48,13 +49,15 @@ fn held<'a>(n: &'a Node, name: &'a str) -> &'a str {
 /// Value name → the index of the node that computes it.
 type Producers<'g> = HashMap<&'g str, usize>;
 
-/// Whether the target's value `t` of `n`'s output can be a decision (a `Cast` to an integer type; any other op).
-fn is_decision(n: &Node, t: &Tensor) -> bool {
-    n.op_type != "Cast" || !(t.dtype().is_float() || t.dtype() == DType::Bool)
+/// Whether the target's value of `n`'s output, of type `t`, can be a decision (a `Cast` to an integer type; any
+/// other op).
+fn is_decision(n: &Node, t: DType) -> bool {
+    n.op_type != "Cast" || !(t.is_float() || t == DType::Bool)
 }
 
 /// The one target's decisions (none with several targets: the reference can follow only one). Bounded runs hold
-/// no captured values, so the decisions alone are exposed in one more run first, when they fit the budget.
+/// no captured values, so the decisions are exposed by the target's first cuts and wait on disk for their nodes
+/// (however large: the verdict does not depend on the memory budget).
 pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<Arc<Decisions>> {
     let [lane] = lanes else { return None };
     let producers = p.graph.producers();
@@ -72,16 +75,22 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         return None;
     }
     let fetched = match s.budget() {
-        None => HashMap::new(),
-        Some(budget) => fetch(p, lane, &wanted, budget)?,
+        None => None,
+        Some(budget) => Some(fetch(p, lane, &wanted, budget)?),
     };
     let mut d = Decisions::new();
     for (n, name) in wanted {
         let held = held(n, name);
-        let Some(t) = lane.out.values.get(held).or_else(|| fetched.get(held)) else {
-            continue;
+        let target = match (lane.out.values.get(held), &fetched) {
+            (Some(t), _) => Kept::Memory(t.clone()),
+            (None, Some(f)) if f.has(held) => Kept::Disk(f.clone(), held.to_string()),
+            _ => continue,
         };
-        if !is_decision(n, t) {
+        let kind = match &target {
+            Kept::Memory(t) => t.dtype(),
+            Kept::Disk(f, _) => f.dtype(held).unwrap_or(DType::Other),
+        };
+        if !is_decision(n, kind) {
             continue;
         }
         // A QDQ pair decides on the QuantizeLinear's float input.
@@ -101,7 +110,6 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         }
         // The noise of a value computed in the target's type: NOISE_ULPS of its unit roundoff, relative.
         let rtol = NOISE_ULPS * crate::analysis::anomaly::epsilon(dtype);
-        let target = t.clone();
         d.insert(
             name.clone(),
             Decision {
@@ -114,51 +122,39 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
     Some(Arc::new(d))
 }
 
-/// The decisions exposed in one run of the target (bounded mode); `None` with a note when they do not fit.
+/// The decisions exposed by the target's cuts (bounded mode), kept on disk until their nodes run; `None` with a
+/// note when they cannot be.
 fn fetch(
     p: &Prepared,
     lane: &mut Lane,
     wanted: &[(&Node, &String)],
     budget: usize,
-) -> Option<HashMap<String, Tensor>> {
+) -> Option<Arc<Spill>> {
     let names: Vec<&str> = wanted.iter().map(|(n, o)| held(n, o)).collect();
     // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
     // across the rest and round them differently from the runs they are compared with. Each cut exposes every value
     // it computes, so the decisions are asked for in batches whose values fit a chunk of the budget.
     let batches = batches(p, &names, crate::bounded::chunk_bytes(budget, &p.graph));
-    let cap = (budget / 2).max(16 << 20);
     // The comparison's chunks go on from these runs: what they computed is not computed again.
     lane.target.keep_chunks();
     let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| {
-        let mut all: HashMap<String, Tensor> = HashMap::new();
+        let mut kept = Spill::new("decisions")?;
         for batch in &batches {
-            all.extend(c.next(batch)?);
-            // Over the cap none is adopted (below): no need to run the rest.
-            if all.values().map(Tensor::nbytes).sum::<usize>() > cap {
-                break;
+            for (name, t) in c.next(batch)? {
+                kept.put(&name, &t)?;
             }
         }
-        Ok(all)
+        Ok(kept)
     });
-    let values = match run {
-        Ok(v) => v,
+    match run {
+        Ok(kept) => Some(Arc::new(kept)),
         Err(e) => {
             lane.notes.push(format!(
                 "discrete decisions: the target's could not be exposed on their own ({e}); none adopted"
             ));
-            return None;
+            None
         }
-    };
-    let bytes: usize = values.values().map(Tensor::nbytes).sum();
-    if bytes > cap {
-        lane.notes.push(format!(
-            "discrete decisions: the target's take more than {} (half the memory budget, and over 16 MiB); none \
-             adopted",
-            crate::units::fmt_size(cap)
-        ));
-        return None;
     }
-    Some(values)
 }
 
 /// `names` (values the graph computes) in batches, in the graph's order, each closed once the values computed since

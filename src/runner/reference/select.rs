@@ -90,8 +90,7 @@ pub fn indices(
     axis: usize,
     ours: &[f64],
 ) -> Option<(Vec<f64>, Adopted)> {
-    let theirs = d.target.to_f64_array();
-    let theirs: Vec<f64> = theirs.iter().copied().collect();
+    let theirs: Vec<f64> = d.theirs()?.iter().copied().collect();
     let lanes: Vec<_> = x.lanes(Axis(axis)).into_iter().collect();
     if lanes.len() != ours.len() || theirs.len() != ours.len() {
         return None;
@@ -113,7 +112,7 @@ pub fn top_k(
     values: &mut ArrayD<f64>,
     idx: &ArrayD<f64>,
 ) -> Option<(ArrayD<f64>, Adopted)> {
-    let theirs = d.target.to_f64_array();
+    let theirs = d.theirs()?;
     if theirs.shape() != idx.shape() || values.shape() != idx.shape() || axis >= x.ndim() {
         return None;
     }
@@ -175,7 +174,7 @@ pub fn compare(
     shape: &[usize],
 ) -> Option<(Vec<f64>, Adopted)> {
     let (a, b) = (a.broadcast(shape)?, b.broadcast(shape)?);
-    let theirs: Vec<f64> = d.target.to_f64_array().iter().copied().collect();
+    let theirs: Vec<f64> = d.theirs()?.iter().copied().collect();
     if theirs.len() != ours.len() || a.len() != ours.len() {
         return None;
     }
@@ -239,7 +238,9 @@ mod tests {
 
     fn decision(v: Vec<f64>, shape: &[usize]) -> Decision {
         Decision {
-            target: crate::tensor::Tensor::F64(ArrayD::from_shape_vec(shape.to_vec(), v).unwrap()),
+            target: super::super::decide::Kept::Memory(crate::tensor::Tensor::F64(
+                ArrayD::from_shape_vec(shape.to_vec(), v).unwrap(),
+            )),
             atol: 0.0,
             rtol: 64.0 * f32::EPSILON as f64 / 2.0,
         }

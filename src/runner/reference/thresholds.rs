@@ -46,7 +46,7 @@ pub fn adopt(
     let Some(dec) = names.iter().find_map(|(_, n)| d.get(n)) else {
         return vec![];
     };
-    let (Some(x0), theirs) = (ins.first(), dec.target.to_f64_array()) else {
+    let (Some(x0), Some(theirs)) = (ins.first(), dec.theirs()) else {
         return vec![];
     };
     let Some(x) = f64s(x0).filter(|x| x.len() == theirs.len()) else {

@@ -18,9 +18,32 @@ pub use dynamic::adopt_dynamic;
 
 /// The target's decision on one value, and the noise of the float the decision rounds (its first input).
 pub struct Decision {
-    pub target: crate::tensor::Tensor,
+    pub target: Kept,
     pub atol: f64,
     pub rtol: f64,
+}
+
+/// Where the target's decision waits for its node: in memory, or on disk in a bounded run (read back when the node
+/// runs, so a model's decisions need not fit the memory budget).
+pub enum Kept {
+    Memory(crate::tensor::Tensor),
+    Disk(std::sync::Arc<crate::spill::Spill>, String),
+}
+
+impl Decision {
+    /// The target's decision: borrowed from memory or read back from disk (`None` when that read fails, which the
+    /// store says on stderr: the decision is then not adopted).
+    pub fn target(&self) -> Option<std::borrow::Cow<'_, crate::tensor::Tensor>> {
+        match &self.target {
+            Kept::Memory(t) => Some(std::borrow::Cow::Borrowed(t)),
+            Kept::Disk(spill, name) => spill.get(name).map(std::borrow::Cow::Owned),
+        }
+    }
+
+    /// The target's decision as f64, shaped.
+    pub fn theirs(&self) -> Option<tract_ndarray::ArrayD<f64>> {
+        self.target().map(|t| t.to_f64_array())
+    }
 }
 
 /// The target's decisions by ONNX value name.
@@ -312,7 +335,8 @@ pub fn adopt_pair(
 
 /// The target's decision as f64, in row-major order.
 pub(crate) fn target_f64s(d: &Decision) -> Vec<f64> {
-    d.target.to_f64_array().iter().copied().collect()
+    d.theirs()
+        .map_or_else(Vec::new, |a| a.iter().copied().collect())
 }
 
 #[cfg(test)]
