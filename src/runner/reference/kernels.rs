@@ -189,16 +189,7 @@ pub const F32_INSIDE: &[(&str, &str)] = &[
 ];
 
 /// Rounds an f64 value to `d` (float16, bfloat16 or float32) and back, as a target storing it in `d` would.
-#[inline]
-pub fn round_one(x: f64, d: crate::tensor::DType) -> f64 {
-    use crate::tensor::DType;
-    match d {
-        DType::F16 => half::f16::from_f64(x).to_f64(),
-        DType::Bf16 => half::bf16::from_f64(x).to_f64(),
-        DType::F32 => x as f32 as f64,
-        _ => x,
-    }
-}
+pub use super::narrow::round_one;
 
 #[cfg(test)]
 mod tests {
