@@ -5,6 +5,7 @@
 use crate::compare::{Tolerance, ToleranceSpec};
 use crate::report::model::{Introduced, Noise, ValueReport, ValueStatus};
 use crate::runner::reference::kernels::round_one;
+use crate::tensor::narrow;
 use rayon::prelude::*;
 
 use crate::tensor::{DType, Tensor, ToF64};
@@ -124,8 +125,8 @@ fn noise_chunk_in<T: ToF64>(
 ) -> NoisePass {
     match stored {
         DType::F32 => noise_blocks(r, e, (tol, scale), |x| x as f32 as f64),
-        DType::F16 => noise_blocks(r, e, (tol, scale), |x| half::f16::from_f64(x).to_f64()),
-        DType::Bf16 => noise_blocks(r, e, (tol, scale), |x| half::bf16::from_f64(x).to_f64()),
+        DType::F16 => noise_blocks(r, e, (tol, scale), narrow::round::<narrow::F16>),
+        DType::Bf16 => noise_blocks(r, e, (tol, scale), narrow::round::<narrow::Bf16>),
         _ => noise_blocks(r, e, (tol, scale), |x| x),
     }
 }

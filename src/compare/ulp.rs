@@ -1,8 +1,7 @@
 //! Distance in units in the last place between the target's value and the reference's rounded to the target's
 //! element type: branch-free on bit patterns, as signs differ unpredictably near zero.
 
-use half::{bf16, f16};
-
+use crate::tensor::narrow;
 use crate::tensor::DType;
 
 /// Distance in representable floats between two bit patterns of a float type whose sign bit is `sign`
@@ -52,13 +51,13 @@ pub fn ulp_distance(dtype: DType, r: f64, t: f64) -> u64 {
             1 << 31,
         ),
         DType::F16 => ulps_narrow(
-            f16::from_f64(r).to_bits() as u64,
-            f16::from_f64(t).to_bits() as u64,
+            narrow::f16_of(r).to_bits() as u64,
+            narrow::f16_of(t).to_bits() as u64,
             1 << 15,
         ),
         DType::Bf16 => ulps_narrow(
-            bf16::from_f64(r).to_bits() as u64,
-            bf16::from_f64(t).to_bits() as u64,
+            narrow::bf16_of(r).to_bits() as u64,
+            narrow::bf16_of(t).to_bits() as u64,
             1 << 15,
         ),
         _ => (r - t).abs().min(u64::MAX as f64) as u64,

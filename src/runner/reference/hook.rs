@@ -162,7 +162,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             match view.as_slice_mut() {
                 Some(s) => s
                     .par_chunks_mut(1 << 14)
-                    .for_each(|c| super::narrow::round_slice(c, d)),
+                    .for_each(|c| crate::tensor::narrow::round_slice(c, d)),
                 None => view.iter_mut().for_each(|x| *x = kernels::round_one(*x, d)),
             }
             *v = t.into_tvalue();

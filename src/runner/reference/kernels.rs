@@ -189,7 +189,7 @@ pub const F32_INSIDE: &[(&str, &str)] = &[
 ];
 
 /// Rounds an f64 value to `d` (float16, bfloat16 or float32) and back, as a target storing it in `d` would.
-pub use super::narrow::round_one;
+pub use crate::tensor::narrow::round_one;
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,6 @@ mod hook;
 pub mod kernels;
 mod lazy;
 mod messages;
-pub mod narrow;
 mod overrides;
 pub mod paired;
 mod pins;

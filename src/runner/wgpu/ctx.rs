@@ -330,11 +330,11 @@ pub fn upload_float(
     let bytes: Vec<u8> = match gpu.mode {
         Mode::F16Native => a
             .iter()
-            .flat_map(|&v| f16::from_f64(v).to_bits().to_le_bytes())
+            .flat_map(|&v| crate::tensor::narrow::f16_of(v).to_bits().to_le_bytes())
             .collect(),
         Mode::F16Emulated => a
             .iter()
-            .flat_map(|&v| f16::from_f64(v).to_f32().to_le_bytes())
+            .flat_map(|&v| crate::tensor::narrow::f16_of(v).to_f32().to_le_bytes())
             .collect(),
         Mode::F32 => a.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
     };

@@ -308,7 +308,7 @@ fn batchnorm(ctx: &mut Ctx) -> Result<Out> {
     let f16 = ctx.gpu.mode.is_f16();
     let st = |x: f64| -> f32 {
         match f16 {
-            true => half::f16::from_f64(x).to_f32(),
+            true => crate::tensor::narrow::f16_of(x).to_f32(),
             false => x as f32,
         }
     };

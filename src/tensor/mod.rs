@@ -3,6 +3,8 @@
 //! Runners hand back [`Tensor`]s keyed by ONNX value name; comparison widens both sides to f64 (exact for every
 //! float type up to f64 and for integers up to 2^53) and keeps the original [`DType`] for ULP distances.
 
+pub mod narrow;
+
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use serde::{Deserialize, Serialize};
@@ -317,8 +319,8 @@ impl Tensor {
         Some(match dtype {
             DType::F64 => Tensor::F64(a.into_owned()),
             DType::F32 => Tensor::F32(a.mapv(|v| v as f32)),
-            DType::F16 => Tensor::F16(a.mapv(f16::from_f64)),
-            DType::Bf16 => Tensor::Bf16(a.mapv(bf16::from_f64)),
+            DType::F16 => Tensor::F16(a.mapv(narrow::f16_of)),
+            DType::Bf16 => Tensor::Bf16(a.mapv(narrow::bf16_of)),
             DType::I64 => Tensor::I64(a.mapv(|v| v as i64)),
             DType::I32 => Tensor::I32(a.mapv(|v| v as i32)),
             DType::I16 => Tensor::I16(a.mapv(|v| v as i16)),

@@ -75,6 +75,19 @@ pub fn round_slice(x: &mut [f64], d: DType) {
     }
 }
 
+/// `x` as a float16, rounded once (`half::f16::from_f64` rounds twice where the CPU has F16C; from a value already
+/// representable it is exact).
+#[inline]
+pub fn f16_of(x: f64) -> half::f16 {
+    half::f16::from_f64(round::<F16>(x))
+}
+
+/// `x` as a bfloat16, rounded once.
+#[inline]
+pub fn bf16_of(x: f64) -> half::bf16 {
+    half::bf16::from_f64(round::<Bf16>(x))
+}
+
 /// One value rounded to `d` and back ([`round_slice`] for one element).
 #[inline]
 pub fn round_one(x: f64, d: DType) -> f64 {
