@@ -4,8 +4,7 @@
 
 use crate::compare::{Tolerance, ToleranceSpec};
 use crate::report::model::{Introduced, Noise, ValueReport, ValueStatus};
-use crate::runner::reference::kernels::round_one;
-use crate::tensor::narrow;
+use crate::tensor::narrow::{self, round_one};
 use rayon::prelude::*;
 
 use crate::tensor::{DType, Tensor, ToF64};

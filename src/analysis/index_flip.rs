@@ -10,7 +10,7 @@ use ndarray::Axis;
 use super::causes::{cause, limits, num, spacing, Evidence, Limits, Site};
 use crate::report::model::Culprit;
 use crate::report::model::{Cause, CauseKind, Confidence};
-use crate::runner::reference::kernels::round_one;
+use crate::tensor::narrow::round_one;
 use crate::tensor::DType;
 
 /// Ops whose integer inputs select elements.

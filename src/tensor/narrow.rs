@@ -169,11 +169,12 @@ mod tests {
         out
     }
 
-    #[test]
-    fn float16_rounding_is_the_nearest_value_ties_to_even() {
-        let finite = table(|b| half::f16::from_bits(b).to_f64());
+    /// `round` against the nearest of the format's values (`decode` of every pattern; `top` its spacing at the
+    /// largest finite value, `max`) on the samples.
+    fn rounds_to_nearest(round: fn(f64) -> f64, decode: impl Fn(u16) -> f64, max: f64, top: f64) {
+        let finite = table(decode);
         for x in samples(&finite) {
-            let (got, want) = (round::<F16>(x), nearest(x, &finite, 65504.0, 32.0));
+            let (got, want) = (round(x), nearest(x, &finite, max, top));
             assert!(
                 got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
                 "{x:e}: {got:e} against {want:e}"
@@ -182,16 +183,16 @@ mod tests {
     }
 
     #[test]
+    fn float16_rounding_is_the_nearest_value_ties_to_even() {
+        let decode = |b| half::f16::from_bits(b).to_f64();
+        rounds_to_nearest(round::<F16>, decode, F16::MAX, 32.0);
+    }
+
+    #[test]
     fn bfloat16_rounding_is_the_nearest_value_ties_to_even() {
-        let finite = table(|b| half::bf16::from_bits(b).to_f64());
         let top = Bf16::MAX - half::bf16::from_bits(0x7f7e).to_f64();
-        for x in samples(&finite) {
-            let (got, want) = (round::<Bf16>(x), nearest(x, &finite, Bf16::MAX, top));
-            assert!(
-                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                "{x:e}: {got:e} against {want:e}"
-            );
-        }
+        let decode = |b| half::bf16::from_bits(b).to_f64();
+        rounds_to_nearest(round::<Bf16>, decode, Bf16::MAX, top);
     }
 
     #[test]

@@ -374,3 +374,16 @@ pub fn file_lock(path: &Path) -> std::fs::File {
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
     f
 }
+
+/// `PYTHON -m pip install`, quietly, without the version check (the tests' own installs).
+pub fn pip_install(python: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(python);
+    c.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]);
+    c
+}

@@ -21,15 +21,7 @@ fn run(cmd: &mut Command) -> Output {
 
 /// `pip install` into the virtual environment whose `bin/` is `bin`.
 fn pip_install(bin: &Path, what: &[&str]) {
-    run(Command::new(bin.join("python"))
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(what));
+    run(crate::common::pip_install(bin.join("python")).args(what));
 }
 
 /// `python3 -m venv DIR` with maturin, pytest and numpy, from PyPI.

@@ -63,14 +63,7 @@ fn numpy_dir() -> Option<&'static Path> {
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from)?;
         let dir = home.join(".cache/phantom/test-numpy");
         if !has(Some(&dir)) {
-            let ok = std::process::Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
+            let ok = crate::common::pip_install("python3")
                 .args(["--target"])
                 .arg(&dir)
                 .arg("numpy<3")

@@ -3,7 +3,7 @@
 
 use super::{cause, involving, limits, max_abs, num, spacing, Evidence, Limits, Site};
 use crate::report::model::{Cause, CauseKind, Confidence, Culprit};
-use crate::runner::reference::kernels::round_one;
+use crate::tensor::narrow::round_one;
 
 /// Epsilon: an attribute, or a small constant added upstream (decomposed normalizations), and cancellation
 /// upstream.

@@ -5,7 +5,7 @@ use super::numeric::{cancellation, reduction_length};
 use super::{cause, max_abs, num, Evidence, Site};
 use crate::precision::convert::RangeKind;
 use crate::report::model::{Basis, Cause, CauseKind, Confidence, Culprit};
-use crate::runner::reference::kernels::round_one;
+use crate::tensor::narrow::round_one;
 
 /// Initializers the target type cannot hold.
 pub(super) fn initializers(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {

@@ -163,7 +163,9 @@ impl<'g, 's> Evaluator<'g, 's> {
                 Some(s) => s
                     .par_chunks_mut(1 << 14)
                     .for_each(|c| crate::tensor::narrow::round_slice(c, d)),
-                None => view.iter_mut().for_each(|x| *x = kernels::round_one(*x, d)),
+                None => view
+                    .iter_mut()
+                    .for_each(|x| *x = crate::tensor::narrow::round_one(*x, d)),
             }
             *v = t.into_tvalue();
         }

@@ -188,9 +188,6 @@ pub const F32_INSIDE: &[(&str, &str)] = &[
     ),
 ];
 
-/// Rounds an f64 value to `d` (float16, bfloat16 or float32) and back, as a target storing it in `d` would.
-pub use crate::tensor::narrow::round_one;
-
 #[cfg(test)]
 mod tests {
     use super::*;

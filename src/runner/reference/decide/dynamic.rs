@@ -57,26 +57,22 @@ pub fn adopt_dynamic(
     found
 }
 
+/// A value's elements in place, when it holds `T`.
+fn in_place<T: Datum>(v: &TValue) -> Option<&[T]> {
+    (v.datum_type() == T::datum_type())
+        .then(|| v.to_plain_array_view::<T>().ok()?.to_slice())
+        .flatten()
+}
+
 /// A value's elements as f64: in place when it holds f64.
 fn floats(v: &TValue) -> Option<Cow<'_, [f64]>> {
-    let view = (v.datum_type() == f64::datum_type())
-        .then(|| v.to_plain_array_view::<f64>().ok())
-        .flatten();
-    match view.and_then(|a| a.to_slice()) {
-        Some(s) => Some(Cow::Borrowed(s)),
-        _ => f64s(v).map(Cow::Owned),
-    }
+    (in_place(v).map(Cow::Borrowed)).or_else(|| f64s(v).map(Cow::Owned))
 }
 
 /// A value's elements as codes (0–255): in place when it holds u8.
 fn codes_of(v: &TValue) -> Option<Cow<'_, [u8]>> {
-    let view = (v.datum_type() == u8::datum_type())
-        .then(|| v.to_plain_array_view::<u8>().ok())
-        .flatten();
-    match view.and_then(|a| a.to_slice()) {
-        Some(s) => Some(Cow::Borrowed(s)),
-        _ => f64s(v).map(|f| Cow::Owned(f.iter().map(|&c| c as u8).collect())),
-    }
+    (in_place(v).map(Cow::Borrowed))
+        .or_else(|| f64s(v).map(|f| Cow::Owned(f.iter().map(|&c| c as u8).collect())))
 }
 
 /// The target's codes: in place when they are u8 in memory; none when they cannot be read.
