@@ -96,4 +96,5 @@ def main():
     sys.exit(1 if missed else 0)
 
 
-main()
+if __name__ == "__main__":
+    main()

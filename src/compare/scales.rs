@@ -194,6 +194,7 @@ mod tests {
             was_unsorted: false,
             notes: vec![],
             handed_on: vec![],
+            random_seed: None,
         }
     }
 

@@ -65,6 +65,7 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
         was_unsorted,
         notes: vec![],
         handed_on: vec![],
+        random_seed: None,
     })
 }
 

@@ -163,6 +163,9 @@ pub struct Graph {
     /// Declared outputs that are not outputs of the model compared (a segment's cut: the values it hands on).
     /// Targets take them from the run that exposes every value, like any intermediate, not from the plain run.
     pub handed_on: Vec<String>,
+    /// The seed its random ops were replaced with ([`random::seeded`]): a `--target-model` is seeded alike, so both
+    /// sides draw the same numbers.
+    pub random_seed: Option<u64>,
 }
 
 impl Graph {

@@ -51,7 +51,12 @@ pub fn seeded(graph: Graph, seed: u64) -> Result<Graph> {
         return Ok(graph);
     };
     let notes = replace(g, opset, seed);
-    super::inline::reimported(graph, proto, notes)
+    let seeded = !notes.is_empty();
+    let mut graph = super::inline::reimported(graph, proto, notes)?;
+    if seeded {
+        graph.random_seed = Some(seed);
+    }
+    Ok(graph)
 }
 
 /// Replaces every top-level random op of `g` by hash noise seeded with `seed`; returns a note per replacement.

@@ -107,6 +107,11 @@ impl OrtTarget {
             return Err(Error::Usage("not an ONNX Runtime target".into()));
         };
         let own = spec.model.as_deref().map(model::load).transpose()?;
+        // Random ops draw what the reference's draw: the same hash noise, seeded alike.
+        let own = match (own, graph.random_seed) {
+            (Some(g), Some(seed)) => Some(model::random::seeded(g, seed)?),
+            (own, _) => own,
+        };
         let own = own.map(|mut g| {
             g.handed_on = graph.handed_on.clone();
             g
