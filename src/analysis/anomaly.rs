@@ -16,7 +16,7 @@
 
 use super::attribution::NOISE_FACTOR;
 use crate::report::model::{
-    Anomaly, NodeRef, NodeReport, Status, ValueReport, ValueStatus, Verdict,
+    Anomaly, Culprit, NodeRef, NodeReport, Status, ValueReport, ValueStatus, Verdict,
 };
 use crate::tensor::DType;
 use crate::units::num;
@@ -58,6 +58,13 @@ fn anomaly(n: &NodeReport, v: &ValueReport, operands: Operands) -> Option<Anomal
     if !(ratio > ROUNDING_FACTOR && scale > 0.0 && relative > RELATIVE_EPS * eps) {
         return None;
     }
+    let hidden_by = match (v.status, i.status) {
+        (ValueStatus::Pass, _) => "while within tolerance",
+        (_, ValueStatus::Pass) => {
+            "within tolerance alone, while its value fails in the graph on the error it inherits"
+        }
+        _ => "out of tolerance alone, while its inputs fail in the graph too (so it is not a culprit)",
+    };
     Some(Anomaly {
         node_index: n.index,
         node: n.name.clone(),
@@ -68,7 +75,7 @@ fn anomaly(n: &NodeReport, v: &ValueReport, operands: Operands) -> Option<Anomal
         relative,
         summary: format!(
             "fed the reference's inputs, {} `{}` is off by up to {} — {}× the error of correct rounding and {} of the \
-             scale of its values and operands — while within tolerance{KERNEL_OR_DATA}",
+             scale of its values and operands — {hidden_by}{KERNEL_OR_DATA}",
             n.op_type,
             n.name,
             num(i.metrics.max_abs),
@@ -108,15 +115,22 @@ pub fn may_be_anomalous(v: &ValueReport, operands: Operands) -> bool {
 /// How an anomaly's summary ends while nothing more specific explains it.
 pub const KERNEL_OR_DATA: &str = ": the kernel or the data differ";
 
-/// Nodes within tolerance whose own error is beyond rounding, in topological order. A discrete decision whose
-/// flips within the noise the reference adopted is not one: alone on the reference's inputs it decides boundary
-/// elements either way (a QDQ pair's output level comes from ONNX Runtime's fused run, its input from the run that
-/// exposes it).
-pub fn find(nodes: &[NodeReport], operands: impl Fn(&str) -> Operands) -> Vec<Anomaly> {
+/// Nodes whose own error is beyond rounding, in topological order: within tolerance, or failing in the graph on
+/// errors they inherit without being a culprit (downstream of a drift, a fault of their own is hidden there). A
+/// discrete decision whose flips within the noise the reference adopted is not one: alone on the reference's inputs
+/// it decides boundary elements either way (a QDQ pair's output level comes from ONNX Runtime's fused run, its input
+/// from the run that exposes it).
+pub fn find(
+    nodes: &[NodeReport],
+    culprits: &[Culprit],
+    operands: impl Fn(&str) -> Operands,
+) -> Vec<Anomaly> {
+    let blamed = |n: &NodeReport| culprits.iter().any(|c| c.node_index == n.index);
     nodes
         .iter()
         .flat_map(|n| n.values.iter().map(move |v| (n, v)))
-        .filter(|(_, v)| v.status == ValueStatus::Pass && v.adopted.is_none())
+        .filter(|(n, v)| v.status == ValueStatus::Pass || !blamed(n))
+        .filter(|(_, v)| v.adopted.is_none())
         .filter_map(|(n, v)| anomaly(n, v, operands(&v.name)))
         .collect()
 }

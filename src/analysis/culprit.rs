@@ -93,7 +93,11 @@ pub fn find(graph: &Graph, nodes: &[NodeReport]) -> Vec<Culprit> {
 }
 
 /// Failing graph outputs reachable from node `from`, and the shortest node path to the first of them.
-fn downstream(graph: &Graph, nodes: &[NodeReport], from: usize) -> (Vec<String>, Vec<String>) {
+pub(super) fn downstream(
+    graph: &Graph,
+    nodes: &[NodeReport],
+    from: usize,
+) -> (Vec<String>, Vec<String>) {
     let consumers = graph.consumers();
     let failing_outputs: HashSet<&str> = nodes
         .iter()

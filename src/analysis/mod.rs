@@ -9,6 +9,7 @@ pub mod determinism;
 pub mod divergence;
 pub mod fusion;
 pub mod index_flip;
+pub mod origin;
 pub mod tf32;
 
 pub use divergence::{assemble, compare_pair, coverage, hides, incomplete, verdict};

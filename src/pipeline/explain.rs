@@ -222,7 +222,8 @@ fn find(
         }
         None => Ok(false),
     };
-    verdict.anomalies = anomaly::find(&nodes, |v| operands_of(cmp, rounding, v));
+    analysis::origin::blame(&p.graph, &nodes, &mut verdict.culprits);
+    verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, |v| operands_of(cmp, rounding, v));
     anomaly::classify(&mut verdict, &nodes);
     if lane.spec.model.is_some() {
         model_differences(p, lane, &mut verdict);

@@ -359,7 +359,8 @@ fn pick(s: &ReduceSettings) -> Result<Picked> {
 /// failing value its precision explains.
 fn culprit_of(r: &Report) -> Option<Picked> {
     let v = &r.verdict;
-    if let Some(c) = v.culprits.iter().find(|c| c.basis != Basis::Ideal) {
+    if let Some(c) = (v.culprits.iter()).find(|c| !matches!(c.basis, Basis::Ideal | Basis::Origin))
+    {
         let status = serde_json::to_value(v.status).ok();
         let chosen = format!(
             "the first culprit of the full comparison (node #{} {}, verdict {})",

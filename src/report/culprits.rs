@@ -18,7 +18,15 @@ fn basis(c: &Culprit) -> String {
             "fails even computed exactly with values stored in the target's precision (max |ideal − f64| {})",
             num(c.max_abs)
         ),
-        _ => format!("fails in the graph on clean inputs (max |t − r| {})", num(c.max_abs)),
+        Basis::Origin => format!(
+            "within tolerance, but its own error (fed with reference inputs, max |t − r| {}{}) is where the error a \
+             culprit downstream amplifies starts",
+            num(c.max_abs),
+            c.noise_ratio
+                .map(|r| format!(", {}× the error of correct rounding", num(r)))
+                .unwrap_or_default()
+        ),
+        Basis::Cumulative => format!("fails in the graph on clean inputs (max |t − r| {})", num(c.max_abs)),
     }
 }
 

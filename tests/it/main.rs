@@ -24,6 +24,7 @@ mod ml;
 mod ml_strings;
 mod multi;
 mod oracle;
+mod origin;
 mod plugins;
 mod precision;
 mod prepare;

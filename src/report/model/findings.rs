@@ -4,7 +4,8 @@ use serde::Serialize;
 
 use std::collections::BTreeMap;
 
-/// A node whose own error is within tolerance but far beyond what correct rounding explains.
+/// A node whose own error is far beyond what correct rounding explains, hidden under the tolerance (or under a drift
+/// it inherits).
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Anomaly {
     pub node_index: usize,
@@ -73,6 +74,9 @@ pub enum Basis {
     Ideal,
     /// No isolated run: its output fails while its inputs pass.
     Cumulative,
+    /// Within tolerance itself, its own error is where the error a culprit downstream amplifies starts, beyond
+    /// rounding, while the ideal run keeps that culprit within tolerance (see `analysis/origin.rs`).
+    Origin,
 }
 
 /// The kind of a likely cause.
@@ -113,6 +117,8 @@ pub enum CauseKind {
     Fusion,
     /// Not fusion: the node amplifies errors its inputs carry within tolerance.
     Amplification,
+    /// The error the node amplifies starts upstream, at the node the cause names.
+    Inherited,
     /// TF32 tensor cores (10-bit mantissa operands) on a float32 MatMul/Gemm/Conv (settled by a rerun with
     /// `use_tf32=0`).
     Tf32,
@@ -149,6 +155,7 @@ impl CauseKind {
             AccumulatorOverflow => "accumulator_overflow",
             Fusion => "fusion",
             Amplification => "amplification",
+            Inherited => "inherited",
             Tf32 => "tf32",
             Precision => "precision",
             BeyondRounding => "beyond_rounding",
@@ -195,6 +202,7 @@ impl Basis {
             Basis::Introduced => "introduced",
             Basis::Ideal => "ideal",
             Basis::Cumulative => "cumulative",
+            Basis::Origin => "origin",
         }
     }
 }

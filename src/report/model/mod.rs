@@ -220,10 +220,12 @@ pub struct Verdict {
     /// Whether the final graph outputs are within tolerance.
     pub outputs_pass: bool,
     /// Nodes to blame: in topological order, each node whose own (introduced) error is out of tolerance while its
-    /// inputs pass, with the likely causes and the path to the outputs it spoils.
+    /// inputs pass (or, basis `origin`, where the error a culprit amplifies starts), with the likely causes and the
+    /// path to the outputs it spoils.
     #[serde(default)]
     pub culprits: Vec<Culprit>,
-    /// Nodes within tolerance that introduce far more error than correct rounding explains, in topological order.
+    /// Nodes that introduce far more error than correct rounding explains, in topological order: within tolerance,
+    /// or failing in the graph on error they inherit without being culprits.
     #[serde(default)]
     pub anomalies: Vec<Anomaly>,
     /// Failing values the target's precision explains (the ideal, correctly rounded run fails there too).

@@ -1,0 +1,221 @@
+//! Where an amplified error starts. A culprit that fails in the graph while it passes alone (fed with reference
+//! inputs) amplifies an error its inputs carry within tolerance: a cancellation, a recurrent cell, a normalization
+//! over a tiny variance. That error was born upstream. Walking back from the culprit through the input that uses
+//! the most of its tolerance, to the first node whose own error (alone) is at least half the error its value
+//! carries in the graph, finds where: its **origin**.
+//!
+//! Every amplifier with an origin gets an `inherited` cause naming it, with its numbers. The origin itself is
+//! blamed (a culprit of basis `origin`) only when the numbers say the failure needs it: the ideal run (every value
+//! correctly rounded) keeps the amplifier within tolerance, and the origin's own error is beyond [`NOISE_FACTOR`]×
+//! correct rounding, so with its kernel rounding correctly the amplifier would receive a fraction of what it fails
+//! on. An origin within that factor of correct rounding is the target's precision itself, and the cause says so.
+
+use std::collections::HashMap;
+
+use super::attribution::NOISE_FACTOR;
+use crate::model::Graph;
+use crate::report::model::{
+    Basis, Cause, CauseKind, Confidence, Culprit, NodeReport, ValueReport, ValueStatus,
+};
+use crate::units::num;
+
+/// The node where the error an amplifier fails on starts.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    pub node_index: usize,
+    /// Its value the error leaves by.
+    pub value: String,
+    /// Its own error (alone, fed with reference inputs).
+    pub own: f64,
+    /// The error its value carries in the graph.
+    pub carried: f64,
+    /// Its own error over that of correct rounding.
+    pub ratio: Option<f64>,
+    /// Node names from the origin to the amplifier.
+    pub path: Vec<String>,
+}
+
+type Values<'n> = HashMap<&'n str, (&'n NodeReport, &'n ValueReport)>;
+
+/// The origin of the error culprit `c` amplifies, when `c` fails in the graph while passing alone and each step
+/// back was measured.
+pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origin> {
+    let at = |i: usize| nodes.iter().find(|n| n.index == i);
+    let amplifier = at(c.node_index)?;
+    let alone = amplifier.values.iter().find(|v| v.name == c.value)?;
+    if c.basis != Basis::Cumulative || alone.introduced.as_ref()?.status != ValueStatus::Pass {
+        return None;
+    }
+    let mut path = vec![amplifier.name.clone()];
+    let mut n = amplifier;
+    for _ in 0..nodes.len() {
+        let (producer, v) = most_used_input(n, values)?;
+        path.push(producer.name.clone());
+        let own = v.introduced.as_ref()?;
+        let carried = v.metrics.as_ref()?.max_abs;
+        if own.metrics.max_abs >= carried / 2.0 {
+            path.reverse();
+            return Some(Origin {
+                node_index: producer.index,
+                value: v.name.clone(),
+                own: own.metrics.max_abs,
+                carried,
+                ratio: own.ratio,
+                path,
+            });
+        }
+        n = producer;
+    }
+    None
+}
+
+/// The input of `n` that uses the most of its tolerance in the graph (a compared value that carries some error;
+/// one out of tolerance too, whose error may also have been born further up), and its producer.
+fn most_used_input<'n>(
+    n: &NodeReport,
+    values: &Values<'n>,
+) -> Option<(&'n NodeReport, &'n ValueReport)> {
+    (n.inputs.iter())
+        .filter_map(|i| values.get(i.as_str()).copied())
+        .filter_map(|(p, v)| Some((p, v, v.metrics.as_ref()?.tolerance_used)))
+        .filter(|(_, _, used)| *used > 0.0)
+        .max_by(|a, b| a.2.total_cmp(&b.2))
+        .map(|(p, v, _)| (p, v))
+}
+
+/// Adds an `inherited` cause to each culprit that amplifies an error born upstream, and the origins the numbers
+/// blame as culprits of basis `origin` (each once, in topological order among the others).
+pub fn blame(graph: &Graph, nodes: &[NodeReport], culprits: &mut Vec<Culprit>) {
+    let values: Values = (nodes.iter())
+        .flat_map(|n| n.values.iter().map(move |v| (v.name.as_str(), (n, v))))
+        .collect();
+    let mut blamed: Vec<Culprit> = vec![];
+    for c in culprits.iter_mut() {
+        let Some(o) = trace(nodes, &values, c) else {
+            continue;
+        };
+        let ideal_used = (values.get(c.value.as_str()))
+            .and_then(|(_, v)| v.noise.as_ref())
+            .map(|n| n.tolerance_used);
+        let needed =
+            ideal_used.is_some_and(|u| u <= 1.0) && o.ratio.is_some_and(|r| r > NOISE_FACTOR);
+        let origin = &graph.nodes[o.node_index];
+        c.causes.push(inherited(&o, origin, needed, ideal_used));
+        c.causes.sort_by_key(|k| k.confidence);
+        let known = |k: &Culprit| k.node_index == o.node_index;
+        if needed && !blamed.iter().any(known) {
+            blamed.push(culprit(graph, nodes, &o, c, ideal_used.unwrap_or(f64::NAN)));
+        }
+    }
+    blamed.retain(|b| !culprits.iter().any(|c| c.node_index == b.node_index));
+    culprits.extend(blamed);
+    culprits.sort_by_key(|c| c.node_index);
+}
+
+/// The amplifier's cause: where what it amplifies starts, and whether that is beyond rounding.
+fn inherited(o: &Origin, origin: &crate::model::Node, needed: bool, ideal: Option<f64>) -> Cause {
+    let ratio = o.ratio.unwrap_or(f64::NAN);
+    let verdict = match needed {
+        true => format!(
+            "beyond rounding; the ideal run (every value correctly rounded) keeps this node at {}× its tolerance",
+            num(ideal.unwrap_or(f64::NAN))
+        ),
+        false => "within what rounding to the target's precision makes: the precision itself".into(),
+    };
+    Cause {
+        kind: CauseKind::Inherited,
+        summary: format!(
+            "the error it amplifies starts at {} `{}` (node #{}): alone, fed with reference inputs, that node is off \
+             by {} ({}× correct rounding), {:.0}% of the {} its value `{}` carries in the graph — {verdict}; path {}",
+            origin.op_type,
+            origin.name,
+            o.node_index,
+            num(o.own),
+            num(ratio),
+            100.0 * (o.own / o.carried).min(1.0),
+            num(o.carried),
+            o.value,
+            short(&o.path)
+        ),
+        evidence: [
+            ("origin_max_abs".to_string(), o.own),
+            ("origin_noise_ratio".to_string(), ratio),
+            ("origin_carried_max_abs".to_string(), o.carried),
+            ("ideal_tolerance_used".to_string(), ideal.unwrap_or(f64::NAN)),
+        ]
+        .into(),
+        confidence: match needed {
+            true => Confidence::High,
+            false => Confidence::Medium,
+        },
+        fix: match needed {
+            true => format!(
+                "check `{}`'s kernel and data on the target (weights, attributes, its execution provider): its \
+                 own error is what this node amplifies",
+                origin.name
+            ),
+            false => "raise the precision of the path from the origin to this node (--keep-fp32 on its nodes)"
+                .into(),
+        },
+        nodes: vec![origin.name.clone()],
+    }
+}
+
+/// A path of nodes, its middle elided past eight.
+fn short(path: &[String]) -> String {
+    match path.len() {
+        0..=8 => path.join(" → "),
+        n => format!(
+            "{} → … ({} more) … → {}",
+            path[..3].join(" → "),
+            n - 6,
+            path[n - 3..].join(" → ")
+        ),
+    }
+}
+
+/// The origin as a culprit of basis `origin`, for amplifier `c`.
+fn culprit(graph: &Graph, nodes: &[NodeReport], o: &Origin, c: &Culprit, ideal: f64) -> Culprit {
+    let n = &graph.nodes[o.node_index];
+    let (spoils, path) = super::culprit::downstream(graph, nodes, o.node_index);
+    Culprit {
+        node_index: o.node_index,
+        node: n.name.clone(),
+        op_type: n.op_type.clone(),
+        value: o.value.clone(),
+        basis: Basis::Origin,
+        max_abs: o.own,
+        noise_ratio: o.ratio,
+        causes: vec![Cause {
+            kind: CauseKind::BeyondRounding,
+            summary: format!(
+                "within tolerance itself, but its own error ({}, {}× correct rounding) is {:.0}% of what its value \
+                 carries, and {} `{}` (node #{}) amplifies it past its tolerance (max |t − r| {}), where the ideal \
+                 run (every value correctly rounded) stays at {}× its tolerance: the kernel or the data differ",
+                num(o.own),
+                num(o.ratio.unwrap_or(f64::NAN)),
+                100.0 * (o.own / o.carried).min(1.0),
+                c.op_type,
+                c.node,
+                c.node_index,
+                num(c.max_abs),
+                num(ideal)
+            ),
+            evidence: [
+                ("noise_ratio".to_string(), o.ratio.unwrap_or(f64::NAN)),
+                ("amplified_max_abs".to_string(), c.max_abs),
+                ("ideal_tolerance_used".to_string(), ideal),
+            ]
+            .into(),
+            confidence: Confidence::Medium,
+            fix: format!(
+                "compare `{}`'s weights and attributes in both models, and run it alone on the execution provider \
+                 to report its kernel",
+                n.name
+            ),
+            nodes: vec![c.node.clone()],
+        }],
+        spoils,
+        path,
+    }
+}

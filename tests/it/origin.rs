@@ -1,0 +1,100 @@
+//! An error born within tolerance and amplified past it downstream is traced to where it starts: the amplifier
+//! names its origin (an `inherited` cause), and the origin is blamed when the numbers say the failure needs it.
+
+use std::path::Path;
+
+use tract_onnx::pb;
+
+use crate::common::{
+    attr_ints, ensure_runtime, f32_tensor, node, phantom, read_json, value, write_model,
+};
+
+/// `d = (x·W + b) − mean(x·W + b)`: a bias of 10,000 makes the subtraction cancel 4 decimal digits, so an error of
+/// 0.05 in one bias element (1e-5 of the value's scale, within the `Add`'s tolerance; about 100× the rounding of
+/// fp32 at 10,000, far from an anomaly) fails `d`, while the correctly rounded run keeps it within tolerance.
+fn cancelling(path: &Path, fault: f32) {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut w = vec![];
+    for _ in 0..64 * 64 {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        w.push(((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.4);
+    }
+    let mut b = vec![10_000f32; 64];
+    b[7] += fault;
+    let mut mean = node("ReduceMean", &["y"], "mean");
+    mean.attribute.push(attr_ints("axes", &[1]));
+    let graph = pb::GraphProto {
+        name: "cancelling".into(),
+        node: vec![
+            node("MatMul", &["x", "w"], "xw"),
+            node("Add", &["xw", "b"], "y"),
+            mean,
+            node("Sub", &["y", "mean"], "d"),
+        ],
+        initializer: vec![
+            f32_tensor("w", vec![64, 64], w),
+            f32_tensor("b", vec![64], b),
+        ],
+        input: vec![value("x", &[1, 64])],
+        output: vec![value("d", &[1, 64])],
+        ..Default::default()
+    };
+    write_model(path, graph, 13);
+}
+
+#[test]
+fn an_amplified_bias_fault_is_traced_to_its_origin() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, faulty) = (
+        dir.path().join("clean.onnx"),
+        dir.path().join("faulty.onnx"),
+    );
+    cancelling(&clean, 0.0);
+    cancelling(&faulty, 0.05);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        clean.to_str().unwrap(),
+        "--target-model",
+        faulty.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let r = read_json(&json);
+    let culprits = r["verdict"]["culprits"].as_array().unwrap();
+    let by = |name: &str| culprits.iter().find(|c| c["node"] == name).unwrap();
+    // The bias `Add` is within tolerance, and not an anomaly: only the trace names it.
+    assert!(
+        r["verdict"]["anomalies"].as_array().unwrap().is_empty(),
+        "{out}"
+    );
+    let origin = by("y");
+    assert_eq!(origin["basis"], "origin", "{out}");
+    let ratio = origin["noise_ratio"].as_f64().unwrap();
+    assert!((8.0..2048.0).contains(&ratio), "{ratio}");
+    assert!(
+        (origin["max_abs"].as_f64().unwrap() - 0.05).abs() < 0.005,
+        "{out}"
+    );
+    // With --target-model the differing bias is its first cause.
+    assert_eq!(origin["causes"][0]["kind"], "weights_differ", "{out}");
+    // The amplifier: fails in the graph, passes alone, and names where what it amplifies starts.
+    let sub = by("d");
+    assert_eq!(sub["basis"], "cumulative", "{out}");
+    let inherited = (sub["causes"].as_array().unwrap().iter())
+        .find(|k| k["kind"] == "inherited")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(inherited["nodes"][0], "y");
+    assert!(
+        inherited["evidence"]["ideal_tolerance_used"]
+            .as_f64()
+            .unwrap()
+            < 1.0
+    );
+    assert!(out.contains("culprit 1: node #1 Add `y`"), "{out}");
+    // Without the fault the same model is clean: the trace blames nothing on rounding.
+    let (code, out, _) = phantom(&["onnx", clean.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+}
