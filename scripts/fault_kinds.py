@@ -7,6 +7,8 @@ Kinds (one node each, the middle candidate of the model):
   bias    0.01 × its largest magnitude added to every element of a Conv/Gemm bias or an Add's float constant
   act     a Relu made a LeakyRelu (α 0.01), a Sigmoid a HardSigmoid, a Tanh a Softsign, or a Clip's ceiling lowered 5%
   eps     a BatchNormalization/LayerNormalization/InstanceNormalization epsilon times 1000 (at least 1e-3)
+  cast16  a float32 value (the output of the middle Conv/MatMul/Gemm/Add/Mul) stored in float16 and read back
+          (Cast → Cast), as a runtime that keeps one intermediate in half precision would
 A fault counts as named when any node reading the faulted weight (or the changed node) is a culprit or an anomaly;
 a clean verdict is reported as `clean` (the fault may sit within the noise or on a path the inputs do not reach) and
 counted apart from misses. Prints one line per model and kind and a summary; exits 1 if a drift names another node.
@@ -103,7 +105,22 @@ def eps(m, inits):
     return {n.name}
 
 
-KINDS = {"weight": weight, "bias": bias, "act": act, "eps": eps}
+def cast16(m, inits):
+    cands = [n for n in m.graph.node if n.op_type in ("Conv", "MatMul", "Gemm", "Add", "Mul") and n.domain in ("", "ai.onnx")]
+    n = middle(cands)
+    if n is None:
+        return None
+    out = n.output[0]
+    n.output[0] = out + "__fp32"
+    at = list(m.graph.node).index(n) + 1
+    half = helper.make_node("Cast", [out + "__fp32"], [out + "__fp16"], name=n.name + "__to_fp16", to=onnx.TensorProto.FLOAT16)
+    back = helper.make_node("Cast", [out + "__fp16"], [out], name=n.name + "__to_fp32", to=onnx.TensorProto.FLOAT)
+    m.graph.node.insert(at, back)
+    m.graph.node.insert(at, half)
+    return {n.name, half.name, back.name}
+
+
+KINDS = {"weight": weight, "bias": bias, "act": act, "eps": eps, "cast16": cast16}
 
 
 def inject(path, out, kind):

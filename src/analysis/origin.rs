@@ -31,6 +31,9 @@ pub struct Origin {
     pub carried: f64,
     /// Its own error over that of correct rounding.
     pub ratio: Option<f64>,
+    /// Its own error was not measured (the node did not run alone): the error only jumps there, its inputs
+    /// carrying less than half of the share of their tolerance its value uses.
+    pub unmeasured: bool,
     /// Node names from the origin to the amplifier.
     pub path: Vec<String>,
 }
@@ -51,22 +54,38 @@ pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origi
     for _ in 0..nodes.len() {
         let (producer, v) = most_used_input(n, values)?;
         path.push(producer.name.clone());
-        let own = v.introduced.as_ref()?;
         let carried = v.metrics.as_ref()?.max_abs;
-        if own.metrics.max_abs >= carried / 2.0 {
+        let (own, ratio, unmeasured) = match &v.introduced {
+            Some(own) => (own.metrics.max_abs, own.ratio, false),
+            None if jumps(producer, v, values) => (f64::NAN, None, true),
+            None => return None,
+        };
+        if unmeasured || own >= carried / 2.0 {
             path.reverse();
             return Some(Origin {
                 node_index: producer.index,
                 value: v.name.clone(),
-                own: own.metrics.max_abs,
+                own,
                 carried,
-                ratio: own.ratio,
+                ratio,
+                unmeasured,
                 path,
             });
         }
         n = producer;
     }
     None
+}
+
+/// Whether value `v` of node `n` uses more than twice the share of its tolerance any of its inputs does: the error
+/// is born (or amplified) there, which only its own run could tell apart.
+fn jumps(n: &NodeReport, v: &ValueReport, values: &Values) -> bool {
+    let used = |v: &ValueReport| v.metrics.as_ref().map_or(0.0, |m| m.tolerance_used);
+    let inputs = (n.inputs.iter())
+        .filter_map(|i| values.get(i.as_str()))
+        .map(|(_, v)| used(v))
+        .fold(0.0, f64::max);
+    used(v) > 2.0 * inputs
 }
 
 /// The input of `n` that uses the most of its tolerance in the graph (a compared value that carries some error;
@@ -84,8 +103,15 @@ fn most_used_input<'n>(
 }
 
 /// Adds an `inherited` cause to each culprit that amplifies an error born upstream, and the origins the numbers
-/// blame as culprits of basis `origin` (each once, in topological order among the others).
-pub fn blame(graph: &Graph, nodes: &[NodeReport], culprits: &mut Vec<Culprit>) {
+/// blame as culprits of basis `origin` (each once, in topological order among the others). `differs` tells whether
+/// the target's own model (`--target-model`) computes a value otherwise than the reference's: an origin whose own
+/// error was not measured is blamed on that evidence only.
+pub fn blame(
+    graph: &Graph,
+    nodes: &[NodeReport],
+    culprits: &mut Vec<Culprit>,
+    differs: &dyn Fn(&str) -> bool,
+) {
     let values: Values = (nodes.iter())
         .flat_map(|n| n.values.iter().map(move |v| (v.name.as_str(), (n, v))))
         .collect();
@@ -94,17 +120,21 @@ pub fn blame(graph: &Graph, nodes: &[NodeReport], culprits: &mut Vec<Culprit>) {
         let Some(o) = trace(nodes, &values, c) else {
             continue;
         };
-        let ideal_used = (values.get(c.value.as_str()))
+        let ideal = (values.get(c.value.as_str()))
             .and_then(|(_, v)| v.noise.as_ref())
-            .map(|n| n.tolerance_used);
-        let needed =
-            ideal_used.is_some_and(|u| u <= 1.0) && o.ratio.is_some_and(|r| r > NOISE_FACTOR);
+            .map(|n| n.tolerance_used)
+            .filter(|u| *u <= 1.0);
+        let beyond = match o.unmeasured {
+            false => o.ratio.is_some_and(|r| r > NOISE_FACTOR),
+            true => differs(&o.value),
+        };
+        let needed = ideal.filter(|_| beyond);
         let origin = &graph.nodes[o.node_index];
-        c.causes.push(inherited(&o, origin, needed, ideal_used));
+        c.causes.push(inherited(&o, origin, needed));
         c.causes.sort_by_key(|k| k.confidence);
         let known = |k: &Culprit| k.node_index == o.node_index;
-        if needed && !blamed.iter().any(known) {
-            blamed.push(culprit(graph, nodes, &o, c, ideal_used.unwrap_or(f64::NAN)));
+        if let (Some(ideal), false) = (needed, blamed.iter().any(known)) {
+            blamed.push(culprit(graph, nodes, &o, c, ideal));
         }
     }
     blamed.retain(|b| !culprits.iter().any(|c| c.node_index == b.node_index));
@@ -112,49 +142,74 @@ pub fn blame(graph: &Graph, nodes: &[NodeReport], culprits: &mut Vec<Culprit>) {
     culprits.sort_by_key(|c| c.node_index);
 }
 
-/// The amplifier's cause: where what it amplifies starts, and whether that is beyond rounding.
-fn inherited(o: &Origin, origin: &crate::model::Node, needed: bool, ideal: Option<f64>) -> Cause {
-    let ratio = o.ratio.unwrap_or(f64::NAN);
-    let verdict = match needed {
-        true => format!(
-            "beyond rounding; the ideal run (every value correctly rounded) keeps this node at {}× its tolerance",
-            num(ideal.unwrap_or(f64::NAN))
+/// What the origin's own error is, in words: measured alone, or only seen as a jump in the graph.
+fn own_error(o: &Origin) -> String {
+    match o.unmeasured {
+        false => format!(
+            "alone, fed with reference inputs, that node is off by {} ({}× correct rounding), {:.0}% of the {} its \
+             value `{}` carries in the graph",
+            num(o.own),
+            num(o.ratio.unwrap_or(f64::NAN)),
+            100.0 * (o.own / o.carried).min(1.0),
+            num(o.carried),
+            o.value
         ),
-        false => "within what rounding to the target's precision makes: the precision itself".into(),
+        true => format!(
+            "its value `{}` carries {} in the graph, more than twice the share of their tolerance its inputs use \
+             (it did not run alone: its own error is not measured)",
+            o.value,
+            num(o.carried)
+        ),
+    }
+}
+
+/// The amplifier's cause: where what it amplifies starts, and whether that is beyond rounding (`needed`: the
+/// share of its tolerance the ideal run uses, when the origin is blamed).
+fn inherited(o: &Origin, origin: &crate::model::Node, needed: Option<f64>) -> Cause {
+    let verdict = match (needed, o.unmeasured) {
+        (Some(ideal), false) => format!(
+            "beyond rounding; the ideal run (every value correctly rounded) keeps this node at {}× its tolerance",
+            num(ideal)
+        ),
+        (Some(ideal), true) => format!(
+            "the target's model computes that value otherwise than the reference's; the ideal run (every value \
+             correctly rounded) keeps this node at {}× its tolerance",
+            num(ideal)
+        ),
+        (None, false) => {
+            "within what rounding to the target's precision makes: the precision itself".into()
+        }
+        (None, true) => "nothing more is known of it".into(),
     };
     Cause {
         kind: CauseKind::Inherited,
         summary: format!(
-            "the error it amplifies starts at {} `{}` (node #{}): alone, fed with reference inputs, that node is off \
-             by {} ({}× correct rounding), {:.0}% of the {} its value `{}` carries in the graph — {verdict}; path {}",
+            "the error it amplifies starts at {} `{}` (node #{}): {} — {verdict}; path {}",
             origin.op_type,
             origin.name,
             o.node_index,
-            num(o.own),
-            num(ratio),
-            100.0 * (o.own / o.carried).min(1.0),
-            num(o.carried),
-            o.value,
+            own_error(o),
             short(&o.path)
         ),
         evidence: [
             ("origin_max_abs".to_string(), o.own),
-            ("origin_noise_ratio".to_string(), ratio),
+            ("origin_noise_ratio".to_string(), o.ratio.unwrap_or(f64::NAN)),
             ("origin_carried_max_abs".to_string(), o.carried),
-            ("ideal_tolerance_used".to_string(), ideal.unwrap_or(f64::NAN)),
+            ("ideal_tolerance_used".to_string(), needed.unwrap_or(f64::NAN)),
         ]
         .into(),
-        confidence: match needed {
-            true => Confidence::High,
-            false => Confidence::Medium,
+        confidence: match (needed, o.unmeasured) {
+            (Some(_), _) => Confidence::High,
+            (None, false) => Confidence::Medium,
+            (None, true) => Confidence::Low,
         },
         fix: match needed {
-            true => format!(
+            Some(_) => format!(
                 "check `{}`'s kernel and data on the target (weights, attributes, its execution provider): its \
                  own error is what this node amplifies",
                 origin.name
             ),
-            false => "raise the precision of the path from the origin to this node (--keep-fp32 on its nodes)"
+            None => "raise the precision of the path from the origin to this node (--keep-fp32 on its nodes)"
                 .into(),
         },
         nodes: vec![origin.name.clone()],
@@ -174,32 +229,37 @@ fn short(path: &[String]) -> String {
     }
 }
 
-/// The origin as a culprit of basis `origin`, for amplifier `c`.
+/// The origin as a culprit of basis `origin`, for amplifier `c`, whose ideal run uses `ideal` of its tolerance.
 fn culprit(graph: &Graph, nodes: &[NodeReport], o: &Origin, c: &Culprit, ideal: f64) -> Culprit {
     let n = &graph.nodes[o.node_index];
     let (spoils, path) = super::culprit::downstream(graph, nodes, o.node_index);
+    let (kind, what) = match o.unmeasured {
+        false => (CauseKind::BeyondRounding, "the kernel or the data differ"),
+        true => (
+            CauseKind::NodeDiffers,
+            "the target's model computes this value otherwise than the reference's",
+        ),
+    };
     Culprit {
         node_index: o.node_index,
         node: n.name.clone(),
         op_type: n.op_type.clone(),
         value: o.value.clone(),
         basis: Basis::Origin,
-        max_abs: o.own,
+        max_abs: if o.unmeasured { o.carried } else { o.own },
         noise_ratio: o.ratio,
         causes: vec![Cause {
-            kind: CauseKind::BeyondRounding,
+            kind,
             summary: format!(
-                "within tolerance itself, but its own error ({}, {}× correct rounding) is {:.0}% of what its value \
-                 carries, and {} `{}` (node #{}) amplifies it past its tolerance (max |t − r| {}), where the ideal \
-                 run (every value correctly rounded) stays at {}× its tolerance: the kernel or the data differ",
-                num(o.own),
-                num(o.ratio.unwrap_or(f64::NAN)),
-                100.0 * (o.own / o.carried).min(1.0),
+                "within tolerance itself, but {} `{}` (node #{}) amplifies the error that starts here past its \
+                 tolerance (max |t − r| {}), where the ideal run (every value correctly rounded) stays at {}× its \
+                 tolerance; {}: {what}",
                 c.op_type,
                 c.node,
                 c.node_index,
                 num(c.max_abs),
-                num(ideal)
+                num(ideal),
+                own_error(o).replacen("that node is", "it is", 1)
             ),
             evidence: [
                 ("noise_ratio".to_string(), o.ratio.unwrap_or(f64::NAN)),

@@ -222,7 +222,11 @@ fn find(
         }
         None => Ok(false),
     };
-    analysis::origin::blame(&p.graph, &nodes, &mut verdict.culprits);
+    let models = (lane.spec.model.as_ref())
+        .and(lane.target.own_model())
+        .map(|t| causes::differ::Models::new(&p.graph, t));
+    let differs = |v: &str| models.as_ref().is_some_and(|m| !m.explain(v).is_empty());
+    analysis::origin::blame(&p.graph, &nodes, &mut verdict.culprits, &differs);
     verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, |v| operands_of(cmp, rounding, v));
     anomaly::classify(&mut verdict, &nodes);
     if lane.spec.model.is_some() {

@@ -18,14 +18,19 @@ fn basis(c: &Culprit) -> String {
             "fails even computed exactly with values stored in the target's precision (max |ideal − f64| {})",
             num(c.max_abs)
         ),
-        Basis::Origin => format!(
-            "within tolerance, but its own error (fed with reference inputs, max |t − r| {}{}) is where the error a \
-             culprit downstream amplifies starts",
-            num(c.max_abs),
-            c.noise_ratio
-                .map(|r| format!(", {}× the error of correct rounding", num(r)))
-                .unwrap_or_default()
-        ),
+        Basis::Origin => match c.noise_ratio {
+            Some(r) => format!(
+                "within tolerance, but its own error (fed with reference inputs, max |t − r| {}, {}× the error of \
+                 correct rounding) is where the error a culprit downstream amplifies starts",
+                num(c.max_abs),
+                num(r)
+            ),
+            None => format!(
+                "within tolerance, but the error its value carries (max |t − r| {}) is where the error a culprit \
+                 downstream amplifies starts",
+                num(c.max_abs)
+            ),
+        },
         Basis::Cumulative => format!("fails in the graph on clean inputs (max |t − r| {})", num(c.max_abs)),
     }
 }

@@ -6,13 +6,14 @@ use std::path::Path;
 use tract_onnx::pb;
 
 use crate::common::{
-    attr_ints, ensure_runtime, f32_tensor, node, phantom, read_json, value, write_model,
+    attr_int, attr_ints, ensure_runtime, f32_tensor, node, phantom, read_json, value, write_model,
 };
 
 /// `d = (x·W + b) − mean(x·W + b)`: a bias of 10,000 makes the subtraction cancel 4 decimal digits, so an error of
 /// 0.05 in one bias element (1e-5 of the value's scale, within the `Add`'s tolerance; about 100× the rounding of
 /// fp32 at 10,000, far from an anomaly) fails `d`, while the correctly rounded run keeps it within tolerance.
-fn cancelling(path: &Path, fault: f32) {
+/// With `half`, the target's model stores `y` in float16 and reads it back (`y` then comes from a `Cast`).
+fn cancelling(path: &Path, fault: f32, half: bool) {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut w = vec![];
     for _ in 0..64 * 64 {
@@ -23,14 +24,23 @@ fn cancelling(path: &Path, fault: f32) {
     b[7] += fault;
     let mut mean = node("ReduceMean", &["y"], "mean");
     mean.attribute.push(attr_ints("axes", &[1]));
+    let mut nodes = vec![
+        node("MatMul", &["x", "w"], "xw"),
+        node("Add", &["xw", "b"], "y"),
+    ];
+    if half {
+        nodes[1].output[0] = "y32".into();
+        let mut to16 = node("Cast", &["y32"], "y16");
+        to16.attribute.push(attr_int("to", 10));
+        let mut to32 = node("Cast", &["y16"], "y");
+        to32.name = "y_to_fp32".into();
+        to32.attribute.push(attr_int("to", 1));
+        nodes.extend([to16, to32]);
+    }
+    nodes.extend([mean, node("Sub", &["y", "mean"], "d")]);
     let graph = pb::GraphProto {
         name: "cancelling".into(),
-        node: vec![
-            node("MatMul", &["x", "w"], "xw"),
-            node("Add", &["xw", "b"], "y"),
-            mean,
-            node("Sub", &["y", "mean"], "d"),
-        ],
+        node: nodes,
         initializer: vec![
             f32_tensor("w", vec![64, 64], w),
             f32_tensor("b", vec![64], b),
@@ -50,8 +60,8 @@ fn an_amplified_bias_fault_is_traced_to_its_origin() {
         dir.path().join("clean.onnx"),
         dir.path().join("faulty.onnx"),
     );
-    cancelling(&clean, 0.0);
-    cancelling(&faulty, 0.05);
+    cancelling(&clean, 0.0, false);
+    cancelling(&faulty, 0.05, false);
     let json = dir.path().join("r.json");
     let (code, out, err) = phantom(&[
         "onnx",
@@ -97,4 +107,43 @@ fn an_amplified_bias_fault_is_traced_to_its_origin() {
     // Without the fault the same model is clean: the trace blames nothing on rounding.
     let (code, out, _) = phantom(&["onnx", clean.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
+}
+
+/// The same amplifier when the target's model computes `y` otherwise (stored in float16 and read back: a `Cast`
+/// where the reference has the `Add`): the `Add` cannot run alone, so the trace sees the error jump at its value,
+/// and blames it on the models' difference.
+#[test]
+fn an_amplified_error_where_the_target_model_differs_is_traced_to_that_node() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, faulty) = (dir.path().join("clean.onnx"), dir.path().join("half.onnx"));
+    cancelling(&clean, 0.0, false);
+    cancelling(&faulty, 0.0, true);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        clean.to_str().unwrap(),
+        "--target-model",
+        faulty.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let r = read_json(&json);
+    let c = &r["verdict"]["culprits"];
+    assert_eq!(c[0]["node"], "y", "{out}");
+    assert_eq!(c[0]["basis"], "origin", "{out}");
+    assert!(c[0]["noise_ratio"].is_null(), "not measured alone: {out}");
+    assert_eq!(c[0]["causes"][0]["kind"], "node_differs", "{out}");
+    assert_eq!(c[1]["node"], "d", "{out}");
+    let inherited = (c[1]["causes"].as_array().unwrap().iter())
+        .find(|k| k["kind"] == "inherited")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        inherited["summary"]
+            .as_str()
+            .unwrap()
+            .contains("not measured"),
+        "{out}"
+    );
 }
