@@ -105,8 +105,19 @@ def eps(m, inits):
     return {n.name}
 
 
+def float32_values(m):
+    """Names of the values shape inference types as float32 (none when it fails)."""
+    try:
+        g = onnx.shape_inference.infer_shapes(m).graph
+    except Exception:
+        return set()
+    return {v.name for v in list(g.value_info) + list(g.output) if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+
+
 def cast16(m, inits):
-    cands = [n for n in m.graph.node if n.op_type in ("Conv", "MatMul", "Gemm", "Add", "Mul") and n.domain in ("", "ai.onnx")]
+    floats = float32_values(m)
+    cands = [n for n in m.graph.node if n.op_type in ("Conv", "MatMul", "Gemm", "Add", "Mul")
+             and n.domain in ("", "ai.onnx") and n.output[0] in floats]
     n = middle(cands)
     if n is None:
         return None

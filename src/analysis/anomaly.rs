@@ -16,7 +16,7 @@
 
 use super::attribution::NOISE_FACTOR;
 use crate::report::model::{
-    Anomaly, Culprit, NodeRef, NodeReport, Status, ValueReport, ValueStatus, Verdict,
+    Anomaly, Basis, Culprit, NodeRef, NodeReport, Status, ValueReport, ValueStatus, Verdict,
 };
 use crate::tensor::DType;
 use crate::units::num;
@@ -125,11 +125,16 @@ pub fn find(
     culprits: &[Culprit],
     operands: impl Fn(&str) -> Operands,
 ) -> Vec<Anomaly> {
-    let blamed = |n: &NodeReport| culprits.iter().any(|c| c.node_index == n.index);
+    // A failing value's node, or an origin's, is listed as a culprit already.
+    let blamed = |n: &NodeReport, v: &ValueReport| {
+        (culprits.iter())
+            .filter(|c| c.node_index == n.index)
+            .any(|c| v.status == ValueStatus::Fail || c.basis == Basis::Origin)
+    };
     nodes
         .iter()
         .flat_map(|n| n.values.iter().map(move |v| (n, v)))
-        .filter(|(n, v)| v.status == ValueStatus::Pass || !blamed(n))
+        .filter(|(n, v)| !blamed(n, v))
         .filter(|(_, v)| v.adopted.is_none())
         .filter_map(|(n, v)| anomaly(n, v, operands(&v.name)))
         .collect()

@@ -110,8 +110,8 @@ fn an_amplified_bias_fault_is_traced_to_its_origin() {
 }
 
 /// The same amplifier when the target's model computes `y` otherwise (stored in float16 and read back: a `Cast`
-/// where the reference has the `Add`): the `Add` cannot run alone, so the trace sees the error jump at its value,
-/// and blames it on the models' difference.
+/// where the reference has the `Add`): the chain `Add → Cast → Cast` runs alone in its place, so its own error is
+/// measured (fp16's rounding at 10,000, about 2,000× fp32's) and the models' difference comes first.
 #[test]
 fn an_amplified_error_where_the_target_model_differs_is_traced_to_that_node() {
     ensure_runtime();
@@ -133,17 +133,17 @@ fn an_amplified_error_where_the_target_model_differs_is_traced_to_that_node() {
     let c = &r["verdict"]["culprits"];
     assert_eq!(c[0]["node"], "y", "{out}");
     assert_eq!(c[0]["basis"], "origin", "{out}");
-    assert!(c[0]["noise_ratio"].is_null(), "not measured alone: {out}");
+    let ratio = c[0]["noise_ratio"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("measured alone: {out}"));
+    assert!(
+        (1000.0..5000.0).contains(&ratio),
+        "fp16 over fp32 rounding: {ratio}"
+    );
     assert_eq!(c[0]["causes"][0]["kind"], "node_differs", "{out}");
     assert_eq!(c[1]["node"], "d", "{out}");
     let inherited = (c[1]["causes"].as_array().unwrap().iter())
         .find(|k| k["kind"] == "inherited")
         .unwrap_or_else(|| panic!("{out}"));
-    assert!(
-        inherited["summary"]
-            .as_str()
-            .unwrap()
-            .contains("not measured"),
-        "{out}"
-    );
+    assert_eq!(inherited["nodes"][0], "y", "{out}");
 }

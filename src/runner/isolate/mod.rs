@@ -8,7 +8,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tract_onnx::pb::{type_proto, TypeProto, ValueInfoProto};
+use tract_onnx::pb::{type_proto, NodeProto, TypeProto, ValueInfoProto};
+
+mod chain;
 
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
@@ -86,64 +88,99 @@ pub struct Isolated {
     pub excluded: HashMap<String, String>,
 }
 
-/// Builds the isolated model of `target`'s nodes that correspond to nodes of `original` (same name), for the values
-/// the reference computed (`available`).
-pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result<Isolated> {
-    let mut proto = decode(target)?;
-    let g = proto.graph.as_mut().expect("decoded models have a graph");
-    let types = infer(g, &HashMap::new());
-    let inits: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
-    let wanted: HashSet<&str> = original.nodes.iter().map(|n| n.name.as_str()).collect();
-    let mut excluded = HashMap::new();
-    let mut feeds: Vec<(String, String, DType)> = vec![];
-    let mut feed_of: HashMap<String, String> = HashMap::new();
-    let mut nodes = vec![];
-    for mut n in std::mem::take(&mut g.node) {
-        if n.name.is_empty() || !wanted.contains(n.name.as_str()) {
-            continue;
-        }
-        if n.attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-        {
-            excluded.insert(n.name.clone(), "has a control-flow body".into());
-            continue;
-        }
-        let mut ok = true;
-        for i in n
-            .input
-            .iter()
-            .filter(|i| !i.is_empty() && !inits.contains(*i))
-        {
-            let base = base_name(i);
-            let dtype = feed_dtype(i, &types, available);
-            if !available.has(base) || dtype.is_none() {
-                excluded.insert(
-                    n.name.clone(),
-                    format!("the reference has no value for its input `{base}`"),
-                );
-                ok = false;
-                break;
+/// How the isolated model is fed: each input the reference computed becomes a graph input of its own, read in the
+/// type the target's node reads it in.
+pub(super) struct Feeder<'a> {
+    types: HashMap<String, i32>,
+    inits: HashSet<String>,
+    available: &'a dyn Values,
+    /// (graph input, original value it carries, element type the node reads).
+    feeds: Vec<(String, String, DType)>,
+    feed_of: HashMap<String, String>,
+}
+
+impl Feeder<'_> {
+    /// Whether `i` is read from the model itself (an initializer, or no input at all).
+    pub(super) fn is_own(&self, i: &str) -> bool {
+        i.is_empty() || self.inits.contains(i)
+    }
+
+    /// The first input of `n` the reference cannot feed, by its original name.
+    pub(super) fn missing<'n>(&self, n: &'n NodeProto) -> Option<&'n str> {
+        (n.input.iter())
+            .filter(|i| !self.is_own(i))
+            .find(|i| {
+                !self.available.has(base_name(i))
+                    || feed_dtype(i, &self.types, self.available).is_none()
+            })
+            .map(|i| base_name(i))
+    }
+
+    /// Renames each input of `n` the reference feeds to its graph input (all must be fed: see [`Self::missing`]).
+    pub(super) fn feed(&mut self, n: &mut NodeProto, fed: impl Fn(&str) -> bool) {
+        for i in n.input.iter_mut().filter(|i| fed(i)) {
+            if self.is_own(i) {
+                continue;
             }
-        }
-        if !ok {
-            continue;
-        }
-        for i in n
-            .input
-            .iter_mut()
-            .filter(|i| !i.is_empty() && !inits.contains(*i))
-        {
-            let feed = feed_of.entry(i.clone()).or_insert_with(|| {
+            let (types, available) = (&self.types, self.available);
+            let feeds = &mut self.feeds;
+            let feed = self.feed_of.entry(i.clone()).or_insert_with(|| {
                 let f = format!("{FEED}{i}");
-                let d = feed_dtype(i, &types, available).expect("checked above");
+                let d = feed_dtype(i, types, available).expect("checked by missing");
                 feeds.push((f.clone(), base_name(i).to_string(), d));
                 f
             });
             *i = feed.clone();
         }
+    }
+}
+
+/// Whether `n` holds a control-flow body.
+fn has_body(n: &NodeProto) -> bool {
+    n.attribute
+        .iter()
+        .any(|a| a.g.is_some() || !a.graphs.is_empty())
+}
+
+/// Builds the isolated model of `target`'s nodes that correspond to nodes of `original` (same name), for the values
+/// the reference computed (`available`); a value the target computes with other nodes (a `--target-model` that
+/// stores it in float16 and reads it back, or scales it) is computed by that chain of nodes ([`chain`]).
+pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result<Isolated> {
+    let mut proto = decode(target)?;
+    let g = proto.graph.as_mut().expect("decoded models have a graph");
+    let mut feeder = Feeder {
+        types: infer(g, &HashMap::new()),
+        inits: g.initializer.iter().map(|t| t.name.clone()).collect(),
+        available,
+        feeds: vec![],
+        feed_of: HashMap::new(),
+    };
+    let wanted: HashSet<&str> = original.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut excluded = HashMap::new();
+    let mut nodes = vec![];
+    let all = std::mem::take(&mut g.node);
+    for n in &all {
+        if n.name.is_empty() || !wanted.contains(n.name.as_str()) {
+            continue;
+        }
+        if has_body(n) {
+            excluded.insert(n.name.clone(), "has a control-flow body".into());
+            continue;
+        }
+        if let Some(base) = feeder.missing(n) {
+            let why = format!("the reference has no value for its input `{base}`");
+            excluded.insert(n.name.clone(), why);
+            continue;
+        }
+        let mut n = n.clone();
+        feeder.feed(&mut n, |_| true);
         nodes.push(n);
     }
+    let computed: HashSet<String> = (nodes.iter().flat_map(|n| n.output.iter()))
+        .map(|o| base_name(o).to_string())
+        .collect();
+    nodes.extend(chain::all(original, &all, &computed, &mut feeder));
+    let Feeder { feeds, .. } = feeder;
     if nodes.is_empty() {
         // Nothing to run alone (a group of nodes the reference cannot feed): no model to build.
         return Ok(Isolated {
@@ -169,7 +206,7 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
     g.output = nodes
         .iter()
         .flat_map(|n| n.output.iter())
-        .filter(|o| !o.is_empty())
+        .filter(|o| !o.is_empty() && !o.starts_with(chain::INSIDE))
         .map(|o| surgery::untyped_output(o))
         .collect();
     g.input = feeds.iter().map(|(f, _, d)| vi(f, d.onnx_code())).collect();
