@@ -71,7 +71,8 @@ fn a_half_percent_fault_is_found_at_any_activation_scale() {
             "±{range}: atol {atol}, rms {rms}"
         );
     }
-    // The same fault with a fixed absolute tolerance (as before scaling): 1e-4 swallows all of ±2e-6.
+    // The same fault with a fixed absolute tolerance (as before scaling): 1e-4 swallows all of ±2e-6, so no value
+    // fails; the fault is still far beyond rounding (the perturbing `Mul` and the Conv run alone as one chain).
     let json = dir.path().join("fixed.json");
     let (code, out, _) = phantom(&[
         "onnx",
@@ -84,7 +85,14 @@ fn a_half_percent_fault_is_found_at_any_activation_scale() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert_eq!(code, 0, "an explicit --atol is applied as given: {out}");
+    assert_eq!(code, 1, "{out}");
+    let r = read_json(&json);
+    assert_eq!(
+        r["verdict"]["failing_values"], 0,
+        "an explicit --atol is applied as given: {out}"
+    );
+    assert_eq!(r["verdict"]["status"], "anomalous", "{out}");
+    assert_eq!(r["verdict"]["anomalies"][0]["node"], "conv2", "{out}");
 }
 
 /// A 0.05% fault is within the fp32 tolerance (rtol 1e-3) but thousands of times the error of correct rounding:

@@ -354,23 +354,32 @@ fn fallback(
     r_out: Option<&ArrayD<f64>>,
     (observed, unexplained): (Option<f64>, Vec<String>),
 ) -> Cause {
-    if let Some(r) = c
-        .noise_ratio
+    // Alone out of tolerance where correctly rounding the f64 output is exact (no ratio): beyond rounding outright.
+    let exact = c.basis == Basis::Introduced && c.noise_ratio.is_none();
+    if let Some(r) = (c.noise_ratio)
+        .or(exact.then_some(f64::INFINITY))
         .filter(|r| *r > crate::analysis::anomaly::ROUNDING_FACTOR)
     {
         let why = match unexplained.is_empty() {
             true => String::new(),
             false => format!(" ({})", unexplained.join("; ")),
         };
+        let relative = observed.map(num).unwrap_or_else(|| "?".into());
+        let summary = match r.is_finite() {
+            true => format!(
+                "the node's own error is {}× the error of correctly rounding its f64 output to {} ({relative} \
+                 relative), far beyond what rounding explains",
+                num(r),
+                l.name
+            ),
+            false => format!(
+                "the node's own error ({relative} relative) is all beyond rounding, its f64 output being exact in {}",
+                l.name
+            ),
+        };
         return cause(
             CauseKind::BeyondRounding,
-            format!(
-                "the node's own error is {}× the error of correctly rounding its f64 output to {} ({} relative), far \
-                 beyond what rounding explains{why}: the kernel or the data differ",
-                num(r),
-                l.name,
-                observed.map(num).unwrap_or_else(|| "?".into())
-            ),
+            format!("{summary}{why}: the kernel or the data differ"),
             &[("noise_ratio", r), ("observed_relative", observed.unwrap_or(f64::NAN))],
             Confidence::Medium,
             format!(
