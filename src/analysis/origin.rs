@@ -41,7 +41,7 @@ pub struct Origin {
 type Values<'n> = HashMap<&'n str, (&'n NodeReport, &'n ValueReport)>;
 
 /// The origin of the error culprit `c` amplifies, when `c` fails in the graph while passing alone and each step
-/// back was measured.
+/// back was measured (a node that did not run alone ends the walk where the error jumps at its value).
 pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origin> {
     let at = |i: usize| nodes.iter().find(|n| n.index == i);
     let amplifier = at(c.node_index)?;
