@@ -13,9 +13,7 @@ A fault counts as named when any node reading the faulted weight (or the changed
 a clean verdict is reported as `clean` (the fault may sit within the noise or on a path the inputs do not reach) and
 counted apart from misses. Prints one line per model and kind and a summary; exits 1 if a drift names another node.
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -24,7 +22,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fault_sweep import flags  # noqa: E402
+from fault_sweep import flags, run  # noqa: E402
 
 
 def middle(cands):
@@ -153,16 +151,6 @@ def inject(path, out, kind):
     return readers
 
 
-def run(phantom, model, faulty, extra):
-    with tempfile.TemporaryDirectory() as d:
-        js = os.path.join(d, "r.json")
-        cmd = [phantom, "onnx", model, "--target-model", faulty, "--json", js] + extra
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if not os.path.exists(js):
-            return p.returncode, None, p.stderr.strip().splitlines()[-1:] or [""]
-        return p.returncode, json.load(open(js)), None
-
-
 def main():
     folder, phantom = sys.argv[1], sys.argv[2]
     kinds = sys.argv[3:] or list(KINDS)
@@ -180,7 +168,7 @@ def main():
                 code, r, err = run(phantom, faulty + ".ref.onnx", faulty, flags(name))
                 if r is None:
                     counts["error"] += 1
-                    print(f"{name:22s} {kind:6s} exit {code}: {err[0][:150]}")
+                    print(f"{name:22s} {kind:6s} exit {code}: {err[:150]}")
                     continue
                 v = r["verdict"]
                 named = [c["node"] for c in v.get("culprits", [])] + [a["node"] for a in v.get("anomalies", [])]

@@ -52,13 +52,15 @@ def inject(path, out, delta):
 
 
 def run(phantom, model, faulty, extra):
+    """(exit code, the JSON report or None, the last line of stderr) of `phantom onnx MODEL --target-model FAULTY`."""
     with tempfile.TemporaryDirectory() as d:
         js = os.path.join(d, "r.json")
         cmd = [phantom, "onnx", model, "--target-model", faulty, "--json", js] + extra
         p = subprocess.run(cmd, capture_output=True, text=True)
+        last = (p.stderr.strip().splitlines() or [""])[-1]
         if not os.path.exists(js):
-            return p.returncode, None
-        return p.returncode, json.load(open(js))
+            return p.returncode, None, last
+        return p.returncode, json.load(open(js)), last
 
 
 def main():
@@ -79,7 +81,7 @@ def main():
                     break
                 node, readers = hit
                 for mode, extra in [("screened", []), ("all", ["--attribute-all"])]:
-                    code, r = run(phantom, path, faulty, flags(name) + extra)
+                    code, r, _ = run(phantom, path, faulty, flags(name) + extra)
                     if r is None:
                         print(f"{name:18s} δ={delta:<7} {mode:8s} exit {code}: no report")
                         missed += 1

@@ -222,6 +222,7 @@ fn find(
         }
         None => Ok(false),
     };
+    // With `--target-model`: both models decoded once, for the origins and the differences at each finding.
     let models = (lane.spec.model.as_ref())
         .and(lane.target.own_model())
         .map(|t| causes::differ::Models::new(&p.graph, t));
@@ -229,8 +230,8 @@ fn find(
     analysis::origin::blame(&p.graph, &nodes, &mut verdict.culprits, &differs);
     verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, |v| operands_of(cmp, rounding, v));
     anomaly::classify(&mut verdict, &nodes);
-    if lane.spec.model.is_some() {
-        model_differences(p, lane, &mut verdict);
+    if let Some(models) = &models {
+        model_differences(models, &mut verdict);
     }
     Ok((Found { nodes, verdict }, causes, settled))
 }
@@ -266,11 +267,7 @@ fn explain_causes(
 }
 
 /// With `--target-model`: what differs between the two models at each culprit and anomaly, as their first causes.
-fn model_differences(p: &Prepared, lane: &Lane, verdict: &mut Verdict) {
-    let Some(target) = lane.target.own_model() else {
-        return;
-    };
-    let models = causes::differ::Models::new(&p.graph, target);
+fn model_differences(models: &causes::differ::Models, verdict: &mut Verdict) {
     for c in verdict.culprits.iter_mut() {
         let mut found = models.explain(&c.value);
         found.append(&mut c.causes);

@@ -1,7 +1,7 @@
 //! An error born within tolerance and amplified past it downstream is traced to where it starts: the amplifier
 //! names its origin (an `inherited` cause), and the origin is blamed when the numbers say the failure needs it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tract_onnx::pb;
 
@@ -52,17 +52,14 @@ fn cancelling(path: &Path, fault: f32, half: bool) {
     write_model(path, graph, 13);
 }
 
-#[test]
-fn an_amplified_bias_fault_is_traced_to_its_origin() {
+/// The clean model against its copy with `fault` in the bias (and `y` stored in float16 with `half`), in `dir`:
+/// drift (exit 1) asserted; the clean model, the terminal output and the JSON report.
+fn compared(dir: &Path, fault: f32, half: bool) -> (PathBuf, String, serde_json::Value) {
     ensure_runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let (clean, faulty) = (
-        dir.path().join("clean.onnx"),
-        dir.path().join("faulty.onnx"),
-    );
+    let (clean, faulty) = (dir.join("clean.onnx"), dir.join("faulty.onnx"));
     cancelling(&clean, 0.0, false);
-    cancelling(&faulty, 0.05, false);
-    let json = dir.path().join("r.json");
+    cancelling(&faulty, fault, half);
+    let json = dir.join("r.json");
     let (code, out, err) = phantom(&[
         "onnx",
         clean.to_str().unwrap(),
@@ -72,7 +69,13 @@ fn an_amplified_bias_fault_is_traced_to_its_origin() {
         json.to_str().unwrap(),
     ]);
     assert_eq!(code, 1, "{out}{err}");
-    let r = read_json(&json);
+    (clean, out, read_json(&json))
+}
+
+#[test]
+fn an_amplified_bias_fault_is_traced_to_its_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, out, r) = compared(dir.path(), 0.05, false);
     let culprits = r["verdict"]["culprits"].as_array().unwrap();
     let by = |name: &str| culprits.iter().find(|c| c["node"] == name).unwrap();
     // The bias `Add` is within tolerance, and not an anomaly: only the trace names it.
@@ -114,22 +117,8 @@ fn an_amplified_bias_fault_is_traced_to_its_origin() {
 /// measured (fp16's rounding at 10,000, about 2,000× fp32's) and the models' difference comes first.
 #[test]
 fn an_amplified_error_where_the_target_model_differs_is_traced_to_that_node() {
-    ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
-    let (clean, faulty) = (dir.path().join("clean.onnx"), dir.path().join("half.onnx"));
-    cancelling(&clean, 0.0, false);
-    cancelling(&faulty, 0.0, true);
-    let json = dir.path().join("r.json");
-    let (code, out, err) = phantom(&[
-        "onnx",
-        clean.to_str().unwrap(),
-        "--target-model",
-        faulty.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 1, "{out}{err}");
-    let r = read_json(&json);
+    let (_, out, r) = compared(dir.path(), 0.0, true);
     let c = &r["verdict"]["culprits"];
     assert_eq!(c[0]["node"], "y", "{out}");
     assert_eq!(c[0]["basis"], "origin", "{out}");

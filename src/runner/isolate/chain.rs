@@ -61,7 +61,7 @@ fn chain(
             return None;
         }
         for i in all[k].input.iter().filter(|i| !feeder.is_own(i)) {
-            if feeder.missing(&single(i)).is_none() {
+            if feeder.feeds(i) {
                 continue;
             }
             let &p = producer.get(i.as_str())?;
@@ -76,14 +76,6 @@ fn chain(
     let mut order: Vec<usize> = taken.into_iter().collect();
     order.sort_unstable();
     Some(order)
-}
-
-/// A node reading `input` alone, to ask the feeder about it.
-fn single(input: &str) -> NodeProto {
-    NodeProto {
-        input: vec![input.to_string()],
-        ..Default::default()
-    }
 }
 
 /// The chain's nodes `order` (of `all`) for `value`: inner values and node names prefixed with [`INSIDE`] and the

@@ -105,14 +105,15 @@ impl Feeder<'_> {
         i.is_empty() || self.inits.contains(i)
     }
 
+    /// Whether the reference can feed input `i` (a value it computed, in a type the node can read).
+    pub(super) fn feeds(&self, i: &str) -> bool {
+        self.available.has(base_name(i)) && feed_dtype(i, &self.types, self.available).is_some()
+    }
+
     /// The first input of `n` the reference cannot feed, by its original name.
     pub(super) fn missing<'n>(&self, n: &'n NodeProto) -> Option<&'n str> {
         (n.input.iter())
-            .filter(|i| !self.is_own(i))
-            .find(|i| {
-                !self.available.has(base_name(i))
-                    || feed_dtype(i, &self.types, self.available).is_none()
-            })
+            .find(|i| !self.is_own(i) && !self.feeds(i))
             .map(|i| base_name(i))
     }
 
