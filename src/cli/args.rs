@@ -350,6 +350,13 @@ pub struct RunArgs {
     /// Precision of the target: fp16/bf16 run phantom's conversion (ONNX Runtime) or f16 shaders (wgpu).
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,
+    /// Write the graph outputs as `.npy` into DIR, laid out as `phantom onnx --dump` does (`index.json`; the
+    /// reference's in f64 under `reference/`, the target's under its label).
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+    /// Replace an existing --dump directory.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]

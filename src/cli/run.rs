@@ -1,6 +1,6 @@
 //! `phantom run`: one side only, the f64 reference (every value computed, streamed and dropped) or the target
-//! (`--ep`; outputs only, or every value with `--all-values`); prints what ran, each graph output's shape and statistics, and the time taken (also the
-//! baselines of the benchmarks).
+//! (`--ep`; outputs only, or every value with `--all-values`); prints what ran, each graph output's shape and
+//! statistics, and the time taken (also the baselines of the benchmarks). `--dump DIR` writes the outputs as `.npy`.
 
 use std::time::Instant;
 
@@ -18,6 +18,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     let runtime = super::target_flags::runtime(&a.engine);
     let (graph, inputs) =
         crate::pipeline::prepared_model("run", &a.model, &spec_in, &runtime, true)?;
+    // Refused before any work when it exists (without --force).
+    let mut dump = match &a.dump {
+        Some(dir) => Some(crate::pipeline::dump::Dump::create(dir, a.force)?),
+        None => None,
+    };
     let t = Instant::now();
     // (values, bytes) the run computed; the reference streams them and keeps only the graph outputs.
     let mut computed = (0, 0);
@@ -59,6 +64,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         }
     };
     let ms = t.elapsed().as_secs_f64() * 1e3;
+    if let Some(d) = dump.take() {
+        let label = match a.runner {
+            Side::Reference => None,
+            Side::Target => Some(spec.label()),
+        };
+        write_outputs(d, &graph, &out, label)?;
+    }
     for o in &graph.outputs {
         match out.values.get(&o.name) {
             Some(t) => {
@@ -110,4 +122,31 @@ fn reference_outputs(
     out.values = values;
     out.missing.extend(missing);
     Ok(out)
+}
+
+/// Writes the graph outputs of one side into `dump`: the reference's (`label` None) or the target's under `label`.
+fn write_outputs(
+    mut dump: crate::pipeline::dump::Dump,
+    graph: &crate::model::Graph,
+    out: &crate::runner::RunOutput,
+    label: Option<String>,
+) -> crate::Result<()> {
+    for o in &graph.outputs {
+        let why = || {
+            out.missing
+                .get(&o.name)
+                .cloned()
+                .unwrap_or_else(|| "not computed".into())
+        };
+        let value = out.values.get(&o.name);
+        match &label {
+            None => dump.value(&o.name, &value.cloned().ok_or_else(why), &[]),
+            Some(l) => dump.value(
+                &o.name,
+                &Err("the reference did not run".into()),
+                &[(l.clone(), value)],
+            ),
+        }
+    }
+    dump.finish()
 }

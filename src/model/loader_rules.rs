@@ -1,6 +1,7 @@
 //! What ONNX Runtime's loader refuses before any kernel runs, checked by phantom for every target (the wgpu
 //! shaders and `--target-model` runs included) so that a model ORT would refuse is refused everywhere, with the
-//! node and attribute named: an IR version no ONNX release defines, a default-domain opset older than 7, a graph with nodes but no outputs, an attribute
+//! node and attribute named: an IR version no ONNX release defines, an op's legacy definition at a default-domain
+//! opset older than 7, a graph with nodes but no outputs, an attribute
 //! given twice, not defined by its op or carrying data of another type than it declares, a name defined twice (a graph input or initializer that a node also writes), an initializer whose
 //! dims are negative or overflow, and inputs of one-type ops (Add, MatMul, Conv…) whose declared element types
 //! differ (a float64 initializer beside float32 activations).
@@ -79,21 +80,49 @@ pub fn check(model: &ModelProto) -> Result<(), String> {
     nodes(g, &opsets)
 }
 
-/// The default-domain opset is one ONNX Runtime supports.
+/// The default-domain opset is one ONNX Runtime supports: below opset 7 it implements an op only where its
+/// definition at that opset is not a legacy one (`Relu(1)`, `Add(1)` carry `consumed_inputs` and have no kernel;
+/// `Not(1)` does).
 fn opset(model: &ModelProto) -> Result<(), String> {
     let default = model
         .opset_import
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx");
-    match default {
-        Some(o) if o.version < MIN_OPSET => Err(format!(
-            "it imports ai.onnx opset {}, older than any ONNX Runtime supports ({MIN_OPSET} and later; ops such as \
-             Relu and Add have no kernel at their opset-1 versions): convert it with \
-             onnx.version_converter.convert_version(model, 13)",
-            o.version
-        )),
-        _ => Ok(()),
+    let (Some(o), Some(g)) = (default, model.graph.as_ref()) else {
+        return Ok(());
+    };
+    if o.version >= MIN_OPSET {
+        return Ok(());
     }
+    let legacy = (g.node.iter())
+        .filter(|n| n.domain.is_empty() || n.domain == "ai.onnx")
+        .find(|n| {
+            resolved("", &n.op_type, o.version).is_some_and(|(_, a)| a.contains(&"consumed_inputs"))
+        });
+    match legacy {
+        Some(n) => Err(format!(
+            "it imports ai.onnx opset {}, where {} is the legacy definition no ONNX Runtime implements (it supports \
+             opset {MIN_OPSET} and later; ops such as Relu and Add have no kernel at their opset-1 versions): convert \
+             it with onnx.version_converter.convert_version(model, 13)",
+            o.version, n.op_type
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The definition of `op` in `domain` at `opset`: the version it was defined in and the attributes it defines.
+fn resolved(domain: &str, op: &str, opset: i64) -> Option<(i64, &'static [&'static str])> {
+    // The table is sorted by (domain, op, version): find the op's rows by binary search (a scan of all of them
+    // per node was a tenth of a 6,000-node model's import).
+    let table = super::onnx_attrs::ATTRIBUTES;
+    let key = (domain, op);
+    let first = table.partition_point(|(d, op, _, _)| (*d, *op) < key);
+    table[first..]
+        .iter()
+        .take_while(|(d, op, _, _)| (*d, *op) == key)
+        .filter(|(_, _, since, _)| *since <= opset)
+        .max_by_key(|(_, _, since, _)| *since)
+        .map(|(_, _, since, known)| (*since, *known))
 }
 
 fn at(i: usize, n: &NodeProto) -> String {
@@ -191,17 +220,7 @@ fn defined_attributes(n: &NodeProto, opsets: &HashMap<&str, i64>) -> Result<(), 
     let Some(&opset) = opsets.get(domain) else {
         return Ok(());
     };
-    // The table is sorted by (domain, op, version): find the op's rows by binary search (a scan of all of them
-    // per node was a tenth of a 6,000-node model's import).
-    let table = super::onnx_attrs::ATTRIBUTES;
-    let key = (domain, n.op_type.as_str());
-    let first = table.partition_point(|(d, op, _, _)| (*d, *op) < key);
-    let resolved = table[first..]
-        .iter()
-        .take_while(|(d, op, _, _)| (*d, *op) == key)
-        .filter(|(_, _, since, _)| *since <= opset)
-        .max_by_key(|(_, _, since, _)| *since);
-    let Some((_, _, since, known)) = resolved else {
+    let Some((since, known)) = resolved(domain, &n.op_type, opset) else {
         return Ok(());
     };
     match n.attribute.iter().find(|a| !known.contains(&a.name.as_str())) {

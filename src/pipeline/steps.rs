@@ -117,6 +117,7 @@ impl Decoder {
                     shape: t.shape().to_vec(),
                     origin,
                     dims_from: vec![],
+                    non_finite: crate::model::inputs::non_finite(&t),
                     ..s.clone()
                 };
             }

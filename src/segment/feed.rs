@@ -246,6 +246,7 @@ fn side_inputs(
                 false => format!("the {what}'s value, stored by the boundary pass"),
             },
             dims_from: vec![],
+            non_finite: crate::model::inputs::non_finite(&t),
         });
         out.tensors.push((f.name.clone(), t));
     }

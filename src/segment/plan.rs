@@ -226,7 +226,7 @@ fn traced_sizes(graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> 
     let mut facts: Vec<InputFact> = inputs
         .tensors
         .iter()
-        .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec()))
+        .map(|(n, t)| InputFact::typed(n.clone(), t.dtype(), t.shape().to_vec()))
         .collect();
     if let Some(g) = proto.graph.as_mut() {
         let (big, small): (Vec<_>, Vec<_>) = std::mem::take(&mut g.initializer)
@@ -239,7 +239,11 @@ fn traced_sizes(graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> 
             let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
             g.input
                 .push(value_info(&t.name, t.data_type, Some(dims.clone())));
-            facts.push((t.name, DType::from_onnx(t.data_type), dims));
+            facts.push(InputFact::typed(
+                t.name,
+                DType::from_onnx(t.data_type),
+                dims,
+            ));
         }
     }
     let skeleton = crate::model::surgery::finish(&graph.path, proto)?;

@@ -62,6 +62,7 @@ pub fn read_inputs(dir: &Path, plan: &Plan) -> Result<Inputs> {
             shape: t.shape().to_vec(),
             origin: i.origin.clone(),
             dims_from: vec![],
+            non_finite: crate::model::inputs::non_finite(&t),
         });
         out.tensors.push((i.name.clone(), t));
     }

@@ -162,21 +162,57 @@ fn bad_flags() {
     assert_error(code, &err, "tpu");
 }
 
+/// NaN and ±inf in a given input are values, not errors (an attention mask carries −inf): the run compares them
+/// (a masked softmax is 0 where the mask is −inf, on both sides), and the report counts them.
 #[test]
-fn nan_input() {
+fn non_finite_inputs_are_values() {
+    use tract_onnx::pb;
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("x.npy");
-    let mut a = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 3, 32, 32]));
-    a[[0, 1, 2, 3]] = f32::NAN;
+    let mut softmax = node("Softmax", &["s"], "y");
+    softmax.attribute = vec![crate::common::attr_int("axis", -1)];
+    let g = pb::GraphProto {
+        name: "masked".into(),
+        node: vec![node("Add", &["x", "mask"], "s"), softmax],
+        input: vec![value("x", &[2, 4]), value("mask", &[2, 4])],
+        output: vec![value("y", &[2, 4])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("masked.onnx"), g, 17);
+    let p = dir.path().join("mask.npy");
+    let mut a = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[2, 4]));
+    a[[0, 3]] = f32::NEG_INFINITY;
+    a[[1, 0]] = f32::NEG_INFINITY;
+    a[[1, 1]] = f32::NEG_INFINITY;
     phantom::model::npy::write_npy(&p, &phantom::tensor::Tensor::F32(a)).unwrap();
-    let arg = format!("image={}", p.display());
-    let (code, _, err) = phantom(&[
+    let arg = format!("mask={}", p.display());
+    let (json, dump) = (dir.path().join("r.json"), dir.path().join("d"));
+    let (code, out, err) = phantom(&[
         "onnx",
-        model("convnet.onnx").to_str().unwrap(),
+        m.to_str().unwrap(),
         "--input",
         &arg,
+        "--json",
+        json.to_str().unwrap(),
+        "--dump",
+        dump.to_str().unwrap(),
     ]);
-    assert_error(code, &err, "NaN or infinite");
+    assert_eq!(code, 0, "{out}{err}");
+    let r = crate::common::read_json(&json);
+    assert_eq!(r["verdict"]["status"], "clean");
+    let mask = r["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "mask");
+    assert_eq!(mask.unwrap()["non_finite"], 3);
+    let y = phantom::model::npy::read_npy(&dump.join("reference/y.npy")).unwrap();
+    let y = y.as_f64();
+    assert_eq!((y[[0, 3]], y[[1, 0]], y[[1, 1]]), (0.0, 0.0, 0.0));
+    for row in 0..2 {
+        let sum: f64 = (0..4).map(|k| y[[row, k]]).sum();
+        assert!((sum - 1.0).abs() < 1e-15, "row {row} sums to {sum}");
+    }
+    assert!(y[[1, 2]] > 0.0 && y[[0, 0]] > 0.0);
 }
 
 /// Options of one kind of target are refused on the other (exit 2), never silently ignored.

@@ -3,6 +3,7 @@
 mod cdp;
 mod common;
 mod compare;
+mod conformance;
 mod contrib;
 mod decisions;
 mod degrade;

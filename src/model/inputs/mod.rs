@@ -114,6 +114,21 @@ pub struct InputSummary {
     /// Where each symbolic dim's size came from ("`h` = 320: the model's imgsz metadata").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dims_from: Vec<String>,
+    /// Elements that are NaN or ±inf in a given input (compared as values: a mask's −inf, a test's NaN).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub non_finite: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// How many elements of a float tensor are NaN or ±inf (0 for other types).
+pub fn non_finite(t: &Tensor) -> u64 {
+    match t.dtype().is_float() {
+        true => t.as_f64().iter().filter(|v| !v.is_finite()).count() as u64,
+        false => 0,
+    }
 }
 
 /// The prepared inputs in graph-input order.
@@ -207,12 +222,21 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
                 out.guessed_lengths.push(symbol);
             }
         }
+        let non_finite = non_finite(&t);
+        if non_finite > 0 {
+            out.notes.push(format!(
+                "input `{}`: {non_finite} of its {} elements are NaN or ±inf as given; they are compared as values",
+                info.name,
+                t.len()
+            ));
+        }
         out.summaries.push(InputSummary {
             name: info.name.clone(),
             dtype,
             shape: t.shape().to_vec(),
             origin,
             dims_from,
+            non_finite,
         });
         out.tensors.push((info.name.clone(), t));
     }

@@ -24,7 +24,9 @@ pub mod qop;
 mod resize;
 mod rewrite;
 mod rnn;
+mod rnn_act;
 pub mod select;
+mod shape_inputs;
 mod symbols;
 pub mod thresholds;
 mod widen;
@@ -103,7 +105,7 @@ impl ReferenceRunner {
     /// Bytes in f64 of every value tract can size from the shapes of `inputs` (no value is read), by name. A model
     /// tract cannot import is an error here (a panic in tract included), left for the run to report.
     pub fn value_sizes(&self, graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> {
-        self.sizes_from_facts(graph, &facts_of(inputs))
+        self.sizes_from_facts(graph, &facts_of(graph, inputs))
     }
 
     /// Bytes in f64 of every value tract can size from the inputs' types and shapes alone (no value is read), by
@@ -213,7 +215,7 @@ impl ReferenceRunner {
         let known = windows::shapes(
             &typed,
             &names,
-            facts.iter().map(|(n, _, s)| (n.as_str(), s.clone())),
+            facts.iter().map(|f| (f.name.as_str(), f.shape.clone())),
         );
         windows::pools_fit(graph, proto.graph.as_ref().expect("checked above"), &known).map_err(
             |reason| Error::MalformedModel {
@@ -235,8 +237,27 @@ fn model_dir(graph: &Graph) -> &str {
         .unwrap_or(".")
 }
 
-/// A graph input's name, element type and shape: what typing the model needs of it.
-pub type InputFact = (String, crate::tensor::DType, Vec<usize>);
+/// What typing the model needs of a graph input: its name, element type and shape, and its value where it decides
+/// shapes ([`shape_inputs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputFact {
+    pub name: String,
+    pub dtype: crate::tensor::DType,
+    pub shape: Vec<usize>,
+    pub value: Option<crate::tensor::Tensor>,
+}
+
+impl InputFact {
+    /// An input known by its type and shape alone.
+    pub fn typed(name: String, dtype: crate::tensor::DType, shape: Vec<usize>) -> InputFact {
+        InputFact {
+            name,
+            dtype,
+            shape,
+            value: None,
+        }
+    }
+}
 
 /// A panic's node and reason in ONNX terms (tract names nodes by phantom's prefix and index).
 fn named_panics<T>(graph: &Graph, r: Result<T>) -> Result<T> {
@@ -254,12 +275,30 @@ fn named_panics<T>(graph: &Graph, r: Result<T>) -> Result<T> {
     })
 }
 
-fn facts_of(inputs: &Inputs) -> Vec<InputFact> {
-    inputs
-        .tensors
-        .iter()
-        .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec()))
+/// The typing facts of `inputs`, with the values of those that decide shapes.
+fn facts_of(graph: &Graph, inputs: &Inputs) -> Vec<InputFact> {
+    let deciding = shape_inputs::deciding(graph);
+    (inputs.tensors.iter())
+        .map(|(n, t)| InputFact {
+            value: deciding.contains(n).then(|| t.clone()),
+            ..InputFact::typed(n.clone(), t.dtype(), t.shape().to_vec())
+        })
         .collect()
+}
+
+/// The tract fact of graph input `f`: floats as f64 when `wide`; with its value where it decides shapes.
+fn input_fact(f: &InputFact, wide: bool) -> InferenceFact {
+    let dt = if wide && f.dtype.is_float() {
+        f64::datum_type()
+    } else {
+        crate::model::tract::datum_type(f.dtype)
+    };
+    match &f.value {
+        Some(t) if wide || !t.dtype().is_float() => {
+            InferenceFact::from(crate::model::tract::to_tract_f64(t).into_tensor())
+        }
+        _ => InferenceFact::dt_shape(dt, f.shape.iter().copied().collect::<TVec<_>>()),
+    }
 }
 
 /// Every value whose shape typing made concrete must fit the memory phantom plans with (a shape computed from the
@@ -341,7 +380,7 @@ impl ReferenceRunner {
         inputs: &Inputs,
         sink: &mut hook::Sink<'_>,
     ) -> Result<RunOutput> {
-        let planned = self.planned(graph, &facts_of(inputs))?;
+        let planned = self.planned(graph, &facts_of(graph, inputs))?;
         self.execute(graph, &planned, inputs, sink)
     }
 
@@ -377,21 +416,14 @@ impl ReferenceRunner {
         }
         for (ix, outlet) in model.inputs.clone().iter().enumerate() {
             let name = model.node(outlet.node).name.clone();
-            let (_, dtype, shape) =
-                facts
-                    .iter()
-                    .find(|(n, _, _)| *n == name)
-                    .ok_or_else(|| Error::Input {
-                        name: name.clone(),
-                        reason: "the reference model expects this input but none was prepared"
-                            .into(),
-                    })?;
-            let dt = if wide && dtype.is_float() {
-                f64::datum_type()
-            } else {
-                crate::model::tract::datum_type(*dtype)
-            };
-            let fact = InferenceFact::dt_shape(dt, shape.iter().copied().collect::<TVec<_>>());
+            let f = facts
+                .iter()
+                .find(|f| f.name == name)
+                .ok_or_else(|| Error::Input {
+                    name: name.clone(),
+                    reason: "the reference model expects this input but none was prepared".into(),
+                })?;
+            let fact = input_fact(f, wide);
             model
                 .set_input_fact(ix, fact)
                 .map_err(|e| ref_err(graph, "setting input facts of", e))?;

@@ -1,4 +1,4 @@
-//! ONNX-level evaluation of the recurrent ops tract fuses into f32-only kernels (LSTM, GRU): the nodes to
+//! ONNX-level evaluation of the recurrent ops tract fuses into f32-only kernels (LSTM, GRU) or gets wrong (RNN): the nodes to
 //! override are found in the (widened) model proto with their constant inputs decoded up front, and computed in f64
 //! by [`rnn`] from the values captured during the run.
 
@@ -12,7 +12,7 @@ use crate::model::proto::tensor_from_proto;
 use crate::model::Graph;
 
 /// Recurrent ops phantom evaluates at the ONNX level.
-const RNNS: &[&str] = &["LSTM", "GRU"];
+const RNNS: &[&str] = &["LSTM", "GRU", "RNN"];
 
 /// The values the recurrent nodes of `g` read: their initializers are decoded from the model after it is parsed.
 pub(super) fn reads(g: &tract_onnx::pb::GraphProto) -> std::collections::HashSet<String> {
@@ -30,7 +30,7 @@ pub(super) struct Override {
     pub(super) result: Option<Result<Vec<TValue>, String>>,
 }
 
-/// ONNX nodes of the top-level graph that phantom evaluates itself (LSTM, GRU).
+/// ONNX nodes of the top-level graph that phantom evaluates itself (LSTM, GRU, RNN).
 #[derive(Clone)]
 pub struct Overrides(pub(super) HashMap<usize, Override>);
 
@@ -113,6 +113,7 @@ impl Overrides {
         }
         let outs = match o.proto.op_type.as_str() {
             "GRU" => rnn::gru(&o.proto, &inputs)?,
+            "RNN" => rnn::rnn(&o.proto, &inputs)?,
             _ => rnn::lstm(&o.proto, &inputs)?,
         };
         Ok(outs.into_iter().map(|a| a.into_tvalue()).collect())

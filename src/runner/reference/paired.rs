@@ -46,7 +46,7 @@ impl ReferenceRunner {
         let constants = (graph.nodes.iter())
             .filter(|n| n.op_type == "Constant")
             .all(|n| n.outputs.iter().all(|o| unchanged(o, None)));
-        weights && constants && facts_of(inputs) == facts_of(noise)
+        weights && constants && facts_of(graph, inputs) == facts_of(graph, noise)
     }
 
     /// Runs the reference on `inputs`, handing each value to `sink` on this thread, and beside it, on a second
@@ -61,7 +61,7 @@ impl ReferenceRunner {
         beside: Beside<'_, '_>,
     ) -> Result<RunOutput> {
         let stage = "the f64 reference (tract)";
-        let planned = guard(stage, || self.planned(graph, &facts_of(inputs)));
+        let planned = guard(stage, || self.planned(graph, &facts_of(graph, inputs)));
         let planned = match named_panics(graph, planned) {
             Ok(p) => p,
             Err(e) => {
@@ -83,7 +83,7 @@ impl ReferenceRunner {
                 let run = guard("the expected-noise run (tract)", || match shared {
                     true => ideal.execute(graph, planned, noise_inputs, noise_sink),
                     false => {
-                        let own = ideal.planned(graph, &facts_of(noise_inputs))?;
+                        let own = ideal.planned(graph, &facts_of(graph, noise_inputs))?;
                         ideal.execute(graph, &own, noise_inputs, noise_sink)
                     }
                 });

@@ -4,9 +4,9 @@
 //! antialiased when downsampling, `exclude_outside` renormalising — and `tf_crop_and_resize`
 //! reading its region of interest, with the extrapolation value outside it. Output lengths and per-axis scales come
 //! from `scales`, or from `sizes` (with the aspect-ratio policy). Where the shape this computes is not tract's, or a
-//! window would reach past the padding, the node is left to tract (and marked reduced-precision), as is `cubic`: the
-//! float64 oracle's cubic values differ from the ONNX reference's formulas computed in f64 by 1e-7 on the backend
-//! tests, so phantom does not claim them.
+//! window would reach past the padding, the node is left to tract (and marked reduced-precision). `cubic` uses Keys'
+//! kernel with `cubic_coeff_a` (antialiased: stretched to a half-width of 2/scale and renormalised), as the ONNX
+//! reference writes its coefficients.
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::nn::resize::{CoordTransformer, Interpolator};
@@ -14,11 +14,7 @@ use tract_onnx_opl::resize::{AspectRatio, CoordTransform, Nearest, Resize};
 
 /// `node` computed in f64, or `None` when it is not a Resize phantom computes (tract's f32 kernel then runs).
 pub fn eval(node: &TypedNode, ins: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
-    // Cubic is left to tract: the float64 ONNX reference's cubic values differ from its own formulas in f64 by 1e-7
-    // on the backend tests (nearest and linear agree to 1e-9), and phantom claims f64 only where the oracle agrees.
-    let op = node
-        .op_as::<Resize>()
-        .filter(|op| op.interpolator != Interpolator::Cubic)?;
+    let op = node.op_as::<Resize>()?;
     let x = ins
         .first()
         .filter(|x| x.datum_type() == f64::datum_type())?;
@@ -178,8 +174,7 @@ fn taps(op: &Resize, at: (usize, usize, usize, f64), crop: Option<(f64, f64)>) -
     ))
 }
 
-/// The mode's coefficients for the neighbours around the coordinate (ratio in (0, 1] past the left one); `None` for
-/// cubic, which is left to tract.
+/// The mode's coefficients for the neighbours around the coordinate (ratio in (0, 1] past the left one).
 fn coefficients(op: &Resize, ratio: f64, scale: f64) -> Option<Vec<f64>> {
     Some(match (&op.interpolator, op.antialias && scale < 1.0) {
         (Interpolator::Nearest, _) => {
@@ -196,13 +191,42 @@ fn coefficients(op: &Resize, ratio: f64, scale: f64) -> Option<Vec<f64>> {
         (Interpolator::Linear, true) => {
             antialiased(ratio, scale, |x| (1.0 - x.abs()).clamp(0.0, 1.0))
         }
-        (Interpolator::Cubic, _) => return None,
+        (Interpolator::Cubic, false) => cubic(ratio, op.cubic_coeff_a() as f64),
+        (Interpolator::Cubic, true) => {
+            let a = op.cubic_coeff_a() as f64;
+            antialiased_over(2.0, ratio, scale, |x| keys(x.abs(), a))
+        }
     })
+}
+
+/// Keys' cubic convolution kernel with parameter `a` at distance `x` ≥ 0.
+fn keys(x: f64, a: f64) -> f64 {
+    match x {
+        x if x <= 1.0 => ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0,
+        x if x < 2.0 => ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a,
+        _ => 0.0,
+    }
+}
+
+/// The four cubic coefficients around a coordinate `ratio` past its left neighbour, as the ONNX reference writes
+/// them.
+fn cubic(ratio: f64, a: f64) -> Vec<f64> {
+    vec![
+        keys(ratio + 1.0, a),
+        keys(ratio, a),
+        keys(1.0 - ratio, a),
+        keys(2.0 - ratio, a),
+    ]
 }
 
 /// The linear filter stretched by 1/scale (downsampling), normalised to sum 1.
 fn antialiased(ratio: f64, scale: f64, f: impl Fn(f64) -> f64) -> Vec<f64> {
-    let start = (-1.0 / scale).floor() as i64 + 1;
+    antialiased_over(1.0, ratio, scale, f)
+}
+
+/// A filter of half-width `support` stretched by 1/scale (downsampling), normalised to sum 1.
+fn antialiased_over(support: f64, ratio: f64, scale: f64, f: impl Fn(f64) -> f64) -> Vec<f64> {
+    let start = (-support / scale).floor() as i64 + 1;
     let c: Vec<f64> = (start..2 - start)
         .map(|i| f(scale * (i as f64 - ratio)))
         .collect();

@@ -1,8 +1,9 @@
 //! phantom's own f64 ONNX `LSTM` and `GRU` (tract fuses their cells into f32-only kernels). Both follow the ONNX
 //! spec: default activations (LSTM: Sigmoid, Tanh, Tanh; GRU: Sigmoid, Tanh); forward, reverse and bidirectional;
 //! biases, `sequence_lens` (outputs past a sequence's end stay zero), initial states, `layout` and `clip`; LSTM's
-//! peepholes and `input_forget`, GRU's `linear_before_reset`. Also ORT's contrib `DynamicQuantizeLSTM` (int8/uint8
-//! weights, activations requantized per GEMM call as ORT's CPU kernel does).
+//! peepholes and `input_forget`, GRU's `linear_before_reset`. The simple `RNN` too, with any of the spec's
+//! activations. Also ORT's contrib `DynamicQuantizeLSTM` (int8/uint8 weights, activations requantized per GEMM call
+//! as ORT's CPU kernel does).
 
 use ndarray::{s, Array2, Array3, Array4, ArrayD, ArrayView1, ArrayView2, Axis, Ix2, Ix3};
 use tract_onnx::pb::NodeProto;
@@ -45,7 +46,10 @@ impl Recurrence {
         acts: &[&str],
     ) -> Result<Recurrence, String> {
         let get = |k: usize| inputs.get(k).and_then(|v| v.as_ref());
-        if let Some(a) = node.attribute.iter().find(|a| a.name == "activations") {
+        if let Some(a) = (node.attribute.iter())
+            .find(|a| a.name == "activations")
+            .filter(|_| !acts.is_empty())
+        {
             let given: Vec<String> = a
                 .strings
                 .iter()
@@ -371,6 +375,35 @@ pub fn gru(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<Vec<Array
                         .tanh();
                     hs[j] = (1.0 - z[j]) * cand + z[j] * hs[j];
                 }
+                y.slice_mut(s![t, d, bi, ..]).assign(&ndarray::aview1(&hs));
+            }
+            yh.slice_mut(s![d, bi, ..]).assign(&ndarray::aview1(&hs));
+        }
+    }
+    Ok(vec![rc.y_out(y), rc.state_out(yh)])
+}
+
+/// Evaluates an ONNX RNN node, `H_t = f(W x_t + R H_(t-1) + Wb + Rb)` with `f` per direction (default Tanh).
+/// Returns (Y, Y_h).
+pub fn rnn(node: &NodeProto, inputs: &[Option<ArrayD<f64>>]) -> Result<Vec<ArrayD<f64>>, String> {
+    let rc = Recurrence::read("RNN", node, inputs, 1, &[])?;
+    let h0 = rc.initial(inputs.get(5).and_then(|v| v.as_ref()))?;
+    let (seq, batch, _) = rc.x.dim();
+    let (dirs, h) = (rc.dirs(), rc.hidden);
+    let acts = super::rnn_act::activations(node, dirs)?;
+    let mut y = Array4::<f64>::zeros((seq, dirs, batch, h));
+    let mut yh = Array3::<f64>::zeros((dirs, batch, h));
+    for (d, act) in acts.iter().enumerate() {
+        let (wd, rd) = (rc.w.index_axis(Axis(0), d), rc.r.index_axis(Axis(0), d));
+        let bd = rc.b.row(d);
+        for bi in 0..batch {
+            let mut hs: Vec<f64> = h0.slice(s![d, bi, ..]).to_vec();
+            for t in rc.steps(d, rc.lens[bi]) {
+                let xt = rc.x.slice(s![t, bi, ..]).to_vec();
+                let (wx, rh) = (matvec(&wd, &xt), matvec(&rd, &hs));
+                hs = (0..h)
+                    .map(|j| act.apply(rc.clipped(wx[j] + rh[j] + bd[j] + bd[h + j])))
+                    .collect();
                 y.slice_mut(s![t, d, bi, ..]).assign(&ndarray::aview1(&hs));
             }
             yh.slice_mut(s![d, bi, ..]).assign(&ndarray::aview1(&hs));

@@ -1,7 +1,7 @@
-//! Rewrites a float32/float16 model as float64 before tract sees it, so that everything tract computes at import
+//! Rewrites a float32/float16/bfloat16 model as float64 before tract sees it, so that everything tract computes at import
 //! (constant folding, BatchNorm scale/shift, expansion constants built from initializers) happens in f64 too.
 //!
-//! FLOAT and FLOAT16 become DOUBLE in graph inputs, outputs, value_info, initializers (external data is read and
+//! FLOAT, FLOAT16 and BFLOAT16 become DOUBLE in graph inputs, outputs, value_info, initializers (external data is read and
 //! inlined), tensor attributes, `Constant` value_float(s), `Cast`/`EyeLike`/random-op dtypes, recursively in
 //! control-flow bodies. Float *attributes* (alpha, epsilon...) stay float32, as the ONNX spec types them. Inputs
 //! tract requires in float32 (Resize roi and scales, quantization scales) are left as they are when they are
@@ -24,12 +24,13 @@ use crate::tensor::DType;
 const FLOAT: i32 = 1;
 const FLOAT16: i32 = 10;
 const DOUBLE: i32 = 11;
+const BFLOAT16: i32 = 16;
 
 fn narrow_float(code: i32) -> bool {
-    code == FLOAT || code == FLOAT16
+    code == FLOAT || code == FLOAT16 || code == BFLOAT16
 }
 
-/// Widens every float32/float16 tensor and type in `model` to float64. Returns how many tensors were widened.
+/// Widens every float32/float16/bfloat16 tensor and type in `model` to float64. Returns how many tensors were widened.
 /// With `round`, top-level initializers and constants are first rounded to the element type it names for them
 /// (the emulated low-precision run).
 pub fn widen(

@@ -1,5 +1,5 @@
 //! Fused activations: BiasGelu, FastGelu, Gelu, QuickGelu, BiasAdd, BiasSplitGelu (`com.microsoft`), with exact
-//! constants (tract's own versions of the first four build theirs in f32).
+//! constants (tract's own versions of the first four build theirs in f32); and ONNX's Celu (tract's drops its α).
 
 use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
@@ -14,6 +14,7 @@ pub const OPS: &[&str] = &[
     "QuickGelu",
     "BiasAdd",
     "BiasSplitGelu",
+    "Celu",
 ];
 
 /// GELU with the exact erf: x·Φ(x).
@@ -63,6 +64,11 @@ impl Kernel for Unary {
                 x.mapv(|v| v * super::super::kernels::sigmoid(alpha * v))
             }
             "BiasAdd" => x,
+            // ONNX's: max(0, x) + min(0, α·(exp(x/α) − 1)); tract's expansion leaves out the factor α.
+            "Celu" => {
+                let alpha = n.float("alpha", 1.0);
+                x.mapv(|v| v.max(0.0) + (alpha * (v / alpha).exp_m1()).min(0.0))
+            }
             "BiasSplitGelu" => {
                 let last = Axis(x.ndim() - 1);
                 let half = x.len_of(last) / 2;

@@ -5,9 +5,8 @@
 //! shapes only known at run time (VITS sums predicted durations of data-dependent length), which phantom's kernels
 //! do not; this one computes floats in f64 all the same. For that reason too only the form that fails in tract is
 //! claimed: a CumSum of a `Cast` to an integer type (a mask cast to integers, as position ids are counted). Others
-//! (the element index phantom's seeded hash noise counts, in VITS of run-time length) stay tract's.
-
-use std::ops::Add;
+//! (the element index phantom's seeded hash noise counts, in VITS of run-time length) stay tract's. `CumProd`
+//! (opset 26), which tract lacks, is always phantom's: floats multiplied in f64, integers in i64 (wrapping).
 
 use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis};
 use tract_onnx::prelude::*;
@@ -15,7 +14,7 @@ use tract_onnx::prelude::*;
 use super::util::{fact, opt};
 use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["CumSum"];
+pub const OPS: &[&str] = &["CumSum", "CumProd"];
 
 /// The positions in `g` of ONNX CumSums of a `Cast` to an integer type.
 pub fn over_integers(g: &tract_onnx::pb::GraphProto) -> std::collections::HashSet<usize> {
@@ -38,7 +37,10 @@ pub fn over_integers(g: &tract_onnx::pb::GraphProto) -> std::collections::HashSe
         .collect()
 }
 
-struct CumSum;
+/// ONNX's CumSum (`product` false) or CumProd (true).
+struct Cumulative {
+    product: bool,
+}
 
 /// The output's element type for an input of type `dt`: f64 for floats, i64 for symbolic dims, else its own.
 fn out_type(dt: DatumType) -> DatumType {
@@ -49,37 +51,27 @@ fn out_type(dt: DatumType) -> DatumType {
     }
 }
 
-/// Sums every lane of `a` along `axis` in place.
-fn running<T: Copy + Default + Add<Output = T>>(
+/// Accumulates every lane of `a` along `axis` in place with `f`, starting from `identity`.
+fn running<T: Copy>(
     a: &mut ArrayD<T>,
     axis: usize,
-    exclusive: bool,
-    reverse: bool,
+    (exclusive, reverse): (bool, bool),
+    identity: T,
+    f: impl Fn(T, T) -> T,
 ) {
     for mut lane in a.lanes_mut(Axis(axis)) {
         let n = lane.len();
-        let mut acc = T::default();
+        let mut acc = identity;
         for k in 0..n {
             let i = if reverse { n - 1 - k } else { k };
             let x = lane[i];
-            lane[i] = if exclusive { acc } else { acc + x };
-            acc = acc + x;
+            lane[i] = if exclusive { acc } else { f(acc, x) };
+            acc = f(acc, x);
         }
     }
 }
 
-/// Integers wrap on overflow, as two's complement sums do in ONNX Runtime.
-#[derive(Clone, Copy, Default)]
-struct Wrapping(i64);
-
-impl Add for Wrapping {
-    type Output = Wrapping;
-    fn add(self, o: Wrapping) -> Wrapping {
-        Wrapping(self.0.wrapping_add(o.0))
-    }
-}
-
-impl Kernel for CumSum {
+impl Kernel for Cumulative {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         let (dt, shape) = fact(n, ins, 0)?;
         Ok(vec![(out_type(*dt), shape.clone())])
@@ -92,31 +84,43 @@ impl Kernel for CumSum {
             .to_plain_array_view::<i64>()?
             .iter()
             .next()
-            .ok_or_else(|| anyhow::anyhow!("CumSum `{}`: its axis input is empty", n.proto.name))?;
+            .ok_or_else(|| {
+                anyhow::anyhow!("{} `{}`: its axis input is empty", n.op(), n.proto.name)
+            })?;
         let rank = x.rank() as i64;
         anyhow::ensure!(
             (-rank..rank.max(1)).contains(&axis),
-            "CumSum `{}`: axis {axis} is outside rank {rank}",
+            "{} `{}`: axis {axis} is outside rank {rank}",
+            n.op(),
             n.proto.name
         );
         let axis = axis.rem_euclid(rank.max(1)) as usize;
-        let (exclusive, reverse) = (n.int("exclusive", 0) != 0, n.int("reverse", 0) != 0);
+        let flags = (n.int("exclusive", 0) != 0, n.int("reverse", 0) != 0);
         let dt = x.datum_type();
         if dt.is_float() {
             let mut a = x.cast_to::<f64>()?.to_plain_array_view::<f64>()?.to_owned();
-            running(&mut a, axis, exclusive, reverse);
+            match self.product {
+                true => running(&mut a, axis, flags, 1.0, |p, v| p * v),
+                false => running(&mut a, axis, flags, 0.0, |p, v| p + v),
+            }
             return Ok(vec![a.into_tensor()]);
         }
-        let ints = x.cast_to::<i64>()?;
-        let mut a = ints.to_plain_array_view::<i64>()?.mapv(Wrapping);
-        running(&mut a, axis, exclusive, reverse);
-        let summed = a.mapv(|w| w.0).into_tensor();
-        Ok(vec![summed.cast_to_dt(out_type(dt))?.into_owned()])
+        // Integers wrap on overflow, as two's complement arithmetic does in ONNX Runtime.
+        let mut a = x.cast_to::<i64>()?.to_plain_array_view::<i64>()?.to_owned();
+        match self.product {
+            true => running(&mut a, axis, flags, 1, i64::wrapping_mul),
+            false => running(&mut a, axis, flags, 0, i64::wrapping_add),
+        }
+        Ok(vec![a.into_tensor().cast_to_dt(out_type(dt))?.into_owned()])
     }
 }
 
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "CumSum").then_some(&CumSum as &dyn Kernel)
+    match op {
+        "CumSum" => Some(&Cumulative { product: false }),
+        "CumProd" => Some(&Cumulative { product: true }),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -127,13 +131,23 @@ mod tests {
     #[test]
     fn cumulative_sums_follow_exclusive_and_reverse() {
         let sum = |exclusive, reverse| {
-            let mut a = arr2(&[[1i64, 2, 3], [4, 5, 6]]).into_dyn().mapv(Wrapping);
-            running(&mut a, 1, exclusive, reverse);
-            a.mapv(|w| w.0).into_raw_vec_and_offset().0
+            let mut a = arr2(&[[1i64, 2, 3], [4, 5, 6]]).into_dyn();
+            running(&mut a, 1, (exclusive, reverse), 0, i64::wrapping_add);
+            a.into_raw_vec_and_offset().0
         };
         assert_eq!(sum(false, false), [1, 3, 6, 4, 9, 15]);
         assert_eq!(sum(true, false), [0, 1, 3, 0, 4, 9]);
         assert_eq!(sum(false, true), [6, 5, 3, 15, 11, 6]);
         assert_eq!(sum(true, true), [5, 3, 0, 11, 6, 0]);
+    }
+
+    #[test]
+    fn cumulative_products_start_from_one() {
+        let mut a = arr2(&[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).into_dyn();
+        running(&mut a, 0, (true, false), 1.0, |p, v| p * v);
+        assert_eq!(
+            a.into_raw_vec_and_offset().0,
+            [1.0, 1.0, 1.0, 1.0, 2.0, 3.0]
+        );
     }
 }

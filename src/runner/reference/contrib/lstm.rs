@@ -1,6 +1,6 @@
 //! ORT's `DynamicQuantizeLSTM` (what `onnxruntime.quantization.quantize_dynamic` makes of an LSTM) on phantom's
 //! f64 LSTM ([`crate::runner::reference::rnn::dq_lstm`]), with activations requantized as ORT's CPU kernel does;
-//! and ONNX's own `LSTM` and `GRU` on phantom's f64 kernels ([`crate::runner::reference::rnn`]) from parsing on:
+//! and ONNX's own `LSTM`, `GRU` and `RNN` on phantom's f64 kernels ([`crate::runner::reference::rnn`]) from parsing on:
 //! tract's expansion of them cannot be typed in f64 when an initial state is a graph input (a segment's boundary,
 //! a streaming model's state), and computes in f32.
 
@@ -10,7 +10,7 @@ use super::super::rnn;
 use super::util::{f64s_opt, fact, float_type, tensor};
 use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["DynamicQuantizeLSTM", "LSTM", "GRU"];
+pub const OPS: &[&str] = &["DynamicQuantizeLSTM", "LSTM", "GRU", "RNN"];
 
 struct DqLstm;
 
@@ -63,9 +63,10 @@ fn recurrent_facts(
     out
 }
 
-/// ONNX's LSTM (`gates` 4) or GRU (3).
+/// ONNX's LSTM (`gates` 4, two state outputs), GRU (3, one) or RNN (1, one).
 struct Recurrent {
     gates: usize,
+    states: usize,
 }
 
 impl Kernel for Recurrent {
@@ -81,7 +82,7 @@ impl Kernel for Recurrent {
             false => (x[0], x[1]),
         };
         let dims = (seq, batch, w[0], hidden);
-        Ok(recurrent_facts(dt, dims, batch_first, self.gates - 2))
+        Ok(recurrent_facts(dt, dims, batch_first, self.states))
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
@@ -90,6 +91,7 @@ impl Kernel for Recurrent {
             .collect::<TractResult<Vec<_>>>()?;
         let outs = match self.gates {
             3 => rnn::gru(&n.proto, &inputs),
+            1 => rnn::rnn(&n.proto, &inputs),
             _ => rnn::lstm(&n.proto, &inputs),
         }
         .map_err(|e| anyhow::anyhow!(e))?;
@@ -97,16 +99,26 @@ impl Kernel for Recurrent {
     }
 }
 
-/// Whether phantom evaluates this node from parsing on: ONNX's LSTM and GRU.
+/// Whether phantom evaluates this node from parsing on: ONNX's LSTM, GRU and RNN.
 pub fn claims_recurrent(n: &tract_onnx::pb::NodeProto) -> bool {
-    n.domain.is_empty() && matches!(n.op_type.as_str(), "LSTM" | "GRU")
+    n.domain.is_empty() && matches!(n.op_type.as_str(), "LSTM" | "GRU" | "RNN")
 }
 
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
         "DynamicQuantizeLSTM" => Some(&DqLstm),
-        "LSTM" => Some(&Recurrent { gates: 4 }),
-        "GRU" => Some(&Recurrent { gates: 3 }),
+        "LSTM" => Some(&Recurrent {
+            gates: 4,
+            states: 2,
+        }),
+        "GRU" => Some(&Recurrent {
+            gates: 3,
+            states: 1,
+        }),
+        "RNN" => Some(&Recurrent {
+            gates: 1,
+            states: 1,
+        }),
         _ => None,
     }
 }

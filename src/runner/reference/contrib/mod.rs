@@ -6,32 +6,49 @@
 //! (ORT's ContribOperators.md and its CPU kernel, which decides where the two differ; each kernel says where).
 
 mod act;
+mod affine_grid;
 mod attend;
 mod attention;
 mod batchnorm;
+mod bitcast;
+mod col2im;
 mod concat;
+mod crop_pad;
 mod cumsum;
+mod deform_conv;
 mod embed;
 mod encode;
 mod gqa;
+mod grid_sample;
+mod linalg;
 mod looping;
+mod loss;
 mod lstm;
 mod matmul;
 mod mha;
 mod ml;
 mod norm;
+mod onnx_attention;
+mod onnx_attn_rows;
 pub mod op;
+mod pool_lp;
 mod prep;
 mod qdq;
 mod quant;
+mod reduce;
 mod rotary;
+mod signal;
 mod squeeze;
 pub mod standin;
+mod stft;
 mod svm;
 mod svm_cls;
+mod tensor_scatter;
 mod trees;
 mod trees5;
 mod trees_cls;
+mod unpool;
+mod upsample;
 mod util;
 
 use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
@@ -49,7 +66,7 @@ pub type Fact = (DatumType, Vec<usize>);
 pub struct Node {
     pub proto: NodeProto,
     /// tract input position of each ONNX input slot (`None`: absent).
-    slots: Vec<Option<usize>>,
+    pub(super) slots: Vec<Option<usize>>,
     /// The ONNX output slots tract exposes, in order.
     pub outs: Vec<usize>,
 }
@@ -133,6 +150,20 @@ pub trait Kernel: Sync {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>>;
     /// Every ONNX output, computed in f64 (integer outputs in their own type).
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>>;
+    /// ONNX input slots whose values, not only their types and shapes, decide the outputs' facts (axes, pads).
+    fn value_slots(&self) -> &'static [usize] {
+        &[]
+    }
+    /// [`Kernel::facts`] for a kernel with [`Kernel::value_slots`]: `values` holds the value of each ONNX slot
+    /// that tract knows before the run (`None` elsewhere).
+    fn facts_valued(
+        &self,
+        n: &Node,
+        ins: &[Option<&Fact>],
+        _values: &[Option<&Tensor>],
+    ) -> TractResult<Vec<Fact>> {
+        self.facts(n, ins)
+    }
 }
 
 /// The kernel phantom has for `op`.
@@ -142,6 +173,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| matmul::kernel(op))
         .or_else(|| embed::kernel(op))
         .or_else(|| attention::kernel(op))
+        .or_else(|| onnx_attention::kernel(op))
         .or_else(|| gqa::kernel(op))
         .or_else(|| rotary::kernel(op))
         .or_else(|| quant::kernel(op))
@@ -150,6 +182,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| squeeze::kernel(op))
         .or_else(|| concat::kernel(op))
         .or_else(|| cumsum::kernel(op))
+        .or_else(|| reduce::kernel(op))
         .or_else(|| looping::kernel(op))
         .or_else(|| ml::kernel(op))
         .or_else(|| qdq::kernel(op))
@@ -159,12 +192,56 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| svm::kernel(op))
         .or_else(|| prep::kernel(op))
         .or_else(|| encode::kernel(op))
+        .or_else(|| loss::kernel(op))
+        .or_else(|| grid_sample::kernel(op))
+        .or_else(|| crop_pad::kernel(op))
+        .or_else(|| pool_lp::kernel(op))
+        .or_else(|| col2im::kernel(op))
+        .or_else(|| affine_grid::kernel(op))
+        .or_else(|| bitcast::kernel(op))
+        .or_else(|| deform_conv::kernel(op))
+        .or_else(|| linalg::kernel(op))
+        .or_else(|| signal::kernel(op))
+        .or_else(|| stft::kernel(op))
+        .or_else(|| tensor_scatter::kernel(op))
+        .or_else(|| unpool::kernel(op))
+        .or_else(|| upsample::kernel(op))
         .or_else(|| standin::kernel(op))
 }
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
-/// although ONNX does not define it) and DynamicQuantizeLinear (ONNX's, which tract computes in f32).
-const ANY_DOMAIN: &[&str] = &["SimplifiedLayerNormalization", "DynamicQuantizeLinear"];
+/// although ONNX does not define it), and ONNX ops tract computes in f32 (DynamicQuantizeLinear, RMSNormalization,
+/// GridSample), wrongly (Celu; ReduceMax/ReduceMin of an empty set or of booleans) or not at all (CumProd, the
+/// training losses SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss; CenterCropPad, LpPool, Col2Im, AffineGrid,
+/// BitCast; Det, MaxUnpool, TensorScatter, Upsample, DeformConv). The window ops and MelWeightMatrix tract folds into
+/// f32 constants at import, and its STFT needs a constant window: phantom takes them before tract parses.
+const ANY_DOMAIN: &[&str] = &[
+    "SimplifiedLayerNormalization",
+    "DynamicQuantizeLinear",
+    "RMSNormalization",
+    "Celu",
+    "CumProd",
+    "ReduceMax",
+    "ReduceMin",
+    "SoftmaxCrossEntropyLoss",
+    "NegativeLogLikelihoodLoss",
+    "GridSample",
+    "CenterCropPad",
+    "LpPool",
+    "Col2Im",
+    "AffineGrid",
+    "BitCast",
+    "HannWindow",
+    "HammingWindow",
+    "BlackmanWindow",
+    "MelWeightMatrix",
+    "STFT",
+    "Det",
+    "MaxUnpool",
+    "TensorScatter",
+    "Upsample",
+    "DeformConv",
+];
 
 fn claims(n: &NodeProto) -> bool {
     if n.op_type == "BatchNormalization" {
@@ -194,6 +271,8 @@ fn claims(n: &NodeProto) -> bool {
 pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     let mut count = 0;
     let integer_sums = cumsum::over_integers(g);
+    // Pads tract cannot build (mode `wrap`, a computed constant_value or axes); tract keeps the others.
+    let pads = crop_pad::claimed_pads(g);
     for (i, n) in g.node.iter_mut().enumerate() {
         for a in n.attribute.iter_mut() {
             for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
@@ -203,7 +282,11 @@ pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
         if looping::claims_loop(n) {
             looping::explicit(n, opsets);
             count += 1;
-        } else if claims(n) || integer_sums.contains(&i) {
+        } else if onnx_attention::claims(n) {
+            // ONNX-domain Attention, under its own name: plain `phantom.Attention` is com.microsoft's.
+            n.op_type = format!("{PREFIX}{}", onnx_attention::OP);
+            count += 1;
+        } else if claims(n) || integer_sums.contains(&i) || pads.contains(&i) {
             n.op_type = format!("{PREFIX}{}", n.op_type);
             count += 1;
         }
@@ -250,6 +333,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(matmul::OPS)
         .chain(embed::OPS)
         .chain(attention::OPS)
+        .chain(onnx_attention::OPS)
         .chain(gqa::OPS)
         .chain(rotary::OPS)
         .chain(quant::OPS)
@@ -258,6 +342,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(squeeze::OPS)
         .chain(concat::OPS)
         .chain(cumsum::OPS)
+        .chain(reduce::OPS)
         .chain(looping::OPS)
         .chain(ml::OPS)
         .chain(qdq::OPS)
@@ -267,6 +352,20 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(svm::OPS)
         .chain(prep::OPS)
         .chain(encode::OPS)
+        .chain(loss::OPS)
+        .chain(grid_sample::OPS)
+        .chain(crop_pad::OPS)
+        .chain(pool_lp::OPS)
+        .chain(col2im::OPS)
+        .chain(affine_grid::OPS)
+        .chain(bitcast::OPS)
+        .chain(deform_conv::OPS)
+        .chain(linalg::OPS)
+        .chain(signal::OPS)
+        .chain(stft::OPS)
+        .chain(tensor_scatter::OPS)
+        .chain(unpool::OPS)
+        .chain(upsample::OPS)
         .chain(standin::OPS)
     {
         onnx.op_register

@@ -1,6 +1,6 @@
 //! The fused normalizations: SkipLayerNormalization, SkipSimplifiedLayerNormalization (`com.microsoft`) and
-//! SimplifiedLayerNormalization (which ORT registers in the ONNX domain), all with the two-pass variance; and ONNX's
-//! LayerNormalization where tract cannot type it.
+//! SimplifiedLayerNormalization (which ORT registers in the ONNX domain) and ONNX's RMSNormalization, all with the
+//! two-pass variance; and ONNX's LayerNormalization where tract cannot type it.
 
 use tract_onnx::prelude::*;
 
@@ -11,6 +11,7 @@ pub const OPS: &[&str] = &[
     "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization",
     "SimplifiedLayerNormalization",
+    "RMSNormalization",
     "LayerNormalization",
 ];
 
@@ -207,7 +208,8 @@ pub fn claims_layer_norm(n: &tract_onnx::pb::NodeProto) -> bool {
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
         "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => Some(&Skip),
-        "SimplifiedLayerNormalization" => Some(&Layer { simplified: true }),
+        // ONNX's RMSNormalization (opset 23) is ORT's SimplifiedLayerNormalization; tract's sums squares in f32.
+        "SimplifiedLayerNormalization" | "RMSNormalization" => Some(&Layer { simplified: true }),
         "LayerNormalization" => Some(&Layer { simplified: false }),
         _ => None,
     }

@@ -47,13 +47,18 @@ impl ContribOp {
         }
     }
 
-    /// The facts of the outputs tract exposes, from the facts of tract's inputs.
-    fn facts(&self, ins: &[Fact]) -> TractResult<Vec<Fact>> {
+    /// The facts of the outputs tract exposes, from the facts of tract's inputs and the values tract knows of them
+    /// (by tract input position; `None` where unknown).
+    fn facts(&self, ins: &[Fact], values: &[Option<&Tensor>]) -> TractResult<Vec<Fact>> {
         let by_slot = self.node.by_slot(ins);
-        let all = self
-            .kernel
-            .facts(&self.node, &by_slot)
-            .with_context(|| format!("typing {} `{}`", self.node.op(), self.node.proto.name))?;
+        let values: Vec<Option<&Tensor>> = (self.node.by_slot(values).into_iter())
+            .map(|v| v.copied().flatten())
+            .collect();
+        let all = match self.kernel.value_slots().is_empty() {
+            true => self.kernel.facts(&self.node, &by_slot),
+            false => self.kernel.facts_valued(&self.node, &by_slot, &values),
+        }
+        .with_context(|| format!("typing {} `{}`", self.node.op(), self.node.proto.name))?;
         self.node
             .outs
             .iter()
@@ -78,7 +83,7 @@ impl ContribOp {
             .iter()
             .map(|v| (v.datum_type(), v.shape().to_vec()))
             .collect();
-        let want = self.facts(&facts)?;
+        let want = self.facts(&facts, &by_tract(&tensors))?;
         let mut all = self.kernel.eval(&self.node, &by_slot)?;
         self.node
             .outs
@@ -132,14 +137,40 @@ impl TypedOp for ContribOp {
                 Ok((f.datum_type, shape.to_vec()))
             })
             .collect::<TractResult<Vec<Fact>>>()?;
+        let values: Vec<Option<&Tensor>> = inputs.iter().map(|f| f.konst.as_deref()).collect();
         Ok(self
-            .facts(&ins)?
+            .facts(&ins, &values)?
             .into_iter()
             .map(|(dt, shape)| dt.fact(shape))
             .collect())
     }
 
     as_op!();
+}
+
+impl ContribOp {
+    /// Sets the outputs' types and shapes in the solver to the kernel's facts.
+    fn equate<'r>(
+        &self,
+        s: &mut Solver<'r>,
+        outputs: &'r [TensorProxy],
+        ins: &[Fact],
+        values: &[Option<&Tensor>],
+    ) -> InferenceResult {
+        for (o, (dt, shape)) in outputs.iter().zip(self.facts(ins, values)?) {
+            s.equals(&o.datum_type, dt)?;
+            s.equals(
+                &o.shape,
+                ShapeFactoid::from(shape.iter().map(|&d| d.to_dim()).collect::<TVec<_>>()),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Each tensor as a known value, by tract input position.
+fn by_tract<'a>(tensors: &[&'a Tensor]) -> Vec<Option<&'a Tensor>> {
+    tensors.iter().map(|t| Some(*t)).collect()
 }
 
 impl Expansion for ContribOp {
@@ -175,16 +206,20 @@ impl Expansion for ContribOp {
                                 Ok((dt, dims))
                             })
                             .collect::<TractResult<Vec<Fact>>>()?;
-                        for (o, (dt, shape)) in outputs.iter().zip(self.facts(&ins)?) {
-                            s.equals(&o.datum_type, dt)?;
-                            s.equals(
-                                &o.shape,
-                                ShapeFactoid::from(
-                                    shape.iter().map(|&d| d.to_dim()).collect::<TVec<_>>(),
-                                ),
-                            )?;
+                        if self.kernel.value_slots().is_empty() {
+                            return self.equate(s, outputs, &ins, &[]);
                         }
-                        Ok(())
+                        let valued: Vec<usize> = (self.kernel.value_slots().iter())
+                            .filter_map(|&slot| self.node.slots.get(slot).copied().flatten())
+                            .collect();
+                        let proxies: Vec<_> = valued.iter().map(|&k| &inputs[k].value).collect();
+                        s.given_all(proxies, move |s, known: Vec<Arc<Tensor>>| {
+                            let mut values: Vec<Option<&Tensor>> = vec![None; ins.len()];
+                            for (&k, t) in valued.iter().zip(&known) {
+                                values[k] = Some(&**t);
+                            }
+                            self.equate(s, outputs, &ins, &values)
+                        })
                     },
                 )
             },

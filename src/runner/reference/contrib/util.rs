@@ -125,3 +125,23 @@ pub fn values<T: Datum + Copy>(t: &Tensor) -> TractResult<Vec<T>> {
         .copied()
         .collect())
 }
+
+/// A string attribute of `n`, or `default` where absent.
+pub fn string(n: &Node, name: &str, default: &str) -> String {
+    n.proto
+        .attribute
+        .iter()
+        .find(|a| a.name == name)
+        .map_or(default.into(), |a| {
+            String::from_utf8_lossy(&a.s).into_owned()
+        })
+}
+
+/// An integer attribute of `n`, or `None` where absent (where absence means something else than any value).
+pub fn int_opt(n: &Node, name: &str) -> Option<i64> {
+    n.proto
+        .attribute
+        .iter()
+        .find(|a| a.name == name)
+        .map(|a| a.i)
+}

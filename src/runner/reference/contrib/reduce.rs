@@ -1,0 +1,213 @@
+//! ONNX's `ReduceMax` and `ReduceMin` for the reference: tract gives the largest finite float where ONNX defines
+//! the maximum of an empty set as −∞ (the minimum's as +∞), and cannot reduce booleans (ONNX 20: `any`/`all`).
+//! Axes come from the attribute (before opset 18) or the second input, whose value must be known when the model is
+//! typed (an initializer, a constant, or a graph input the run gives); `keepdims` and `noop_with_empty_axes` as ONNX
+//! defines them. NaN propagates (the spec's reference uses `np.maximum.reduce`). Integers are reduced exactly in
+//! their own type.
+
+use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis};
+use tract_onnx::prelude::*;
+
+use super::util::{fact, float_type, opt};
+use super::{Fact, Kernel, Node};
+
+pub const OPS: &[&str] = &["ReduceMax", "ReduceMin"];
+
+/// `ReduceMax` (`max` true) or `ReduceMin`.
+struct Extreme {
+    max: bool,
+}
+
+/// The reduced axes (ascending, non-negative) of a rank-`rank` input; `None` when the node is an identity
+/// (`noop_with_empty_axes` with no axes).
+fn axes(n: &Node, rank: usize, given: Option<&Tensor>) -> TractResult<Option<Vec<usize>>> {
+    let listed: Vec<i64> = match given {
+        Some(t) => t
+            .cast_to::<i64>()?
+            .to_plain_array_view::<i64>()?
+            .iter()
+            .copied()
+            .collect(),
+        None => n.ints("axes"),
+    };
+    if listed.is_empty() {
+        return Ok(match n.int("noop_with_empty_axes", 0) != 0 {
+            true => None,
+            false => Some((0..rank).collect()),
+        });
+    }
+    let mut out = vec![];
+    for a in listed {
+        let r = rank as i64;
+        anyhow::ensure!(
+            (-r..r.max(1)).contains(&a),
+            "{} `{}`: axis {a} is outside rank {rank}",
+            n.op(),
+            n.proto.name
+        );
+        out.push(a.rem_euclid(r.max(1)) as usize);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(Some(out))
+}
+
+/// The output shape: reduced axes dropped, or kept at extent 1 with `keepdims`.
+fn reduced_shape(shape: &[usize], axes: &[usize], keep: bool) -> Vec<usize> {
+    (shape.iter().enumerate())
+        .filter_map(|(i, &d)| match axes.contains(&i) {
+            true => keep.then_some(1),
+            false => Some(d),
+        })
+        .collect()
+}
+
+/// `a` reduced over `axes` (kept at extent 1) from `identity` with `f`.
+fn fold<T: Copy>(a: &ArrayD<T>, axes: &[usize], identity: T, f: impl Fn(T, T) -> T) -> ArrayD<T> {
+    let mut out = a.clone();
+    for &ax in axes {
+        out = out.map_axis(Axis(ax), |lane| lane.iter().fold(identity, |m, &v| f(m, v)));
+        out.insert_axis_inplace(Axis(ax));
+    }
+    out
+}
+
+/// The smallest and largest value of an integer type, as i64 (the type's own extremes are what ONNX gives for an
+/// empty set; u64's largest is beyond i64 and is taken as i64's).
+fn limits(dt: DatumType) -> (i64, i64) {
+    match dt {
+        DatumType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DatumType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DatumType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DatumType::U8 => (0, u8::MAX.into()),
+        DatumType::U16 => (0, u16::MAX.into()),
+        DatumType::U32 => (0, u32::MAX.into()),
+        DatumType::U64 => (0, i64::MAX),
+        _ => (i64::MIN, i64::MAX),
+    }
+}
+
+impl Extreme {
+    fn floats(&self, x: &Tensor, axes: &[usize]) -> TractResult<Tensor> {
+        let a = x.cast_to::<f64>()?.to_plain_array_view::<f64>()?.to_owned();
+        let (identity, pick): (f64, fn(f64, f64) -> f64) = match self.max {
+            true => (f64::NEG_INFINITY, f64::max),
+            false => (f64::INFINITY, f64::min),
+        };
+        let r = fold(&a, axes, identity, |m, v| match m.is_nan() || v.is_nan() {
+            true => f64::NAN,
+            false => pick(m, v),
+        });
+        Ok(r.into_tensor())
+    }
+
+    fn integers(&self, x: &Tensor, axes: &[usize]) -> TractResult<Tensor> {
+        let dt = x.datum_type();
+        let a = x.cast_to::<i64>()?.to_plain_array_view::<i64>()?.to_owned();
+        let (lo, hi) = limits(dt);
+        let r = match self.max {
+            true => fold(&a, axes, lo, i64::max),
+            false => fold(&a, axes, hi, i64::min),
+        };
+        Ok(r.into_tensor().cast_to_dt(dt)?.into_owned())
+    }
+
+    fn booleans(&self, x: &Tensor, axes: &[usize]) -> TractResult<Tensor> {
+        let a = x.to_plain_array_view::<bool>()?.to_owned();
+        Ok(match self.max {
+            true => fold(&a, axes, false, |m, v| m || v),
+            false => fold(&a, axes, true, |m, v| m && v),
+        }
+        .into_tensor())
+    }
+}
+
+impl Kernel for Extreme {
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        self.facts_valued(n, ins, &[])
+    }
+
+    fn value_slots(&self) -> &'static [usize] {
+        &[1]
+    }
+
+    fn facts_valued(
+        &self,
+        n: &Node,
+        ins: &[Option<&Fact>],
+        values: &[Option<&Tensor>],
+    ) -> TractResult<Vec<Fact>> {
+        let (dt, shape) = fact(n, ins, 0)?;
+        let dt = match dt.is_float() {
+            true => float_type(n, &(*dt, shape.clone()))?,
+            false => *dt,
+        };
+        let given = values.get(1).copied().flatten();
+        anyhow::ensure!(
+            given.is_some() || ins.get(1).copied().flatten().is_none(),
+            "{} `{}`: its axes input must be known before the run",
+            n.op(),
+            n.proto.name
+        );
+        let out = match axes(n, shape.len(), given)? {
+            Some(ax) => reduced_shape(shape, &ax, n.int("keepdims", 1) != 0),
+            None => shape.clone(),
+        };
+        Ok(vec![(dt, out)])
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let x = opt(n, ins, 0)?;
+        let Some(ax) = axes(n, x.rank(), ins.get(1).copied().flatten())? else {
+            return Ok(vec![x.clone()]);
+        };
+        let r = match x.datum_type() {
+            dt if dt.is_float() => self.floats(x, &ax)?,
+            DatumType::Bool => self.booleans(x, &ax)?,
+            _ => self.integers(x, &ax)?,
+        };
+        let shape = reduced_shape(x.shape(), &ax, n.int("keepdims", 1) != 0);
+        Ok(vec![r.into_shape(&shape)?])
+    }
+}
+
+pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
+    match op {
+        "ReduceMax" => Some(&Extreme { max: true }),
+        "ReduceMin" => Some(&Extreme { max: false }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tract_onnx::prelude::tract_ndarray::{arr2, Array2};
+
+    #[test]
+    fn an_empty_set_reduces_to_the_identity() {
+        let empty = Array2::<f64>::zeros((0, 3)).into_dyn();
+        let r = fold(&empty, &[0], f64::NEG_INFINITY, f64::max);
+        assert_eq!(r.shape(), &[1, 3]);
+        assert!(r.iter().all(|v| *v == f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn axes_reduce_in_turn_and_shapes_follow_keepdims() {
+        let a = arr2(&[[1i64, 7, 3], [4, 5, 6]]).into_dyn();
+        assert_eq!(
+            fold(&a, &[1], i64::MIN, i64::max)
+                .into_raw_vec_and_offset()
+                .0,
+            [7, 6]
+        );
+        assert_eq!(
+            fold(&a, &[0, 1], i64::MAX, i64::min)
+                .into_raw_vec_and_offset()
+                .0,
+            [1]
+        );
+        assert_eq!(reduced_shape(&[2, 3, 4], &[0, 2], false), [3]);
+        assert_eq!(reduced_shape(&[2, 3, 4], &[0, 2], true), [1, 3, 1]);
+    }
+}

@@ -1,0 +1,57 @@
+//! Graph inputs whose values decide shapes: a `Reshape`'s target shape, a `Slice`'s starts and ends, a `Reduce*`'s
+//! axes, a `Resize`'s sizes, given as graph inputs rather than initializers (as the ONNX conformance suite and
+//! cut models do). tract types a model before it runs, so it needs these values then: the reference hands it the
+//! run's values of such inputs (given with `--input`, generated, or a cut's boundary values) as typing facts. Only
+//! inputs read directly at such a position are handed over, so nothing else is folded at import.
+
+use std::collections::HashSet;
+
+use crate::model::Graph;
+
+/// The input positions of an op (default domain) whose values decide its output's shape or layout.
+fn positions(op: &str) -> &'static [usize] {
+    match op {
+        "Reshape" | "Expand" | "Tile" | "Split" | "Squeeze" | "Unsqueeze" | "CumSum"
+        | "CumProd" | "TopK" | "OneHot" | "Upsample" | "CenterCropPad" | "Trilu" | "AffineGrid"
+        | "Compress" => &[1],
+        "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => &[0],
+        "Slice" => &[1, 2, 3, 4],
+        "Pad" => &[1, 3],
+        "Resize" => &[1, 2, 3],
+        "Range" => &[0, 1, 2],
+        "Col2Im" => &[1, 2],
+        "MaxUnpool" => &[2],
+        "DFT" => &[1, 2],
+        "STFT" => &[1, 3],
+        "MelWeightMatrix" => &[0, 1, 2, 3, 4],
+        op if op.starts_with("Reduce") => &[1],
+        _ => &[],
+    }
+}
+
+/// The names of the graph inputs of `graph` read at a shape-deciding position of some node.
+pub(super) fn deciding(graph: &Graph) -> HashSet<String> {
+    let inputs: HashSet<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    let mut out = HashSet::new();
+    for n in graph.nodes.iter().filter(|n| n.domain.is_empty()) {
+        for &k in positions(&n.op_type) {
+            if let Some(name) = n.inputs.get(k).filter(|i| inputs.contains(i.as_str())) {
+                out.insert(name.clone());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_cover_the_shape_inputs() {
+        assert_eq!(positions("Reshape"), &[1]);
+        assert_eq!(positions("ReduceLogSumExp"), &[1]);
+        assert_eq!(positions("Slice"), &[1, 2, 3, 4]);
+        assert!(positions("Add").is_empty());
+    }
+}

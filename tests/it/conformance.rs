@@ -1,0 +1,69 @@
+//! The ONNX conformance suite: every node case the pinned `onnx` package generates, run through phantom. A case
+//! ONNX Runtime CPU runs must give a clean `phantom onnx` verdict with every node in f64 and the reference's
+//! outputs equal to the suite's; any other case must give the suite's outputs with the reference alone
+//! (`phantom run --runner reference`). `tests/conformance/expectations.tsv` lists what does not pass yet, with
+//! the reason phantom gave: the test fails on a failure it does not list, and on a listed case that passes (the
+//! list only shrinks). The judging is `scripts/conformance/run.py`; the cases are generated once into
+//! `target/conformance/` by `scripts/conformance/cases.py`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{ensure_runtime, file_lock, pip_install, root};
+
+/// The `onnx` package whose generators define the suite, and the ONNX Runtime phantom pins.
+const PACKAGES: &[&str] = &["onnx==1.23.2", "numpy", "onnxruntime==1.31.1"];
+
+fn run(c: &mut Command) -> String {
+    let out = c.output().expect("start the command");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{c:?} failed:\n{text}");
+    text
+}
+
+/// The suite's virtual environment and its cases, made once under `work`.
+fn cases(work: &Path) -> (PathBuf, PathBuf) {
+    let (venv, cases) = (work.join("venv"), work.join("cases"));
+    let python = venv.join("bin/python");
+    let stamp = work.join("packages.txt");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(&PACKAGES.join("\n")) {
+        let _ = std::fs::remove_dir_all(&venv);
+        let _ = std::fs::remove_dir_all(&cases);
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+        run(pip_install(&python).args(PACKAGES));
+        std::fs::write(&stamp, PACKAGES.join("\n")).unwrap();
+    }
+    if !cases.join("cases.json").exists() {
+        run(Command::new(&python)
+            .arg(root().join("scripts/conformance/cases.py"))
+            .arg(&cases));
+    }
+    (python, cases)
+}
+
+#[test]
+fn the_onnx_conformance_suite_passes_but_for_its_listed_cases() {
+    ensure_runtime();
+    let work = root().join("target/conformance");
+    let _lock = file_lock(&work.with_extension("lock"));
+    let (python, cases) = cases(&work);
+    let out = run(Command::new(python)
+        .arg(root().join("scripts/conformance/run.py"))
+        .arg(&cases)
+        .arg(env!("CARGO_BIN_EXE_phantom"))
+        .arg("--expectations")
+        .arg(root().join("tests/conformance/expectations.tsv"))
+        .arg("--results")
+        .arg(work.join("results.json"))
+        .arg("--table")
+        .arg(work.join("table.md")));
+    println!("{out}");
+    assert!(
+        out.contains(" 0 where the reference disagrees with the suite"),
+        "{out}"
+    );
+}
