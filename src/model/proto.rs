@@ -81,6 +81,24 @@ fn read_range(path: &Path, offset: u64, len: usize) -> std::result::Result<Vec<u
 }
 
 /// Decodes a `TensorProto` (raw_data, typed fields, or external data resolved against `base`).
+/// A string tensor from its `string_data` (UTF-8; bytes that are not are replaced, as they cannot be compared).
+fn strings(p: &TensorProto, shape: &[usize]) -> Result<Tensor> {
+    let values: Vec<String> = (p.string_data.iter())
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), values)
+        .map(Tensor::Str)
+        .map_err(|_| {
+            bad_tensor(
+                p,
+                format!(
+                    "holds {} strings, its shape {shape:?} needs another number",
+                    p.string_data.len()
+                ),
+            )
+        })
+}
+
 pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor> {
     let shape = shape_of(p)?;
     let dtype = DType::from_onnx(p.data_type);
@@ -90,6 +108,9 @@ pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor>
             format!("its dims {shape:?} have more elements than can be addressed"),
         )
     })?;
+    if dtype == DType::String {
+        return strings(p, &shape);
+    }
     let external;
     let raw: &[u8] = if p.data_location == Some(1) {
         external = external_bytes(p, base, &shape, n, dtype)?;

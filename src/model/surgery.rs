@@ -9,6 +9,8 @@
 //!   claim about nothing, and ONNX Runtime infers the rest.
 //! - Element types of a derived model's outputs are left for the loader to infer: a declared type would be a
 //!   guess (Dropout's mask is bool, TopK's indices int64), and a wrong one is refused.
+//! - Node names are unique: an inlined branch or function, or an unrolled loop, can bring a second node of a name
+//!   ONNX Runtime has seen ("two nodes with same node name"); the later ones get a `_<k>` suffix.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -46,6 +48,23 @@ pub fn legalize(proto: &mut ModelProto) {
         .cloned()
         .collect();
     g.value_info = kept;
+    unique_node_names(g);
+}
+
+/// Renames every node whose (non-empty) name an earlier node of `g` has, appending `_<k>`.
+fn unique_node_names(g: &mut GraphProto) {
+    let mut seen: HashSet<String> = HashSet::new();
+    for n in g.node.iter_mut().filter(|n| !n.name.is_empty()) {
+        if seen.insert(n.name.clone()) {
+            continue;
+        }
+        let mut k = 1;
+        while seen.contains(&format!("{}_{k}", n.name)) {
+            k += 1;
+        }
+        n.name = format!("{}_{k}", n.name);
+        seen.insert(n.name.clone());
+    }
 }
 
 /// An output that declares its name alone: the loader infers its type and shape.
@@ -166,5 +185,27 @@ mod tests {
         proto.ir_version = 9;
         legalize(&mut proto);
         assert_eq!(proto.ir_version, 9, "a newer IR is kept");
+    }
+
+    #[test]
+    fn node_names_become_unique() {
+        let named = |n: &str| NodeProto {
+            name: n.into(),
+            ..Default::default()
+        };
+        let mut g = GraphProto {
+            node: vec![
+                named("a"),
+                named("a"),
+                named("a_1"),
+                named(""),
+                named(""),
+                named("a"),
+            ],
+            ..Default::default()
+        };
+        unique_node_names(&mut g);
+        let names: Vec<&str> = g.node.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "a_1", "a_1_1", "", "", "a_2"]);
     }
 }
