@@ -3,7 +3,8 @@
 //! node and attribute named: an IR version no ONNX release defines, an op's legacy definition at a default-domain
 //! opset older than 7, a graph with nodes but no outputs, an attribute
 //! given twice, not defined by its op or carrying data of another type than it declares, a name defined twice (a graph input or initializer that a node also writes), an initializer whose
-//! dims are negative or overflow, and inputs of one-type ops (Add, MatMul, Conv…) whose declared element types
+//! dims are negative or overflow (and data that contradicts dims, a Reshape target no tensor can have: see
+//! [`super::loader_data`]), and inputs of one-type ops (Add, MatMul, Conv…) whose declared element types
 //! differ (a float64 initializer beside float32 activations).
 
 use std::collections::{HashMap, HashSet};
@@ -68,6 +69,7 @@ pub fn check(model: &ModelProto) -> Result<(), String> {
         return Err("the graph declares no outputs, so no node's value is asked for".into());
     }
     initializer_dims(g)?;
+    super::loader_data::check_graph(g)?;
     defined_once(g)?;
     let opsets: HashMap<&str, i64> = model
         .opset_import
@@ -125,7 +127,7 @@ fn resolved(domain: &str, op: &str, opset: i64) -> Option<(i64, &'static [&'stat
         .map(|(_, _, since, known)| (*since, *known))
 }
 
-fn at(i: usize, n: &NodeProto) -> String {
+pub(super) fn at(i: usize, n: &NodeProto) -> String {
     match n.name.is_empty() {
         true => format!("node #{i} ({})", n.op_type),
         false => format!("node `{}` ({})", n.name, n.op_type),
@@ -221,7 +223,15 @@ fn defined_attributes(n: &NodeProto, opsets: &HashMap<&str, i64>) -> Result<(), 
         return Ok(());
     };
     let Some((since, known)) = resolved(domain, &n.op_type, opset) else {
-        return Ok(());
+        // An op of the default domain that this opset does not define yet (LayerNormalization at opset 6).
+        return match (domain.is_empty(), resolved(domain, &n.op_type, i64::MAX)) {
+            (true, Some(_)) => Err(format!(
+                "{} is not defined at opset {opset}, which the model imports (it came later): re-export with a \
+                 newer opset",
+                n.op_type
+            )),
+            _ => Ok(()),
+        };
     };
     match n.attribute.iter().find(|a| !known.contains(&a.name.as_str())) {
         Some(a) => Err(format!(

@@ -9,6 +9,7 @@ pub mod image;
 pub mod import;
 pub mod inline;
 pub mod inputs;
+pub mod loader_data;
 pub mod loader_rules;
 pub mod npy;
 pub mod onnx_attrs;

@@ -34,8 +34,9 @@ const RANDOM: &[&str] = &[
 const PRIME: i64 = 2_147_483_647;
 
 /// The graph with its top-level random ops replaced by hash noise seeded with `seed` (the same graph when it has
-/// none).
-pub fn seeded(graph: Graph, seed: u64) -> Result<Graph> {
+/// none). `given` are the run's graph inputs, where known: a Dropout whose `training_mode` (and `ratio`) the run
+/// gives as inputs is in training mode as much as one whose are constants.
+pub fn seeded(graph: Graph, seed: u64, given: Option<&super::inputs::Inputs>) -> Result<Graph> {
     if !graph
         .nodes
         .iter()
@@ -50,7 +51,8 @@ pub fn seeded(graph: Graph, seed: u64) -> Result<Graph> {
     let Some(g) = proto.graph.as_mut() else {
         return Ok(graph);
     };
-    let notes = replace(g, opset, seed);
+    let given = given.map_or(&[][..], |i| i.tensors.as_slice());
+    let notes = replace(g, opset, seed, given);
     let seeded = !notes.is_empty();
     let mut graph = super::inline::reimported(graph, proto, notes)?;
     if seeded {
@@ -60,7 +62,13 @@ pub fn seeded(graph: Graph, seed: u64) -> Result<Graph> {
 }
 
 /// Replaces every top-level random op of `g` by hash noise seeded with `seed`; returns a note per replacement.
-pub fn replace(g: &mut GraphProto, opset: i64, seed: u64) -> Vec<String> {
+/// `given` are graph inputs' values known for the run.
+pub fn replace(
+    g: &mut GraphProto,
+    opset: i64,
+    seed: u64,
+    given: &[(String, crate::tensor::Tensor)],
+) -> Vec<String> {
     if opset < 11 {
         return vec![];
     }
@@ -70,7 +78,7 @@ pub fn replace(g: &mut GraphProto, opset: i64, seed: u64) -> Vec<String> {
         let n = g.node[at].clone();
         let default_domain = n.domain.is_empty() || n.domain == "ai.onnx";
         let dropout = match n.op_type == "Dropout" && default_domain && opset >= 15 {
-            true => training_ratio(g, &n),
+            true => training_ratio(g, &n, given),
             false => None,
         };
         if !(RANDOM.contains(&n.op_type.as_str()) && default_domain) && dropout.is_none() {
@@ -118,10 +126,20 @@ fn may_train(n: &super::Node) -> bool {
     n.op_type == "Dropout" && n.inputs.get(2).is_some_and(|i| !i.is_empty())
 }
 
-/// The `ratio` of a Dropout that runs in training mode: its `training_mode` input a constant true and its ratio
-/// (default 0.5) a non-zero constant; `None` otherwise (inference mode is the identity).
-fn training_ratio(g: &GraphProto, n: &NodeProto) -> Option<f32> {
+/// The `ratio` of a Dropout that runs in training mode: its `training_mode` input a constant (or a given input)
+/// true and its ratio (default 0.5) a non-zero constant (or given); `None` otherwise (inference mode is the
+/// identity).
+fn training_ratio(
+    g: &GraphProto,
+    n: &NodeProto,
+    given: &[(String, crate::tensor::Tensor)],
+) -> Option<f32> {
     let constant = |name: &str| -> Option<f64> {
+        if let Some((_, v)) = given.iter().find(|(k, _)| k == name) {
+            return (v.len() == 1)
+                .then(|| v.as_f64().iter().next().copied())
+                .flatten();
+        }
         let t = (g.initializer.iter().find(|t| t.name == name)).or_else(|| {
             (g.node.iter())
                 .find(|c| c.op_type == "Constant" && c.output.first().is_some_and(|o| o == name))

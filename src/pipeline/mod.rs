@@ -37,7 +37,7 @@ use std::time::Instant;
 use crate::analysis::agreement;
 use crate::error::{Error, Result};
 use crate::model::{self, inputs::Inputs, Graph};
-use crate::report::model::{Report, ValueReport};
+use crate::report::model::{Report, ValueReport, ValueStatus};
 use crate::report::multi::{MultiReport, PairValue};
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
@@ -168,14 +168,16 @@ fn run(s: &CompareSettings) -> Result<Finished> {
 }
 
 /// A comparison that compared no element is an error, not a clean verdict that would pass any CI gate; values that
-/// are empty on both sides (a zero-length split, a crop to nothing) were compared all the same: their shapes agree.
+/// are empty on both sides (a zero-length split, a crop to nothing) were compared all the same (their shapes agree),
+/// and so were string values (compared by equality, without numeric metrics).
 fn compared_something(s: &CompareSettings, f: &Finished) -> Result<()> {
-    let metrics: Vec<_> = (f.reports.iter())
-        .flat_map(|r| r.values())
+    let values: Vec<_> = (f.reports.iter()).flat_map(|r| r.values()).collect();
+    let elements: u64 = (values.iter())
         .filter_map(|(_, v)| v.metrics.as_ref())
-        .collect();
-    let elements: u64 = metrics.iter().map(|m| m.elements).sum();
-    if elements > 0 || (s.slice.is_none() && !metrics.is_empty()) {
+        .map(|m| m.elements)
+        .sum();
+    let compared = (values.iter()).any(|(_, v)| v.status != ValueStatus::Unchecked);
+    if elements > 0 || (s.slice.is_none() && compared) {
         return Ok(());
     }
     let why = match &s.slice {

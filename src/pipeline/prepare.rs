@@ -60,7 +60,7 @@ pub fn prepared_graph(
         true => graph,
         false => model::inline::taken_branches(graph, inputs)?,
     };
-    model::random::seeded(graph, seed)
+    model::random::seeded(graph, seed, Some(inputs))
 }
 
 /// The graph and inputs a command that is not a comparison runs (`run`, `record`, `scan`, `determinism`): the

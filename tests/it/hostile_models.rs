@@ -497,13 +497,63 @@ fn a_layer_norm_axis_below_the_rank_is_refused_not_hung() {
         output: vec![value("y", &[1, 3, 8, 8])],
         ..Default::default()
     };
+    let mut valid = g.clone();
+    valid.node[1].attribute = vec![attr_int("axis", -1)];
     let m = write_model(&dir.path().join("ln.onnx"), g, 17);
     let m = m.to_str().unwrap();
+    let ok = write_model(&dir.path().join("ok.onnx"), valid, 17);
+    let ok = ok.to_str().unwrap();
     for args in [
         vec!["run", m, "--runner", "reference", "--timeout", "60"],
         vec!["onnx", m, "--ep", "wgpu", "--timeout", "60"],
+        // Beside a valid --target-model the node is not stood in for: the model itself is wrong.
+        vec!["onnx", m, "--target-model", ok, "--timeout", "60"],
     ] {
         refused(&args, &["axis -10"]);
+    }
+}
+
+/// Stored data that contradicts its dims (a Constant of dims [0] holding one float) and a Reshape target no tensor
+/// can have (INT64_MAX) are refused before any engine runs, naming the node, on the reference and on wgpu.
+#[test]
+fn data_against_its_dims_and_impossible_reshapes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut konst = node("Constant", &[], "k");
+    konst.attribute = vec![pb::AttributeProto {
+        name: "value".into(),
+        r#type: pb::attribute_proto::AttributeType::Tensor as i32,
+        t: Some(f32_tensor("", vec![0], vec![1.0])),
+        ..Default::default()
+    }];
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![konst, node("Add", &["x", "k"], "y")],
+        input: vec![value("x", &[0])],
+        output: vec![value("y", &[0])],
+        ..Default::default()
+    };
+    let c = write_model(&dir.path().join("c.onnx"), g, 17);
+    let mut reshape = node("Reshape", &["r", "s"], "y");
+    reshape.name = "rs".into();
+    let g = pb::GraphProto {
+        name: "g".into(),
+        node: vec![node("Relu", &["x"], "r"), reshape],
+        initializer: vec![i64_tensor("s", vec![2], vec![i64::MAX, 1])],
+        input: vec![value("x", &[2, 3])],
+        output: vec![value("y", &[6, 1])],
+        ..Default::default()
+    };
+    let r = write_model(&dir.path().join("r.onnx"), g, 17);
+    for (m, names) in [
+        (c.to_str().unwrap(), ["Constant", "holds 1"]),
+        (r.to_str().unwrap(), ["`rs`", "9223372036854775807"]),
+    ] {
+        for args in [
+            vec!["run", m, "--runner", "reference", "--timeout", "60"],
+            vec!["onnx", m, "--ep", "wgpu", "--timeout", "60"],
+        ] {
+            refused(&args, &names);
+        }
     }
 }
 

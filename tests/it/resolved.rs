@@ -167,7 +167,7 @@ fn random_ops_draw_the_same_seeded_noise_on_both_sides() {
     let graph = phantom::model::load(&m).unwrap();
     let inputs = prepared(&graph, &[("n", 64)]);
     let draw = |seed: u64| {
-        let g = phantom::model::random::seeded(graph.clone(), seed).unwrap();
+        let g = phantom::model::random::seeded(graph.clone(), seed, None).unwrap();
         ReferenceRunner::default().run(&g, &inputs).unwrap().values
     };
     let (a, b) = (draw(0), draw(1));
@@ -317,7 +317,7 @@ fn a_training_mode_dropout_drops_the_same_elements_on_both_sides() {
     // A tenth of the elements dropped, the rest scaled by 1/0.9, and the mask says which.
     let graph = phantom::model::load(&m).unwrap();
     let inputs = prepared(&graph, &[]);
-    let g = phantom::model::random::seeded(graph, 0).unwrap();
+    let g = phantom::model::random::seeded(graph, 0, None).unwrap();
     let v = ReferenceRunner::default().run(&g, &inputs).unwrap().values;
     let (x, y, mask) = (
         inputs.tensors[0].1.to_f64_array(),

@@ -1,6 +1,7 @@
 //! Graph inputs whose values decide shapes: a `Reshape`'s target shape, a `Slice`'s starts and ends, a `Reduce*`'s
 //! axes, a `Resize`'s sizes, given as graph inputs rather than initializers (as the ONNX conformance suite and
-//! cut models do). tract types a model before it runs, so it needs these values then: the reference hands it the
+//! cut models do), and inputs tract requires constant (BatchNormalization's parameters). tract types a model
+//! before it runs, so it needs these values then: the reference hands it the
 //! run's values of such inputs (given with `--input`, generated, or a cut's boundary values) as typing facts. Only
 //! inputs read directly at such a position are handed over, so nothing else is folded at import.
 
@@ -14,13 +15,18 @@ fn positions(op: &str) -> &'static [usize] {
         "Reshape" | "Expand" | "Tile" | "Split" | "Squeeze" | "Unsqueeze" | "CumSum"
         | "CumProd" | "TopK" | "OneHot" | "Upsample" | "CenterCropPad" | "Trilu" | "AffineGrid"
         | "Compress" => &[1],
-        "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => &[0],
+        "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" | "StringSplit"
+        | "StringNormalizer" => &[0],
         "Slice" => &[1, 2, 3, 4],
         "Pad" => &[1, 3],
         "Resize" => &[1, 2, 3],
         "Range" => &[0, 1, 2],
         "Col2Im" => &[1, 2],
         "MaxUnpool" => &[2],
+        // Its output's length is the number of boxes kept: typing needs every input.
+        "NonMaxSuppression" => &[0, 1, 2, 3, 4],
+        // Not shapes, but tract builds its (inference-mode) BatchNormalization only from constant parameters.
+        "BatchNormalization" => &[1, 2, 3, 4],
         "DFT" => &[1, 2],
         "STFT" => &[1, 3],
         "MelWeightMatrix" => &[0, 1, 2, 3, 4],

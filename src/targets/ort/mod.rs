@@ -109,7 +109,7 @@ impl OrtTarget {
         let own = spec.model.as_deref().map(model::load).transpose()?;
         // Random ops draw what the reference's draw: the same hash noise, seeded alike.
         let own = match (own, graph.random_seed) {
-            (Some(g), Some(seed)) => Some(model::random::seeded(g, seed)?),
+            (Some(g), Some(seed)) => Some(model::random::seeded(g, seed, None)?),
             (own, _) => own,
         };
         let own = own.map(|mut g| {

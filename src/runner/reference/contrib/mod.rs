@@ -27,6 +27,7 @@ mod lstm;
 mod matmul;
 mod mha;
 mod ml;
+mod nms;
 mod norm;
 mod onnx_attention;
 mod onnx_attn_rows;
@@ -41,9 +42,11 @@ mod signal;
 mod squeeze;
 pub mod standin;
 mod stft;
+mod strings;
 mod svm;
 mod svm_cls;
 mod tensor_scatter;
+mod tfidf;
 mod trees;
 mod trees5;
 mod trees_cls;
@@ -56,6 +59,10 @@ use tract_onnx::prelude::*;
 
 /// Prefix of the op types phantom claims.
 pub const PREFIX: &str = "phantom.";
+
+/// Starts a kernel's typing error that is the model's fault (an axis outside the rank), not a gap in the reference:
+/// such a node is never stood in for; the model is refused.
+pub const INVALID: &str = "the model is invalid: ";
 
 /// Element type and concrete shape of one value.
 pub type Fact = (DatumType, Vec<usize>);
@@ -183,6 +190,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| concat::kernel(op))
         .or_else(|| cumsum::kernel(op))
         .or_else(|| reduce::kernel(op))
+        .or_else(|| nms::kernel(op))
         .or_else(|| looping::kernel(op))
         .or_else(|| ml::kernel(op))
         .or_else(|| qdq::kernel(op))
@@ -206,6 +214,8 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| tensor_scatter::kernel(op))
         .or_else(|| unpool::kernel(op))
         .or_else(|| upsample::kernel(op))
+        .or_else(|| strings::kernel(op))
+        .or_else(|| tfidf::kernel(op))
         .or_else(|| standin::kernel(op))
 }
 
@@ -213,7 +223,8 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 /// although ONNX does not define it), and ONNX ops tract computes in f32 (DynamicQuantizeLinear, RMSNormalization,
 /// GridSample), wrongly (Celu; ReduceMax/ReduceMin of an empty set or of booleans) or not at all (CumProd, the
 /// training losses SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss; CenterCropPad, LpPool, Col2Im, AffineGrid,
-/// BitCast; Det, MaxUnpool, TensorScatter, Upsample, DeformConv). The window ops and MelWeightMatrix tract folds into
+/// BitCast; Det, MaxUnpool, NonMaxSuppression, TensorScatter, Upsample, DeformConv; the string ops StringConcat,
+/// StringSplit, RegexFullMatch, StringNormalizer, and TfIdfVectorizer). The window ops and MelWeightMatrix tract folds into
 /// f32 constants at import, and its STFT needs a constant window: phantom takes them before tract parses.
 const ANY_DOMAIN: &[&str] = &[
     "SimplifiedLayerNormalization",
@@ -241,6 +252,12 @@ const ANY_DOMAIN: &[&str] = &[
     "TensorScatter",
     "Upsample",
     "DeformConv",
+    "StringConcat",
+    "StringSplit",
+    "RegexFullMatch",
+    "StringNormalizer",
+    "TfIdfVectorizer",
+    "NonMaxSuppression",
 ];
 
 fn claims(n: &NodeProto) -> bool {
@@ -343,6 +360,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(concat::OPS)
         .chain(cumsum::OPS)
         .chain(reduce::OPS)
+        .chain(nms::OPS)
         .chain(looping::OPS)
         .chain(ml::OPS)
         .chain(qdq::OPS)
@@ -366,6 +384,8 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(tensor_scatter::OPS)
         .chain(unpool::OPS)
         .chain(upsample::OPS)
+        .chain(strings::OPS)
+        .chain(tfidf::OPS)
         .chain(standin::OPS)
     {
         onnx.op_register

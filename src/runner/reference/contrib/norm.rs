@@ -111,7 +111,8 @@ fn split_axis(n: &Node, rank: usize) -> TractResult<usize> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
     anyhow::ensure!(
         (0..rank as i64).contains(&a),
-        "axis {axis} out of range for rank {rank}"
+        "{}axis {axis} out of range for rank {rank}",
+        super::INVALID
     );
     Ok(a as usize)
 }
