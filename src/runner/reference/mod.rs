@@ -27,6 +27,8 @@ mod rnn;
 mod rnn_act;
 pub mod select;
 mod shape_inputs;
+pub use shape_inputs::InputFact;
+use shape_inputs::{facts_of, input_fact};
 mod symbols;
 pub mod thresholds;
 mod widen;
@@ -237,28 +239,6 @@ fn model_dir(graph: &Graph) -> &str {
         .unwrap_or(".")
 }
 
-/// What typing the model needs of a graph input: its name, element type and shape, and its value where it decides
-/// shapes ([`shape_inputs`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct InputFact {
-    pub name: String,
-    pub dtype: crate::tensor::DType,
-    pub shape: Vec<usize>,
-    pub value: Option<crate::tensor::Tensor>,
-}
-
-impl InputFact {
-    /// An input known by its type and shape alone.
-    pub fn typed(name: String, dtype: crate::tensor::DType, shape: Vec<usize>) -> InputFact {
-        InputFact {
-            name,
-            dtype,
-            shape,
-            value: None,
-        }
-    }
-}
-
 /// A panic's node and reason in ONNX terms (tract names nodes by phantom's prefix and index).
 fn named_panics<T>(graph: &Graph, r: Result<T>) -> Result<T> {
     r.map_err(|e| match e {
@@ -273,32 +253,6 @@ fn named_panics<T>(graph: &Graph, r: Result<T>) -> Result<T> {
         },
         other => other,
     })
-}
-
-/// The typing facts of `inputs`, with the values of those that decide shapes.
-fn facts_of(graph: &Graph, inputs: &Inputs) -> Vec<InputFact> {
-    let deciding = shape_inputs::deciding(graph);
-    (inputs.tensors.iter())
-        .map(|(n, t)| InputFact {
-            value: deciding.contains(n).then(|| t.clone()),
-            ..InputFact::typed(n.clone(), t.dtype(), t.shape().to_vec())
-        })
-        .collect()
-}
-
-/// The tract fact of graph input `f`: floats as f64 when `wide`; with its value where it decides shapes.
-fn input_fact(f: &InputFact, wide: bool) -> InferenceFact {
-    let dt = if wide && f.dtype.is_float() {
-        f64::datum_type()
-    } else {
-        crate::model::tract::datum_type(f.dtype)
-    };
-    match &f.value {
-        Some(t) if wide || !t.dtype().is_float() => {
-            InferenceFact::from(crate::model::tract::to_tract_f64(t).into_tensor())
-        }
-        _ => InferenceFact::dt_shape(dt, f.shape.iter().copied().collect::<TVec<_>>()),
-    }
 }
 
 /// Every value whose shape typing made concrete must fit the memory phantom plans with (a shape computed from the

@@ -2,12 +2,64 @@
 //! axes, a `Resize`'s sizes, given as graph inputs rather than initializers (as the ONNX conformance suite and
 //! cut models do), and inputs tract requires constant (BatchNormalization's parameters). tract types a model
 //! before it runs, so it needs these values then: the reference hands it the
-//! run's values of such inputs (given with `--input`, generated, or a cut's boundary values) as typing facts. Only
-//! inputs read directly at such a position are handed over, so nothing else is folded at import.
+//! run's values of such inputs (given with `--input`, generated, or a cut's boundary values) as typing facts
+//! ([`InputFact`]). Only inputs read directly at such a position are handed over, so nothing else is folded at
+//! import.
 
 use std::collections::HashSet;
 
+use tract_onnx::prelude::*;
+
+use crate::model::inputs::Inputs;
 use crate::model::Graph;
+
+/// What typing the model needs of a graph input: its name, element type and shape, and its value where it decides
+/// shapes (read at a position `positions` lists).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputFact {
+    pub name: String,
+    pub dtype: crate::tensor::DType,
+    pub shape: Vec<usize>,
+    pub value: Option<crate::tensor::Tensor>,
+}
+
+impl InputFact {
+    /// An input known by its type and shape alone.
+    pub fn typed(name: String, dtype: crate::tensor::DType, shape: Vec<usize>) -> InputFact {
+        InputFact {
+            name,
+            dtype,
+            shape,
+            value: None,
+        }
+    }
+}
+
+/// The typing facts of `inputs`, with the values of those that decide shapes.
+pub(super) fn facts_of(graph: &Graph, inputs: &Inputs) -> Vec<InputFact> {
+    let deciding = deciding(graph);
+    (inputs.tensors.iter())
+        .map(|(n, t)| InputFact {
+            value: deciding.contains(n).then(|| t.clone()),
+            ..InputFact::typed(n.clone(), t.dtype(), t.shape().to_vec())
+        })
+        .collect()
+}
+
+/// The tract fact of graph input `f`: floats as f64 when `wide`; with its value where it decides shapes.
+pub(super) fn input_fact(f: &InputFact, wide: bool) -> InferenceFact {
+    let dt = if wide && f.dtype.is_float() {
+        f64::datum_type()
+    } else {
+        crate::model::tract::datum_type(f.dtype)
+    };
+    match &f.value {
+        Some(t) if wide || !t.dtype().is_float() => {
+            InferenceFact::from(crate::model::tract::to_tract_f64(t).into_tensor())
+        }
+        _ => InferenceFact::dt_shape(dt, f.shape.iter().copied().collect::<TVec<_>>()),
+    }
+}
 
 /// The input positions of an op (default domain) whose values decide its output's shape or layout.
 fn positions(op: &str) -> &'static [usize] {

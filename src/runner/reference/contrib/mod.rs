@@ -37,6 +37,7 @@ mod prep;
 mod qdq;
 mod quant;
 mod reduce;
+mod regex_match;
 mod rotary;
 mod signal;
 mod squeeze;

@@ -1,12 +1,7 @@
 //! ONNX's string ops for the reference, which tract cannot run: `StringConcat` (numpy broadcasting), `StringSplit`
 //! (Python's `str.split`: on a delimiter, or on runs of whitespace with the ends stripped when the delimiter is
-//! absent or empty; `maxsplit` counts splits from the left, none when absent or negative), `RegexFullMatch` and
-//! `StringNormalizer`.
-//!
-//! `RegexFullMatch` takes RE2 syntax, compiled with the `regex` crate (whose syntax follows RE2's) and anchored at
-//! both ends. RE2 matches UTF-8 text char by char but its Perl classes and word boundary are ASCII, where `regex`'s
-//! are Unicode: `\d \w \s \b` and their negations are rewritten to their ASCII forms before compiling. RE2 features
-//! `regex` lacks (none of note) make the node fail rather than guess.
+//! absent or empty; `maxsplit` counts splits from the left, none when absent or negative), `RegexFullMatch` (in
+//! [`super::regex_match`]) and `StringNormalizer`.
 //!
 //! `StringNormalizer` follows the spec and ONNX Runtime: it takes a `[C]` or `[1, C]` tensor, drops the elements
 //! that are stopwords (compared as they are with `is_case_sensitive`, else both sides folded to the case of
@@ -33,7 +28,11 @@ pub const OPS: &[&str] = &[
 ];
 
 /// Input `slot` as an owned string array.
-fn strings(n: &Node, ins: &[Option<&Tensor>], slot: usize) -> TractResult<ArrayD<String>> {
+pub(super) fn strings(
+    n: &Node,
+    ins: &[Option<&Tensor>],
+    slot: usize,
+) -> TractResult<ArrayD<String>> {
     let t = opt(n, ins, slot)?;
     anyhow::ensure!(
         t.datum_type() == String::datum_type(),
@@ -205,62 +204,6 @@ impl Kernel for Split {
     }
 }
 
-/// An RE2 pattern with its Perl classes (`\d \w \s`, negated in capitals) and word boundaries made ASCII, as RE2
-/// has them, for the Unicode-aware `regex` crate. A class becomes a bracketed class, which `regex` also nests
-/// inside a bracketed class.
-fn re2_classes(pattern: &str) -> String {
-    let mut out = String::with_capacity(pattern.len());
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let Some(e) = chars.next() else {
-            out.push(c);
-            break;
-        };
-        out.push_str(match e {
-            'd' => "[0-9]",
-            'D' => "[^0-9]",
-            'w' => "[0-9A-Za-z_]",
-            'W' => "[^0-9A-Za-z_]",
-            // RE2's `\s` is [\t\n\f\r ], without \v.
-            's' => r"[\t\n\x0C\r ]",
-            'S' => r"[^\t\n\x0C\r ]",
-            'b' => r"(?-u:\b)",
-            'B' => r"(?-u:\B)",
-            _ => {
-                out.push(c);
-                out.push(e);
-                continue;
-            }
-        });
-    }
-    out
-}
-
-struct FullMatch;
-
-impl Kernel for FullMatch {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        Ok(vec![(bool::datum_type(), fact(n, ins, 0)?.1.clone())])
-    }
-
-    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        let x = strings(n, ins, 0)?;
-        let pattern = string(n, "pattern", "");
-        let anchored = format!(r"\A(?:{})\z", re2_classes(&pattern));
-        let re = regex::Regex::new(&anchored).map_err(|e| {
-            anyhow::anyhow!(
-                "RegexFullMatch `{}`: pattern {pattern:?}: {e}",
-                n.proto.name
-            )
-        })?;
-        Ok(vec![x.map(|s| re.is_match(s)).into_tensor()])
-    }
-}
-
 struct Normalizer;
 
 /// The case change of a `StringNormalizer`.
@@ -379,7 +322,7 @@ pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
         "StringConcat" => Some(&Concat),
         "StringSplit" => Some(&Split),
-        "RegexFullMatch" => Some(&FullMatch),
+        "RegexFullMatch" => Some(&super::regex_match::FullMatch),
         "StringNormalizer" => Some(&Normalizer),
         _ => None,
     }
@@ -462,23 +405,6 @@ mod tests {
                 .unwrap(),
             [2, 1]
         );
-    }
-
-    #[test]
-    fn perl_classes_are_ascii() {
-        let full = |p: &str, s: &str| {
-            let re = regex::Regex::new(&format!(r"\A(?:{})\z", re2_classes(p))).unwrap();
-            re.is_match(s)
-        };
-        assert!(full(r"\w+", "abc_1"));
-        assert!(!full(r"\w+", "é"));
-        assert!(full(r"\W", "é"));
-        assert!(full(r"[\w.-]+", "a.b-c"));
-        assert!(!full(r"[^\d]", "7"));
-        assert!(full(r"\d\s\S", "1 x"));
-        assert!(full(r"[[:alpha:]\d]+", "a1"));
-        assert!(full(r"www\.[\w.-]+\.\bcom\b", "www.google.com"));
-        assert!(full(r"[]a]+", "]a"));
     }
 
     #[test]
