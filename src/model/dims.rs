@@ -200,6 +200,7 @@ mod tests {
             name: "x".into(),
             dtype: Some(DType::F32),
             dims: Some(dims),
+            format: None,
         }
     }
 

@@ -230,6 +230,7 @@ mod tests {
             name: "x".into(),
             dtype: Some(DType::F32),
             dims: Some(dims.into_iter().map(Dim::Fixed).collect()),
+            format: None,
         }
     }
 

@@ -13,6 +13,7 @@ use tract_onnx::pb::{self, type_proto, GraphProto, ModelProto};
 
 use super::{Dim, Graph, HiddenValue, InitInfo, Node, ValueInfo};
 use crate::error::{Error, Result};
+use crate::tensor::formats::Format;
 use crate::tensor::DType;
 
 /// Loads and imports the model at `path`.
@@ -108,6 +109,11 @@ fn checked_graph<'m>(path: &Path, model: &'m ModelProto) -> Result<&'m GraphProt
     Ok(graph)
 }
 
+/// The host type of ONNX element type `code` (a narrow format's carrier).
+fn carried(code: i32) -> DType {
+    Format::from_onnx(code).map_or(DType::from_onnx(code), |f| f.carrier())
+}
+
 /// The type, dims and storage of every initializer, dense or sparse, by name.
 fn initializer_infos(graph: &GraphProto) -> HashMap<String, InitInfo> {
     graph
@@ -115,7 +121,7 @@ fn initializer_infos(graph: &GraphProto) -> HashMap<String, InitInfo> {
         .iter()
         .map(|t| {
             let info = InitInfo {
-                dtype: DType::from_onnx(t.data_type),
+                dtype: carried(t.data_type),
                 dims: t.dims.clone(),
                 external: t.data_location == Some(1),
             };
@@ -126,7 +132,7 @@ fn initializer_infos(graph: &GraphProto) -> HashMap<String, InitInfo> {
             Some((
                 v.name.clone(),
                 InitInfo {
-                    dtype: DType::from_onnx(v.data_type),
+                    dtype: carried(v.data_type),
                     dims: s.dims.clone(),
                     external: false,
                 },
@@ -177,7 +183,8 @@ fn value_info(v: &pb::ValueInfoProto) -> ValueInfo {
         Some(type_proto::Value::TensorType(tt)) => Some(tt),
         _ => None,
     });
-    let dtype = tensor.map(|t| DType::from_onnx(t.elem_type));
+    let format = tensor.and_then(|t| Format::from_onnx(t.elem_type));
+    let dtype = tensor.map(|t| carried(t.elem_type));
     let dims = tensor.and_then(|t| t.shape.as_ref()).map(|s| {
         s.dim
             .iter()
@@ -194,6 +201,7 @@ fn value_info(v: &pb::ValueInfoProto) -> ValueInfo {
         name: v.name.clone(),
         dtype,
         dims,
+        format,
     }
 }
 

@@ -57,6 +57,9 @@ pub struct ValueInfo {
     pub dtype: Option<DType>,
     /// Declared shape; `None` when the rank is unknown.
     pub dims: Option<Vec<Dim>>,
+    /// The narrow number format it is declared as (float8, int4...), whose values `dtype` carries exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<crate::tensor::formats::Format>,
 }
 
 impl ValueInfo {

@@ -8,6 +8,7 @@ use prost::Message;
 use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, TensorProto};
 
 use crate::error::{Error, Result};
+use crate::tensor::formats::Format;
 use crate::tensor::{DType, Tensor};
 
 /// Reads a serialized `TensorProto` file (the `input_N.pb` of ONNX test data sets).
@@ -111,13 +112,28 @@ pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor>
     if dtype == DType::String {
         return strings(p, &shape);
     }
+    let format = Format::from_onnx(p.data_type);
     let external;
     let raw: &[u8] = if p.data_location == Some(1) {
-        external = external_bytes(p, base, &shape, n, dtype)?;
+        let need = match format {
+            Some(f) => Some(f.packed_bytes(n)),
+            None => n.checked_mul(dtype.size()).filter(|_| dtype.size() > 0),
+        };
+        let name = format.map_or(dtype.name(), |f| f.name());
+        let need = need.ok_or_else(|| {
+            bad_tensor(
+                p,
+                format!("external {name} data of dims {shape:?} cannot be sized"),
+            )
+        })?;
+        external = external_bytes(p, base, &shape, need, name)?;
         &external
     } else {
         &p.raw_data
     };
+    if let Some(f) = format {
+        return narrow(p, f, &shape, raw);
+    }
     let src = Elements {
         p,
         shape: &shape,
@@ -144,6 +160,34 @@ pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor>
     })
 }
 
+/// A tensor of a narrow format (float8, float4, int4, int2) decoded exactly into its carrier type: from `raw` bytes
+/// when there are any, else from `int32_data` (one stored byte per entry, as ONNX packs them).
+fn narrow(p: &TensorProto, f: Format, shape: &[usize], raw: &[u8]) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let bytes: Vec<u8> = match raw.is_empty() && n > 0 {
+        true => p.int32_data.iter().map(|&v| v as u8).collect(),
+        false => raw.to_vec(),
+    };
+    let codes = f.unpack(&bytes, n).ok_or_else(|| {
+        bad_tensor(
+            p,
+            format!(
+                "holds {} bytes; {n} {} elements of dims {shape:?} take {}",
+                bytes.len(),
+                f.name(),
+                f.packed_bytes(n)
+            ),
+        )
+    })?;
+    let values = codes.iter().map(|&c| f.decode(c));
+    let t = match f.carrier() {
+        DType::I8 => shaped(shape, values.map(|v| v as i8).collect()).map(Tensor::I8),
+        DType::U8 => shaped(shape, values.map(|v| v as u8).collect()).map(Tensor::U8),
+        _ => shaped(shape, values.map(|v| v as f32).collect()).map(Tensor::F32),
+    };
+    Ok(t.expect("as many codes as the shape holds"))
+}
+
 /// The error for tensor `p` that cannot be decoded, and why.
 fn bad_tensor(p: &TensorProto, reason: String) -> Error {
     Error::Input {
@@ -152,14 +196,14 @@ fn bad_tensor(p: &TensorProto, reason: String) -> Error {
     }
 }
 
-/// The bytes of `p`'s external data (`n` elements of `dtype`, dims `shape`), from the file its `location` names
-/// beside `base`, checked against its declared `length`.
+/// The bytes of `p`'s external data (`need` bytes of type `name`, dims `shape`), from the file its `location`
+/// names beside `base`, checked against its declared `length`.
 fn external_bytes(
     p: &TensorProto,
     base: Option<&Path>,
     shape: &[usize],
-    n: usize,
-    dtype: DType,
+    need: usize,
+    name: &str,
 ) -> Result<Vec<u8>> {
     let bad = |reason: String| bad_tensor(p, reason);
     let loc = p
@@ -175,19 +219,9 @@ fn external_bytes(
             .find(|e| e.key == k)
             .and_then(|e| e.value.parse::<u64>().ok())
     };
-    let need = n
-        .checked_mul(dtype.size())
-        .filter(|_| dtype.size() > 0)
-        .ok_or_else(|| {
-            bad(format!(
-                "external {} data of dims {shape:?} cannot be sized",
-                dtype.name()
-            ))
-        })?;
     if let Some(len) = get("length").filter(|&l| l != need as u64) {
         return Err(bad(format!(
-            "{loc}: declared length {len} bytes, its dims {shape:?} of {} need {need}",
-            dtype.name()
+            "{loc}: declared length {len} bytes, its dims {shape:?} of {name} need {need}"
         )));
     }
     read_range(&path, get("offset").unwrap_or(0), need).map_err(|why| bad(format!("{loc}: {why}")))

@@ -3,6 +3,7 @@
 //! Runners hand back [`Tensor`]s keyed by ONNX value name; comparison widens both sides to f64 (exact for every
 //! float type up to f64 and for integers up to 2^53) and keeps the original [`DType`] for ULP distances.
 
+pub mod formats;
 pub mod narrow;
 
 use half::{bf16, f16};

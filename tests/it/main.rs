@@ -14,6 +14,7 @@ mod diff_pairing;
 mod dump;
 mod errors;
 mod explorer;
+mod formats;
 mod fuzz;
 mod golden;
 mod hostile;

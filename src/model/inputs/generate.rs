@@ -8,6 +8,7 @@ use rand_distr::{Distribution, Normal};
 use super::InputSpec;
 use crate::error::{Error, Result};
 use crate::model::{Graph, ValueInfo};
+use crate::tensor::formats::E8m0Round;
 use crate::tensor::{DType, Tensor};
 
 /// The size of the table an integer input indexes, when it (possibly through casts and reshapes) feeds the
@@ -137,6 +138,17 @@ pub(super) fn random_input(
                 .collect(),
             format!("integers in [{lo}, {hi}) seed {}", spec.seed),
         )
+    };
+    let (values, origin) = match info.format {
+        // A narrow format's input holds values of its grid (integers wrap into its range, floats saturate).
+        Some(f) => (
+            values
+                .into_iter()
+                .map(|v| f.cast(v, true, E8m0Round::Nearest))
+                .collect(),
+            format!("{origin}, rounded to {}", f.name()),
+        ),
+        None => (values, origin),
     };
     let arr = ArrayD::from_shape_vec(IxDyn(shape), values).expect("length matches shape");
     let t = Tensor::from_f64(dtype, arr).ok_or_else(|| Error::Input {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::{InputSource, InputSpec};
 use crate::error::{Error, Result};
 use crate::model::{Dim, Graph, ValueInfo};
+use crate::tensor::formats::Format;
 use crate::tensor::{DType, Tensor};
 
 /// Adds a loaded input, refusing a second value for the same input.
@@ -131,6 +132,9 @@ pub(super) fn check_loaded(info: &ValueInfo, dtype: DType, t: &Tensor) -> Result
             reason: format!("the file holds {} values, the model expects {dtype}: convert it (e.g. arr.astype(...))", t.dtype()),
         });
     }
+    if let Some(f) = info.format {
+        on_grid(info, f, t)?;
+    }
     if let Some(dims) = &info.dims {
         let fits = dims.len() == t.shape().len()
             && dims
@@ -149,4 +153,21 @@ pub(super) fn check_loaded(info: &ValueInfo, dtype: DType, t: &Tensor) -> Result
         }
     }
     Ok(t.clone())
+}
+
+/// A given input of a narrow format (float8, int4...) holds only values of that format.
+fn on_grid(info: &ValueInfo, f: Format, t: &Tensor) -> Result<()> {
+    let wide = t.to_f64_array();
+    match wide.iter().enumerate().find(|(_, &v)| !f.holds(v)) {
+        None => Ok(()),
+        Some((k, v)) => Err(Error::Input {
+            name: info.name.clone(),
+            reason: format!(
+                "the model declares {}, and element {k} ({v}) is not a {} value: give values of that format \
+                 (a TensorProto of that type, or values rounded to it)",
+                f.name(),
+                f.name()
+            ),
+        }),
+    }
 }

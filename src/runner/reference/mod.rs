@@ -10,6 +10,7 @@ mod capture;
 pub mod decide;
 mod faithful;
 pub mod fast;
+mod formats;
 mod hook;
 pub mod kernels;
 mod lazy;
@@ -172,6 +173,8 @@ impl ReferenceRunner {
         for n in &graph.nodes {
             g.node[n.source_index].name = format!("{PREFIX}{}", n.index);
         }
+        formats::carry(&mut proto, graph.path.parent())
+            .map_err(|e| ref_err(graph, "decoding narrow number formats", e))?;
         if wide {
             widen::widen(&mut proto, graph.path.parent(), self.round.as_ref())
                 .map_err(|e| ref_err(graph, "widening to f64", e))?;

@@ -77,6 +77,8 @@ fn positions(op: &str) -> &'static [usize] {
         "MaxUnpool" => &[2],
         // Its output's length is the number of boxes kept: typing needs every input.
         "NonMaxSuppression" => &[0, 1, 2, 3, 4],
+        // Its outputs' lengths are the number of distinct values of X.
+        "Unique" => &[0],
         // Not shapes, but tract builds its (inference-mode) BatchNormalization only from constant parameters.
         "BatchNormalization" => &[1, 2, 3, 4],
         "DFT" => &[1, 2],

@@ -1,11 +1,12 @@
 //! Fused activations: BiasGelu, FastGelu, Gelu, QuickGelu, BiasAdd, BiasSplitGelu (`com.microsoft`), with exact
-//! constants (tract's own versions of the first four build theirs in f32); and ONNX's Celu (tract's drops its α).
+//! constants (tract's own versions of the first four build theirs in f32); and ONNX's Celu (tract's drops its α)
+//! and SwiGLU (opset 28, which tract lacks): Swish_α(A)·B = A·σ(α·A)·B, A and B of one shape (no broadcasting).
 
 use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
 
 use super::util::{add_into, f64s, f64s_opt, fact, float_type, tensor};
-use super::{Fact, Kernel, Node};
+use super::{Fact, Kernel, Node, INVALID};
 
 pub const OPS: &[&str] = &[
     "BiasGelu",
@@ -15,6 +16,7 @@ pub const OPS: &[&str] = &[
     "BiasAdd",
     "BiasSplitGelu",
     "Celu",
+    "SwiGLU",
 ];
 
 /// GELU with the exact erf: x·Φ(x).
@@ -82,6 +84,66 @@ impl Kernel for Unary {
     }
 }
 
+struct SwiGlu;
+
+/// ONNX's SwiGLU: the gate A through Swish_α (α default 1), times the value B.
+impl Kernel for SwiGlu {
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        let (a, b) = (fact(n, ins, 0)?, fact(n, ins, 1)?);
+        anyhow::ensure!(
+            a == b,
+            "{INVALID}SwiGLU `{}`: A is {a:?} and B {b:?}; they must share type and shape",
+            n.proto.name
+        );
+        Ok(vec![(float_type(n, a)?, a.1.clone())])
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let (a, b) = (f64s(n, ins, 0)?, f64s(n, ins, 1)?);
+        anyhow::ensure!(
+            a.shape() == b.shape(),
+            "{INVALID}SwiGLU `{}`: A of shape {:?}, B of {:?}",
+            n.proto.name,
+            a.shape(),
+            b.shape()
+        );
+        let alpha = n.float("alpha", 1.0);
+        let swish = a.mapv(|v| v * super::super::kernels::sigmoid(alpha * v));
+        Ok(vec![tensor(swish * b)])
+    }
+}
+
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    OPS.contains(&op).then_some(&Unary as &dyn Kernel)
+    match op {
+        "SwiGLU" => Some(&SwiGlu as &dyn Kernel),
+        op => OPS.contains(&op).then_some(&Unary as &dyn Kernel),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swiglu_gates_b_by_swish_of_a() {
+        let n = Node::new(&tract_onnx::pb::NodeProto {
+            op_type: "SwiGLU".into(),
+            attribute: vec![tract_onnx::pb::AttributeProto {
+                name: "alpha".into(),
+                f: 0.5,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let (a, b) = (tensor1(&[2.0f64, -1.0]), tensor1(&[3.0f64, 0.5]));
+        let y = SwiGlu.eval(&n, &[Some(&a), Some(&b)]).unwrap();
+        let y = super::super::util::values::<f64>(&y[0]).unwrap();
+        let want = [
+            2.0 / (1.0 + (-1.0f64).exp()) * 3.0,
+            -1.0 / (1.0 + 0.5f64.exp()) * 0.5,
+        ];
+        assert!(y.iter().zip(want).all(|(y, w)| (y - w).abs() < 1e-15));
+        let c = tensor1(&[1.0f64]);
+        assert!(SwiGlu.eval(&n, &[Some(&a), Some(&c)]).is_err());
+    }
 }

@@ -11,11 +11,14 @@ mod attend;
 mod attention;
 mod batchnorm;
 mod bitcast;
+mod bitshift;
 mod col2im;
+mod compress;
 mod concat;
 mod crop_pad;
 mod cumsum;
 mod deform_conv;
+mod dot;
 mod embed;
 mod encode;
 mod gqa;
@@ -27,19 +30,25 @@ mod lstm;
 mod matmul;
 mod mha;
 mod ml;
+mod narrow_cast;
 mod nms;
 mod norm;
+mod one_hot;
 mod onnx_attention;
 mod onnx_attn_rows;
 pub mod op;
+mod optim;
 mod pool_lp;
 mod prep;
 mod qdq;
 mod quant;
 mod reduce;
 mod regex_match;
+mod reverse_sequence;
+mod roi_align;
 mod rotary;
 mod signal;
+mod space_to_depth;
 mod squeeze;
 pub mod standin;
 mod stft;
@@ -51,6 +60,7 @@ mod tfidf;
 mod trees;
 mod trees5;
 mod trees_cls;
+mod unique;
 mod unpool;
 mod upsample;
 mod util;
@@ -217,6 +227,16 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| upsample::kernel(op))
         .or_else(|| strings::kernel(op))
         .or_else(|| tfidf::kernel(op))
+        .or_else(|| roi_align::kernel(op))
+        .or_else(|| unique::kernel(op))
+        .or_else(|| optim::kernel(op))
+        .or_else(|| dot::kernel(op))
+        .or_else(|| compress::kernel(op))
+        .or_else(|| one_hot::kernel(op))
+        .or_else(|| reverse_sequence::kernel(op))
+        .or_else(|| space_to_depth::kernel(op))
+        .or_else(|| bitshift::kernel(op))
+        .or_else(|| narrow_cast::kernel(op))
         .or_else(|| standin::kernel(op))
 }
 
@@ -225,7 +245,10 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 /// GridSample), wrongly (Celu; ReduceMax/ReduceMin of an empty set or of booleans) or not at all (CumProd, the
 /// training losses SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss; CenterCropPad, LpPool, Col2Im, AffineGrid,
 /// BitCast; Det, MaxUnpool, NonMaxSuppression, TensorScatter, Upsample, DeformConv; the string ops StringConcat,
-/// StringSplit, RegexFullMatch, StringNormalizer, and TfIdfVectorizer). The window ops and MelWeightMatrix tract folds into
+/// StringSplit, RegexFullMatch, StringNormalizer, and TfIdfVectorizer; RoiAlign, Unique, and the training optimizers
+/// Adagrad, Adam and Momentum, whose domain `ai.onnx.preview.training` is neither ONNX's nor ORT's; Compress,
+/// OneHot and ReverseSequence, which tract cannot type; BitShift, whose out-of-range amounts tract gets wrong; SwiGLU;
+/// and SpaceToDepth in CRD mode, which tract computes as DCR, claimed apart). The window ops and MelWeightMatrix tract folds into
 /// f32 constants at import, and its STFT needs a constant window: phantom takes them before tract parses.
 const ANY_DOMAIN: &[&str] = &[
     "SimplifiedLayerNormalization",
@@ -259,6 +282,16 @@ const ANY_DOMAIN: &[&str] = &[
     "StringNormalizer",
     "TfIdfVectorizer",
     "NonMaxSuppression",
+    "RoiAlign",
+    "Unique",
+    "Adagrad",
+    "Adam",
+    "Momentum",
+    "Compress",
+    "OneHot",
+    "ReverseSequence",
+    "BitShift",
+    "SwiGLU",
 ];
 
 fn claims(n: &NodeProto) -> bool {
@@ -269,13 +302,16 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "LayerNormalization" {
         return norm::claims_layer_norm(n);
     }
+    if n.op_type == "SpaceToDepth" {
+        return space_to_depth::claims(n);
+    }
     if n.op_type == "Squeeze" {
         return squeeze::claims_squeeze(n);
     }
     if n.op_type == "OneHotEncoder" && !prep::claims_one_hot(n) {
         return false;
     }
-    if lstm::claims_recurrent(n) || qdq::claims_qdq(n) {
+    if lstm::claims_recurrent(n) || qdq::claims_qdq(n) || narrow_cast::claims(n) {
         return true;
     }
     // ORT's contrib domain, and the classic-ML ops (`ai.onnx.ml`) phantom has kernels for.
@@ -291,12 +327,15 @@ pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     let integer_sums = cumsum::over_integers(g);
     // Pads tract cannot build (mode `wrap`, a computed constant_value or axes); tract keeps the others.
     let pads = crop_pad::claimed_pads(g);
+    // MatMuls of two vectors, which tract refuses.
+    let dots = dot::claimed_dots(g);
     for (i, n) in g.node.iter_mut().enumerate() {
         for a in n.attribute.iter_mut() {
             for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
                 count += claim(sub, opsets);
             }
         }
+        roi_align::pin_default(n, opsets);
         if looping::claims_loop(n) {
             looping::explicit(n, opsets);
             count += 1;
@@ -304,7 +343,7 @@ pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
             // ONNX-domain Attention, under its own name: plain `phantom.Attention` is com.microsoft's.
             n.op_type = format!("{PREFIX}{}", onnx_attention::OP);
             count += 1;
-        } else if claims(n) || integer_sums.contains(&i) || pads.contains(&i) {
+        } else if claims(n) || integer_sums.contains(&i) || pads.contains(&i) || dots.contains(&i) {
             n.op_type = format!("{PREFIX}{}", n.op_type);
             count += 1;
         }
@@ -387,6 +426,16 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(upsample::OPS)
         .chain(strings::OPS)
         .chain(tfidf::OPS)
+        .chain(roi_align::OPS)
+        .chain(unique::OPS)
+        .chain(optim::OPS)
+        .chain(dot::OPS)
+        .chain(compress::OPS)
+        .chain(one_hot::OPS)
+        .chain(reverse_sequence::OPS)
+        .chain(space_to_depth::OPS)
+        .chain(bitshift::OPS)
+        .chain(narrow_cast::OPS)
         .chain(standin::OPS)
     {
         onnx.op_register

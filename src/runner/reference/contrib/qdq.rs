@@ -4,13 +4,17 @@
 //!
 //! Per tensor, per axis and blocked (opset 21 `block_size`) scales and zero points; 8- and 16-bit integers and int32
 //! (QDQ biases). `y = saturate(round_half_even(x / scale) + zero_point)` and `x = (q − zero_point) · scale`, with
-//! the scale as stored (a float32 value, read exactly) and the arithmetic in f64. The float8 and 4-bit types are
-//! refused with the reason.
+//! the scale as stored (a float32 value, read exactly) and the arithmetic in f64. The narrow formats (int4, int2,
+//! float8, float4) quantize onto their own grid (`Format::quantize`: saturating, round half to even) and dequantize
+//! from their carrier.
 
 use tract_onnx::prelude::*;
 
+use super::super::formats::FORMAT_ATTR;
+use super::narrow_cast::carrier;
 use super::util::{f64s, fact, opt, values};
 use super::{Fact, Kernel, Node};
+use crate::tensor::formats::Format;
 
 pub const OPS: &[&str] = &["QuantizeLinear", "DequantizeLinear"];
 
@@ -101,8 +105,17 @@ fn zero_points(ins: &[Option<&Tensor>], count: usize) -> TractResult<Vec<f64>> {
     }
 }
 
-/// The integer range of `dt`.
+/// The narrow format (int4, float8...) of the node's quantized side, where the model declares one
+/// ([`super::super::formats`] tells it in an attribute).
+fn format(n: &Node) -> Option<Format> {
+    Format::from_onnx(n.int(FORMAT_ATTR, 0) as i32)
+}
+
+/// The integer range of `dt` (of the node's narrow format, where it has one).
 fn range(n: &Node, dt: DatumType) -> TractResult<(f64, f64)> {
+    if let Some(r) = format(n).and_then(|f| f.int_range()) {
+        return Ok(r);
+    }
     Ok(match dt {
         DatumType::U8 => (0.0, 255.0),
         DatumType::I8 => (-128.0, 127.0),
@@ -132,6 +145,9 @@ struct Quantize;
 
 impl Quantize {
     fn output_type(n: &Node, zp: Option<&Fact>) -> TractResult<DatumType> {
+        if let Some(f) = format(n) {
+            return Ok(carrier(f));
+        }
         if let Some((dt, _)) = zp {
             return Ok(*dt);
         }
@@ -166,11 +182,21 @@ impl Kernel for Quantize {
             .flatten()
             .map(|t| (t.datum_type(), t.shape().to_vec()));
         let dt = Self::output_type(n, zp_fact.as_ref())?;
-        let (lo, hi) = range(n, dt)?;
+        // The level of a scaled value and a zero point: rounded before the zero point is added (integers).
+        let level: Box<dyn Fn(f64, f64) -> f64> = match format(n).filter(|f| f.is_float()) {
+            Some(f) => {
+                let saturate = n.int("saturate", 1) != 0;
+                Box::new(move |v, z| f.quantize(v + z, saturate))
+            }
+            None => {
+                let (lo, hi) = range(n, dt)?;
+                Box::new(move |v: f64, z| (v.round_ties_even() + z).clamp(lo, hi))
+            }
+        };
         let q: Vec<f64> = x
             .iter()
             .zip(layout.indices(x.shape()))
-            .map(|(&v, k)| ((v / scales[k]).round_ties_even() + zps[k]).clamp(lo, hi))
+            .map(|(&v, k)| level(v / scales[k], zps[k]))
             .collect();
         let q = super::util::shaped(x.shape(), q)?;
         Ok(vec![q.cast_to_dt(dt)?.into_owned()])
@@ -182,13 +208,17 @@ struct Dequantize;
 impl Kernel for Dequantize {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         let (dt, x) = fact(n, ins, 0)?;
-        range(n, *dt)?;
+        if !format(n).is_some_and(|f| f.is_float()) {
+            range(n, *dt)?;
+        }
         Ok(vec![(f64::datum_type(), x.clone())])
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         let q = opt(n, ins, 0)?;
-        range(n, q.datum_type())?;
+        if !format(n).is_some_and(|f| f.is_float()) {
+            range(n, q.datum_type())?;
+        }
         let x = f64s(n, ins, 0)?;
         let scale = opt(n, ins, 1)?;
         let layout = Layout::of(n, x.shape(), scale.shape())?;

@@ -145,3 +145,31 @@ pub fn int_opt(n: &Node, name: &str) -> Option<i64> {
         .find(|a| a.name == name)
         .map(|a| a.i)
 }
+
+/// The tensor of `shape` whose elements are `src`'s at the flat (row-major) indices `idx`, in `src`'s type.
+fn pick_t<T: Datum>(src: &Tensor, idx: &[usize], shape: &[usize]) -> TractResult<Tensor> {
+    let view = src.to_plain_array_view::<T>()?;
+    let data: Vec<&T> = view.iter().collect();
+    let out = (idx.iter())
+        .map(|&i| {
+            (data.get(i).map(|&v| v.clone()))
+                .ok_or_else(|| anyhow::anyhow!("index {i} is outside {} elements", data.len()))
+        })
+        .collect::<TractResult<Vec<T>>>()?;
+    Ok(ArrayD::from_shape_vec(IxDyn(shape), out)?.into_tensor())
+}
+
+/// The data-movement ops' output: `src`'s elements at the flat indices `idx`, shaped `shape`, of any element type
+/// (values are copied, so integers, booleans and strings pass through exactly).
+pub fn pick(src: &Tensor, idx: &[usize], shape: &[usize]) -> TractResult<Tensor> {
+    tract_onnx::prelude::tract_data::dispatch_datum!(pick_t(src.datum_type())(src, idx, shape))
+}
+
+/// Row-major strides of `shape`, in elements.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}

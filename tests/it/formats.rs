@@ -1,0 +1,190 @@
+//! Narrow number formats (int4 with blocked scales, float8 e4m3fn): weights stored in them are decoded exactly by
+//! the reference, and a model built on them gets a complete, clean verdict against ONNX Runtime.
+
+use std::path::Path;
+
+use phantom::model::npy::read_npy;
+use prost::Message;
+use tract_onnx::pb;
+
+use crate::common::*;
+
+/// int4 weights [8, 4]: value (3i + j) mod 16 − 8.
+fn w4(i: usize, j: usize) -> i8 {
+    ((3 * i + j) % 16) as i8 - 8
+}
+
+/// Blocked scales [2, 4] (blocks of 4 rows) and int4 zero points.
+fn s4(b: usize, j: usize) -> f32 {
+    0.125 * (b + 1) as f32 + 0.0625 * j as f32
+}
+
+fn z4(b: usize, j: usize) -> i8 {
+    ((b + j) % 3) as i8 - 1
+}
+
+/// float8 e4m3fn codes of the [4, 3] weights and the values they mean.
+const W8: [(u8, f64); 12] = [
+    (0x38, 1.0),
+    (0x40, 2.0),
+    (0xB8, -1.0),
+    (0x30, 0.5),
+    (0x3C, 1.5),
+    (0x44, 3.0),
+    (0xC0, -2.0),
+    (0x28, 0.25),
+    (0x7E, 448.0),
+    (0x01, 1.0 / 512.0),
+    (0x34, 0.75),
+    (0xBC, -1.5),
+];
+
+fn packed_int4(dims: Vec<i64>, values: &[i8]) -> pb::TensorProto {
+    let mut raw = vec![0u8; values.len().div_ceil(2)];
+    for (k, &v) in values.iter().enumerate() {
+        raw[k / 2] |= ((v as u8) & 0xF) << (4 * (k % 2));
+    }
+    pb::TensorProto {
+        data_type: 22,
+        dims,
+        raw_data: raw,
+        ..Default::default()
+    }
+}
+
+fn x_value(k: usize) -> f32 {
+    k as f32 * 0.25 - 1.0
+}
+
+/// x [2, 8] → MatMul with DequantizeLinear(int4 weights, blocked) → MatMul with DequantizeLinear(float8 weights).
+fn narrow_weights_model(dir: &Path) -> std::path::PathBuf {
+    let mut wq = packed_int4(
+        vec![8, 4],
+        &(0..32).map(|k| w4(k / 4, k % 4)).collect::<Vec<_>>(),
+    );
+    wq.name = "w4".into();
+    let mut zp = packed_int4(
+        vec![2, 4],
+        &(0..8).map(|k| z4(k / 4, k % 4)).collect::<Vec<_>>(),
+    );
+    zp.name = "w4_zp".into();
+    let scale = f32_tensor(
+        "w4_scale",
+        vec![2, 4],
+        (0..8).map(|k| s4(k / 4, k % 4)).collect(),
+    );
+    let w8 = pb::TensorProto {
+        name: "w8".into(),
+        data_type: 17,
+        dims: vec![4, 3],
+        raw_data: W8.iter().map(|(c, _)| *c).collect(),
+        ..Default::default()
+    };
+    let mut dq4 = node("DequantizeLinear", &["w4", "w4_scale", "w4_zp"], "w4f");
+    dq4.attribute = vec![attr_int("axis", 0), attr_int("block_size", 4)];
+    let graph = pb::GraphProto {
+        name: "narrow".into(),
+        node: vec![
+            dq4,
+            node("MatMul", &["x", "w4f"], "y1"),
+            node("DequantizeLinear", &["w8", "w8_scale"], "w8f"),
+            node("MatMul", &["y1", "w8f"], "y"),
+        ],
+        initializer: vec![wq, zp, scale, w8, f32_tensor("w8_scale", vec![], vec![0.5])],
+        input: vec![value("x", &[2, 8])],
+        output: vec![value("y", &[2, 3])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.join("narrow.onnx"), graph, 21);
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut x = f32_tensor("x", vec![2, 8], (0..16).map(x_value).collect());
+    x.name = "x".into();
+    std::fs::write(data.join("input_0.pb"), x.encode_to_vec()).unwrap();
+    m
+}
+
+/// y1 and y computed here in f64 from the weights' definitions.
+fn expected() -> (Vec<f64>, Vec<f64>) {
+    let w = |i: usize, j: usize| (w4(i, j) - z4(i / 4, j)) as f64 * s4(i / 4, j) as f64;
+    let y1: Vec<f64> = (0..2)
+        .flat_map(|r| {
+            (0..4).map(move |j| (0..8).map(|i| x_value(r * 8 + i) as f64 * w(i, j)).sum())
+        })
+        .collect();
+    let y = (0..2)
+        .flat_map(|r| {
+            let y1 = &y1;
+            (0..3).map(move |j| (0..4).map(|i| y1[r * 4 + i] * W8[i * 3 + j].1 * 0.5).sum())
+        })
+        .collect();
+    (y1, y)
+}
+
+#[test]
+fn int4_and_float8_weights_are_decoded_exactly_and_compared_clean() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = narrow_weights_model(dir.path());
+    let data = dir.path().join("data");
+    let dump = dir.path().join("dump");
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        data.to_str().unwrap(),
+        "--dump",
+        dump.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    for n in r["nodes"].as_array().unwrap() {
+        let kind = n["reference"]["kind"].as_str().unwrap();
+        assert!(kind == "f64_phantom" || kind == "f64", "{n}");
+    }
+    let (want1, want) = expected();
+    for (name, want) in [("y1", want1), ("y", want)] {
+        let got = read_npy(&dump.join(format!("reference/{name}.npy"))).unwrap();
+        let got = got.to_f64_array();
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                "{name}: {g} vs {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_given_input_off_a_float8_grid_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = value("x", &[3]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        input.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 17;
+    }
+    let mut cast = node("Cast", &["x"], "y");
+    cast.attribute = vec![attr_int("to", 1)];
+    let graph = pb::GraphProto {
+        name: "f8".into(),
+        node: vec![cast],
+        input: vec![input],
+        output: vec![value("y", &[3])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("f8.onnx"), graph, 21);
+    let npy = dir.path().join("x.npy");
+    let t = phantom::tensor::Tensor::F32(ndarray::arr1(&[1.0f32, 0.3, 2.0]).into_dyn());
+    phantom::model::npy::write_npy(&npy, &t).unwrap();
+    let arg = format!("x={}", npy.display());
+    let err = refused(
+        &["run", m.to_str().unwrap(), "--input", &arg],
+        &["x", "float8e4m3fn", "0.3"],
+    );
+    assert!(err.contains("element 1"), "{err}");
+}
