@@ -55,7 +55,7 @@ fn un(v: T, op: u32, a: f32, b: f32) -> T {
         case 28u: { return TF(f * sigmoid32(f)); }
         case 29u: { return TF(f * sigmoid32(a * f)); }
         case 30u: { return TF(f * tanh32(max(f, 0.0) + log(1.0 + exp(-abs(f))))); }
-        case 31u: { return select(v, T(0.0), f < a); }
+        case 31u: { return select(T(0.0), v, f > a); }
         case 32u: { return TF(pow(f, a)); }
         case 33u: { return R(v * T(a)); }
         default: { return v; }

@@ -46,4 +46,5 @@ mod surgery;
 mod targets;
 mod verdicts;
 mod wgpu;
+mod wgpu_boundaries;
 mod wgpu_limits;

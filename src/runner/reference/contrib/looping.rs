@@ -12,18 +12,14 @@
 //! decides, and tract types every value before running), and a carried value that changes shape.
 //! The body's own values are not compared (as for every control-flow body); the loop's outputs are.
 
-use tract_onnx::pb::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
 use tract_onnx::tract_hir::internal::*;
 
+use super::subgraph;
 use super::util::fact;
 use super::{Fact, Kernel, Node, PREFIX};
 
 pub const OPS: &[&str] = &["Loop"];
-
-/// Attribute holding the node's ONNX input count (inputs past it are outer-scope reads).
-const ARITY: &str = "phantom_arity";
-/// Attribute holding the model's opset imports, `domain=version` each, to parse the body with.
-const OPSETS: &str = "phantom_opsets";
 
 /// Whether phantom evaluates this node: every default-domain `Loop` left at parse time.
 pub fn claims_loop(n: &NodeProto) -> bool {
@@ -32,39 +28,22 @@ pub fn claims_loop(n: &NodeProto) -> bool {
 
 /// Renames `n` to `phantom.Loop` and makes its body's outer-scope reads explicit inputs.
 pub fn explicit(n: &mut NodeProto, opsets: &[OperatorSetIdProto]) {
-    let Some(body) = body(n) else { return };
-    let outer = crate::model::surgery::outer_reads(body);
-    n.attribute.push(AttributeProto {
-        name: ARITY.into(),
-        r#type: 2,
-        i: n.input.len() as i64,
-        ..Default::default()
-    });
-    n.attribute.push(AttributeProto {
-        name: OPSETS.into(),
-        r#type: 8,
-        strings: opsets
-            .iter()
-            .map(|o| format!("{}={}", o.domain, o.version).into_bytes())
-            .collect(),
-        ..Default::default()
-    });
-    n.input.extend(outer);
+    if body(n).is_none() {
+        return;
+    }
+    subgraph::explicit(n, &["body"], opsets);
     n.op_type = format!("{PREFIX}Loop");
 }
 
 fn body(n: &NodeProto) -> Option<&GraphProto> {
-    n.attribute
-        .iter()
-        .find(|a| a.name == "body")
-        .and_then(|a| a.g.as_ref())
+    subgraph::graph(n, "body")
 }
 
 struct Looped;
 
 /// The loop's shape: carried values, scan outputs.
 fn counts(n: &Node) -> TractResult<(usize, usize)> {
-    let arity = n.req_int(ARITY)? as usize;
+    let arity = n.req_int(subgraph::ARITY)? as usize;
     let carried = arity.saturating_sub(2);
     let outs = body(&n.proto).map_or(0, |b| b.output.len());
     let scans = outs.checked_sub(1 + carried).ok_or_else(|| {
@@ -119,7 +98,7 @@ impl Kernel for Looped {
         };
         // Typed once when every shape in the body is known from the inputs' shapes; else once per iteration, with
         // the small integer inputs (a step counter slicing a buffer) given as values, so the shapes they decide are.
-        let once = body_plan(n, &feed(0, cond, &state), false)?;
+        let once = subgraph::plan(n, "body", &feed(0, cond, &state), false)?;
         let fixed = once.concrete;
         let mut i = 0i64;
         while cond && trips.is_none_or(|m| i < m) {
@@ -128,12 +107,11 @@ impl Kernel for Looped {
             let body = match fixed {
                 true => &once,
                 false => {
-                    pinned = body_plan(n, &f, true)?;
+                    pinned = subgraph::plan(n, "body", &f, true)?;
                     &pinned
                 }
             };
-            let f = f.into_iter().map(|t| t.into_tvalue()).collect();
-            let out = super::super::kernels::run_with_own(&body.plan, f)
+            let out = subgraph::run(body, f)
                 .with_context(|| format!("{}, iteration {i}", n.proto.name))?;
             cond = scalar::<bool>(&out[0])?;
             for (k, (s, o)) in state.iter_mut().zip(out.iter().skip(1)).enumerate() {
@@ -162,131 +140,6 @@ fn scalar<T: Datum + Copy>(t: &Tensor) -> TractResult<T> {
     t.cast_to_scalar::<T>()
 }
 
-/// The body typed for one iteration's inputs, and its f64 plan.
-struct Body {
-    /// Kept alive beside the plan: the symbols typing names live in their scopes.
-    _models: (InferenceModel, TypedModel),
-    plan: Arc<TypedSimplePlan>,
-    /// Whether every value's shape is known (no symbol left for the run to decide).
-    concrete: bool,
-}
-
-/// Whether input `t` is given to typing as a value when `pin`: a small non-float tensor.
-fn pinned(t: &Tensor) -> bool {
-    !t.datum_type().is_float() && t.len() <= 64
-}
-
-/// The body as a runnable tract model, typed for these inputs (iteration, condition, carried, outer values): their
-/// types and shapes, and with `pin` the values of the small integer ones.
-fn body_plan(n: &Node, feed: &[Tensor], pin: bool) -> TractResult<Body> {
-    let mut g = body(&n.proto)
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("Loop `{}` has no body", n.proto.name))?;
-    let arity = n.req_int(ARITY)? as usize;
-    for name in &n.proto.input[arity..] {
-        g.input.push(tract_onnx::pb::ValueInfoProto {
-            name: name.clone(),
-            ..Default::default()
-        });
-    }
-    // tract's parser wants a type on every graph input: the outer reads have none, a body may omit them.
-    for (input, t) in g.input.iter_mut().zip(feed) {
-        if input.r#type.is_none() {
-            let code = elem_code(t.datum_type()).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "Loop `{}`: input `{}` of type {:?}",
-                    n.proto.name,
-                    input.name,
-                    t.datum_type()
-                )
-            })?;
-            *input = crate::model::cut::value_info(&input.name, code, Some(t.shape().to_vec()));
-        }
-    }
-    let opset_import = n
-        .proto
-        .attribute
-        .iter()
-        .find(|a| a.name == OPSETS)
-        .map(|a| a.strings.iter().filter_map(|s| opset(s)).collect())
-        .unwrap_or_default();
-    let proto = ModelProto {
-        ir_version: 8,
-        opset_import,
-        graph: Some(g),
-        ..Default::default()
-    };
-    let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
-    super::register(&mut onnx);
-    let mut model = onnx
-        .parse(&proto, None)
-        .with_context(|| format!("parsing the body of Loop `{}`", n.proto.name))?
-        .model;
-    for (ix, t) in feed.iter().enumerate() {
-        let f = match pin && pinned(t) {
-            true => InferenceFact::from(t.clone()),
-            false => InferenceFact::dt_shape(
-                t.datum_type(),
-                t.shape().iter().copied().collect::<TVec<_>>(),
-            ),
-        };
-        model.set_input_fact(ix, f)?;
-    }
-    // As in the whole run, every value is an output (after the body's own): tract would drop an op whose value
-    // only a `Shape` reads, and with it the run-time symbol that op decides.
-    let mut outs = model.output_outlets()?.to_vec();
-    let every: Vec<OutletId> = model
-        .nodes()
-        .iter()
-        .flat_map(|n| (0..n.outputs.len()).map(move |k| OutletId::new(n.id, k)))
-        .filter(|o| !outs.contains(o))
-        .collect();
-    outs.extend(every);
-    model.select_output_outlets(&outs)?;
-    let typed = model.clone().into_typed()?;
-    let mut wide = super::super::to_f64(&typed)
-        .with_context(|| format!("typing the body of Loop `{}`", n.proto.name))?;
-    super::super::symbols::unmint_sized_ranges(&mut wide);
-    let concrete = wide
-        .nodes()
-        .iter()
-        .all(|n| n.outputs.iter().all(|o| o.fact.shape.is_concrete()));
-    let plan = super::super::symbols::plan(wide)?;
-    Ok(Body {
-        _models: (model, typed),
-        plan,
-        concrete,
-    })
-}
-
-/// ONNX's element type code for `dt`.
-fn elem_code(dt: DatumType) -> Option<i32> {
-    Some(match dt {
-        DatumType::F32 => 1,
-        DatumType::U8 => 2,
-        DatumType::I8 => 3,
-        DatumType::U16 => 4,
-        DatumType::I16 => 5,
-        DatumType::I32 => 6,
-        DatumType::I64 => 7,
-        DatumType::Bool => 9,
-        DatumType::F16 => 10,
-        DatumType::F64 => 11,
-        DatumType::U32 => 12,
-        DatumType::U64 => 13,
-        _ => return None,
-    })
-}
-
-fn opset(s: &[u8]) -> Option<OperatorSetIdProto> {
-    let s = std::str::from_utf8(s).ok()?;
-    let (domain, version) = s.rsplit_once('=')?;
-    Some(OperatorSetIdProto {
-        domain: domain.into(),
-        version: version.parse().ok()?,
-    })
-}
-
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     (op == "Loop").then_some(&Looped as &dyn Kernel)
 }
@@ -294,6 +147,7 @@ pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tract_onnx::pb::AttributeProto;
 
     fn node(op: &str, ins: &[&str], out: &str) -> NodeProto {
         NodeProto {

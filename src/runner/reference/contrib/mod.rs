@@ -12,6 +12,7 @@ mod attention;
 mod batchnorm;
 mod bitcast;
 mod bitshift;
+mod causal_conv;
 mod col2im;
 mod compress;
 mod concat;
@@ -21,9 +22,12 @@ mod deform_conv;
 mod dot;
 mod embed;
 mod encode;
+mod flex_attention;
 mod gqa;
 mod grid_sample;
+mod image_decoder;
 mod linalg;
+mod linear_attention;
 mod looping;
 mod loss;
 mod lstm;
@@ -53,6 +57,7 @@ mod squeeze;
 pub mod standin;
 mod stft;
 mod strings;
+mod subgraph;
 mod svm;
 mod svm_cls;
 mod tensor_scatter;
@@ -237,6 +242,10 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| space_to_depth::kernel(op))
         .or_else(|| bitshift::kernel(op))
         .or_else(|| narrow_cast::kernel(op))
+        .or_else(|| linear_attention::kernel(op))
+        .or_else(|| causal_conv::kernel(op))
+        .or_else(|| flex_attention::kernel(op))
+        .or_else(|| image_decoder::kernel(op))
         .or_else(|| standin::kernel(op))
 }
 
@@ -248,6 +257,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 /// StringSplit, RegexFullMatch, StringNormalizer, and TfIdfVectorizer; RoiAlign, Unique, and the training optimizers
 /// Adagrad, Adam and Momentum, whose domain `ai.onnx.preview.training` is neither ONNX's nor ORT's; Compress,
 /// OneHot and ReverseSequence, which tract cannot type; BitShift, whose out-of-range amounts tract gets wrong; SwiGLU;
+/// LinearAttention and CausalConvWithState, which tract has no kernel for; ImageDecoder, which tract lacks;
 /// and SpaceToDepth in CRD mode, which tract computes as DCR, claimed apart). The window ops and MelWeightMatrix tract folds into
 /// f32 constants at import, and its STFT needs a constant window: phantom takes them before tract parses.
 const ANY_DOMAIN: &[&str] = &[
@@ -292,6 +302,9 @@ const ANY_DOMAIN: &[&str] = &[
     "ReverseSequence",
     "BitShift",
     "SwiGLU",
+    "LinearAttention",
+    "CausalConvWithState",
+    "ImageDecoder",
 ];
 
 fn claims(n: &NodeProto) -> bool {
@@ -320,8 +333,9 @@ fn claims(n: &NodeProto) -> bool {
     ours && kernel(&n.op_type).is_some()
 }
 
-/// Renames every node phantom evaluates itself to `phantom.<Op>`, in `g` and its subgraphs (a `Loop`'s after its
-/// body's, whose outer reads it then makes inputs). `opsets` are the model's imports. Returns how many.
+/// Renames every node phantom evaluates itself to `phantom.<Op>`, in `g` and its subgraphs (a `Loop`'s or a
+/// FlexAttention's after its graphs', whose outer reads it then makes inputs). `opsets` are the model's imports.
+/// Returns how many.
 pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     let mut count = 0;
     let integer_sums = cumsum::over_integers(g);
@@ -338,6 +352,10 @@ pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
         roi_align::pin_default(n, opsets);
         if looping::claims_loop(n) {
             looping::explicit(n, opsets);
+            count += 1;
+        } else if flex_attention::claims(n) {
+            // Its modifier graphs' outer-scope reads become inputs, as a Loop body's.
+            flex_attention::explicit(n, opsets);
             count += 1;
         } else if onnx_attention::claims(n) {
             // ONNX-domain Attention, under its own name: plain `phantom.Attention` is com.microsoft's.
@@ -436,6 +454,10 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(space_to_depth::OPS)
         .chain(bitshift::OPS)
         .chain(narrow_cast::OPS)
+        .chain(linear_attention::OPS)
+        .chain(causal_conv::OPS)
+        .chain(flex_attention::OPS)
+        .chain(image_decoder::OPS)
         .chain(standin::OPS)
     {
         onnx.op_register
