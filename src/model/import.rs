@@ -25,9 +25,15 @@ pub fn load(path: &Path) -> Result<Graph> {
 
 /// Decodes model bytes; `path` is used for messages and to resolve external data.
 pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
-    let model = decode_model(path, &bytes)?;
-    let graph = checked_graph(path, &model)?;
+    let mut model = decode_model(path, &bytes)?;
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
+    // Model-local functions become nodes of the graph before anything reads it (both runtimes run the result).
+    let inlined = super::functions::inline(&mut model, &bytes).map_err(|r| malformed(path, r))?;
+    let bytes = match inlined {
+        Some(_) => model.encode_to_vec(),
+        None => bytes,
+    };
+    let graph = checked_graph(path, &model)?;
     let initializers = initializer_infos(graph);
     let inputs = graph
         .input
@@ -64,7 +70,7 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
         value_info,
         hidden,
         was_unsorted,
-        notes: vec![],
+        notes: inlined.into_iter().collect(),
         handed_on: vec![],
         random_seed: None,
     })

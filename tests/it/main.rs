@@ -15,6 +15,7 @@ mod dump;
 mod errors;
 mod explorer;
 mod formats;
+mod functions;
 mod fuzz;
 mod golden;
 mod hostile;
