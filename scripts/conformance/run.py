@@ -38,6 +38,12 @@ SUITE_BUGS = {
         "output_shape, as ONNX Runtime does",
 }
 
+# Cases whose expected values are one implementation's choice where the spec leaves room: listed as failing, with
+# the reason, rather than counted as a reference that disagrees with the suite.
+JPEG = ("JPEG decoders may differ in their inverse DCT and upsampling (ITU T.81 bounds the error, it does not fix "
+        "the pixels): the suite's pixels are libjpeg-turbo's, the reference's zune-jpeg's")
+UNSPECIFIED = {f"test_image_decoder_decode_jpeg_{k}": JPEG for k in ("rgb", "bgr", "grayscale")}
+
 
 def expected(case_dir, k):
     return numpy_helper.to_array(load_tensor(os.path.join(case_dir, "test_data_set_0", f"output_{k}.pb")))
@@ -235,6 +241,8 @@ def judge(case, cases_dir, phantom):
                            "equals the ONNX reference implementation run in float64"
         if bad and case["name"] in SUITE_BUGS:
             return "fail", f"the suite's expected output contradicts the spec ({SUITE_BUGS[case['name']]}): {bad}"
+        if bad and case["name"] in UNSPECIFIED:
+            return "fail", f"{UNSPECIFIED[case['name']]}: {bad}"
         if bad:
             return "wrong", f"reference differs from the suite: {bad}"
         if case["ort_runs"]:

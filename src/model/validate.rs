@@ -32,6 +32,10 @@ const DOMAINS: [&str; 8] = [
     "com.microsoft.experimental",
 ];
 
+/// Ops of ONNX's preview domain `ai.onnx.preview` that phantom's reference has f64 kernels for (ONNX Runtime has
+/// none); its other ops stay refused with the custom-op domains.
+const PREVIEW_OPS: [&str; 1] = ["FlexAttention"];
+
 /// Checks `model` (read from `path`).
 pub fn check(path: &Path, model: &ModelProto) -> Result<()> {
     let bad = |reason: String| Error::MalformedModel {
@@ -176,7 +180,8 @@ impl Ctx<'_> {
     fn node(&self, n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
         let domain = n.domain.as_str();
         if !self.local.contains(&domain) {
-            if !DOMAINS.contains(&domain) {
+            let preview = domain == "ai.onnx.preview" && PREVIEW_OPS.contains(&n.op_type.as_str());
+            if !DOMAINS.contains(&domain) && !preview {
                 return Err(format!(
                     "domain `{domain}` is not one phantom or ONNX Runtime has kernels for (custom-op libraries are not \
                      supported)"

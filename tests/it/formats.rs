@@ -188,3 +188,89 @@ fn a_given_input_off_a_float8_grid_is_refused() {
     );
     assert!(err.contains("element 1"), "{err}");
 }
+
+fn packed_uint4(name: &str, dims: Vec<i64>, values: &[u8]) -> pb::TensorProto {
+    let codes: Vec<i8> = values.iter().map(|&v| v as i8).collect();
+    let mut t = packed_int4(dims, &codes);
+    t.data_type = 21;
+    t.name = name.into();
+    t
+}
+
+/// ORT's `GatherBlockQuantized` on a uint4 table [6, 32] with uint4 zero points (blocks of 16 along axis 1), as
+/// the onnxruntime-genai model builder writes embedding tables: gathered rows equal their exact dequantization.
+#[test]
+fn a_uint4_embedding_table_is_gathered_exactly() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let q = |r: usize, c: usize| ((5 * r + 3 * c) % 16) as u8;
+    let z = |r: usize, b: usize| ((r + 2 * b) % 16) as u8;
+    let s = |r: usize, b: usize| 0.01 * (1 + r + 3 * b) as f32;
+    let table = packed_uint4(
+        "table",
+        vec![6, 32],
+        &(0..192).map(|k| q(k / 32, k % 32)).collect::<Vec<_>>(),
+    );
+    let zp = packed_uint4(
+        "zp",
+        vec![6, 2],
+        &(0..12).map(|k| z(k / 2, k % 2)).collect::<Vec<_>>(),
+    );
+    let scales = f32_tensor(
+        "scales",
+        vec![6, 2],
+        (0..12).map(|k| s(k / 2, k % 2)).collect(),
+    );
+    let mut gather = node(
+        "GatherBlockQuantized",
+        &["table", "ids", "scales", "zp"],
+        "emb",
+    );
+    gather.domain = "com.microsoft".into();
+    gather.attribute = vec![attr_int("block_size", 16), attr_int("quantize_axis", 1)];
+    let mut ids = value("ids", &[3]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        ids.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 7;
+    }
+    let graph = pb::GraphProto {
+        name: "embed".into(),
+        node: vec![gather, node("Relu", &["emb"], "y")],
+        initializer: vec![table, zp, scales],
+        input: vec![ids],
+        output: vec![value("y", &[3, 32])],
+        ..Default::default()
+    };
+    let mut m = model_proto(graph, 21);
+    m.opset_import.push(pb::OperatorSetIdProto {
+        domain: "com.microsoft".into(),
+        version: 1,
+    });
+    let path = dir.path().join("embed.onnx");
+    std::fs::write(&path, m.encode_to_vec()).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut t = i64_tensor("ids", vec![3], vec![4, 0, 5]);
+    t.name = "ids".into();
+    std::fs::write(data.join("input_0.pb"), t.encode_to_vec()).unwrap();
+    let dump = dir.path().join("dump");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        path.to_str().unwrap(),
+        "--input",
+        data.to_str().unwrap(),
+        "--dump",
+        dump.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let got = read_npy(&dump.join("reference/emb.npy"))
+        .unwrap()
+        .to_f64_array();
+    for (k, &row) in [4usize, 0, 5].iter().enumerate() {
+        for c in 0..32 {
+            let want = (q(row, c) as f64 - z(row, c / 16) as f64) * s(row, c / 16) as f64;
+            assert_eq!(got[[k, c]], want, "row {row} column {c}");
+        }
+    }
+}

@@ -38,7 +38,11 @@ fn on_device(op: &str, attrs: Vec<pb::AttributeProto>, x: &[f32]) -> Vec<f32> {
     let t = Tensor::F32(ndarray::Array1::from(x.to_vec()).into_dyn());
     inputs.tensors.push(("x".into(), t));
     let out = r.run(&graph, &inputs).unwrap();
-    assert!(out.placement.is_empty(), "{op} ran on the host: {:?}", out.placement);
+    assert!(
+        out.placement.is_empty(),
+        "{op} ran on the host: {:?}",
+        out.placement
+    );
     let Tensor::F32(y) = &out.values["y"] else {
         panic!("y is not f32")
     };

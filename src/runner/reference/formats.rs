@@ -3,7 +3,7 @@
 //! float formats, then widened to f64 like every float; int8/uint8 for the integer ones), its data decoded exactly.
 //! The format stays known where it decides a result: `Cast` keeps its target (phantom's kernel rounds onto it,
 //! [`super::contrib`]), a `CastLike` to such a type becomes that `Cast`, and `QuantizeLinear`/`DequantizeLinear`
-//! of such a type are told their format in an attribute phantom's kernel reads.
+//! (and ORT's `GatherBlockQuantized`) of such a type are told their format in an attribute phantom's kernel reads.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -120,7 +120,7 @@ fn mark(node: &mut NodeProto, types: &HashMap<String, i32>) {
                     .push(int_attr(FORMAT_ATTR, f.onnx_code() as i64));
             }
         }
-        "DequantizeLinear" => {
+        "DequantizeLinear" | "GatherBlockQuantized" => {
             if let Some(f) = format_of(0) {
                 node.attribute
                     .push(int_attr(FORMAT_ATTR, f.onnx_code() as i64));

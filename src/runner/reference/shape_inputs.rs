@@ -79,6 +79,8 @@ fn positions(op: &str) -> &'static [usize] {
         "NonMaxSuppression" => &[0, 1, 2, 3, 4],
         // Its outputs' lengths are the number of distinct values of X.
         "Unique" => &[0],
+        // Its output's shape is the encoded image's.
+        "ImageDecoder" => &[0],
         // Not shapes, but tract builds its (inference-mode) BatchNormalization only from constant parameters.
         "BatchNormalization" => &[1, 2, 3, 4],
         "DFT" => &[1, 2],

@@ -14,6 +14,7 @@
 //! ([`super::subgraph`]); values they read from the outer scope become inputs of the node ([`explicit`]). Not
 //! covered: a modifier declaring bfloat16 (tract cannot widen it), and ops tract and phantom both lack.
 
+use anyhow::Context;
 use rayon::prelude::*;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::prelude::*;
@@ -184,9 +185,15 @@ fn modify(
     let feed: Vec<Tensor> = std::iter::once(shaped(shape, x)?)
         .chain(outer.iter().cloned())
         .collect();
-    let out = subgraph::run(&plan, feed)
-        .with_context(|| format!("running the `{name}` graph of FlexAttention `{}`", n.proto.name))?;
-    let y = out.first().ok_or_else(|| anyhow::anyhow!("the `{name}` graph gave no output"))?;
+    let out = subgraph::run(&plan, feed).with_context(|| {
+        format!(
+            "running the `{name}` graph of FlexAttention `{}`",
+            n.proto.name
+        )
+    })?;
+    let y = out
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("the `{name}` graph gave no output"))?;
     anyhow::ensure!(
         y.shape() == shape,
         "FlexAttention `{}`: its `{name}` graph gave shape {:?}, not its input's {shape:?}",
@@ -317,7 +324,11 @@ mod tests {
     #[test]
     fn scores_are_scaled_and_heads_grouped() {
         // One query, two keys scoring 0 and 1·scale: weights softmax([0, s]) over values 1 and 3.
-        let (q, k, v) = (t(&[1, 1, 1, 1], &[1.0]), t(&[1, 1, 2, 1], &[0.0, 1.0]), t(&[1, 1, 2, 1], &[1.0, 3.0]));
+        let (q, k, v) = (
+            t(&[1, 1, 1, 1], &[1.0]),
+            t(&[1, 1, 2, 1], &[0.0, 1.0]),
+            t(&[1, 1, 2, 1], &[1.0, 3.0]),
+        );
         let want = |s: f64| {
             let w = s.exp() / (1.0 + s.exp());
             (1.0 - w) + 3.0 * w
@@ -325,8 +336,15 @@ mod tests {
         close(&run(&node(None, vec![]), &[&q, &k, &v]), &[want(1.0)]);
         close(&run(&node(Some(2.0), vec![]), &[&q, &k, &v]), &[want(2.0)]);
         // Four query heads on two key/value heads (values 10 and 20): heads 0, 1 read 10, heads 2, 3 read 20.
-        let (q, k, v) = (t(&[1, 4, 1, 1], &[1.0; 4]), t(&[1, 2, 1, 1], &[1.0; 2]), t(&[1, 2, 1, 1], &[10.0, 20.0]));
-        close(&run(&node(None, vec![]), &[&q, &k, &v]), &[10.0, 10.0, 20.0, 20.0]);
+        let (q, k, v) = (
+            t(&[1, 4, 1, 1], &[1.0; 4]),
+            t(&[1, 2, 1, 1], &[1.0; 2]),
+            t(&[1, 2, 1, 1], &[10.0, 20.0]),
+        );
+        close(
+            &run(&node(None, vec![]), &[&q, &k, &v]),
+            &[10.0, 10.0, 20.0, 20.0],
+        );
     }
 
     #[test]
@@ -334,10 +352,16 @@ mod tests {
         // Equal scores over values 1 and 3; prob_mod doubles the probabilities, score_mod masks key 1 with −∞.
         let (q, v) = (t(&[1, 1, 1, 1], &[0.0]), t(&[1, 1, 2, 1], &[1.0, 3.0]));
         let k = t(&[1, 1, 2, 1], &[0.0, 0.0]);
-        let double = node(None, vec![("prob_mod", modifier("Mul", &[2.0], &[], false))]);
+        let double = node(
+            None,
+            vec![("prob_mod", modifier("Mul", &[2.0], &[], false))],
+        );
         close(&run(&double, &[&q, &k, &v]), &[4.0]);
         let mask = modifier("Add", &[0.0, f32::NEG_INFINITY], &[2], false);
-        close(&run(&node(None, vec![("score_mod", mask)]), &[&q, &k, &v]), &[1.0]);
+        close(
+            &run(&node(None, vec![("score_mod", mask)]), &[&q, &k, &v]),
+            &[1.0],
+        );
     }
 
     #[test]
@@ -345,7 +369,10 @@ mod tests {
         let n = node(None, vec![("score_mod", modifier("Add", &[], &[], true))]);
         assert_eq!(n.proto.input, ["q", "k", "v", "outer_c"]);
         let (q, v) = (t(&[1, 1, 1, 1], &[0.0]), t(&[1, 1, 2, 1], &[1.0, 3.0]));
-        let (k, bias) = (t(&[1, 1, 2, 1], &[0.0, 0.0]), t(&[2], &[f64::NEG_INFINITY, 0.0]));
+        let (k, bias) = (
+            t(&[1, 1, 2, 1], &[0.0, 0.0]),
+            t(&[2], &[f64::NEG_INFINITY, 0.0]),
+        );
         close(&run(&n, &[&q, &k, &v, &bias]), &[3.0]);
     }
 
@@ -353,8 +380,12 @@ mod tests {
     fn mismatched_shapes_are_errors() {
         let (q3, k2) = (t(&[1, 3, 1, 1], &[0.0; 3]), t(&[1, 2, 1, 1], &[0.0; 2]));
         let n = node(None, vec![]);
-        assert!(FlexAttention.eval(&n, &[Some(&q3), Some(&k2), Some(&k2)]).is_err());
+        assert!(FlexAttention
+            .eval(&n, &[Some(&q3), Some(&k2), Some(&k2)])
+            .is_err());
         let flat = t(&[1, 1], &[0.0]);
-        assert!(FlexAttention.eval(&n, &[Some(&flat), Some(&flat), Some(&flat)]).is_err());
+        assert!(FlexAttention
+            .eval(&n, &[Some(&flat), Some(&flat), Some(&flat)])
+            .is_err());
     }
 }

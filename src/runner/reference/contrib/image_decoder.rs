@@ -12,6 +12,7 @@
 
 use std::io::Cursor;
 
+use anyhow::Context;
 use image::{DynamicImage, ImageReader};
 use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
@@ -135,9 +136,9 @@ impl Kernel for ImageDecoder {
         };
         let px = Pixels::of(n)?;
         let bytes = encoded(n, t)?;
-        let (w, h) = reader(n, &bytes)?
-            .into_dimensions()
-            .with_context(|| format!("ImageDecoder `{}`: reading the image's size", n.proto.name))?;
+        let (w, h) = reader(n, &bytes)?.into_dimensions().with_context(|| {
+            format!("ImageDecoder `{}`: reading the image's size", n.proto.name)
+        })?;
         Ok(vec![(
             u8::datum_type(),
             vec![h as usize, w as usize, px.channels()],
@@ -152,9 +153,11 @@ impl Kernel for ImageDecoder {
             .with_context(|| format!("ImageDecoder `{}`: decoding the image", n.proto.name))?;
         let (w, h) = (img.width() as usize, img.height() as usize);
         let shape = [h, w, px.channels()];
-        Ok(vec![
-            ArrayD::from_shape_vec(IxDyn(&shape), pixels(img, px))?.into_tensor()
-        ])
+        Ok(vec![ArrayD::from_shape_vec(
+            IxDyn(&shape),
+            pixels(img, px),
+        )?
+        .into_tensor()])
     }
 }
 
@@ -193,7 +196,11 @@ mod tests {
 
     fn decode(format: &str, data: &Tensor) -> TractResult<Tensor> {
         let n = node(format);
-        let facts = ImageDecoder.facts_valued(&n, &[Some(&(u8::datum_type(), vec![data.len()]))], &[Some(data)])?;
+        let facts = ImageDecoder.facts_valued(
+            &n,
+            &[Some(&(u8::datum_type(), vec![data.len()]))],
+            &[Some(data)],
+        )?;
         let out = ImageDecoder.eval(&n, &[Some(data)])?.remove(0);
         assert_eq!(out.shape(), facts[0].1.as_slice());
         Ok(out)
@@ -201,13 +208,27 @@ mod tests {
 
     #[test]
     fn pixels_come_in_the_order_asked() {
-        for format in [ImageFormat::Png, ImageFormat::Bmp, ImageFormat::Pnm, ImageFormat::Tiff, ImageFormat::WebP] {
+        for format in [
+            ImageFormat::Png,
+            ImageFormat::Bmp,
+            ImageFormat::Pnm,
+            ImageFormat::Tiff,
+            ImageFormat::WebP,
+        ] {
             let data = encoded_image(format);
             let rgb = decode("RGB", &data).unwrap();
             assert_eq!(rgb.shape(), [1, 2, 3], "{format:?}");
-            assert_eq!(values::<u8>(&rgb).unwrap(), [255, 0, 0, 10, 20, 200], "{format:?}");
+            assert_eq!(
+                values::<u8>(&rgb).unwrap(),
+                [255, 0, 0, 10, 20, 200],
+                "{format:?}"
+            );
             let bgr = decode("BGR", &data).unwrap();
-            assert_eq!(values::<u8>(&bgr).unwrap(), [0, 0, 255, 200, 20, 10], "{format:?}");
+            assert_eq!(
+                values::<u8>(&bgr).unwrap(),
+                [0, 0, 255, 200, 20, 10],
+                "{format:?}"
+            );
         }
     }
 

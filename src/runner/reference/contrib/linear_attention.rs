@@ -273,8 +273,9 @@ impl Kernel for LinearAttention {
             decay: read(ins, 4)?,
             beta: read(ins, 5)?,
         };
+        // The attribute, or 1/√d_k where it is 0 (its default).
         let scale = match n.float("scale", 0.0) {
-            s if s == 0.0 => 1.0 / (g.dk as f64).sqrt(),
+            0.0 => 1.0 / (g.dk as f64).sqrt(),
             s => s,
         };
         let r = Recurrence {

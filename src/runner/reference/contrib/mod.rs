@@ -23,6 +23,7 @@ mod dot;
 mod embed;
 mod encode;
 mod flex_attention;
+mod gather_narrow;
 mod gqa;
 mod grid_sample;
 mod image_decoder;

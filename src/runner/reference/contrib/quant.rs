@@ -6,13 +6,16 @@
 //! index outside the table gives a row of zeros; DynamicQuantizeMatMul quantizes A per tensor to uint8 (scale
 //! (max(A, 0) − min(A, 0)) / 255, zero point round(−min/scale), values round-half-even(A/scale) + zp clamped to
 //! [0, 255]) — phantom does the same in f64, so a value exactly at a rounding boundary may land on the other side;
-//! per-column scales and zero points broadcast over N. int4/uint4 tensors (ONNX types 21/22) are not read.
+//! per-column scales and zero points broadcast over N. A GatherBlockQuantized table of a narrow type (int4, uint4,
+//! float8, float4) is [`super::gather_narrow`]'s.
 
 use tract_onnx::prelude::*;
 
 use super::super::fast::gemm::{matmul, Mat};
+use super::super::formats::FORMAT_ATTR;
 use super::util::{f64s, f64s_opt, fact, opt, shaped, values};
 use super::{Fact, Kernel, Node};
+use crate::tensor::formats::Format;
 use crate::tensor::ToF64;
 
 pub const OPS: &[&str] = &[
@@ -30,8 +33,16 @@ fn code(bytes: &[u8], i: usize, bits: usize) -> f64 {
     ((bytes[i / per] as u16 >> (bits * (i % per))) & ((1 << bits) - 1)) as f64
 }
 
+/// The narrow format of the table, where it has one (the model-format pass says so in an attribute).
+fn narrow(n: &Node) -> Option<Format> {
+    Format::from_onnx(n.int(FORMAT_ATTR, 0) as i32)
+}
+
 impl Kernel for Gather {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        if narrow(n).is_some() {
+            return super::gather_narrow::facts(n, ins);
+        }
         let (data, idx, scales) = (fact(n, ins, 0)?, fact(n, ins, 1)?, fact(n, ins, 2)?);
         anyhow::ensure!(
             data.0 == u8::datum_type(),
@@ -53,6 +64,9 @@ impl Kernel for Gather {
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        if let Some(f) = narrow(n) {
+            return super::gather_narrow::eval(n, f, ins);
+        }
         let data = opt(n, ins, 0)?;
         let bits = n.int("bits", 4) as usize;
         let block = n.int("block_size", 128) as usize;

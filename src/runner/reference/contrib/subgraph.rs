@@ -93,7 +93,11 @@ pub fn plan(n: &Node, name: &str, feed: &[Tensor], pin: bool) -> TractResult<Pla
     for (input, t) in g.input.iter_mut().zip(feed) {
         if input.r#type.is_none() {
             let code = elem_code(t.datum_type()).ok_or_else(|| {
-                anyhow::anyhow!("{what}: input `{}` of type {:?}", input.name, t.datum_type())
+                anyhow::anyhow!(
+                    "{what}: input `{}` of type {:?}",
+                    input.name,
+                    t.datum_type()
+                )
             })?;
             *input = crate::model::cut::value_info(&input.name, code, Some(t.shape().to_vec()));
         }
