@@ -34,6 +34,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
                      and --all-values choose what a target runs; add --runner target"
                 );
             }
+            // Refused with a way forward, not killed by the kernel, when the weights alone exceed the budget.
+            crate::pipeline::weights_fit(&graph)?;
             println!(
                 "ran: tract {} in f64",
                 crate::runner::reference::TRACT_VERSION

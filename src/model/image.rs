@@ -142,13 +142,42 @@ pub fn load(
         (_, true) => "BGR",
         _ => "RGB",
     };
+    let size = match (w0 as usize, h0 as usize) == (w, h) {
+        true => "at its own size".to_string(),
+        false => format!("resized to {w}x{h} (bilinear)"),
+    };
     Ok((
         t,
         format!(
-            "image {} ({w0}x{h0}) resized to {w}x{h} (bilinear), {order} {layout}, {how}",
+            "image {} ({w0}x{h0}) {size}, {order} {layout}, {how}",
             path.display()
         ),
     ))
+}
+
+/// The image's own height and width at the axes of input `info` where the model leaves them open (a symbolic or
+/// unknown dim): an image given for a detector with dynamic dims keeps its size. The layout is read from the
+/// declared channel dim (1–4 at axis 1: NCHW, at axis 3: NHWC); nothing when it cannot be told or the header
+/// cannot be read (the image's own error then comes when it is loaded).
+pub fn own_size(path: &Path, info: &ValueInfo) -> Vec<(usize, usize)> {
+    use crate::model::Dim;
+    let Some(dims) = info.dims.as_ref().filter(|d| d.len() == 4) else {
+        return vec![];
+    };
+    let channels = |a: usize| matches!(dims[a], Dim::Fixed(c) if (1..=4).contains(&c));
+    let (ha, wa) = match (channels(1), channels(3)) {
+        (true, _) => (2, 3),
+        (false, true) => (1, 2),
+        _ => return vec![],
+    };
+    let Ok((w, h)) = image::image_dimensions(path) else {
+        return vec![];
+    };
+    let open = |a: usize| !matches!(dims[a], Dim::Fixed(v) if v >= 0);
+    [(ha, h as usize), (wa, w as usize)]
+        .into_iter()
+        .filter(|&(a, _)| open(a))
+        .collect()
 }
 
 /// "NCHW" or "NHWC", the (height, width) axes and the channel axis of an image input of `shape`.

@@ -276,7 +276,7 @@ fn a_failed_fusion_check_leaves_its_culprit_s_cause_unsettled() {
     );
 }
 
-/// A node tract cannot type (`Det`) is stood in for: it and what depends on it are not computed (with tract's
+/// A node the reference cannot type (`Unique` of computed values: its output lengths depend on them) is stood in for: it and what depends on it are not computed (with tract's
 /// reason), the rest of the model is compared, and the verdict says what it could not vouch for (never exit 2).
 #[test]
 fn a_node_tract_cannot_type_is_left_out_and_the_rest_compared() {
@@ -305,7 +305,15 @@ fn a_node_tract_cannot_type_is_left_out_and_the_rest_compared() {
         unique["reference"]["reason"]
             .as_str()
             .unwrap()
-            .contains("tract cannot type Unique"),
+            .contains("phantom's f64 kernel cannot type Unique"),
+        "{unique}"
+    );
+    // Its own reason: the lengths Unique gives depend on values the model computes.
+    assert!(
+        unique["reference"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the number of distinct values of X, which the model computes"),
         "{unique}"
     );
     assert!(

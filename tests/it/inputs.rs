@@ -195,6 +195,35 @@ fn image_model(dir: &std::path::Path, hw: (i64, i64), imgsz: Option<&str>) -> st
     p
 }
 
+/// An image given for an input whose height and width are symbolic keeps its own size (a 40x56 page fed to a model
+/// that only runs at 40x56), where no guess would find it.
+#[test]
+fn an_image_given_for_symbolic_dims_keeps_its_own_size() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = image_model(dir.path(), (40, 56), None);
+    let png = dir.path().join("page.png");
+    image::RgbImage::from_fn(56, 40, |x, y| image::Rgb([x as u8 * 4, y as u8 * 6, 128]))
+        .save(&png)
+        .unwrap();
+    let json = dir.path().join("r.json");
+    let arg = format!("x={}", png.display());
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        &arg,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("(56x40) at its own size"), "{out}");
+    assert_eq!(
+        read_json(&json)["inputs"][0]["shape"],
+        serde_json::json!([1, 3, 40, 56])
+    );
+}
+
 /// Symbolic image dims: the model's `imgsz` metadata first; without it, a guess checked against ONNX Runtime and
 /// replaced by a size real models use when rejected; the header says where each dim came from.
 #[test]

@@ -401,3 +401,20 @@ fn a_reference_run_told_to_stop_ends_before_its_next_node() {
     assert!(all.len() > at + 3, "{all:?}");
     assert_eq!(first, all[..=at], "the run went on past `{third}`");
 }
+
+/// A model whose weights alone exceed the memory budget in f64 is refused by every command that runs the reference
+/// (exit 2, saying how to cut it), never killed by the kernel part way.
+#[test]
+fn weights_beyond_the_budget_are_refused_by_onnx_and_run() {
+    ensure_runtime();
+    let m = model("encoder.onnx");
+    for cmd in ["onnx", "run"] {
+        let (code, out, err) = phantom_env(
+            &[cmd, m.to_str().unwrap()],
+            &[("PHANTOM_MEMORY_BUDGET", "16KiB")],
+        );
+        assert_eq!(code, 2, "{cmd}: {out}{err}");
+        assert!(err.contains("its weights take"), "{cmd}: {err}");
+        assert!(err.contains("phantom plan"), "{cmd}: {err}");
+    }
+}

@@ -179,7 +179,10 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
         let (t, origin) = match loaded.get(&info.name) {
             Some((t, origin)) => (check_loaded(info, dtype, t)?, origin.clone()),
             None => {
-                let shape = resolve_shape(info, spec, &mut dims, &mut dims_from)?;
+                let own = image_for(spec, &info.name)
+                    .map(|p| crate::model::image::own_size(p, info))
+                    .unwrap_or_default();
+                let shape = resolve_shape(info, spec, &own, &mut dims, &mut dims_from)?;
                 budget.take(info, &shape, &dims_from)?;
                 match image_for(spec, &info.name) {
                     Some(path) => {
@@ -249,9 +252,12 @@ struct Dims {
     chosen: HashMap<String, usize>,
 }
 
+/// The shape of input `info`: `--shape`, else each dim as declared, set with `--dim`, chosen for another input,
+/// given by an image's own size (`own`: (axis, size)), or chosen now.
 fn resolve_shape(
     info: &ValueInfo,
     spec: &InputSpec,
+    own: &[(usize, usize)],
     dims_state: &mut Dims,
     dims_from: &mut Vec<String>,
 ) -> Result<Vec<usize>> {
@@ -287,6 +293,22 @@ fn resolve_shape(
             Dim::Fixed(v) if *v >= 0 => *v as usize,
             Dim::Symbolic(s) if spec.dims.contains_key(s) => spec.dims[s].max(0) as usize,
             Dim::Symbolic(s) if dims_state.chosen.contains_key(s) => dims_state.chosen[s],
+            other if own.iter().any(|&(a, _)| a == axis) => {
+                let v = own
+                    .iter()
+                    .find(|&&(a, _)| a == axis)
+                    .map(|&(_, v)| v)
+                    .unwrap_or(1);
+                let label = match other {
+                    Dim::Symbolic(s) => {
+                        dims_state.chosen.insert(s.clone(), v);
+                        format!("`{s}`")
+                    }
+                    _ => format!("axis {axis}"),
+                };
+                dims_from.push(format!("{label} = {v}: the image's own size"));
+                v
+            }
             other => {
                 let (label, symbol) = match other {
                     Dim::Symbolic(s) => (format!("`{s}`"), Some(s.as_str())),

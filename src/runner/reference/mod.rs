@@ -411,7 +411,19 @@ impl ReferenceRunner {
         let Some(n) = contrib::standin::failing(g, &text, PREFIX) else {
             return false;
         };
-        let reason = humanize(text.lines().last().unwrap_or(&text), graph);
+        // phantom's own kernel says why in the error's root; tract's message is the chain's last line.
+        let own = n.op_type.starts_with(contrib::PREFIX);
+        let why = match own {
+            true => e.root_cause().to_string(),
+            false => text.lines().last().unwrap_or(&text).to_string(),
+        };
+        let reason = humanize(&why, graph);
+        // The stand-in's message names the node already: not twice.
+        let op = n.op_type.trim_start_matches(contrib::PREFIX).to_string();
+        let reason = match reason.split_once("`: ") {
+            Some((head, rest)) if own && head.starts_with(&format!("{op} `")) => rest.to_string(),
+            _ => reason,
+        };
         contrib::standin::stand_in(n, known, wide, reason.trim())
     }
 

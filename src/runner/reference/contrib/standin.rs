@@ -35,7 +35,11 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
         true => crate::tensor::DType::F64.onnx_code() as i64,
         false => d.onnx_code() as i64,
     };
-    let what = format!("{} `{}`", n.op_type, n.name);
+    // A node phantom claimed is its own kernel's to type, not tract's.
+    let who = match n.op_type.strip_prefix(super::PREFIX) {
+        Some(op) => format!("phantom's f64 kernel cannot type {op} `{}`", n.name),
+        None => format!("tract cannot type {} `{}`", n.op_type, n.name),
+    };
     n.attribute = vec![
         ints("types", facts.iter().map(|(d, _)| dt(*d)).collect()),
         ints("ranks", facts.iter().map(|(_, s)| s.len() as i64).collect()),
@@ -49,10 +53,7 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
         AttributeProto {
             name: "reason".into(),
             r#type: 3,
-            s: format!(
-                "tract cannot type {what} ({reason}): it and what depends on it are not computed"
-            )
-            .into_bytes(),
+            s: format!("{who} ({reason}): it and what depends on it are not computed").into_bytes(),
             ..Default::default()
         },
     ];

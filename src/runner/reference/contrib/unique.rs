@@ -132,8 +132,8 @@ struct Unique;
 impl Kernel for Unique {
     fn facts(&self, n: &Node, _ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         anyhow::bail!(
-            "Unique `{}`: its outputs' lengths are the number of distinct values of X, so X's value must be known \
-             before the run (a constant or a graph input); here the model computes it",
+            "Unique `{}`: its output lengths are the number of distinct values of X, which the model computes \
+             (X must be a constant or a graph input)",
             n.proto.name
         )
     }
