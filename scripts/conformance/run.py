@@ -301,7 +301,7 @@ def table(results):
              "python3 -m venv /tmp/conf && /tmp/conf/bin/pip install onnx==1.23.2 numpy onnxruntime==1.31.1",
              "/tmp/conf/bin/python scripts/conformance/cases.py target/conformance/cases",
              "/tmp/conf/bin/python scripts/conformance/run.py target/conformance/cases target/debug/phantom "
-             "--table docs/conformance.md", "```", "",
+             "--table docs/book/src/conformance.md", "```", "",
              "| operator | cases ONNX Runtime runs: pass | of | other cases (reference alone): pass | of |",
              "|---|---|---|---|---|"]
     for op in sorted(by):
