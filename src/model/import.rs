@@ -27,6 +27,8 @@ pub fn load(path: &Path) -> Result<Graph> {
 pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
     let mut model = decode_model(path, &bytes)?;
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
+    // tract's protobuf types drop optional types: an `optional(tensor)` value is read as its tensor.
+    let optional = super::optional::tensor_types(&bytes);
     // Model-local functions become nodes of the graph before anything reads it (both runtimes run the result).
     let inlined = super::functions::inline(&mut model, &bytes).map_err(|r| malformed(path, r))?;
     let bytes = match inlined {
@@ -35,17 +37,18 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
     };
     let graph = checked_graph(path, &model)?;
     let initializers = initializer_infos(graph);
+    let info = |v: &pb::ValueInfoProto| value_info(v, &optional);
     let inputs = graph
         .input
         .iter()
         .filter(|i| !initializers.contains_key(&i.name))
-        .map(value_info)
+        .map(info)
         .collect();
-    let outputs: Vec<ValueInfo> = graph.output.iter().map(value_info).collect();
+    let outputs: Vec<ValueInfo> = graph.output.iter().map(info).collect();
     let value_info = graph
         .value_info
         .iter()
-        .map(|v| (v.name.clone(), value_info(v)))
+        .map(|v| (v.name.clone(), info(v)))
         .collect();
     let (nodes, was_unsorted) = sort_nodes(graph, &initializers, path)?;
     let hidden = hidden_values(graph, &nodes);
@@ -184,10 +187,12 @@ fn check_outputs_produced(
     Ok(())
 }
 
-fn value_info(v: &pb::ValueInfoProto) -> ValueInfo {
+/// What `v` declares; a value whose type tract's protobuf types cannot read takes its tensor type from `optional`
+/// (the `optional(tensor)` values, by name), else has none.
+fn value_info(v: &pb::ValueInfoProto, optional: &HashMap<String, type_proto::Tensor>) -> ValueInfo {
     let tensor = v.r#type.as_ref().and_then(|t| match &t.value {
         Some(type_proto::Value::TensorType(tt)) => Some(tt),
-        _ => None,
+        None => optional.get(&v.name),
     });
     let format = tensor.and_then(|t| Format::from_onnx(t.elem_type));
     let dtype = tensor.map(|t| carried(t.elem_type));

@@ -14,6 +14,7 @@ pub mod loader_data;
 pub mod loader_rules;
 pub mod npy;
 pub mod onnx_attrs;
+pub mod optional;
 pub mod proto;
 pub mod random;
 pub mod skeleton;

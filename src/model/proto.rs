@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::tensor::formats::Format;
 use crate::tensor::{DType, Tensor};
 
-/// Reads a serialized `TensorProto` file (the `input_N.pb` of ONNX test data sets).
+/// Reads a serialized `TensorProto` file (the `input_N.pb` of ONNX test data sets), or an `OptionalProto` that
+/// holds a tensor (the suite writes one for an optional input; [`super::optional`]).
 pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor)> {
     let limit = crate::fsutil::input_budget() as u64;
     let bytes = crate::error::read_bounded(path, limit, "TensorProto input")?;
@@ -24,10 +25,38 @@ pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor)> {
             "the file is empty; it should hold a serialized TensorProto".into(),
         ));
     }
-    let proto = TensorProto::decode(bytes.as_slice())
-        .map_err(|e| bad(format!("not a serialized TensorProto: {e}")))?;
-    let t = tensor_from_proto(&proto, path.parent()).map_err(|e| match e {
-        Error::Input { name, reason } if name.is_empty() => bad(reason),
+    let tensor = TensorProto::decode(bytes.as_slice());
+    // An OptionalProto reads as a TensorProto too: with a segment (its field 3, the optional's tensor), or with no
+    // data (an empty optional). Only then are the bytes read as one.
+    let plain = matches!(&tensor, Ok(p) if p.segment.is_none() && has_data(p));
+    if let Some(held) = (!plain).then(|| super::optional::held(&bytes)).flatten() {
+        let proto = held.into_tensor().map_err(bad)?;
+        return tensor_of_file(path, &proto);
+    }
+    let proto = tensor.map_err(|e| bad(format!("not a serialized TensorProto: {e}")))?;
+    tensor_of_file(path, &proto)
+}
+
+/// Whether `p` carries elements (or needs none: it has a zero dim).
+fn has_data(p: &TensorProto) -> bool {
+    !(p.raw_data.is_empty()
+        && p.float_data.is_empty()
+        && p.int32_data.is_empty()
+        && p.string_data.is_empty()
+        && p.int64_data.is_empty()
+        && p.double_data.is_empty()
+        && p.uint64_data.is_empty()
+        && p.external_data.is_empty())
+        || p.dims.contains(&0)
+}
+
+/// The tensor `proto` read from file `path`, with its name; errors name the file.
+fn tensor_of_file(path: &Path, proto: &TensorProto) -> Result<(String, Tensor)> {
+    let t = tensor_from_proto(proto, path.parent()).map_err(|e| match e {
+        Error::Input { name, reason } if name.is_empty() => Error::Input {
+            name: path.display().to_string(),
+            reason,
+        },
         Error::Input { name, reason } => Error::Input {
             name: format!("{name} (file {})", path.display()),
             reason,

@@ -31,7 +31,10 @@ fn broken_links(file: &Path) -> Vec<String> {
 fn readme_is_short_and_every_link_of_the_docs_resolves() {
     let readme = root().join("README.md");
     let lines = std::fs::read_to_string(&readme).unwrap().lines().count();
-    assert!(lines <= 400, "README.md has {lines} lines: move reference material into docs/book");
+    assert!(
+        lines <= 400,
+        "README.md has {lines} lines: move reference material into docs/book"
+    );
     let book = root().join("docs/book/src");
     let summary = std::fs::read_to_string(book.join("SUMMARY.md")).unwrap();
     let chapters = links(&summary);
@@ -42,5 +45,9 @@ fn readme_is_short_and_every_link_of_the_docs_resolves() {
         broken.extend(broken_links(&book.join(c)));
     }
     broken.extend(broken_links(&root().join("CHANGELOG.md")));
-    assert!(broken.is_empty(), "links to nothing:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "links to nothing:\n{}",
+        broken.join("\n")
+    );
 }

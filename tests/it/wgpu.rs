@@ -187,14 +187,19 @@ fn conformance_against_onnx_backend_node_tests() {
     let readme_path = root().join("docs/book/src/wgpu.md");
     let readme = std::fs::read_to_string(&readme_path).unwrap();
     let (a, b) = ("<!-- wgpu-conformance -->\n", "<!-- /wgpu-conformance -->");
-    let start = readme.find(a).expect("the wgpu chapter has the conformance markers") + a.len();
+    let start = readme
+        .find(a)
+        .expect("the wgpu chapter has the conformance markers")
+        + a.len();
     let end = readme.find(b).unwrap();
     if readme[start..end] != t {
         if std::env::var_os("PHANTOM_BLESS").is_some() {
             let new = format!("{}{}{}", &readme[..start], t, &readme[end..]);
             std::fs::write(&readme_path, new).unwrap();
         } else {
-            panic!("the wgpu chapter's conformance table is stale: rerun with PHANTOM_BLESS=1\n{t}");
+            panic!(
+                "the wgpu chapter's conformance table is stale: rerun with PHANTOM_BLESS=1\n{t}"
+            );
         }
     }
 }

@@ -43,6 +43,7 @@ mod onnx_attention;
 mod onnx_attn_rows;
 pub mod op;
 mod optim;
+mod optional;
 mod pool_lp;
 mod prep;
 mod qdq;
@@ -247,6 +248,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| causal_conv::kernel(op))
         .or_else(|| flex_attention::kernel(op))
         .or_else(|| image_decoder::kernel(op))
+        .or_else(|| optional::kernel(op))
         .or_else(|| standin::kernel(op))
 }
 
@@ -258,7 +260,8 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 /// StringSplit, RegexFullMatch, StringNormalizer, and TfIdfVectorizer; RoiAlign, Unique, and the training optimizers
 /// Adagrad, Adam and Momentum, whose domain `ai.onnx.preview.training` is neither ONNX's nor ORT's; Compress,
 /// OneHot and ReverseSequence, which tract cannot type; BitShift, whose out-of-range amounts tract gets wrong; SwiGLU;
-/// LinearAttention and CausalConvWithState, which tract has no kernel for; ImageDecoder, which tract lacks;
+/// LinearAttention and CausalConvWithState, which tract has no kernel for; ImageDecoder, which tract lacks; the
+/// optional ops Optional, OptionalHasElement and OptionalGetElement, which tract cannot type;
 /// and SpaceToDepth in CRD mode, which tract computes as DCR, claimed apart). The window ops and MelWeightMatrix tract folds into
 /// f32 constants at import, and its STFT needs a constant window: phantom takes them before tract parses.
 const ANY_DOMAIN: &[&str] = &[
@@ -306,6 +309,9 @@ const ANY_DOMAIN: &[&str] = &[
     "LinearAttention",
     "CausalConvWithState",
     "ImageDecoder",
+    "Optional",
+    "OptionalHasElement",
+    "OptionalGetElement",
 ];
 
 fn claims(n: &NodeProto) -> bool {
@@ -335,9 +341,15 @@ fn claims(n: &NodeProto) -> bool {
 }
 
 /// Renames every node phantom evaluates itself to `phantom.<Op>`, in `g` and its subgraphs (a `Loop`'s or a
-/// FlexAttention's after its graphs', whose outer reads it then makes inputs). `opsets` are the model's imports.
-/// Returns how many.
+/// FlexAttention's after its graphs', whose outer reads it then makes inputs), once `g`'s optional values are
+/// settled ([`optional::settle`]). `opsets` are the model's imports. Returns how many.
 pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
+    optional::settle(g);
+    claim_graph(g, opsets)
+}
+
+/// [`claim`] in `g` and its subgraphs.
+fn claim_graph(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     let mut count = 0;
     let integer_sums = cumsum::over_integers(g);
     // Pads tract cannot build (mode `wrap`, a computed constant_value or axes); tract keeps the others.
@@ -347,7 +359,7 @@ pub fn claim(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     for (i, n) in g.node.iter_mut().enumerate() {
         for a in n.attribute.iter_mut() {
             for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
-                count += claim(sub, opsets);
+                count += claim_graph(sub, opsets);
             }
         }
         roi_align::pin_default(n, opsets);
@@ -459,6 +471,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(causal_conv::OPS)
         .chain(flex_attention::OPS)
         .chain(image_decoder::OPS)
+        .chain(optional::OPS)
         .chain(standin::OPS)
     {
         onnx.op_register

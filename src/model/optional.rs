@@ -1,0 +1,230 @@
+//! ONNX optional values (`optional(tensor(T))`, opset 15 on). tract's protobuf types know tensor types only and
+//! drop an optional type when they decode a model, so the optional types of the main graph's inputs, outputs and
+//! value_info are read here from the model's bytes, with a few messages of phantom's own ([`tensor_types`]).
+//! phantom holds an optional that has a value as that tensor; an empty optional it cannot hold yet, and says so.
+//! The ONNX backend suite writes an optional input of a test_data_set as an `OptionalProto` ([`held`]).
+
+use std::collections::HashMap;
+
+use prost::Message;
+use tract_onnx::pb::{type_proto, TensorProto, TypeProto};
+
+/// `ModelProto` down to the types of its main graph's values, optional types included.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ModelTypes {
+    #[prost(message, optional, tag = "7")]
+    graph: Option<GraphTypes>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct GraphTypes {
+    #[prost(message, repeated, tag = "11")]
+    input: Vec<ValueType>,
+    #[prost(message, repeated, tag = "12")]
+    output: Vec<ValueType>,
+    #[prost(message, repeated, tag = "13")]
+    value_info: Vec<ValueType>,
+}
+
+/// `ValueInfoProto` with the `optional_type` of its `TypeProto` (the other types are not read).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ValueType {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, optional, tag = "2")]
+    r#type: Option<OptionalOf>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct OptionalOf {
+    #[prost(message, optional, tag = "9")]
+    optional_type: Option<OptionalType>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct OptionalType {
+    #[prost(message, optional, tag = "1")]
+    elem_type: Option<TypeProto>,
+}
+
+/// The tensor type of every main-graph value (input, output, value_info) the model declares `optional(tensor)`,
+/// by name; empty when the model declares none (or cannot be read this way, which import has already said).
+pub fn tensor_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
+    let Some(g) = ModelTypes::decode(model).ok().and_then(|m| m.graph) else {
+        return HashMap::new();
+    };
+    (g.input.into_iter().chain(g.output).chain(g.value_info))
+        .filter_map(|v| {
+            // tract's `TypeProto` reads a tensor type only: a sequence's or a map's value is `None`.
+            let type_proto::Value::TensorType(t) = v.r#type?.optional_type?.elem_type?.value?;
+            Some((v.name, t))
+        })
+        .collect()
+}
+
+/// ONNX's `OptionalProto`; the values other than a tensor are only told apart.
+#[derive(Clone, PartialEq, prost::Message)]
+struct OptionalProto {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(int32, tag = "2")]
+    elem_type: i32,
+    #[prost(message, optional, tag = "3")]
+    tensor_value: Option<TensorProto>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    sparse_tensor_value: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    sequence_value: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "6")]
+    map_value: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "7")]
+    optional_value: Option<Vec<u8>>,
+}
+
+/// `OptionalProto.DataType`: TENSOR.
+const TENSOR: i32 = 1;
+
+/// What a serialized `OptionalProto` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Held {
+    /// A tensor (named by the optional when it has no name of its own).
+    Tensor(Box<TensorProto>),
+    /// No value: an empty optional, named.
+    Empty(String),
+    /// A value phantom cannot hold (a sequence, a map, a sparse tensor, a nested optional), named, and its kind.
+    Other(String, &'static str),
+}
+
+impl Held {
+    /// The tensor held, or why phantom cannot pass this value as an input.
+    pub fn into_tensor(self) -> Result<TensorProto, String> {
+        let named = |name: &str| match name {
+            "" => String::new(),
+            n => format!(" `{n}`"),
+        };
+        match self {
+            Held::Tensor(t) => Ok(*t),
+            Held::Empty(name) => Err(format!(
+                "it holds an empty optional{} (an OptionalProto with no value): phantom cannot pass an empty \
+                 optional yet; give the input a tensor",
+                named(&name)
+            )),
+            Held::Other(name, kind) => Err(format!(
+                "it holds an optional{} of a {kind}: phantom passes optional tensors only",
+                named(&name)
+            )),
+        }
+    }
+}
+
+/// What `bytes` hold read as an `OptionalProto`, or `None` when they do not read as one. A `TensorProto` reads as
+/// one too (their fields overlap: its dims are the optional's name, its element type the optional's kind), so a
+/// caller asks only of bytes that are no plain tensor ([`super::proto::read_tensor_pb`]).
+pub fn held(bytes: &[u8]) -> Option<Held> {
+    let o = OptionalProto::decode(bytes).ok()?;
+    if !(1..=5).contains(&o.elem_type) {
+        return None;
+    }
+    if let Some(mut t) = o.tensor_value.filter(|_| o.elem_type == TENSOR) {
+        if t.name.is_empty() {
+            t.name = o.name;
+        }
+        return Some(Held::Tensor(Box::new(t)));
+    }
+    let kind = [
+        (o.sparse_tensor_value.is_some(), "sparse tensor"),
+        (o.sequence_value.is_some(), "sequence"),
+        (o.map_value.is_some(), "map"),
+        (o.optional_value.is_some(), "optional"),
+    ]
+    .into_iter()
+    .find_map(|(has, kind)| has.then_some(kind));
+    Some(match kind {
+        Some(kind) => Held::Other(o.name, kind),
+        None => Held::Empty(o.name),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floats() -> TensorProto {
+        TensorProto {
+            name: "x".into(),
+            data_type: 1,
+            dims: vec![2],
+            float_data: vec![1.0, 2.0],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_optional_tensor_is_its_tensor() {
+        let o = OptionalProto {
+            name: "x".into(),
+            elem_type: TENSOR,
+            tensor_value: Some(TensorProto {
+                name: String::new(),
+                ..floats()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            held(&o.encode_to_vec()),
+            Some(Held::Tensor(Box::new(floats())))
+        );
+    }
+
+    #[test]
+    fn an_empty_optional_is_refused_by_name() {
+        let o = OptionalProto {
+            name: "x".into(),
+            elem_type: TENSOR,
+            ..Default::default()
+        };
+        let h = held(&o.encode_to_vec()).unwrap();
+        assert_eq!(h, Held::Empty("x".into()));
+        assert!(h.into_tensor().unwrap_err().contains("empty optional `x`"));
+    }
+
+    #[test]
+    fn a_tensor_proto_is_no_optional_tensor() {
+        let h = held(&floats().encode_to_vec());
+        assert!(!matches!(h, Some(Held::Tensor(_))), "{h:?}");
+    }
+
+    #[test]
+    fn optional_tensor_types_are_read_from_the_model_bytes() {
+        let tensor = type_proto::Tensor {
+            elem_type: 1,
+            shape: None,
+        };
+        let model = ModelTypes {
+            graph: Some(GraphTypes {
+                input: vec![ValueType {
+                    name: "x".into(),
+                    r#type: Some(OptionalOf {
+                        optional_type: Some(OptionalType {
+                            elem_type: Some(TypeProto {
+                                value: Some(type_proto::Value::TensorType(tensor.clone())),
+                                ..Default::default()
+                            }),
+                        }),
+                    }),
+                }],
+                ..Default::default()
+            }),
+        };
+        let types = tensor_types(&model.encode_to_vec());
+        assert_eq!(types.get("x"), Some(&tensor));
+        // tract's own types read no type at all there.
+        let m = tract_onnx::pb::ModelProto::decode(model.encode_to_vec().as_slice()).unwrap();
+        assert!(m.graph.unwrap().input[0]
+            .r#type
+            .as_ref()
+            .unwrap()
+            .value
+            .is_none());
+    }
+}
