@@ -1,5 +1,6 @@
 //! Integration tests: one binary, real models through real runtimes.
 
+mod causes;
 mod cdp;
 mod common;
 mod compare;
@@ -21,6 +22,7 @@ mod fuzz;
 mod golden;
 mod hostile;
 mod hostile_models;
+mod hostile_shapes;
 mod inputs;
 mod layering;
 mod memory;

@@ -2,12 +2,13 @@
 //! upstream), catastrophic cancellation, softmax over large logits, long reductions.
 
 use super::{cause, involving, limits, max_abs, num, spacing, Evidence, Limits, Site};
-use crate::report::model::{Cause, CauseKind, Confidence, Culprit};
+use crate::report::model::{Basis, Cause, CauseKind, Confidence, Culprit};
 use crate::tensor::narrow::round_one;
 
 /// Epsilon: an attribute, or a small constant added upstream (decomposed normalizations), and cancellation
-/// upstream.
-pub(super) fn epsilon(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
+/// upstream. A culprit wrong on its own (fed the reference's inputs) cannot owe its error to an upstream node's
+/// cancellation, whose error it never received: that cause is only looked for on the other bases.
+pub(super) fn epsilon(c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause>) {
     let (i, node, op, d, l, keep) = (s.i, s.node, s.op, s.d, s.l, s.keep.as_str());
     // Epsilon: an attribute, or a small constant added upstream (decomposed normalizations).
     if let Some(eps) = ev.attr_f(i, "epsilon") {
@@ -47,7 +48,7 @@ pub(super) fn epsilon(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
             continue;
         }
         let nd = &ev.graph.nodes[n];
-        if n != i {
+        if n != i && c.basis != Basis::Introduced {
             if let Some(cc) = nd.outputs.first().and_then(|o| cancellation(ev, o, l)) {
                 if !out.iter().any(|c| c.kind == CauseKind::Cancellation) {
                     out.push(cc);
