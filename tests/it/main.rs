@@ -1,5 +1,6 @@
 //! Integration tests: one binary, real models through real runtimes.
 
+mod accuracy_level;
 mod causes;
 mod cdp;
 mod common;

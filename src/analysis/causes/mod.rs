@@ -5,6 +5,7 @@
 //! initializers, NaN/Inf), `numeric` (epsilon, cancellation, softmax, long reductions), `quant`, and the index
 //! flips in `super::index_flip`.
 
+mod accuracy;
 pub mod differ;
 mod numeric;
 mod quant;
@@ -275,6 +276,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
         numeric::cancellation_here,
         super::index_flip::explain,
         quant::explain,
+        accuracy::explain,
         range::underflow,
     ] {
         family(c, ev, &s, &mut out);

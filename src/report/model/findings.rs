@@ -122,6 +122,9 @@ pub enum CauseKind {
     /// TF32 tensor cores (10-bit mantissa operands) on a float32 MatMul/Gemm/Conv (settled by a rerun with
     /// `use_tf32=0`).
     Tf32,
+    /// ONNX Runtime's `MatMulNBits` with `accuracy_level = 4` quantizes its activations to int8 per block inside
+    /// the kernel (named from the attribute, with the error that quantization alone makes).
+    AccuracyLevel,
     /// The target precision itself: nothing more specific explains the error.
     Precision,
     /// The node's own error is far beyond what rounding in its type explains: the kernel or the data differ.
@@ -157,6 +160,7 @@ impl CauseKind {
             Amplification => "amplification",
             Inherited => "inherited",
             Tf32 => "tf32",
+            AccuracyLevel => "accuracy_level",
             Precision => "precision",
             BeyondRounding => "beyond_rounding",
             WeightsDiffer => "weights_differ",

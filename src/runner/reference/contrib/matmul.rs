@@ -226,6 +226,14 @@ pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 /// quantizes A to int8 on CPU), not part of the product, so the reference ignores it.
 struct NBits;
 
+/// The [N, K] weight of the MatMulNBits node `proto` dequantized in f64, from its inputs (for cause analysis).
+pub fn nbits_weight(
+    proto: &tract_onnx::pb::NodeProto,
+    ins: &[Option<&Tensor>],
+) -> TractResult<Vec<f64>> {
+    dequantize(&Node::new(proto), ins)
+}
+
 /// The [N, K] dequantized weight.
 fn dequantize(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<f64>> {
     let (k, nn) = (n.req_int("K")? as usize, n.req_int("N")? as usize);

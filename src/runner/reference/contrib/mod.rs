@@ -33,6 +33,7 @@ mod looping;
 mod loss;
 mod lstm;
 mod matmul;
+pub use matmul::nbits_weight;
 mod mha;
 mod ml;
 mod narrow_cast;
