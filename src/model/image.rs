@@ -16,7 +16,9 @@ use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
 /// File extensions read as images.
-pub const EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "bmp"];
+pub const EXTENSIONS: [&str; 10] = [
+    "jpg", "jpeg", "png", "bmp", "webp", "tif", "tiff", "pnm", "ppm", "pgm",
+];
 
 /// Largest image side decoded (a photo of 16k × 16k pixels is 768 MiB in RGB).
 const MAX_SIDE: u32 = 16384;

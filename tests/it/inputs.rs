@@ -202,7 +202,8 @@ fn an_image_given_for_symbolic_dims_keeps_its_own_size() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let m = image_model(dir.path(), (40, 56), None);
-    let png = dir.path().join("page.png");
+    // A TIFF page: the formats the reference's ImageDecoder reads are given inputs too.
+    let png = dir.path().join("page.tiff");
     image::RgbImage::from_fn(56, 40, |x, y| image::Rgb([x as u8 * 4, y as u8 * 6, 128]))
         .save(&png)
         .unwrap();
