@@ -69,10 +69,6 @@ fn points(spatial: &[usize], align_corners: bool) -> Vec<Vec<f64>> {
 struct AffineGrid;
 
 impl Kernel for AffineGrid {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1]
     }

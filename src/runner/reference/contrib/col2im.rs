@@ -137,10 +137,6 @@ fn grid(extents: &[usize]) -> Vec<Vec<usize>> {
 struct Col2Im;
 
 impl Kernel for Col2Im {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1, 2]
     }

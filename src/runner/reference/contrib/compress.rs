@@ -65,10 +65,6 @@ fn layout(n: &Node, shape: &[usize], cond: &[bool]) -> TractResult<(Vec<usize>, 
 struct Compress;
 
 impl Kernel for Compress {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1]
     }

@@ -172,10 +172,6 @@ impl CenterCropPad {
 }
 
 impl Kernel for CenterCropPad {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1]
     }
@@ -307,10 +303,6 @@ impl Pad {
 }
 
 impl Kernel for Pad {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1, 3]
     }

@@ -171,9 +171,15 @@ impl Node {
 }
 
 /// One contrib op: the facts of its outputs and their values, both for every ONNX output slot.
+///
+/// A kernel implements [`Kernel::facts`], or, when input values decide its outputs' shapes,
+/// [`Kernel::value_slots`] and [`Kernel::facts_valued`] (each defaults to the other: implement one).
 pub trait Kernel: Sync {
-    /// Element type and shape of every ONNX output, from the inputs' facts (indexed by ONNX slot).
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>>;
+    /// Element type and shape of every ONNX output, from the inputs' facts (indexed by ONNX slot); for a kernel
+    /// with [`Kernel::value_slots`], its [`Kernel::facts_valued`] with no value known.
+    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
+        self.facts_valued(n, ins, &[])
+    }
     /// Every ONNX output, computed in f64 (integer outputs in their own type).
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>>;
     /// ONNX input slots whose values, not only their types and shapes, decide the outputs' facts (axes, pads).

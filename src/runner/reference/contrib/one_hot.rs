@@ -63,10 +63,6 @@ fn on_off(indices: &[f64], shape: &[usize], axis: usize, depth: usize) -> Vec<us
 struct OneHot;
 
 impl Kernel for OneHot {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1]
     }

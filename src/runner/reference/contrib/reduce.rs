@@ -123,10 +123,6 @@ impl Extreme {
 }
 
 impl Kernel for Extreme {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1]
     }

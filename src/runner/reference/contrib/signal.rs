@@ -122,10 +122,6 @@ fn window(shape: Shape, size: usize, periodic: bool) -> Vec<f64> {
 struct Window(Shape);
 
 impl Kernel for Window {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[0]
     }
@@ -230,10 +226,6 @@ impl Mel {
 struct MelWeightMatrix;
 
 impl Kernel for MelWeightMatrix {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[0, 1]
     }

@@ -131,10 +131,6 @@ impl Frames {
 struct Stft;
 
 impl Kernel for Stft {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1, 3]
     }

@@ -161,10 +161,6 @@ impl Split {
 }
 
 impl Kernel for Split {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[0]
     }
@@ -279,10 +275,6 @@ impl Normalizer {
 }
 
 impl Kernel for Normalizer {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[0]
     }

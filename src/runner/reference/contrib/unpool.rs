@@ -93,10 +93,6 @@ fn unpool(n: &Node, x: &[f64], idx: &[i64], shape: &[usize]) -> TractResult<Vec<
 struct MaxUnpool;
 
 impl Kernel for MaxUnpool {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[2]
     }

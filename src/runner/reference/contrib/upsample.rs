@@ -158,10 +158,6 @@ impl Upsample {
 }
 
 impl Kernel for Upsample {
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-
     fn value_slots(&self) -> &'static [usize] {
         &[1]
     }
