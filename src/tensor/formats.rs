@@ -228,20 +228,26 @@ impl Format {
         }
     }
 
-    /// The largest finite value.
+    /// The largest finite value (the test below checks each against the codes' decoding).
     pub fn max(self) -> f64 {
-        (0..=u8::MAX >> (8 - self.bits()))
-            .map(|c| self.decode(c))
-            .filter(|v| v.is_finite())
-            .fold(f64::MIN, f64::max)
+        match self {
+            Format::F8E4M3FN => 448.0,
+            Format::F8E4M3FNUZ => 240.0,
+            Format::F8E5M2 | Format::F8E5M2FNUZ => 57344.0,
+            Format::F8E8M0 => 2f64.powi(127),
+            Format::F4E2M1 => 6.0,
+            Format::U4 => 15.0,
+            Format::I4 => 7.0,
+            Format::U2 => 3.0,
+            Format::I2 => 1.0,
+        }
     }
 
-    /// Whether `x` is a value of the format (NaN counts where the format has one).
+    /// Whether `x` is a value of the format (NaN and infinities count where the format has them): casting it
+    /// without saturation leaves it as it is.
     pub fn holds(self, x: f64) -> bool {
-        (0..=u8::MAX >> (8 - self.bits())).any(|c| {
-            let v = self.decode(c);
-            v == x || (v.is_nan() && x.is_nan())
-        })
+        let y = self.cast(x, false, E8m0Round::Nearest);
+        y == x || (y.is_nan() && x.is_nan())
     }
 
     /// `x` rounded to the nearest value of the minifloat's grid, ties to even, with no upper exponent limit.
@@ -332,6 +338,32 @@ fn e8m0_code(x: f32, saturate: bool, round: E8m0Round) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn largest_values_are_the_largest_finite_codes() {
+        for f in [
+            Format::F8E4M3FN,
+            Format::F8E4M3FNUZ,
+            Format::F8E5M2,
+            Format::F8E5M2FNUZ,
+            Format::F8E8M0,
+            Format::F4E2M1,
+            Format::U4,
+            Format::I4,
+            Format::U2,
+            Format::I2,
+        ] {
+            let decoded = (0..=u8::MAX >> (8 - f.bits()))
+                .map(|c| f.decode(c))
+                .filter(|v| v.is_finite())
+                .fold(f64::MIN, f64::max);
+            assert_eq!(f.max(), decoded, "{f:?}");
+        }
+        assert!(Format::F8E4M3FN.holds(0.46875) && !Format::F8E4M3FN.holds(0.3));
+        assert!(Format::F8E5M2.holds(f64::INFINITY) && !Format::F8E4M3FN.holds(f64::INFINITY));
+        assert!(Format::I4.holds(-8.0) && !Format::I4.holds(8.0) && !Format::I4.holds(2.5));
+        assert!(!Format::F4E2M1.holds(f64::NAN) && Format::F8E8M0.holds(0.125));
+    }
 
     #[test]
     fn largest_values_are_the_spec_s() {

@@ -7,7 +7,7 @@
 
 use tract_onnx::prelude::*;
 
-use super::util::{f64s, fact, opt, shaped, values};
+use super::util::{f64s, fact, opt, shaped, strides, values};
 use super::{Fact, Node};
 use crate::tensor::formats::Format;
 
@@ -40,18 +40,8 @@ pub fn facts(n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
     Ok(vec![(scales.0, out_shape(&data.1, &idx.1, g))])
 }
 
-/// Row-major strides of `shape`.
-fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * shape[k + 1];
-    }
-    s
-}
-
-/// The scale index of the element at `at` (a multi-index of the table).
-fn scale_index(at: &[usize], scales: &[usize], q: usize, block: usize) -> usize {
-    let st = strides(scales);
+/// The scale index of the element at `at` (a multi-index of the table); `st` are the scales' strides.
+fn scale_index(at: &[usize], scales: &[usize], st: &[usize], q: usize, block: usize) -> usize {
     at.iter()
         .enumerate()
         .map(|(a, &i)| {
@@ -123,7 +113,7 @@ pub fn eval(n: &Node, f: Format, ins: &[Option<&Tensor>]) -> TractResult<Vec<Ten
     let out_dims = out_shape(&shape, opt(n, ins, 1)?.shape(), g);
     let (inner, rows) = (shape[g + 1..].iter().product::<usize>(), shape[g] as i64);
     let outer: usize = shape[..g].iter().product();
-    let dst = strides(&shape);
+    let (dst, sst) = (strides(&shape), strides(scales.shape()));
     let mut out = Vec::with_capacity(out_dims.iter().product());
     let mut at = vec![0usize; shape.len()];
     for o in 0..outer {
@@ -140,7 +130,7 @@ pub fn eval(n: &Node, f: Format, ins: &[Option<&Tensor>]) -> TractResult<Vec<Ten
                     at[a] = rest / st;
                     rest %= st;
                 }
-                let k = scale_index(&at, scales.shape(), q, block);
+                let k = scale_index(&at, scales.shape(), &sst, q, block);
                 let z = zp.as_ref().map_or(0.0, |z| z[k]);
                 out.push((v - z) * s[k]);
             }
