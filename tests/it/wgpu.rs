@@ -123,8 +123,7 @@ fn table(rows: &BTreeMap<String, Row>) -> String {
 }
 
 /// Every backend case of an op with a shader passes in f32 (atol 1e-5, rtol 1e-4) and in native f16 (1e-2, 1e-2)
-/// with the node on the device; the table in the book's wgpu chapter is this test's output (PHANTOM_BLESS=1 rewrites
-/// it).
+/// with the node on the device; the book's wgpu table is this test's output (PHANTOM_BLESS=1 rewrites it).
 #[test]
 fn conformance_against_onnx_backend_node_tests() {
     if !have_adapter() {
@@ -184,22 +183,17 @@ fn conformance_against_onnx_backend_node_tests() {
         failures.len(),
         failures.join("\n")
     );
-    let readme_path = root().join("docs/book/src/wgpu.md");
-    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let chapter = root().join("docs/book/src/wgpu.md");
+    let readme = std::fs::read_to_string(&chapter).unwrap();
     let (a, b) = ("<!-- wgpu-conformance -->\n", "<!-- /wgpu-conformance -->");
-    let start = readme
-        .find(a)
-        .expect("the wgpu chapter has the conformance markers")
-        + a.len();
+    let start = readme.find(a).expect("the chapter has the table's markers") + a.len();
     let end = readme.find(b).unwrap();
     if readme[start..end] != t {
         if std::env::var_os("PHANTOM_BLESS").is_some() {
             let new = format!("{}{}{}", &readme[..start], t, &readme[end..]);
-            std::fs::write(&readme_path, new).unwrap();
+            std::fs::write(&chapter, new).unwrap();
         } else {
-            panic!(
-                "the wgpu chapter's conformance table is stale: rerun with PHANTOM_BLESS=1\n{t}"
-            );
+            panic!("the book's wgpu table is stale: rerun with PHANTOM_BLESS=1\n{t}");
         }
     }
 }
