@@ -30,6 +30,7 @@ mod memory;
 mod ml;
 mod ml_strings;
 mod multi;
+mod nan_semantics;
 mod optional;
 mod oracle;
 mod origin;

@@ -1,15 +1,14 @@
 //! phantom's own f64 kernels for the element-wise ops tract implements only in f16/f32 (Sigmoid, Erf,
-//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), Max/Min
-//! reductions that handle all-infinite rows, and the entry to the heavy-op kernels of [`super::fast`].
+//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), and the entry to the
+//! extrema with ONNX's NaN semantics ([`super::extrema`]) and to the heavy-op kernels of [`super::fast`].
 
-use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::logic::IfThenElse;
 use tract_onnx::tract_core::ops::math::{Erf, IsInf, IsNan, RoundHalfToEven};
 use tract_onnx::tract_core::ops::nn::{
-    GeluApproximate, GeluExact, HardSwish, LeakyRelu, Reduce, Reducer, Sigmoid, Silu,
+    GeluApproximate, GeluExact, HardSwish, LeakyRelu, Sigmoid, Silu,
 };
 
 /// The logistic function, stable at both extremes.
@@ -82,8 +81,8 @@ pub fn eval_own(node: &TypedNode, inputs: &mut TVec<TValue>) -> Option<TractResu
     {
         return Some(r);
     }
-    if let Some(r) = node.op_as::<Reduce>() {
-        return reduce_extremum(r, inputs);
+    if let Some(r) = super::extrema::eval(node, inputs) {
+        return Some(r);
     }
     let op = node.op_as::<ElementWiseOp>()?;
     if inputs.len() != 1 || inputs[0].datum_type() != f64::datum_type() {
@@ -132,40 +131,6 @@ pub fn run_with_own(
             None => tract_onnx::tract_core::plan::eval(ctx, st, node, ins),
         }
     })
-}
-
-/// Max/Min reductions in f64 that start from ∓infinity (tract starts from ∓f64::MAX, so a row of all −inf
-/// reduces to −1.8e308 instead of −inf).
-fn reduce_extremum(r: &Reduce, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
-    let max = match r.reducer {
-        Reducer::Max => true,
-        Reducer::Min => false,
-        _ => return None,
-    };
-    if inputs.len() != 1 || inputs[0].datum_type() != f64::datum_type() {
-        return None;
-    }
-    Some((|| {
-        let mut a = inputs[0].to_plain_array_view::<f64>()?.to_owned();
-        for &ax in &r.axes {
-            let init = if max {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            };
-            let folded = a.fold_axis(Axis(ax), init, |&acc, &v| {
-                if v.is_nan() || acc.is_nan() {
-                    f64::NAN
-                } else if max {
-                    acc.max(v)
-                } else {
-                    acc.min(v)
-                }
-            });
-            a = folded.insert_axis(Axis(ax));
-        }
-        Ok(tvec!(a.into_tvalue()))
-    })())
 }
 
 /// Ops tract evaluates in f32 internally even when fed f64 (substrings of the op name), with the reason shown

@@ -8,6 +8,7 @@ pub mod contrib;
 
 mod capture;
 pub mod decide;
+mod extrema;
 mod faithful;
 pub mod fast;
 mod formats;

@@ -66,10 +66,12 @@ impl Kernel for Unary {
                 x.mapv(|v| v * super::super::kernels::sigmoid(alpha * v))
             }
             "BiasAdd" => x,
-            // ONNX's: max(0, x) + min(0, α·(exp(x/α) − 1)); tract's expansion leaves out the factor α.
+            // ONNX's: max(0, x) + min(0, α·(exp(x/α) − 1)), NaN propagated as ONNX's max and min do; tract's
+            // expansion leaves out the factor α.
             "Celu" => {
                 let alpha = n.float("alpha", 1.0);
-                x.mapv(|v| v.max(0.0) + (alpha * (v / alpha).exp_m1()).min(0.0))
+                let (max, min) = (super::super::extrema::max, super::super::extrema::min);
+                x.mapv(|v| max(v, 0.0) + min(alpha * (v / alpha).exp_m1(), 0.0))
             }
             "BiasSplitGelu" => {
                 let last = Axis(x.ndim() - 1);

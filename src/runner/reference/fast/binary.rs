@@ -1,21 +1,29 @@
 //! Element-wise f64 arithmetic on both cores: tract's `Add`, `Sub` (and its reversed `SubF`), `Mul`, `Div`, `Min`
-//! and `Max` on f64 operands, from [`PARALLEL_FROM`] output elements. Each element is the one IEEE operation (or
-//! `f64::min`/`f64::max`) tract computes, so the values are bit-identical; what changes is that the work is split
-//! over the cores, into an operand only this node holds or else a fresh output, where tract runs on one core and
-//! first copies its left operand whenever another node still reads it.
+//! and `Max` on f64 operands, from [`PARALLEL_FROM`] output elements. Each arithmetic element is the one IEEE
+//! operation tract computes, so those values are bit-identical; what changes is that the work is split over the
+//! cores, into an operand only this node holds or else a fresh output, where tract runs on one core and first
+//! copies its left operand whenever another node still reads it. `Min` and `Max` are taken at every size: they
+//! propagate NaN as ONNX does ([`super::super::extrema`]), where tract's `f64::min`/`f64::max` drop it.
 
 use rayon::prelude::*;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::binary::TypedBinOp;
 use tract_onnx::tract_core::ops::math::{Add, Div, Max, Min, Mul, Sub, SubF};
 
+use super::super::extrema;
+
 /// Below this many output elements tract keeps the node: splitting costs more than it saves.
 pub const PARALLEL_FROM: usize = 1 << 15;
 /// Output elements per parallel task.
 const CHUNK: usize = 1 << 14;
 
-/// Evaluates an f64 `TypedBinOp` that is one of the ops above with at least [`PARALLEL_FROM`] output elements;
-/// `None` leaves it to tract.
+/// Whether `op` is `Min` or `Max`, whose f64 form phantom always evaluates (tract's drops NaN).
+pub fn is_extremum(op: &TypedBinOp) -> bool {
+    op.0.is::<Min>() || op.0.is::<Max>()
+}
+
+/// Evaluates an f64 `TypedBinOp` that is one of the ops above with at least [`PARALLEL_FROM`] output elements (or
+/// `Min`/`Max` at any size); `None` leaves it to tract.
 pub fn binary_node(
     op: &TypedBinOp,
     inputs: &mut TVec<TValue>,
@@ -32,7 +40,7 @@ pub fn binary_node(
         return None;
     }
     let layout = Layout::of(a.shape(), b.shape())?;
-    if layout.len < PARALLEL_FROM {
+    if layout.len < PARALLEL_FROM && !is_extremum(op) {
         return None;
     }
     let m = &op.0;
@@ -47,9 +55,9 @@ pub fn binary_node(
     } else if m.is::<Div>() {
         apply(&layout, inputs, |x, y| x / y)
     } else if m.is::<Min>() {
-        apply(&layout, inputs, f64::min)
+        apply(&layout, inputs, extrema::min)
     } else if m.is::<Max>() {
-        apply(&layout, inputs, f64::max)
+        apply(&layout, inputs, extrema::max)
     } else {
         return None;
     })

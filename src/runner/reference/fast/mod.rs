@@ -57,15 +57,17 @@ pub fn eval(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<
 }
 
 /// Evaluates an element-wise f64 node on both cores when it is large enough ([`binary`]), reusing an operand only
-/// it holds; `None` means tract keeps it (and `inputs` are as they were).
+/// it holds, and f64 `Min`/`Max` at any size (even under `PHANTOM_TRACT_KERNELS=1`: tract's drop NaN); `None`
+/// means tract keeps it (and `inputs` are as they were).
 pub fn eval_binary(
     node: &TypedNode,
     inputs: &mut TVec<TValue>,
 ) -> Option<TractResult<TVec<TValue>>> {
-    if tract_only() {
+    let op = node.op_as::<TypedBinOp>()?;
+    if tract_only() && !binary::is_extremum(op) {
         return None;
     }
-    binary::binary_node(node.op_as::<TypedBinOp>()?, inputs)
+    binary::binary_node(op, inputs)
 }
 
 /// The geometry of a float `Conv` on NCHW data with an OIHW kernel, 1 to 3 spatial axes.
