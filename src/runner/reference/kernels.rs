@@ -1,12 +1,13 @@
 //! phantom's own f64 kernels for the element-wise ops tract implements only in f16/f32 (Sigmoid, Erf,
-//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), and the entry to the
-//! extrema with ONNX's NaN semantics ([`super::extrema`]) and to the heavy-op kernels of [`super::fast`].
+//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), Asinh and Acosh at
+//! the ends of f64's range, and the entry to the extrema with ONNX's NaN semantics ([`super::extrema`]) and to
+//! the heavy-op kernels of [`super::fast`].
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::logic::IfThenElse;
-use tract_onnx::tract_core::ops::math::{Erf, IsInf, IsNan, RoundHalfToEven};
+use tract_onnx::tract_core::ops::math::{Acosh, Asinh, Erf, IsInf, IsNan, RoundHalfToEven};
 use tract_onnx::tract_core::ops::nn::{
     GeluApproximate, GeluExact, HardSwish, LeakyRelu, Sigmoid, Silu,
 };
@@ -56,6 +57,13 @@ fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
     if let Some(l) = m.downcast_ref::<LeakyRelu>() {
         let alpha = l.alpha as f64;
         return map(Box::new(move |x| if x < 0.0 { alpha * x } else { x }));
+    }
+    // Rust's own asinh and acosh overflow to ±∞ from |x| ≈ 9e307 (they form 2x); libm's do not.
+    if m.downcast_ref::<Asinh>().is_some() {
+        return map(Box::new(libm::asinh));
+    }
+    if m.downcast_ref::<Acosh>().is_some() {
+        return map(Box::new(libm::acosh));
     }
     if m.downcast_ref::<RoundHalfToEven>().is_some() {
         return map(Box::new(f64::round_ties_even));

@@ -1,6 +1,6 @@
 //! Fused activations: BiasGelu, FastGelu, Gelu, QuickGelu, BiasAdd, BiasSplitGelu (`com.microsoft`), with exact
-//! constants (tract's own versions of the first four build theirs in f32); and ONNX's Celu (tract's drops its α)
-//! and SwiGLU (opset 28, which tract lacks): Swish_α(A)·B = A·σ(α·A)·B, A and B of one shape (no broadcasting).
+//! constants (tract's own versions of the first four build theirs in f32); and ONNX's Celu (tract's drops its α),
+//! Softplus (tract's ln(exp(x) + 1) overflows to +∞ from x ≈ 710, inside float32's range) and SwiGLU (opset 28, which tract lacks): Swish_α(A)·B = A·σ(α·A)·B, A and B of one shape (no broadcasting).
 
 use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
@@ -16,6 +16,7 @@ pub const OPS: &[&str] = &[
     "BiasAdd",
     "BiasSplitGelu",
     "Celu",
+    "Softplus",
     "SwiGLU",
 ];
 
@@ -73,6 +74,8 @@ impl Kernel for Unary {
                 let (max, min) = (super::super::extrema::max, super::super::extrema::min);
                 x.mapv(|v| max(v, 0.0) + min(alpha * (v / alpha).exp_m1(), 0.0))
             }
+            // ln(1 + eˣ) as max(x, 0) + ln(1 + e^−|x|): exact where eˣ overflows or 1 + eˣ rounds to 1.
+            "Softplus" => x.mapv(|v| v.max(0.0) + (-v.abs()).exp().ln_1p()),
             "BiasSplitGelu" => {
                 let last = Axis(x.ndim() - 1);
                 let half = x.len_of(last) / 2;

@@ -261,7 +261,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
 
 /// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
 /// although ONNX does not define it), and ONNX ops tract computes in f32 (DynamicQuantizeLinear, RMSNormalization,
-/// GridSample), wrongly (Celu; ReduceMax/ReduceMin of an empty set or of booleans) or not at all (CumProd, the
+/// GridSample), wrongly (Celu; Softplus, which overflows; ReduceMax/ReduceMin of an empty set or of booleans; ReduceLogSumExp, which overflows) or not at all (CumProd, the
 /// training losses SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss; CenterCropPad, LpPool, Col2Im, AffineGrid,
 /// BitCast; Det, MaxUnpool, NonMaxSuppression, TensorScatter, Upsample, DeformConv; the string ops StringConcat,
 /// StringSplit, RegexFullMatch, StringNormalizer, and TfIdfVectorizer; RoiAlign, Unique, and the training optimizers
@@ -276,9 +276,11 @@ const ANY_DOMAIN: &[&str] = &[
     "DynamicQuantizeLinear",
     "RMSNormalization",
     "Celu",
+    "Softplus",
     "CumProd",
     "ReduceMax",
     "ReduceMin",
+    "ReduceLogSumExp",
     "SoftmaxCrossEntropyLoss",
     "NegativeLogLikelihoodLoss",
     "GridSample",

@@ -1,5 +1,8 @@
 //! ONNX's `ReduceMax` and `ReduceMin` for the reference: tract gives the largest finite float where ONNX defines
 //! the maximum of an empty set as −∞ (the minimum's as +∞), and cannot reduce booleans (ONNX 20: `any`/`all`).
+//! And `ReduceLogSumExp`, which tract computes as ln(Σ exp x): that overflows to +∞ from x ≈ 710, well inside
+//! float32's range, where phantom shifts by the maximum first (a row of −∞ still gives ln 0 = −∞, as ONNX's own
+//! function body does).
 //! Axes come from the attribute (before opset 18) or the second input, whose value must be known when the model is
 //! typed (an initializer, a constant, or a graph input the run gives); `keepdims` and `noop_with_empty_axes` as ONNX
 //! defines them. NaN propagates (the spec's reference uses `np.maximum.reduce`). Integers are reduced exactly in
@@ -11,7 +14,7 @@ use tract_onnx::prelude::*;
 use super::util::{fact, float_type, opt};
 use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["ReduceMax", "ReduceMin"];
+pub const OPS: &[&str] = &["ReduceMax", "ReduceMin", "ReduceLogSumExp"];
 
 /// `ReduceMax` (`max` true) or `ReduceMin`.
 struct Extreme {
@@ -122,6 +125,31 @@ impl Extreme {
     }
 }
 
+/// The facts of a reduction's output: `x`'s type (floats as the reference computes them) and its reduced shape.
+fn reduced_facts(
+    n: &Node,
+    ins: &[Option<&Fact>],
+    values: &[Option<&Tensor>],
+) -> TractResult<Vec<Fact>> {
+    let (dt, shape) = fact(n, ins, 0)?;
+    let dt = match dt.is_float() {
+        true => float_type(n, &(*dt, shape.clone()))?,
+        false => *dt,
+    };
+    let given = values.get(1).copied().flatten();
+    anyhow::ensure!(
+        given.is_some() || ins.get(1).copied().flatten().is_none(),
+        "{} `{}`: its axes input must be known before the run",
+        n.op(),
+        n.proto.name
+    );
+    let out = match axes(n, shape.len(), given)? {
+        Some(ax) => reduced_shape(shape, &ax, n.int("keepdims", 1) != 0),
+        None => shape.clone(),
+    };
+    Ok(vec![(dt, out)])
+}
+
 impl Kernel for Extreme {
     fn value_slots(&self) -> &'static [usize] {
         &[1]
@@ -133,23 +161,7 @@ impl Kernel for Extreme {
         ins: &[Option<&Fact>],
         values: &[Option<&Tensor>],
     ) -> TractResult<Vec<Fact>> {
-        let (dt, shape) = fact(n, ins, 0)?;
-        let dt = match dt.is_float() {
-            true => float_type(n, &(*dt, shape.clone()))?,
-            false => *dt,
-        };
-        let given = values.get(1).copied().flatten();
-        anyhow::ensure!(
-            given.is_some() || ins.get(1).copied().flatten().is_none(),
-            "{} `{}`: its axes input must be known before the run",
-            n.op(),
-            n.proto.name
-        );
-        let out = match axes(n, shape.len(), given)? {
-            Some(ax) => reduced_shape(shape, &ax, n.int("keepdims", 1) != 0),
-            None => shape.clone(),
-        };
-        Ok(vec![(dt, out)])
+        reduced_facts(n, ins, values)
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
@@ -167,10 +179,66 @@ impl Kernel for Extreme {
     }
 }
 
+/// ONNX's `ReduceLogSumExp`, shifted by each reduced set's maximum m: m + ln Σ exp(x − m). NaN propagates; an
+/// infinite m is the answer itself (+∞, or −∞ for a set of −∞ or an empty one). Integers are computed in f64 and
+/// truncated to their type, as ONNX's function body casts.
+struct LogSumExp;
+
+impl Kernel for LogSumExp {
+    fn value_slots(&self) -> &'static [usize] {
+        &[1]
+    }
+
+    fn facts_valued(
+        &self,
+        n: &Node,
+        ins: &[Option<&Fact>],
+        values: &[Option<&Tensor>],
+    ) -> TractResult<Vec<Fact>> {
+        reduced_facts(n, ins, values)
+    }
+
+    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        let x = opt(n, ins, 0)?;
+        let Some(ax) = axes(n, x.rank(), ins.get(1).copied().flatten())? else {
+            return Ok(vec![x.clone()]);
+        };
+        let a = x.cast_to::<f64>()?.to_plain_array_view::<f64>()?.to_owned();
+        let r = log_sum_exp(&a, &ax);
+        let shape = reduced_shape(x.shape(), &ax, n.int("keepdims", 1) != 0);
+        let r = r.into_tensor().into_shape(&shape)?;
+        Ok(vec![match x.datum_type().is_float() {
+            true => r,
+            false => r.cast_to_dt(x.datum_type())?.into_owned(),
+        }])
+    }
+}
+
+/// m + ln Σ exp(x − m) over `axes` (kept at extent 1), m the maximum of each reduced set.
+fn log_sum_exp(a: &ArrayD<f64>, axes: &[usize]) -> ArrayD<f64> {
+    let nan_max = super::super::extrema::max;
+    let m = fold(a, axes, f64::NEG_INFINITY, nan_max);
+    let shifted = a - &m;
+    let sums = fold(&shifted.mapv(f64::exp), axes, 0.0, |s, v| s + v);
+    plus_log(&m, &sums)
+}
+
+/// m + ln s elementwise, where an infinite or NaN m is the answer itself.
+fn plus_log(m: &ArrayD<f64>, sums: &ArrayD<f64>) -> ArrayD<f64> {
+    let mut out = m.clone();
+    out.zip_mut_with(sums, |m, &s| {
+        if m.is_finite() {
+            *m += s.ln();
+        }
+    });
+    out
+}
+
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
         "ReduceMax" => Some(&Extreme { max: true }),
         "ReduceMin" => Some(&Extreme { max: false }),
+        "ReduceLogSumExp" => Some(&LogSumExp),
         _ => None,
     }
 }
@@ -205,5 +273,24 @@ mod tests {
         );
         assert_eq!(reduced_shape(&[2, 3, 4], &[0, 2], false), [3]);
         assert_eq!(reduced_shape(&[2, 3, 4], &[0, 2], true), [1, 3, 1]);
+    }
+
+    /// Shifted by the maximum: no overflow at 1e300, −∞ for a row of −∞, NaN propagated.
+    #[test]
+    fn log_sum_exp_is_shifted_by_the_maximum() {
+        let inf = f64::INFINITY;
+        let a = arr2(&[
+            [1e300, 0.0],
+            [-inf, -inf],
+            [1.0, f64::NAN],
+            [inf, 1.0],
+            [0.0, 0.0],
+        ])
+        .into_dyn();
+        let r = log_sum_exp(&a, &[1]).into_raw_vec_and_offset().0;
+        assert_eq!(&r[..2], &[1e300, -inf]);
+        assert!(r[2].is_nan());
+        assert_eq!(r[3], inf);
+        assert!((r[4] - std::f64::consts::LN_2).abs() < 1e-16);
     }
 }
