@@ -49,6 +49,31 @@ def expected(case_dir, k):
     return numpy_helper.to_array(load_tensor(os.path.join(case_dir, "test_data_set_0", f"output_{k}.pb")))
 
 
+def expected_sequence(case_dir, k):
+    """The suite's output `k` read as a sequence of arrays."""
+    import onnx
+    s = onnx.SequenceProto()
+    with open(os.path.join(case_dir, "test_data_set_0", f"output_{k}.pb"), "rb") as f:
+        s.ParseFromString(f.read())
+    return numpy_helper.to_list(s)
+
+
+def sequence_mismatch(dump, name, want, rtol, atol):
+    """Why the reference's elements `name[j]` of a sequence output are not the suite's `want`, or None."""
+    index = json.load(open(os.path.join(dump, "index.json")))
+    by_name = {v["name"]: v for v in index["values"]}
+    if f"{name}[{len(want)}]" in by_name:
+        return f"more than the suite's {len(want)} elements"
+    for j, w in enumerate(want):
+        v = by_name.get(f"{name}[{j}]")
+        if v is None or v.get("reference") is None:
+            return f"no reference value for element {j} of {len(want)}"
+        m = mismatch(np.load(os.path.join(dump, v["reference"])), w, rtol, atol)
+        if m:
+            return f"element {j}: {m}"
+    return None
+
+
 def given(case_dir, k):
     return numpy_helper.to_array(load_tensor(os.path.join(case_dir, "test_data_set_0", f"input_{k}.pb")))
 
@@ -228,6 +253,8 @@ def judge(case, cases_dir, phantom):
             return "fail", f"exit {p.returncode}: {first_error(stderr)}"
         import onnx
         names = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
+        if case.get("sequences"):
+            return judge_sequences(case, case_dir, dump, names, p, stderr, rep)
         outs, why = reference_outputs(dump, names)
         if why:
             return "fail", f"reference: {why}"
@@ -260,6 +287,28 @@ def judge(case, cases_dir, phantom):
                                f"{n['reference'].get('reason', '')}")[:300]
         elif p.returncode != 0:
             return "fail", f"exit {p.returncode}: {first_error(stderr)}"
+    return "pass", ""
+
+
+def judge_sequences(case, case_dir, dump, names, p, stderr, rep):
+    """A case with sequence inputs or outputs: each output compared with the suite's, a sequence element by element
+    (phantom names element j of sequence output `s` as `s[j]`); then the verdict as for any case."""
+    for k, n in enumerate(names):
+        if k in case.get("sequence_outputs", []):
+            bad = sequence_mismatch(dump, n, expected_sequence(case_dir, k), case["rtol"], case["atol"])
+        else:
+            outs, why = reference_outputs(dump, [n])
+            if why:
+                return "fail", f"reference: {why}"
+            bad = mismatch(outs[0], expected(case_dir, k), case["rtol"], case["atol"])
+        if bad:
+            return "wrong", f"reference differs from the suite: output {k} `{n}`: {bad}"
+    if case["ort_runs"]:
+        status = json.load(open(rep))["verdict"]["status"]
+        if status != "clean":
+            return "fail", f"verdict {status} (exit {p.returncode})"
+    elif p.returncode != 0:
+        return "fail", f"exit {p.returncode}: {first_error(stderr)}"
     return "pass", ""
 
 

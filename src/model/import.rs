@@ -194,6 +194,12 @@ fn value_info(v: &pb::ValueInfoProto, optional: &HashMap<String, type_proto::Ten
         Some(type_proto::Value::TensorType(tt)) => Some(tt),
         None => optional.get(&v.name),
     });
+    tensor_info(&v.name, tensor)
+}
+
+/// A value named `name` of tensor type `tensor` (`None`: undeclared).
+pub(crate) fn tensor_info(name: &str, tensor: Option<&type_proto::Tensor>) -> ValueInfo {
+    let tensor = tensor.filter(|t| t.elem_type != 0);
     let format = tensor.and_then(|t| Format::from_onnx(t.elem_type));
     let dtype = tensor.map(|t| carried(t.elem_type));
     let dims = tensor.and_then(|t| t.shape.as_ref()).map(|s| {
@@ -209,7 +215,7 @@ fn value_info(v: &pb::ValueInfoProto, optional: &HashMap<String, type_proto::Ten
             .collect()
     });
     ValueInfo {
-        name: v.name.clone(),
+        name: name.to_string(),
         dtype,
         dims,
         format,

@@ -5,6 +5,7 @@
 //! becomes a top-level node whose values both sides expose and phantom compares. Repeated until no `If` is left
 //! that can be resolved, so nested ones unfold too. The report says which branch ran in place of which `If`.
 //! A `Loop` whose trip count is known the same way, or a `Scan` whose scan length is, is unrolled ([`super::unroll`]).
+//! Then the sequences the graph builds are followed element by element ([`super::sequences`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,10 +27,11 @@ const MAX_INLINED: usize = 256;
 /// Replaces every top-level `If` whose condition the inputs decide by its taken branch. Returns the graph to compare
 /// (the original when nothing was inlined) and a note per inlined `If`.
 pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
-    if !graph
-        .nodes
-        .iter()
-        .any(|n| matches!(n.op_type.as_str(), "If" | "Loop" | "Scan"))
+    let sequences = super::optional::sequence_types(&graph.bytes);
+    if !graph.nodes.iter().any(|n| {
+        matches!(n.op_type.as_str(), "If" | "Loop" | "Scan")
+            || super::sequences::OPS.contains(&n.op_type.as_str())
+    }) && sequences.is_empty()
     {
         return Ok(graph);
     }
@@ -57,6 +59,10 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
             if taken { "then" } else { "else" }
         ));
     }
+    // Sequences last: a resolved branch or an unrolled loop may build them.
+    let lowered = super::sequences::lower(&mut proto, &sequences, inputs)
+        .map_err(|reason| crate::error::Error::Reference { reason })?;
+    notes.extend(lowered);
     reimported(graph, proto, notes)
 }
 
@@ -199,6 +205,25 @@ fn ancestors(g: &GraphProto, producer: &HashMap<&str, usize>, value: &str) -> Op
     let mut v: Vec<usize> = seen.into_iter().collect();
     v.sort_unstable();
     Some(v)
+}
+
+/// The value of `v` for these inputs: an initializer, a `Constant`'s value, a graph input, or computed with tract
+/// from the nodes in front of it. `None` when it cannot be known before the run.
+pub(crate) fn value_of(m: &ModelProto, v: &str, inputs: &Inputs) -> Option<crate::tensor::Tensor> {
+    let g = m.graph.as_ref()?;
+    if let Some(t) = g.initializer.iter().find(|t| t.name == v) {
+        return super::proto::tensor_from_proto(t, None).ok();
+    }
+    if let Some((_, t)) = inputs.tensors.iter().find(|(n, _)| n == v) {
+        return Some(t.clone());
+    }
+    let producer = producers(g);
+    let n = &g.node[*producer.get(v)?];
+    if n.op_type == "Constant" {
+        let t = n.attribute.iter().find(|a| a.name == "value")?.t.as_ref()?;
+        return super::proto::tensor_from_proto(t, None).ok();
+    }
+    ancestors(g, &producer, v).and_then(|a| evaluate_tensor(m, g, &a, v, inputs))
 }
 
 /// Computes the scalar `cond` with tract on the sub-model of `nodes`, fed the prepared inputs. `None` when it cannot.

@@ -17,6 +17,7 @@ pub mod onnx_attrs;
 pub mod optional;
 pub mod proto;
 pub mod random;
+pub mod sequences;
 pub mod skeleton;
 pub mod surgery;
 pub mod tract;

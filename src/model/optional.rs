@@ -1,8 +1,10 @@
-//! ONNX optional values (`optional(tensor(T))`, opset 15 on). tract's protobuf types know tensor types only and
-//! drop an optional type when they decode a model, so the optional types of the main graph's inputs, outputs and
-//! value_info are read here from the model's bytes, with a few messages of phantom's own ([`tensor_types`]).
-//! phantom holds an optional that has a value as that tensor; an empty optional it cannot hold yet, and says so.
-//! The ONNX backend suite writes an optional input of a test_data_set as an `OptionalProto` ([`held`]).
+//! ONNX optional values (`optional(tensor(T))`, opset 15 on), and the element types of sequence inputs and
+//! outputs. tract's protobuf types know tensor types only and drop an optional or sequence type when they decode a
+//! model, so the optional types of the main graph's inputs, outputs and value_info, and the sequence types of its
+//! inputs and outputs, are read here from the model's bytes, with a few messages of phantom's own
+//! ([`tensor_types`], [`sequence_types`]). phantom holds an optional that has a value as that tensor; an empty
+//! optional it cannot hold yet, and says so. The ONNX backend suite writes an optional input of a test_data_set as
+//! an `OptionalProto` ([`held`]) and a sequence input as a `SequenceProto` ([`sequence_of`]).
 
 use std::collections::HashMap;
 
@@ -26,7 +28,7 @@ struct GraphTypes {
     value_info: Vec<ValueType>,
 }
 
-/// `ValueInfoProto` with the `optional_type` of its `TypeProto` (the other types are not read).
+/// `ValueInfoProto` with the `sequence_type` and `optional_type` of its `TypeProto` (the other types are not read).
 #[derive(Clone, PartialEq, prost::Message)]
 struct ValueType {
     #[prost(string, tag = "1")]
@@ -37,10 +39,13 @@ struct ValueType {
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct OptionalOf {
+    #[prost(message, optional, tag = "4")]
+    sequence_type: Option<OptionalType>,
     #[prost(message, optional, tag = "9")]
     optional_type: Option<OptionalType>,
 }
 
+/// `TypeProto.Optional` and `TypeProto.Sequence`, which share their one field.
 #[derive(Clone, PartialEq, prost::Message)]
 struct OptionalType {
     #[prost(message, optional, tag = "1")]
@@ -60,6 +65,59 @@ pub fn tensor_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
             Some((v.name, t))
         })
         .collect()
+}
+
+/// The element type of every main-graph input and output the model declares `seq(tensor)`, by name (an element
+/// type of code 0 when the model does not declare one); empty when there is none.
+pub fn sequence_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
+    let Some(g) = ModelTypes::decode(model).ok().and_then(|m| m.graph) else {
+        return HashMap::new();
+    };
+    (g.input.into_iter().chain(g.output))
+        .filter_map(|v| {
+            let elem = v.r#type?.sequence_type?.elem_type;
+            let t = match elem.and_then(|t| t.value) {
+                Some(type_proto::Value::TensorType(t)) => t,
+                None => type_proto::Tensor::default(),
+            };
+            Some((v.name, t))
+        })
+        .collect()
+}
+
+/// ONNX's `SequenceProto` of tensors.
+#[derive(Clone, PartialEq, prost::Message)]
+struct SequenceProto {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, repeated, tag = "3")]
+    tensor_values: Vec<TensorProto>,
+    #[prost(bytes = "vec", repeated, tag = "4")]
+    sparse_tensor_values: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "5")]
+    sequence_values: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "6")]
+    map_values: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "7")]
+    optional_values: Vec<Vec<u8>>,
+}
+
+/// The tensors a serialized `SequenceProto` holds, or why phantom cannot pass it.
+pub fn sequence_of(bytes: &[u8]) -> Result<Vec<TensorProto>, String> {
+    let s =
+        SequenceProto::decode(bytes).map_err(|e| format!("not a serialized SequenceProto: {e}"))?;
+    if !(s.sparse_tensor_values.is_empty()
+        && s.sequence_values.is_empty()
+        && s.map_values.is_empty()
+        && s.optional_values.is_empty())
+    {
+        return Err(
+            "it holds a sequence of sequences, maps, optionals or sparse tensors: phantom passes \
+                    sequences of tensors only"
+                .into(),
+        );
+    }
+    Ok(s.tensor_values)
 }
 
 /// ONNX's `OptionalProto`; the values other than a tensor are only told apart.
@@ -205,6 +263,7 @@ mod tests {
                 input: vec![ValueType {
                     name: "x".into(),
                     r#type: Some(OptionalOf {
+                        sequence_type: None,
                         optional_type: Some(OptionalType {
                             elem_type: Some(TypeProto {
                                 value: Some(type_proto::Value::TensorType(tensor.clone())),

@@ -127,7 +127,7 @@ fn finals(n: &NodeProto, state: &[String], nodes: &mut Vec<NodeProto>) {
 
 /// Stacks the per-iteration values `parts` along a new `axis` into `out` (`Unsqueeze` each, then `Concat`).
 #[allow(clippy::too_many_arguments)]
-fn stack(
+pub(super) fn stack(
     node: &str,
     j: usize,
     parts: &[String],

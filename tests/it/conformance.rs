@@ -37,10 +37,14 @@ fn cases(work: &Path) -> (PathBuf, PathBuf) {
         run(pip_install(&python).args(PACKAGES));
         std::fs::write(&stamp, PACKAGES.join("\n")).unwrap();
     }
-    if !cases.join("cases.json").exists() {
-        run(Command::new(&python)
-            .arg(root().join("scripts/conformance/cases.py"))
-            .arg(&cases));
+    // The cases are rewritten whenever the script that writes them changes.
+    let script = root().join("scripts/conformance/cases.py");
+    let used = cases.join("cases.py.used");
+    let current = std::fs::read(&script).unwrap();
+    if !cases.join("cases.json").exists() || std::fs::read(&used).ok() != Some(current.clone()) {
+        let _ = std::fs::remove_dir_all(&cases);
+        run(Command::new(&python).arg(&script).arg(&cases));
+        std::fs::write(&used, current).unwrap();
     }
     (python, cases)
 }

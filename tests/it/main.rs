@@ -48,6 +48,7 @@ mod samples;
 mod scan;
 mod schema;
 mod segment;
+mod sequences;
 mod slurm_recipe;
 mod snapshots;
 mod surgery;

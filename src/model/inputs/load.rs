@@ -27,11 +27,17 @@ pub(super) fn put(
     Ok(())
 }
 
+/// Loaded inputs by name, each with where it came from.
+pub(super) type Loaded = HashMap<String, (Tensor, String)>;
+
+/// The inputs loaded from `spec`'s sources, by name (a sequence's elements as `NAME[k]`), and the length of each
+/// sequence a `SequenceProto` gave (which may be empty).
 pub(super) fn load_sources(
     graph: &Graph,
     spec: &InputSpec,
-) -> Result<HashMap<String, (Tensor, String)>> {
+) -> Result<(Loaded, HashMap<String, usize>)> {
     let mut m = HashMap::new();
+    let mut lengths = HashMap::new();
     let dirs = spec
         .sources
         .iter()
@@ -43,8 +49,11 @@ pub(super) fn load_sources(
              compares several samples; give one directory here"
         )));
     }
+    let sequences = super::sequences::declared(graph);
     let known = |name: &str| -> Result<()> {
-        if graph.inputs.iter().any(|i| i.name == name) {
+        if graph.inputs.iter().any(|i| i.name == name)
+            || super::sequences::owner(name, &sequences).is_some()
+        {
             return Ok(());
         }
         let names: Vec<_> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
@@ -95,6 +104,24 @@ pub(super) fn load_sources(
                     });
                 }
                 for (k, f) in files.iter().enumerate() {
+                    if let Some(seq) = graph
+                        .inputs
+                        .get(k)
+                        .filter(|i| sequences.contains_key(&i.name))
+                    {
+                        let elements = sequence_file(f)?;
+                        lengths.insert(seq.name.clone(), elements.len());
+                        for (j, t) in elements.into_iter().enumerate() {
+                            let origin = format!("file {} (element {j})", f.display());
+                            put(
+                                &mut m,
+                                crate::model::sequences::element(&seq.name, j),
+                                t,
+                                origin,
+                            )?;
+                        }
+                        continue;
+                    }
                     let (pname, t) = crate::model::proto::read_tensor_pb(f)?;
                     let name = if !pname.is_empty() && graph.inputs.iter().any(|i| i.name == pname)
                     {
@@ -114,7 +141,22 @@ pub(super) fn load_sources(
             }
         }
     }
-    Ok(m)
+    Ok((m, lengths))
+}
+
+/// The tensors of the serialized `SequenceProto` in file `f`; errors name the file.
+fn sequence_file(f: &std::path::Path) -> Result<Vec<Tensor>> {
+    let limit = crate::fsutil::input_budget() as u64;
+    let bytes = crate::error::read_bounded(f, limit, "SequenceProto input")?;
+    let bad = |reason: String| Error::Input {
+        name: f.display().to_string(),
+        reason,
+    };
+    let protos = crate::model::optional::sequence_of(&bytes).map_err(bad)?;
+    (protos.iter())
+        .map(|p| crate::model::proto::tensor_from_proto(p, f.parent()))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| bad(format!("an element cannot be read: {e}")))
 }
 
 /// The image given for input `name`, if any (decoded once its shape is known).

@@ -12,6 +12,7 @@ use super::{Dim, Graph, ValueInfo};
 mod checks;
 mod generate;
 mod load;
+mod sequences;
 mod strings;
 
 use crate::error::{Error, Result};
@@ -160,7 +161,7 @@ impl Inputs {
 /// Builds every graph input from `spec`.
 pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
     check_names(graph, spec)?;
-    let loaded = load_sources(graph, spec)?;
+    let (loaded, lengths) = load_sources(graph, spec)?;
     let mut out = Inputs::default();
     let mut dims = Dims {
         hints: super::dims::Hints::of(graph),
@@ -170,10 +171,21 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
     let mut budget = Budget {
         left: crate::fsutil::input_budget(),
     };
-    for info in &graph.inputs {
-        let dtype = info.dtype.ok_or_else(|| Error::Input {
+    let declared = sequences::declared(graph);
+    let (infos, notes) = sequences::expanded(graph, &declared, &loaded, &lengths);
+    out.notes.extend(notes);
+    for info in &infos {
+        // A sequence's element type may be left undeclared: a given element brings its own.
+        let element_type = || {
+            sequences::owner(&info.name, &declared)
+                .and_then(|_| loaded.get(&info.name))
+                .map(|(t, _)| t.dtype())
+        };
+        let dtype = info.dtype.or_else(element_type).ok_or_else(|| Error::Input {
             name: info.name.clone(),
-            reason: "the model declares no tensor element type for it; phantom supports tensor inputs only".into(),
+            reason: "the model declares no tensor element type for it; phantom supports tensors, optional \
+                     tensors and sequences of tensors"
+                .into(),
         })?;
         let mut dims_from = vec![];
         let (t, origin) = match loaded.get(&info.name) {

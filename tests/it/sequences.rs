@@ -1,0 +1,110 @@
+//! Sequences built inside a model (`SplitToSequence`, `SequenceAt`, `SequenceInsert`, `SequenceLength`,
+//! `ConcatFromSequence`) are followed element by element: each element is a value both sides compute and phantom
+//! compares, and the reference's results are the spec's. Sequence inputs and outputs are covered by the conformance
+//! suite's sequence cases.
+
+use std::collections::HashMap;
+
+use tract_onnx::pb;
+
+use crate::common::*;
+
+/// x [2, 3] → SplitToSequence(axis 1) → seq; r = Relu(seq[-1]); seq2 = [r] + seq; n = len(seq2); y = concat(seq2).
+fn model(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut split = node("SplitToSequence", &["x"], "seq");
+    split.attribute.push(attr_int("axis", 1));
+    let mut insert = node("SequenceInsert", &["seq", "r", "zero"], "seq2");
+    insert.name = "insert".into();
+    let mut cat = node("ConcatFromSequence", &["seq2"], "y");
+    cat.attribute.push(attr_int("axis", 1));
+    let g = pb::GraphProto {
+        name: "sequences".into(),
+        node: vec![
+            split,
+            node("SequenceAt", &["seq", "last"], "at"),
+            node("Relu", &["at"], "r"),
+            insert,
+            node("SequenceLength", &["seq2"], "n"),
+            cat,
+        ],
+        initializer: vec![
+            i64_tensor("last", vec![], vec![-1]),
+            i64_tensor("zero", vec![], vec![0]),
+        ],
+        input: vec![value("x", &[2, 3])],
+        output: vec![value("y", &[2, 4]), {
+            let mut n = value("n", &[]);
+            if let Some(pb::type_proto::Value::TensorType(t)) =
+                n.r#type.as_mut().and_then(|t| t.value.as_mut())
+            {
+                t.elem_type = 7;
+            }
+            n
+        }],
+        ..Default::default()
+    };
+    write_model(&dir.join("seq.onnx"), g, 18)
+}
+
+#[test]
+fn sequence_elements_are_computed_and_compared() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(dir.path());
+    let x = [0.5f64, -1.0, -2.0, 3.0, 4.0, 5.0];
+    let input = dir.path().join("x.npy");
+    let t = phantom::tensor::Tensor::from_f64(
+        phantom::tensor::DType::F32,
+        ndarray::ArrayD::from_shape_vec(vec![2, 3], x.to_vec()).unwrap(),
+    )
+    .unwrap();
+    phantom::model::npy::write_npy(&input, &t).unwrap();
+    let (d, json) = (dir.path().join("dump"), dir.path().join("r.json"));
+    let arg = format!("x={}", input.display());
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        &arg,
+        "--dump",
+        d.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("sequence node(s) rewritten"), "{out}");
+    let index = read_json(&d.join("index.json"));
+    let values: HashMap<String, Vec<f64>> = (index["values"].as_array().unwrap().iter())
+        .map(|v| {
+            let t = phantom::model::npy::read_npy(&d.join(v["reference"].as_str().unwrap()));
+            let t = t.unwrap().to_f64_array();
+            (
+                v["name"].as_str().unwrap().to_string(),
+                t.iter().copied().collect(),
+            )
+        })
+        .collect();
+    // Each element of the split is a compared value, as are the picked element and the results.
+    assert_eq!(values["seq[2]"], [-2.0, 5.0]);
+    assert_eq!(values["at"], [-2.0, 5.0]);
+    assert_eq!(values["n"], [4.0]);
+    assert_eq!(values["y"], [0.0, 0.5, -1.0, -2.0, 5.0, 3.0, 4.0, 5.0]);
+    let report = read_json(&json);
+    assert_eq!(report["verdict"]["status"], "clean");
+    assert_eq!(report["coverage"]["unchecked"], 0, "{report:#}");
+}
+
+#[test]
+fn a_position_outside_the_sequence_is_refused_with_the_node_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(dir.path());
+    let mut proto =
+        <pb::ModelProto as prost::Message>::decode(std::fs::read(&m).unwrap().as_slice()).unwrap();
+    let g = proto.graph.as_mut().unwrap();
+    g.initializer[1] = i64_tensor("zero", vec![], vec![7]);
+    std::fs::write(&m, prost::Message::encode_to_vec(&proto)).unwrap();
+    refused(
+        &["run", m.to_str().unwrap(), "--runner", "reference"],
+        &["SequenceInsert", "insert", "position 7"],
+    );
+}
