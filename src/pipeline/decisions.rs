@@ -199,11 +199,8 @@ fn batches<'a>(p: &Prepared, names: &[&'a str], limit: usize) -> Vec<Vec<&'a str
 pub fn record(lane: &mut Lane, adopted: &HashMap<String, Adopted>) {
     let mut total = Adopted::default();
     let mut named: Vec<(&String, &Adopted)> = adopted.iter().collect();
-    named.sort_by(|a, b| {
-        (b.1.flips + b.1.undefined)
-            .cmp(&(a.1.flips + a.1.undefined))
-            .then(a.0.cmp(b.0))
-    });
+    let taken = |a: &Adopted| a.flips + a.undefined + a.faithful;
+    named.sort_by(|a, b| taken(b.1).cmp(&taken(a.1)).then(a.0.cmp(b.0)));
     for (name, a) in &named {
         if let Some(r) = lane.reports.get_mut(*name) {
             r.adopted = Some((*a).clone());
@@ -212,24 +209,23 @@ pub fn record(lane: &mut Lane, adopted: &HashMap<String, Adopted>) {
         total.undefined += a.undefined;
         total.beyond += a.beyond;
         total.within = total.within.max(a.within);
+        total.faithful += a.faithful;
     }
-    if total.flips + total.undefined > 0 {
+    if taken(&total) > 0 {
         lane.notes.push(note(&total, &named));
     }
 }
 
 /// "discrete decisions: …" for the report.
 fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
-    let values = named
-        .iter()
-        .filter(|(_, a)| a.flips + a.undefined > 0)
-        .count();
-    let top: Vec<String> = (named.iter().take(3))
-        .map(|(n, a)| format!("`{n}` {}", a.flips + a.undefined))
+    let taken = |a: &Adopted| a.flips + a.undefined + a.faithful;
+    let values = named.iter().filter(|(_, a)| taken(a) > 0).count();
+    let top: Vec<String> = (named.iter().filter(|(_, a)| taken(a) > 0).take(3))
+        .map(|(n, a)| format!("`{n}` {}", taken(a)))
         .collect();
     let mut s = format!(
         "discrete decisions: the reference took the target's at {} element(s) of {values} value(s) (most: {})",
-        total.flips + total.undefined,
+        taken(total),
         top.join(", ")
     );
     if total.flips > 0 {
@@ -238,6 +234,13 @@ fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
              threshold, or a tie between the values a selection or comparison chose from), so the two sides computed on from the same decision",
             total.flips,
             fraction(total.within)
+        ));
+    }
+    if total.faithful > 0 {
+        s.push_str(&format!(
+            "; {} quantized level(s) rounded to the other neighbour of the exact value, less than one quantum from it \
+             (a faithful rounding, as integer kernels such as ONNX Runtime's fused QDQ kernels compute)",
+            total.faithful
         ));
     }
     if total.undefined > 0 {

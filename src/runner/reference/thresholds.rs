@@ -94,6 +94,7 @@ pub fn adopt(
                     _ => LADDER.into_iter().find(|&l| far <= l).unwrap_or(1.0),
                 },
                 undefined: 0,
+                faithful: 0,
             };
             (n.clone(), a)
         })

@@ -65,6 +65,12 @@ pub struct Adopted {
     /// The largest fraction of its input's noise a flip needed to reach the target's decision (1/1024, 1/32
     /// or 1): how close to the boundary the flipped inputs lay.
     pub within: f64,
+    /// Elements of an integer quantization (a QDQ pair) where the target's level is the other neighbour of the
+    /// exact value, less than one quantum from it: a faithful rounding, as integer kernels that requantize in their
+    /// own arithmetic give (ONNX Runtime's fused `QLinearSoftmax` multiplies by ⌊1/scale⌋). Taken and counted; a
+    /// level a quantum or more from the exact value stays in `beyond`.
+    #[serde(default)]
+    pub faithful: u64,
 }
 
 /// Fractions of the input's noise tried in turn, so the report says how close to a boundary the flips lay.
@@ -325,12 +331,27 @@ pub fn adopt_pair(
         let at = |sign: f64| moved(&x, &r, f, sign).into_iter().map(level).collect();
         Some((at(-1.0), at(1.0)))
     };
-    let Some((taken, a)) = settle(&ours, &theirs, bounds, |i| x[i].is_nan()) else {
+    let Some((mut taken, mut a)) = settle(&ours, &theirs, bounds, |i| x[i].is_nan()) else {
         return Some(Adopted::default());
     };
+    let exact = |i: usize| (x[i] / s + zp).clamp(lo, hi);
+    faithful(&mut taken, &theirs, exact, &mut a);
     let y = taken.iter().map(|q| (q - zp) * s).collect();
     *out = shaped_like(out, y).ok()?;
     Some(a)
+}
+
+/// Takes the target's level where it still differs from `taken` but lies less than one quantum from the exact
+/// (unrounded) level `exact(i)`: the other neighbour of the exact value, a faithful rounding ([`Adopted::faithful`]).
+pub fn faithful(taken: &mut [f64], theirs: &[f64], exact: impl Fn(usize) -> f64, a: &mut Adopted) {
+    for i in 0..taken.len() {
+        let differs = taken[i] != theirs[i] && !(taken[i].is_nan() && theirs[i].is_nan());
+        if differs && (theirs[i] - exact(i)).abs() < 1.0 {
+            taken[i] = theirs[i];
+            a.faithful += 1;
+            a.beyond = a.beyond.saturating_sub(1);
+        }
+    }
 }
 
 /// The target's decision as f64, in row-major order.
@@ -346,6 +367,22 @@ mod tests {
     fn trunc_bounds(x: &[f64], r: &[f64], f: f64) -> Option<(Vec<f64>, Vec<f64>)> {
         let at = |s: f64| moved(x, r, f, s).iter().map(|v| v.trunc()).collect();
         Some((at(-1.0), at(1.0)))
+    }
+
+    /// Exact levels 88.70 and 12.10: a target at 88 (truncated) or 13 is the other neighbour, taken; 86 is two
+    /// quanta away, kept.
+    #[test]
+    fn a_faithful_rounding_is_taken_and_a_level_further_away_is_kept() {
+        let exact = [88.70, 12.10, 40.2];
+        let mut taken = vec![89.0, 12.0, 40.0];
+        let theirs = [88.0, 13.0, 38.0];
+        let mut a = Adopted {
+            beyond: 3,
+            ..Default::default()
+        };
+        faithful(&mut taken, &theirs, |i| exact[i], &mut a);
+        assert_eq!(taken, [88.0, 13.0, 40.0]);
+        assert_eq!((a.faithful, a.beyond), (2, 1));
     }
 
     #[test]
