@@ -49,6 +49,7 @@ mod scan;
 mod schema;
 mod segment;
 mod sequences;
+mod slurm_real;
 mod slurm_recipe;
 mod snapshots;
 mod surgery;

@@ -66,7 +66,11 @@ fn cluster_recipes_are_valid_and_their_commands_parse() {
             _ => panic!("{name}: a recipe is .sh, .yaml or .yml"),
         }
         let cmds = commands(&text);
-        assert!(!cmds.is_empty(), "{name}: no phantom command");
+        // slurm-local.sh brings up a scheduler to try the others on; it runs no phantom command.
+        assert!(
+            !cmds.is_empty() || name == "slurm-local.sh",
+            "{name}: no phantom command"
+        );
         for c in cmds {
             if let Err(e) = Cli::try_parse_from(&c) {
                 panic!("{name}: `{}` does not parse: {e}", c.join(" "));
