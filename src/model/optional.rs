@@ -68,17 +68,23 @@ pub fn tensor_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
 }
 
 /// The element type of every main-graph input and output the model declares `seq(tensor)`, by name (an element
-/// type of code 0 when the model does not declare one); empty when there is none.
+/// type of code 0 when the model does not declare one; a sequence of maps is not listed); empty when there is
+/// none.
 pub fn sequence_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
     let Some(g) = ModelTypes::decode(model).ok().and_then(|m| m.graph) else {
         return HashMap::new();
     };
     (g.input.into_iter().chain(g.output))
         .filter_map(|v| {
-            let elem = v.r#type?.sequence_type?.elem_type;
-            let t = match elem.and_then(|t| t.value) {
-                Some(type_proto::Value::TensorType(t)) => t,
+            let t = match v.r#type?.sequence_type?.elem_type {
                 None => type_proto::Tensor::default(),
+                Some(TypeProto {
+                    value: Some(type_proto::Value::TensorType(t)),
+                    ..
+                }) => t,
+                // A sequence of maps (ZipMap's) or of sequences: tract's types read no such element, and phantom
+                // follows sequences of tensors only.
+                Some(_) => return None,
             };
             Some((v.name, t))
         })

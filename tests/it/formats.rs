@@ -1,5 +1,6 @@
 //! Narrow number formats (int4 with blocked scales, float8 e4m3fn): weights stored in them are decoded exactly by
-//! the reference, and a model built on them gets a complete, clean verdict against ONNX Runtime.
+//! the reference, a model built on them gets a complete, clean verdict against ONNX Runtime, and ONNX Runtime's
+//! outputs in them are decoded and compared.
 
 use std::path::Path;
 
@@ -272,5 +273,82 @@ fn a_uint4_embedding_table_is_gathered_exactly() {
             let want = (q(row, c) as f64 - z(row, c / 16) as f64) * s(row, c / 16) as f64;
             assert_eq!(got[[k, c]], want, "row {row} column {c}");
         }
+    }
+}
+
+/// `x` [3, 3] quantized to `q` of ONNX type `code` (scale 0.5, zero point 0) and dequantized to `y`; both outputs.
+fn quantized_output_model(dir: &Path, code: i32) -> std::path::PathBuf {
+    let mut q = value("q", &[3, 3]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        q.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = code;
+    }
+    let zero = pb::TensorProto {
+        name: "z".into(),
+        data_type: code,
+        int32_data: vec![0],
+        ..Default::default()
+    };
+    let g = pb::GraphProto {
+        name: "narrow_out".into(),
+        node: vec![
+            node("QuantizeLinear", &["x", "s", "z"], "q"),
+            node("DequantizeLinear", &["q", "s", "z"], "y"),
+        ],
+        initializer: vec![f32_tensor("s", vec![], vec![0.5]), zero],
+        input: vec![value("x", &[3, 3])],
+        output: vec![q, value("y", &[3, 3])],
+        ..Default::default()
+    };
+    write_model(&dir.join(format!("q{code}.onnx")), g, 21)
+}
+
+/// ONNX Runtime's int4 (9 elements: an odd count, packed in halves of bytes) and float8 outputs are decoded and
+/// compared element by element, not left out; the levels are the spec's.
+#[test]
+fn narrow_outputs_of_the_target_are_decoded_and_compared() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let x = [-3.9f64, -1.2, -0.2, 0.0, 0.26, 0.74, 1.3, 2.6, 9.0];
+    let input = dir.path().join("x.npy");
+    let t = phantom::tensor::Tensor::from_f64(
+        phantom::tensor::DType::F32,
+        ndarray::ArrayD::from_shape_vec(vec![3, 3], x.to_vec()).unwrap(),
+    )
+    .unwrap();
+    phantom::model::npy::write_npy(&input, &t).unwrap();
+    // x/s = [-7.8, -2.4, -0.4, 0, 0.52, 1.48, 2.6, 5.2, 18]: int4 rounds half to even and saturates at −8 and 7;
+    // float8 e4m3fn rounds to its grid (spacing 1/32 in [0.25, 0.5), 1/16 in [0.5, 1), 1/8 in [1, 2), 1/4 in
+    // [2, 4), 1/2 in [4, 8), 2 in [16, 32)).
+    let int4: Vec<f64> = vec![-8.0, -2.0, 0.0, 0.0, 1.0, 1.0, 3.0, 5.0, 7.0];
+    let f8: Vec<f64> = vec![-8.0, -2.5, -0.40625, 0.0, 0.5, 1.5, 2.5, 5.0, 18.0];
+    for (code, want) in [(22, int4), (17, f8)] {
+        let m = quantized_output_model(dir.path(), code);
+        let (dump, json) = (
+            dir.path().join(format!("d{code}")),
+            dir.path().join(format!("r{code}.json")),
+        );
+        let arg = format!("x={}", input.display());
+        let (status, out, err) = phantom(&[
+            "onnx",
+            m.to_str().unwrap(),
+            "--input",
+            &arg,
+            "--dump",
+            dump.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(status, 0, "{out}{err}");
+        let r = read_json(&json);
+        assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+        let index = read_json(&dump.join("index.json"));
+        let q = (index["values"].as_array().unwrap().iter())
+            .find(|v| v["name"] == "q")
+            .unwrap_or_else(|| panic!("q not compared: {index}"));
+        let target = read_npy(&dump.join(q["targets"][0][1].as_str().unwrap())).unwrap();
+        let got: Vec<f64> = target.to_f64_array().iter().copied().collect();
+        assert_eq!(got, want, "type {code}");
     }
 }

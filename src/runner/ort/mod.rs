@@ -3,6 +3,7 @@
 //! messages); the unmodified model runs too, so the report can say whether exposing values moved the outputs.
 //! [`run`] holds the runs (plain, every value, chosen values) and the session cache.
 
+mod narrow;
 mod run;
 
 use std::collections::HashMap;
@@ -394,7 +395,7 @@ fn output_tensor(v: &DynValue) -> std::result::Result<Tensor, String> {
             Tensor::Bool(v.try_extract_array::<bool>().map_err(e)?.to_owned())
         }
         TensorElementType::String => Tensor::Str(v.try_extract_string_array().map_err(e)?),
-        other => return Err(format!("element type {other} is not compared")),
+        other => return narrow::decoded(v, other),
     })
 }
 
