@@ -5,7 +5,7 @@
 //! becomes a top-level node whose values both sides expose and phantom compares. Repeated until no `If` is left
 //! that can be resolved, so nested ones unfold too. The report says which branch ran in place of which `If`.
 //! A `Loop` whose trip count is known the same way, or a `Scan` whose scan length is, is unrolled ([`super::unroll`]).
-//! Then the sequences the graph builds are followed element by element ([`super::sequences`]).
+//! The sequences the graph builds are followed element by element between these steps ([`super::sequences`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,6 +38,8 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     let Ok(mut proto) = ModelProto::decode(graph.bytes.as_slice()) else {
         return Ok(graph);
     };
+    let mut sequences = super::sequences::Sequences::new(&proto, sequences);
+    let reference = |reason| crate::error::Error::Reference { reason };
     let mut notes = vec![];
     while notes.len() < MAX_INLINED {
         if let Some(note) =
@@ -48,7 +50,11 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
         }
         let Some(g) = proto.graph.as_ref() else { break };
         let Some((at, taken)) = resolvable(&proto, g, inputs) else {
-            break;
+            // Sequences the graph builds by now, followed: a trip count they give may let a Loop unroll next.
+            match sequences.pass(&mut proto, inputs).map_err(reference)? {
+                true => continue,
+                false => break,
+            }
         };
         let g = proto.graph.as_mut().expect("checked");
         let n = g.node[at].clone();
@@ -59,10 +65,7 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
             if taken { "then" } else { "else" }
         ));
     }
-    // Sequences last: a resolved branch or an unrolled loop may build them.
-    let lowered = super::sequences::lower(&mut proto, &sequences, inputs)
-        .map_err(|reason| crate::error::Error::Reference { reason })?;
-    notes.extend(lowered);
+    notes.extend(sequences.finish(&mut proto).map_err(reference)?);
     reimported(graph, proto, notes)
 }
 

@@ -40,72 +40,121 @@ pub fn present(g: &GraphProto, declared: &HashSet<String>) -> bool {
         || (g.input.iter().chain(&g.output)).any(|v| declared.contains(&v.name))
 }
 
-/// Rewrites the sequences of `m`'s main graph into tensors ([module docs](self)); `declared` names the main graph's
-/// sequence-typed inputs and outputs with their element type. Returns a note saying what was done, `None` when the
-/// graph has no sequence, or why it cannot be done.
-pub fn lower(
-    m: &mut ModelProto,
-    declared: &HashMap<String, type_proto::Tensor>,
-    inputs: &Inputs,
-) -> Result<Option<String>, String> {
-    let names: HashSet<String> = declared.keys().cloned().collect();
-    if !m.graph.as_ref().is_some_and(|g| present(g, &names)) {
-        return Ok(None);
+/// The sequences of a main graph, rewritten into tensors ([module docs](self)) over one or more passes: control flow
+/// resolved between passes (a `Loop` whose trip count a `SequenceLength` gives, unrolled once that is a constant)
+/// brings more sequence ops to the top level, and what each sequence holds is kept from pass to pass.
+pub struct Sequences {
+    /// The main graph's sequence inputs and outputs, with their element types.
+    declared: HashMap<String, type_proto::Tensor>,
+    /// Each sequence's elements, by the tensor names that hold them.
+    seqs: HashMap<String, Vec<String>>,
+    opset: i64,
+    lowered: usize,
+    /// Whether the graph has sequences at all (known at the first pass).
+    active: Option<bool>,
+}
+
+impl Sequences {
+    /// `declared`: the main graph's sequence-typed inputs and outputs with their element type.
+    pub fn new(m: &ModelProto, declared: HashMap<String, type_proto::Tensor>) -> Sequences {
+        Sequences {
+            declared,
+            seqs: HashMap::new(),
+            opset: super::inline::opset_of(m),
+            lowered: 0,
+            active: None,
+        }
     }
-    let opset = super::inline::opset_of(m);
-    let mut l = Lowering {
-        seqs: HashMap::new(),
-        opset,
-        lowered: 0,
-    };
-    l.inputs(m.graph.as_mut().expect("checked"), declared, inputs)?;
-    topo_sort(m.graph.as_mut().expect("checked"));
-    let mut at = 0;
-    while at < m.graph.as_ref().expect("checked").node.len() {
-        let n = m.graph.as_ref().expect("checked").node[at].clone();
-        let reads_seq = n.input.iter().any(|i| l.seqs.contains_key(i));
-        let rewritten = OPS.contains(&n.op_type.as_str()) || (n.op_type == "Identity" && reads_seq);
-        if !rewritten {
-            if let Some(s) = n.input.iter().find(|i| l.seqs.contains_key(*i)) {
+
+    /// Rewrites every sequence node whose sequences are known by now; returns whether it rewrote any. Nodes that
+    /// read a sequence not built yet (a `Loop`'s output) or that no rewrite covers wait for a later pass or for
+    /// [`Sequences::finish`].
+    pub fn pass(&mut self, m: &mut ModelProto, inputs: &Inputs) -> Result<bool, String> {
+        if self.active.is_none() {
+            let names: HashSet<String> = self.declared.keys().cloned().collect();
+            let present = m.graph.as_ref().is_some_and(|g| present(g, &names));
+            self.active = Some(present);
+            if present {
+                let declared = self.declared.clone();
+                self.inputs(m.graph.as_mut().expect("checked"), &declared, inputs)?;
+            }
+        }
+        if self.active != Some(true) {
+            return Ok(false);
+        }
+        topo_sort(m.graph.as_mut().expect("checked"));
+        let mut changed = false;
+        let mut at = 0;
+        while at < m.graph.as_ref().expect("checked").node.len() {
+            let n = m.graph.as_ref().expect("checked").node[at].clone();
+            if !self.ready(&n) {
+                at += 1;
+                continue;
+            }
+            let (nodes, inits) = self.node(m, &n, inputs)?;
+            let g = m.graph.as_mut().expect("checked");
+            let added = nodes.len();
+            g.node.splice(at..=at, nodes);
+            g.initializer.extend(inits);
+            // A SequenceMap's copies of its body may hold sequence ops themselves: they are looked at next.
+            if n.op_type != "SequenceMap" {
+                at += added;
+            }
+            self.lowered += 1;
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// Whether `n` is a sequence node this pass can rewrite: a sequence op (or an `Identity` of a sequence) whose
+    /// sequence input is known.
+    fn ready(&self, n: &NodeProto) -> bool {
+        let reads_seq = n.input.iter().any(|i| self.seqs.contains_key(i));
+        match n.op_type.as_str() {
+            "SequenceConstruct" | "SequenceEmpty" | "SplitToSequence" => true,
+            "Identity" => reads_seq,
+            op if OPS.contains(&op) => n.input.first().is_some_and(|s| self.seqs.contains_key(s)),
+            _ => false,
+        }
+    }
+
+    /// After the last pass: the sequence outputs become their elements, and a note says what was done (`None` when
+    /// the graph has no sequence); or why a sequence is left that phantom cannot follow.
+    pub fn finish(self, m: &mut ModelProto) -> Result<Option<String>, String> {
+        if self.active != Some(true) {
+            return Ok(None);
+        }
+        let g = m.graph.as_mut().expect("active");
+        for n in &g.node {
+            if let Some(s) = n.input.iter().find(|i| self.seqs.contains_key(*i)) {
                 return Err(format!(
                     "the sequence `{s}` is read by {} node `{}`, which phantom cannot run on a sequence yet",
                     n.op_type, n.name
                 ));
             }
-            at += 1;
-            continue;
+            if OPS.contains(&n.op_type.as_str()) {
+                return Err(format!(
+                    "{} node `{}` reads a sequence phantom cannot follow before the run (built by a Loop or If it \
+                     cannot resolve)",
+                    n.op_type, n.name
+                ));
+            }
         }
-        let (nodes, inits) = l.node(m, &n, inputs)?;
-        let g = m.graph.as_mut().expect("checked");
-        let added = nodes.len();
-        g.node.splice(at..=at, nodes);
-        g.initializer.extend(inits);
-        // A SequenceMap's copies of its body may hold sequence ops themselves: they are looked at next.
-        if n.op_type != "SequenceMap" {
-            at += added;
-        }
-        l.lowered += 1;
+        let declared = self.declared.clone();
+        let outputs = self.outputs(g, &declared)?;
+        Ok(Some(format!(
+            "{} sequence node(s) rewritten as the tensor ops they amount to for these inputs{}; both sides run the \
+             result and every element is compared",
+            self.lowered,
+            match outputs {
+                0 => String::new(),
+                k => format!(", {k} sequence output(s) compared element by element as `<name>[k]`"),
+            }
+        )))
     }
-    let outputs = l.outputs(m.graph.as_mut().expect("checked"), declared)?;
-    Ok(Some(format!(
-        "{} sequence node(s) rewritten as the tensor ops they amount to for these inputs{}; both sides run the \
-         result and every element is compared",
-        l.lowered,
-        match outputs {
-            0 => String::new(),
-            k => format!(", {k} sequence output(s) compared element by element as `<name>[k]`"),
-        }
-    )))
 }
 
-/// The state of a rewrite: each sequence's elements, by the tensor names that hold them.
-struct Lowering {
-    seqs: HashMap<String, Vec<String>>,
-    opset: i64,
-    lowered: usize,
-}
-
-impl Lowering {
+impl Sequences {
     /// Each sequence input `s` becomes the tensor inputs `s[k]` the prepared inputs hold.
     fn inputs(
         &mut self,
