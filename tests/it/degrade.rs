@@ -215,9 +215,10 @@ fn a_failed_chunk_cut_falls_back_to_whole_model_reruns() {
 
 #[test]
 fn a_failed_fusion_check_leaves_its_culprit_s_cause_unsettled() {
-    // The QDQ CNN's output lands one level off where ORT fuses its final QDQ pair: a real fusion cause, which the
-    // fusion check settles by rerunning the target unfused. Made to fail, the check leaves the cause as found and
-    // says so on that culprit's node; the verdict and exit code stand.
+    // The QDQ CNN's output lands one level off where ORT fuses its final QDQ pair: with the reference keeping its
+    // own decisions (the faithful level is not taken), a real fusion cause, which the fusion check settles by
+    // rerunning the target unfused. Made to fail, the check leaves the cause as found and says so on that culprit's
+    // node; the verdict and exit code stand.
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let m = crate::common::root().join("tests/data/qdq/convnet_qdq.onnx");
@@ -226,6 +227,7 @@ fn a_failed_fusion_check_leaves_its_culprit_s_cause_unsettled() {
         let args = [
             "onnx",
             m.to_str().unwrap(),
+            "--own-decisions",
             "--json",
             json.to_str().unwrap(),
         ];
