@@ -50,7 +50,7 @@ pub struct Sequences {
     seqs: HashMap<String, Vec<String>>,
     opset: i64,
     lowered: usize,
-    /// Whether the graph has sequences at all (known at the first pass).
+    /// Whether the graph has had sequences (`None` before the first pass).
     active: Option<bool>,
 }
 
@@ -70,17 +70,16 @@ impl Sequences {
     /// read a sequence not built yet (a `Loop`'s output) or that no rewrite covers wait for a later pass or for
     /// [`Sequences::finish`].
     pub fn pass(&mut self, m: &mut ModelProto, inputs: &Inputs) -> Result<bool, String> {
-        if self.active.is_none() {
-            let names: HashSet<String> = self.declared.keys().cloned().collect();
-            let present = m.graph.as_ref().is_some_and(|g| present(g, &names));
-            self.active = Some(present);
-            if present {
-                let declared = self.declared.clone();
-                self.inputs(m.graph.as_mut().expect("checked"), &declared, inputs)?;
-            }
-        }
         if self.active != Some(true) {
-            return Ok(false);
+            // Checked again each pass: an unrolled Loop's body may bring the first sequence ops.
+            let names: HashSet<String> = self.declared.keys().cloned().collect();
+            if !m.graph.as_ref().is_some_and(|g| present(g, &names)) {
+                self.active = Some(false);
+                return Ok(false);
+            }
+            self.active = Some(true);
+            let declared = self.declared.clone();
+            self.inputs(m.graph.as_mut().expect("checked"), &declared, inputs)?;
         }
         topo_sort(m.graph.as_mut().expect("checked"));
         let mut changed = false;

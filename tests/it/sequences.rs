@@ -108,3 +108,78 @@ fn a_position_outside_the_sequence_is_refused_with_the_node_named() {
         &["SequenceInsert", "insert", "position 7"],
     );
 }
+
+/// A `Loop` whose body builds and concatenates a sequence (none at the top level): once the loop is unrolled, the
+/// sequences its copies build are followed too. y = x · 2³ after three steps of v ← sum(stack(v, v)).
+#[test]
+fn sequences_inside_an_unrolled_loop_are_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cat = node("ConcatFromSequence", &["s"], "c");
+    cat.attribute
+        .extend([attr_int("axis", 0), attr_int("new_axis", 1)]);
+    let mut sum = node("ReduceSum", &["c", "ax"], "v_out");
+    sum.attribute.push(attr_int("keepdims", 0));
+    let scalar = |name: &str, ty: i32| {
+        let mut v = value(name, &[]);
+        if let Some(pb::type_proto::Value::TensorType(t)) =
+            v.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.elem_type = ty;
+        }
+        v
+    };
+    let body = pb::GraphProto {
+        name: "body".into(),
+        node: vec![
+            node("SequenceConstruct", &["v_in", "v_in"], "s"),
+            cat,
+            sum,
+            node("Identity", &["cond_in"], "cond_out"),
+        ],
+        initializer: vec![i64_tensor("ax", vec![1], vec![0])],
+        input: vec![scalar("i", 7), scalar("cond_in", 9), value("v_in", &[3])],
+        output: vec![scalar("cond_out", 9), value("v_out", &[3])],
+        ..Default::default()
+    };
+    let mut lp = node("Loop", &["n", "", "x"], "y");
+    lp.attribute.push(pb::AttributeProto {
+        name: "body".into(),
+        r#type: pb::attribute_proto::AttributeType::Graph as i32,
+        g: Some(body),
+        ..Default::default()
+    });
+    let g = pb::GraphProto {
+        name: "loop_seq".into(),
+        node: vec![lp],
+        initializer: vec![i64_tensor("n", vec![], vec![3])],
+        input: vec![value("x", &[3])],
+        output: vec![value("y", &[3])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("loop_seq.onnx"), g, 18);
+    let x = dir.path().join("x.npy");
+    let t = phantom::tensor::Tensor::from_f64(
+        phantom::tensor::DType::F32,
+        ndarray::ArrayD::from_shape_vec(vec![3], vec![1.0, 2.0, 3.0]).unwrap(),
+    )
+    .unwrap();
+    phantom::model::npy::write_npy(&x, &t).unwrap();
+    let d = dir.path().join("dump");
+    let arg = format!("x={}", x.display());
+    let (code, out, err) = phantom(&[
+        "run",
+        m.to_str().unwrap(),
+        "--runner",
+        "reference",
+        "--input",
+        &arg,
+        "--dump",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let y = phantom::model::npy::read_npy(&d.join("reference/y.npy")).unwrap();
+    assert_eq!(
+        y.to_f64_array().iter().copied().collect::<Vec<_>>(),
+        [8.0, 16.0, 24.0]
+    );
+}
