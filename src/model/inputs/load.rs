@@ -78,70 +78,77 @@ pub(super) fn load_sources(
                 }
             }
             InputSource::TestDataSet(dir) => {
-                let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-                    .map_err(|source| Error::Io {
-                        path: dir.clone(),
-                        source,
-                    })?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| {
-                        p.file_name()
-                            .and_then(|n| n.to_str())
-                            .is_some_and(|n| n.starts_with("input_") && n.ends_with(".pb"))
-                    })
-                    .collect();
-                files.sort_by_key(|p| {
-                    let n = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-                    n.trim_start_matches("input_")
-                        .parse::<usize>()
-                        .unwrap_or(usize::MAX)
-                });
-                // A model without inputs (a Constant's test) has a test_data_set with outputs only.
-                if files.is_empty() && !graph.inputs.is_empty() {
-                    return Err(Error::Input {
-                        name: dir.display().to_string(),
-                        reason: "no input_N.pb files in this directory".into(),
-                    });
-                }
-                for (k, f) in files.iter().enumerate() {
-                    if let Some(seq) = graph
-                        .inputs
-                        .get(k)
-                        .filter(|i| sequences.contains_key(&i.name))
-                    {
-                        let elements = sequence_file(f)?;
-                        lengths.insert(seq.name.clone(), elements.len());
-                        for (j, t) in elements.into_iter().enumerate() {
-                            let origin = format!("file {} (element {j})", f.display());
-                            put(
-                                &mut m,
-                                crate::model::sequences::element(&seq.name, j),
-                                t,
-                                origin,
-                            )?;
-                        }
-                        continue;
-                    }
-                    let (pname, t) = crate::model::proto::read_tensor_pb(f)?;
-                    let name = if !pname.is_empty() && graph.inputs.iter().any(|i| i.name == pname)
-                    {
-                        pname
-                    } else {
-                        graph
-                            .inputs
-                            .get(k)
-                            .map(|i| i.name.clone())
-                            .ok_or_else(|| Error::Input {
-                                name: f.display().to_string(),
-                                reason: format!("the model has only {} inputs", graph.inputs.len()),
-                            })?
-                    };
-                    put(&mut m, name, t, format!("file {}", f.display()))?;
-                }
+                test_data_set(graph, &sequences, dir, &mut m, &mut lengths)?
             }
         }
     }
     Ok((m, lengths))
+}
+
+/// The inputs in `test_data_set` directory `dir` (`input_N.pb`, in graph-input order or by their names; a sequence
+/// input's `SequenceProto` as its elements, its length into `lengths`).
+fn test_data_set(
+    graph: &Graph,
+    sequences: &HashMap<String, tract_onnx::pb::type_proto::Tensor>,
+    dir: &std::path::Path,
+    m: &mut Loaded,
+    lengths: &mut HashMap<String, usize>,
+) -> Result<()> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("input_") && n.ends_with(".pb"))
+        })
+        .collect();
+    files.sort_by_key(|p| {
+        let n = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        n.trim_start_matches("input_")
+            .parse::<usize>()
+            .unwrap_or(usize::MAX)
+    });
+    // A model without inputs (a Constant's test) has a test_data_set with outputs only.
+    if files.is_empty() && !graph.inputs.is_empty() {
+        return Err(Error::Input {
+            name: dir.display().to_string(),
+            reason: "no input_N.pb files in this directory".into(),
+        });
+    }
+    for (k, f) in files.iter().enumerate() {
+        if let Some(seq) = graph
+            .inputs
+            .get(k)
+            .filter(|i| sequences.contains_key(&i.name))
+        {
+            let elements = sequence_file(f)?;
+            lengths.insert(seq.name.clone(), elements.len());
+            for (j, t) in elements.into_iter().enumerate() {
+                let origin = format!("file {} (element {j})", f.display());
+                put(m, crate::model::sequences::element(&seq.name, j), t, origin)?;
+            }
+            continue;
+        }
+        let (pname, t) = crate::model::proto::read_tensor_pb(f)?;
+        let name = if !pname.is_empty() && graph.inputs.iter().any(|i| i.name == pname) {
+            pname
+        } else {
+            graph
+                .inputs
+                .get(k)
+                .map(|i| i.name.clone())
+                .ok_or_else(|| Error::Input {
+                    name: f.display().to_string(),
+                    reason: format!("the model has only {} inputs", graph.inputs.len()),
+                })?
+        };
+        put(m, name, t, format!("file {}", f.display()))?;
+    }
+    Ok(())
 }
 
 /// The tensors of the serialized `SequenceProto` in file `f`; errors name the file.

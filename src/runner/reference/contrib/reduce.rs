@@ -94,14 +94,10 @@ impl Extreme {
     fn floats(&self, x: &Tensor, axes: &[usize]) -> TractResult<Tensor> {
         let a = x.cast_to::<f64>()?.to_plain_array_view::<f64>()?.to_owned();
         let (identity, pick): (f64, fn(f64, f64) -> f64) = match self.max {
-            true => (f64::NEG_INFINITY, f64::max),
-            false => (f64::INFINITY, f64::min),
+            true => (f64::NEG_INFINITY, super::super::extrema::max),
+            false => (f64::INFINITY, super::super::extrema::min),
         };
-        let r = fold(&a, axes, identity, |m, v| match m.is_nan() || v.is_nan() {
-            true => f64::NAN,
-            false => pick(m, v),
-        });
-        Ok(r.into_tensor())
+        Ok(fold(&a, axes, identity, pick).into_tensor())
     }
 
     fn integers(&self, x: &Tensor, axes: &[usize]) -> TractResult<Tensor> {
@@ -150,41 +146,37 @@ fn reduced_facts(
     Ok(vec![(dt, out)])
 }
 
-impl Kernel for Extreme {
-    fn value_slots(&self) -> &'static [usize] {
-        &[1]
-    }
+/// The reductions phantom computes: `ReduceMax`/`ReduceMin` ([`Extreme`]) and `ReduceLogSumExp`, shifted by each
+/// reduced set's maximum m: m + ln Σ exp(x − m). NaN propagates; an infinite m is the answer itself (+∞, or −∞ for a
+/// set of −∞ or an empty one). `ReduceLogSumExp` of integers is computed in f64 and truncated to their type, as
+/// ONNX's function body casts.
+enum Reduction {
+    Extreme(Extreme),
+    LogSumExp,
+}
 
-    fn facts_valued(
-        &self,
-        n: &Node,
-        ins: &[Option<&Fact>],
-        values: &[Option<&Tensor>],
-    ) -> TractResult<Vec<Fact>> {
-        reduced_facts(n, ins, values)
-    }
-
-    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        let x = opt(n, ins, 0)?;
-        let Some(ax) = axes(n, x.rank(), ins.get(1).copied().flatten())? else {
-            return Ok(vec![x.clone()]);
-        };
-        let r = match x.datum_type() {
-            dt if dt.is_float() => self.floats(x, &ax)?,
-            DatumType::Bool => self.booleans(x, &ax)?,
-            _ => self.integers(x, &ax)?,
-        };
-        let shape = reduced_shape(x.shape(), &ax, n.int("keepdims", 1) != 0);
-        Ok(vec![r.into_shape(&shape)?])
+impl Reduction {
+    /// `x` reduced over `ax` (kept at extent 1).
+    fn reduce(&self, x: &Tensor, ax: &[usize]) -> TractResult<Tensor> {
+        Ok(match self {
+            Reduction::Extreme(e) => match x.datum_type() {
+                dt if dt.is_float() => e.floats(x, ax)?,
+                DatumType::Bool => e.booleans(x, ax)?,
+                _ => e.integers(x, ax)?,
+            },
+            Reduction::LogSumExp => {
+                let a = x.cast_to::<f64>()?.to_plain_array_view::<f64>()?.to_owned();
+                let r = log_sum_exp(&a, ax).into_tensor();
+                match x.datum_type().is_float() {
+                    true => r,
+                    false => r.cast_to_dt(x.datum_type())?.into_owned(),
+                }
+            }
+        })
     }
 }
 
-/// ONNX's `ReduceLogSumExp`, shifted by each reduced set's maximum m: m + ln Σ exp(x − m). NaN propagates; an
-/// infinite m is the answer itself (+∞, or −∞ for a set of −∞ or an empty one). Integers are computed in f64 and
-/// truncated to their type, as ONNX's function body casts.
-struct LogSumExp;
-
-impl Kernel for LogSumExp {
+impl Kernel for Reduction {
     fn value_slots(&self) -> &'static [usize] {
         &[1]
     }
@@ -203,14 +195,8 @@ impl Kernel for LogSumExp {
         let Some(ax) = axes(n, x.rank(), ins.get(1).copied().flatten())? else {
             return Ok(vec![x.clone()]);
         };
-        let a = x.cast_to::<f64>()?.to_plain_array_view::<f64>()?.to_owned();
-        let r = log_sum_exp(&a, &ax);
         let shape = reduced_shape(x.shape(), &ax, n.int("keepdims", 1) != 0);
-        let r = r.into_tensor().into_shape(&shape)?;
-        Ok(vec![match x.datum_type().is_float() {
-            true => r,
-            false => r.cast_to_dt(x.datum_type())?.into_owned(),
-        }])
+        Ok(vec![self.reduce(x, &ax)?.into_shape(&shape)?])
     }
 }
 
@@ -236,9 +222,9 @@ fn plus_log(m: &ArrayD<f64>, sums: &ArrayD<f64>) -> ArrayD<f64> {
 
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
     match op {
-        "ReduceMax" => Some(&Extreme { max: true }),
-        "ReduceMin" => Some(&Extreme { max: false }),
-        "ReduceLogSumExp" => Some(&LogSumExp),
+        "ReduceMax" => Some(&Reduction::Extreme(Extreme { max: true })),
+        "ReduceMin" => Some(&Reduction::Extreme(Extreme { max: false })),
+        "ReduceLogSumExp" => Some(&Reduction::LogSumExp),
         _ => None,
     }
 }
