@@ -2,8 +2,9 @@
 // per row, two passes (the mean, then the mean of squared deviations), each invocation summing every 256th element
 // in A and the partial sums combined in a tree. BatchNormalization runs folded into a per-channel affine
 // y = x * s[c] + b[c], as inference runtimes do.
-// layernorm params: 0 rows, 1 R, 2 epsilon (f32 bits), 3 has bias; layernorm_stats writes per row the mean
-// (params 4 = 0) or the inverse standard deviation (params 4 = 1), the optional outputs of LayerNormalization
+// layernorm params: 0 rows, 1 R, 2 epsilon (f32 bits), 3 has bias, 5 RMSNormalization (no centering: the row is
+// divided by its root mean square); layernorm_stats writes per row the mean (params 4 = 0) or the inverse standard
+// deviation (params 4 = 1), the optional outputs of LayerNormalization
 // instancenorm params: 0 rows, 1 R, 2 epsilon (f32 bits), 3 channels
 // affine params: 0 n, 1 inner, 2 channels
 
@@ -26,11 +27,14 @@ fn tree_sum(t: u32, v: A) -> A {
     return r;
 }
 
-// Mean and 1/sqrt(variance + eps) of one row.
-fn row_stats(t: u32, base: u32, r: u32, eps: f32) -> vec2<f32> {
-    var sum = A(0.0);
-    for (var j = t; j < r; j = j + WG) { sum = RA(sum + A(x[base + j])); }
-    let mean = RA(tree_sum(t, sum) / A(f32(r)));
+// Mean and 1/sqrt(variance + eps) of one row; with `rms`, a mean of 0 and 1/sqrt(mean of squares + eps).
+fn row_stats(t: u32, base: u32, r: u32, eps: f32, rms: bool) -> vec2<f32> {
+    var mean = A(0.0);
+    if (!rms) {
+        var sum = A(0.0);
+        for (var j = t; j < r; j = j + WG) { sum = RA(sum + A(x[base + j])); }
+        mean = RA(tree_sum(t, sum) / A(f32(r)));
+    }
     var sq = A(0.0);
     for (var j = t; j < r; j = j + WG) {
         let d = RA(A(x[base + j]) - mean);
@@ -40,9 +44,9 @@ fn row_stats(t: u32, base: u32, r: u32, eps: f32) -> vec2<f32> {
     return vec2<f32>(f32(mean), 1.0 / sqrt(var_ + eps));
 }
 
-fn normalize_row(t: u32, row: u32, r: u32, eps: f32, pc: u32, bias: bool, per_elem: bool) {
+fn normalize_row(t: u32, row: u32, r: u32, eps: f32, pc: u32, bias: bool, per_elem: bool, rms: bool) {
     let base = row * r;
-    let st = row_stats(t, base, r, eps);
+    let st = row_stats(t, base, r, eps, rms);
     for (var j = t; j < r; j = j + WG) {
         var k = pc;
         if (per_elem) { k = j; }
@@ -57,7 +61,7 @@ fn layernorm(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg:
              @builtin(local_invocation_index) t: u32) {
     let i = row_of(wg, nwg);
     if (i >= pu(0u)) { return; }
-    normalize_row(t, i, pu(1u), pf(2u), 0u, pu(3u) != 0u, true);
+    normalize_row(t, i, pu(1u), pf(2u), 0u, pu(3u) != 0u, true, pu(5u) != 0u);
 }
 
 @compute @workgroup_size(256)
@@ -65,7 +69,7 @@ fn layernorm_stats(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups
                    @builtin(local_invocation_index) t: u32) {
     let i = row_of(wg, nwg);
     if (i >= pu(0u)) { return; }
-    let st = row_stats(t, i * pu(1u), pu(1u), pf(2u));
+    let st = row_stats(t, i * pu(1u), pu(1u), pf(2u), pu(5u) != 0u);
     if (t == 0u) { y[i] = TF(st[pu(4u)]); }
 }
 
@@ -74,7 +78,7 @@ fn instancenorm(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
                 @builtin(local_invocation_index) t: u32) {
     let i = row_of(wg, nwg);
     if (i >= pu(0u)) { return; }
-    normalize_row(t, i, pu(1u), pf(2u), i % pu(3u), true, false);
+    normalize_row(t, i, pu(1u), pf(2u), i % pu(3u), true, false, false);
 }
 
 @compute @workgroup_size(256)

@@ -18,13 +18,29 @@ use crate::tensor::{DType, Tensor};
 pub struct DevVal {
     pub buf: Rc<Buf>,
     pub shape: Vec<usize>,
-    /// The element type reported for it (F32, F16 or Bf16).
+    /// The element type reported for it: F32, F16 or Bf16 in the storage type, or Bool or I64 held as one 32-bit
+    /// word per element (comparisons, arg-reductions).
     pub dtype: DType,
 }
 
 impl DevVal {
     pub fn len(&self) -> usize {
         self.shape.iter().product()
+    }
+
+    /// Whether the buffer holds one 32-bit word per element (a boolean or an index) rather than floats.
+    pub fn is_words(&self) -> bool {
+        !self.dtype.is_float()
+    }
+
+    /// Bytes the value takes on the device in `mode`.
+    pub fn bytes(&self, mode: Mode) -> u64 {
+        let per = if self.is_words() {
+            4
+        } else {
+            mode.elem_bytes()
+        };
+        self.len() as u64 * per
     }
 
     pub fn is_empty(&self) -> bool {
@@ -133,6 +149,12 @@ impl<'a> Ctx<'a> {
             .ok_or_else(|| unsupported(format!("{}: input {i} is missing", self.node.name)))?
             .clone();
         if let Some(d) = self.store.dev.get(&name) {
+            if d.is_words() {
+                return Err(unsupported(format!(
+                    "{}: `{name}` holds {} where a float is expected",
+                    self.node.name, d.dtype
+                )));
+            }
             return Ok(d.clone());
         }
         let t = self
@@ -150,6 +172,9 @@ impl<'a> Ctx<'a> {
         let name = self.node.input[i].clone();
         if let Some(b) = self.store.aux.get(&name) {
             return Ok(b.clone());
+        }
+        if let Some(v) = self.store.dev.get(&name).filter(|v| v.is_words()) {
+            return Ok(v.buf.clone());
         }
         let t = self
             .host(i)
@@ -169,6 +194,16 @@ impl<'a> Ctx<'a> {
         let n: usize = shape.iter().product();
         DevVal {
             buf: Rc::new(self.gpu.alloc(n as u64 * self.gpu.mode.elem_bytes())),
+            shape,
+            dtype,
+        }
+    }
+
+    /// A fresh output of one 32-bit word per element, reported as `dtype` (Bool or I64).
+    pub fn output_words(&mut self, shape: Vec<usize>, dtype: DType) -> DevVal {
+        let n: usize = shape.iter().product();
+        DevVal {
+            buf: Rc::new(self.gpu.alloc(n as u64 * 4)),
             shape,
             dtype,
         }
@@ -367,6 +402,9 @@ pub fn download(gpu: &Gpu, v: &DevVal, bytes: &[u8]) -> Tensor {
             .collect()
     };
     let arr = |d: Vec<f32>| ndarray::ArrayD::from_shape_vec(shape.clone(), d).expect("sized");
+    if v.is_words() {
+        return download_words(v, bytes);
+    }
     match (gpu.mode, v.dtype) {
         (Mode::F16Native, _) => Tensor::F16(
             ndarray::ArrayD::from_shape_vec(
@@ -381,5 +419,19 @@ pub fn download(gpu: &Gpu, v: &DevVal, bytes: &[u8]) -> Tensor {
         (_, DType::F16) => Tensor::F16(arr(f32s()).mapv(f16::from_f32)),
         (_, DType::Bf16) => Tensor::Bf16(arr(f32s()).mapv(half::bf16::from_f32)),
         _ => Tensor::F32(arr(f32s())),
+    }
+}
+
+/// The host tensor of a value held as one 32-bit word per element.
+fn download_words(v: &DevVal, bytes: &[u8]) -> Tensor {
+    let words: Vec<i32> = bytes
+        .chunks_exact(4)
+        .take(v.len())
+        .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    let arr = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&v.shape), words).expect("sized");
+    match v.dtype {
+        DType::Bool => Tensor::Bool(arr.mapv(|w| w != 0)),
+        _ => Tensor::I64(arr.mapv(i64::from)),
     }
 }

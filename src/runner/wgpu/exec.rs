@@ -177,7 +177,7 @@ impl Exec<'_> {
             if name.is_empty() {
                 continue;
             }
-            self.pending.bytes += v.len() as u64 * self.gpu.mode.elem_bytes();
+            self.pending.bytes += v.bytes(self.gpu.mode);
             self.pending.items.push((name.clone(), v.clone()));
             self.pending.names.insert(name.clone());
             self.store.dev.insert(name.clone(), v.clone());

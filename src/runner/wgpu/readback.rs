@@ -43,7 +43,7 @@ impl Pending {
         let bufs: Vec<_> = self
             .items
             .iter()
-            .map(|(_, v)| (&*v.buf, v.len() as u64 * gpu.mode.elem_bytes()))
+            .map(|(_, v)| (&*v.buf, v.bytes(gpu.mode)))
             .collect();
         let bytes = gpu.read(&bufs)?;
         let nodes = std::mem::take(&mut self.nodes);

@@ -51,6 +51,7 @@ pub const OPS: &[&str] = &[
     "Mod",
     "Where",
     "Cast",
+    "CastLike",
     "BatchNormalization",
 ];
 
@@ -60,7 +61,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Sum" | "Mean" | "PRelu"
         | "Mod" => binary,
         "Where" => where_,
-        "Cast" => cast,
+        "Cast" | "CastLike" => cast,
         "BatchNormalization" => batchnorm,
         _ if unary_code(op).is_some() => unary,
         _ => return None,
@@ -280,7 +281,13 @@ fn where_(ctx: &mut Ctx) -> Result<Out> {
 }
 
 fn cast(ctx: &mut Ctx) -> Result<Out> {
-    let to = DType::from_onnx(ctx.attr_i("to", 1) as i32);
+    let to = match ctx.node.op_type.as_str() {
+        "CastLike" => match ctx.dtype(1) {
+            Some(d) => d,
+            None => return host("CastLike: the target type's input is missing"),
+        },
+        _ => DType::from_onnx(ctx.attr_i("to", 1) as i32),
+    };
     if !matches!(to, DType::F32 | DType::F16 | DType::Bf16) {
         return host(format!("host: Cast to {to} runs on the host"));
     }

@@ -1,5 +1,6 @@
 //! Layout ops. Reshape-like ops alias the input buffer under a new shape (no copy); Transpose, Slice, Expand,
-//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, Pad and Resize have their own shaders.
+//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, GatherElements, Pad and Resize have their own
+//! shaders.
 
 use super::{axis, bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
@@ -18,6 +19,7 @@ pub const OPS: &[&str] = &[
     "Concat",
     "Split",
     "Gather",
+    "GatherElements",
     "Pad",
     "Resize",
 ];
@@ -31,6 +33,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         "Concat" => concat,
         "Split" => split,
         "Gather" => gather,
+        "GatherElements" => gather_elements,
         "Pad" => pad,
         "Resize" => super::resize::resize,
         _ => return None,
@@ -357,6 +360,35 @@ fn gather(ctx: &mut Ctx) -> Result<Out> {
             &out,
             n,
         )?;
+    }
+    done(ctx, out)
+}
+
+fn gather_elements(ctx: &mut Ctx) -> Result<Out> {
+    let x = ctx.dev(0)?;
+    let Some(ishape) = ctx.shape(1) else {
+        return host("GatherElements: no indices");
+    };
+    let rank = x.shape.len();
+    let Some(a) = axis(ctx.attr_i("axis", 0), rank) else {
+        return host("GatherElements axis out of range");
+    };
+    if ishape.len() != rank || !fits(&x.shape) || !fits(&ishape) {
+        return host("GatherElements with indices of another rank");
+    }
+    let idx = ctx.dev_words(1)?;
+    let out = ctx.output(ishape.clone(), x.dtype);
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, rank as u32)
+        .set(2, a as u32)
+        .set(3, x.shape[a] as u32)
+        .dims(4, &ishape)
+        .strides(12, &contiguous(&x.shape));
+    if n > 0 {
+        let ins = [Some(&*x.buf), Some(&*idx)];
+        ctx.run("layout/gather", "elements", &p.0, &ins, &out, n)?;
     }
     done(ctx, out)
 }

@@ -2,6 +2,7 @@
 //! parameter blocks). Each family lives in its own file; an op returns [`Out::Host`] with a reason for a form it
 //! does not cover, and the node then runs on the host.
 
+mod compare;
 mod elementwise;
 mod layout;
 mod linalg;
@@ -23,6 +24,7 @@ pub const MAX_RANK: usize = 8;
 /// The implementation of `op`, if phantom has a shader for it.
 pub fn find(op: &str) -> Option<OpFn> {
     elementwise::find(op)
+        .or_else(|| compare::find(op))
         .or_else(|| layout::find(op))
         .or_else(|| linalg::find(op))
         .or_else(|| reduce::find(op))
@@ -30,8 +32,14 @@ pub fn find(op: &str) -> Option<OpFn> {
 
 /// Every op type with a shader path (for `phantom devices --ops` and the README).
 pub fn covered() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> =
-        [elementwise::OPS, layout::OPS, linalg::OPS, reduce::OPS].concat();
+    let mut v: Vec<&'static str> = [
+        elementwise::OPS,
+        compare::OPS,
+        layout::OPS,
+        linalg::OPS,
+        reduce::OPS,
+    ]
+    .concat();
     v.sort();
     v
 }

@@ -1,5 +1,6 @@
 //! Reductions (`reduce/reduce.wgsl`: any axes, through strides), Softmax/LogSoftmax (`reduce/softmax.wgsl`),
-//! LayerNormalization and InstanceNormalization (`reduce/norm.wgsl`), and the global pools as reductions.
+//! LayerNormalization, RMSNormalization and InstanceNormalization (`reduce/norm.wgsl`), and the global pools as
+//! reductions.
 
 use super::{axis, contiguous, done, host, OpFn, Params};
 use crate::error::Result;
@@ -21,13 +22,14 @@ pub const OPS: &[&str] = &[
     "Softmax",
     "LogSoftmax",
     "LayerNormalization",
+    "RMSNormalization",
     "InstanceNormalization",
 ];
 
 pub fn find(op: &str) -> Option<OpFn> {
     Some(match op {
         "Softmax" | "LogSoftmax" => softmax,
-        "LayerNormalization" => layernorm,
+        "LayerNormalization" | "RMSNormalization" => layernorm,
         "InstanceNormalization" => instancenorm,
         _ if reduce_code(op).is_some() => reduce,
         _ => return None,
@@ -148,28 +150,32 @@ fn softmax(ctx: &mut Ctx) -> Result<Out> {
     done(ctx, out)
 }
 
+/// LayerNormalization, and RMSNormalization (the same without centering, no bias).
 fn layernorm(ctx: &mut Ctx) -> Result<Out> {
+    let op = ctx.node.op_type.clone();
+    let rms = op == "RMSNormalization";
     let x = ctx.dev(0)?;
     let rank = x.shape.len();
     let Some(a) = axis(ctx.attr_i("axis", -1), rank) else {
-        return host("LayerNormalization axis out of range");
+        return host(format!("{op} axis out of range"));
     };
     let r: usize = x.shape[a..].iter().product();
     let rows: usize = x.shape[..a].iter().product();
     let s = ctx.dev(1)?;
-    let b = match ctx.has(2) {
+    let b = match ctx.has(2) && !rms {
         true => Some(ctx.dev(2)?),
         false => None,
     };
     if s.len() != r || b.as_ref().is_some_and(|b| b.len() != r) {
-        return host("LayerNormalization with broadcast scale or bias");
+        return host(format!("{op} with broadcast scale or bias"));
     }
     let out = ctx.output(x.shape.clone(), ctx.out_dtype());
     let mut p = Params::new();
     p.set(0, rows as u32)
         .set(1, r as u32)
         .set_f(2, ctx.attr_f("epsilon", 1e-5))
-        .set(3, b.is_some() as u32);
+        .set(3, b.is_some() as u32)
+        .set(5, rms as u32);
     if rows > 0 && r > 0 {
         let bb = b.as_ref().map(|b| &*b.buf);
         ctx.run_rows(
