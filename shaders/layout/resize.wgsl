@@ -2,21 +2,23 @@
 // params: 0 n, 1 in H, 2 in W, 3 out H, 4 out W, 5 mode (0 nearest, 1 linear),
 //         6 coordinate transform (0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel),
 //         7 nearest rounding (0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil),
-//         8 scale H (f32 bits), 9 scale W (f32 bits)
+//         8 scale H (f32 bits), 9 scale W (f32 bits), 10 and 11 the resized lengths scale × input length (f32 bits:
+//         not rounded to the output's length when scales are given, as the ONNX reference implementation and the
+//         suite compute align_corners and pytorch_half_pixel)
 
 @group(0) @binding(1) var<storage, read> x: array<T>;
 @group(0) @binding(2) var<storage, read_write> y: array<T>;
 
-fn src(o: u32, ilen: u32, olen: u32, scale: f32) -> f32 {
+fn src(o: u32, ilen: u32, width: f32, scale: f32) -> f32 {
     let fo = f32(o);
     switch pu(6u) {
         case 1u: { return fo / scale; }
         case 2u: {
-            if (olen <= 1u) { return 0.0; }
-            return fo * f32(ilen - 1u) / f32(olen - 1u);
+            if (width == 1.0) { return 0.0; }
+            return fo * f32(ilen - 1u) / (width - 1.0);
         }
         case 3u: {
-            if (olen <= 1u) { return 0.0; }
+            if (width == 1.0) { return -0.5; }
             return (fo + 0.5) / scale - 0.5;
         }
         default: { return (fo + 0.5) / scale - 0.5; }
@@ -45,8 +47,8 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n
     let ox = i % ow;
     let oy = (i / ow) % oh;
     let plane = (i / (ow * oh)) * ih * iw;
-    let sy = src(oy, ih, oh, pf(8u));
-    let sx = src(ox, iw, ow, pf(9u));
+    let sy = src(oy, ih, pf(10u), pf(8u));
+    let sx = src(ox, iw, pf(11u), pf(9u));
     if (pu(5u) == 0u) {
         y[i] = x[plane + nearest(sy, ih) * iw + nearest(sx, iw)];
         return;

@@ -1,7 +1,8 @@
 // Softmax and LogSoftmax along one axis of a tensor viewed as [outer, R, inner], one workgroup per row: the max is
 // subtracted first, exponentials are computed in f32 and rounded to T, and their sum accumulates in A (each of the
 // 256 invocations sums every 256th element; the partial sums combine in a tree).
-// params: 0 n (outer x inner), 1 R, 2 inner, 3 op (0 softmax, 1 log softmax)
+// params: 0 n (outer x inner), 1 R, 2 inner, 3 op (0 softmax, 1 log softmax, 2 softmax whose rows of −∞ only
+//         give zeros: attention's fully masked rows, as the ONNX reference implementation computes them)
 
 @group(0) @binding(1) var<storage, read> x: array<T>;
 @group(0) @binding(2) var<storage, read_write> y: array<T>;
@@ -37,9 +38,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         workgroupBarrier();
     }
     let sum = f32(part[0]);
+    let masked = pu(3u) == 2u && bitcast<u32>(m) == 0xff800000u;
     for (var j = t; j < r; j = j + WG) {
         let d = f32(x[base + j * inner]) - m;
-        if (pu(3u) == 1u) {
+        if (masked) {
+            y[base + j * inner] = T(0.0);
+        } else if (pu(3u) == 1u) {
             y[base + j * inner] = TF(d - log(sum));
         } else {
             y[base + j * inner] = TF(f32(TF(exp(d))) / sum);

@@ -129,7 +129,7 @@ impl Exec<'_> {
         // Ops that read small float parameters (bounds, pad value, scales) from host copies.
         let reads_params = matches!(
             p.op_type.as_str(),
-            "Clip" | "Pad" | "Resize" | "BatchNormalization"
+            "Clip" | "Pad" | "Resize" | "BatchNormalization" | "Attention"
         );
         if reads_params && p.input.iter().skip(1).any(|i| self.pending.holds(i)) {
             self.flush(out)?;
@@ -348,10 +348,13 @@ fn subgraph_reads(nodes: &[NodeProto]) -> HashSet<String> {
     out
 }
 
-/// In f16 mode a float value computed on the host is stored in f16 like every device value.
+/// A float value computed on the host is stored as the device stores it: in f16 in f16 mode, and a double in f32
+/// (WGSL has no f64).
 fn stored_like_device(gpu: &Gpu, t: Tensor) -> Tensor {
-    match (gpu.mode.is_f16(), t.dtype().is_float()) {
-        (true, true) => t.cast(crate::tensor::DType::F16).unwrap_or(t),
+    use crate::tensor::DType;
+    match (gpu.mode.is_f16(), t.dtype()) {
+        (true, d) if d.is_float() => t.cast(DType::F16).unwrap_or(t),
+        (false, DType::F64) => t.cast(DType::F32).unwrap_or(t),
         _ => t,
     }
 }

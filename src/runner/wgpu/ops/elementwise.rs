@@ -1,6 +1,7 @@
 //! Element-wise ops: unary activations and math (`elementwise/unary.wgsl`, one op code each), broadcasting binary
-//! arithmetic (`elementwise/binary.wgsl`), `Where`, `Clip`, float-to-float `Cast`, and `BatchNormalization`
-//! folded into a per-channel affine on the host, as inference runtimes fold it.
+//! arithmetic (`elementwise/binary.wgsl`), `Where`, `Clip`, float-to-float `Cast`/`CastLike` (a double held in f32:
+//! WGSL has no f64), and `BatchNormalization` folded into a per-channel affine on the host, as inference runtimes
+//! fold it.
 
 use super::{bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
@@ -288,6 +289,9 @@ fn cast(ctx: &mut Ctx) -> Result<Out> {
         },
         _ => DType::from_onnx(ctx.attr_i("to", 1) as i32),
     };
+    // WGSL has no f64: a double is held in f32 on the device, as every f64 value of the run is (the report gives
+    // such values as f32, judged at f32's tolerance).
+    let to = if to == DType::F64 { DType::F32 } else { to };
     if !matches!(to, DType::F32 | DType::F16 | DType::Bf16) {
         return host(format!("host: Cast to {to} runs on the host"));
     }

@@ -24,27 +24,37 @@ pub fn find(op: &str) -> Option<OpFn> {
     })
 }
 
-/// One matrix product: A is read at (m, k) = a_rs·m + a_cs·k, B at (k, n) = b_rs·k + b_cs·n.
-struct Mm<'v> {
-    a: &'v DevVal,
-    b: &'v DevVal,
-    c: Option<(&'v DevVal, i64, i64)>,
-    m: usize,
-    n: usize,
-    k: usize,
-    batch: Vec<usize>,
-    a_batch: Vec<i64>,
-    b_batch: Vec<i64>,
-    a_rc: (i64, i64),
-    b_rc: (i64, i64),
-    alpha: f32,
-    beta: f32,
+/// One matrix product: A is read at (m, k) = a_rs·m + a_cs·k, B at (k, n) = b_rs·k + b_cs·n, the batch
+/// `batch` walked with strides `a_batch`/`b_batch`; C = alpha·A·B (+ beta·bias).
+pub(super) struct Mm<'v> {
+    pub a: &'v DevVal,
+    pub b: &'v DevVal,
+    pub c: Option<(&'v DevVal, i64, i64)>,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub batch: Vec<usize>,
+    pub a_batch: Vec<i64>,
+    pub b_batch: Vec<i64>,
+    pub a_rc: (i64, i64),
+    pub b_rc: (i64, i64),
+    pub alpha: f32,
+    pub beta: f32,
 }
 
 fn run_mm(ctx: &mut Ctx, mm: Mm, out_shape: Vec<usize>) -> Result<Out> {
+    match product(ctx, mm, out_shape)? {
+        Some(out) => done(ctx, out),
+        None => host("MatMul beyond the tiled shader's batch or size limits"),
+    }
+}
+
+/// The product `mm` as a fresh value of `out_shape` (contiguous batch, m, n); `None` beyond the tiled shader's
+/// batch or size limits.
+pub(super) fn product(ctx: &mut Ctx, mm: Mm, out_shape: Vec<usize>) -> Result<Option<DevVal>> {
     let nb: usize = mm.batch.iter().product();
     if mm.batch.len() > 6 || nb > 65535 || mm.m.div_ceil(64) > 65535 || mm.n.div_ceil(64) > 65535 {
-        return host("MatMul beyond the tiled shader's batch or size limits");
+        return Ok(None);
     }
     let out = ctx.output(out_shape, ctx.out_dtype());
     let mut p = Params::new();
@@ -81,7 +91,7 @@ fn run_mm(ctx: &mut Ctx, mm: Mm, out_shape: Vec<usize>) -> Result<Out> {
             groups,
         )?;
     }
-    done(ctx, out)
+    Ok(Some(out))
 }
 
 fn matmul(ctx: &mut Ctx) -> Result<Out> {

@@ -2,6 +2,7 @@
 //! parameter blocks). Each family lives in its own file; an op returns [`Out::Host`] with a reason for a form it
 //! does not cover, and the node then runs on the host.
 
+mod attention;
 mod compare;
 mod elementwise;
 mod layout;
@@ -25,6 +26,7 @@ pub const MAX_RANK: usize = 8;
 pub fn find(op: &str) -> Option<OpFn> {
     elementwise::find(op)
         .or_else(|| compare::find(op))
+        .or_else(|| attention::find(op))
         .or_else(|| layout::find(op))
         .or_else(|| linalg::find(op))
         .or_else(|| reduce::find(op))
@@ -35,6 +37,7 @@ pub fn covered() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = [
         elementwise::OPS,
         compare::OPS,
+        attention::OPS,
         layout::OPS,
         linalg::OPS,
         reduce::OPS,

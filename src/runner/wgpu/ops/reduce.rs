@@ -4,7 +4,7 @@
 
 use super::{axis, contiguous, done, host, OpFn, Params};
 use crate::error::Result;
-use crate::runner::wgpu::ctx::{Ctx, Out};
+use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
 
 pub const OPS: &[&str] = &[
     "ReduceMean",
@@ -137,17 +137,30 @@ fn softmax(ctx: &mut Ctx) -> Result<Out> {
             1,
         ),
     };
+    let op = (ctx.node.op_type == "LogSoftmax") as u32;
+    let out = softmax_rows(ctx, &x, (outer, r, inner), op)?;
+    done(ctx, out)
+}
+
+/// Softmax (`op` 0), LogSoftmax (1) or attention's softmax (2: rows of −∞ only give zeros) of `x` viewed as
+/// (outer, r, inner), along r.
+pub(super) fn softmax_rows(
+    ctx: &mut Ctx,
+    x: &DevVal,
+    (outer, r, inner): (usize, usize, usize),
+    op: u32,
+) -> Result<DevVal> {
     let out = ctx.output(x.shape.clone(), ctx.out_dtype());
     let n = outer * inner;
     let mut p = Params::new();
     p.set(0, n as u32)
         .set(1, r as u32)
         .set(2, inner.max(1) as u32)
-        .set(3, (ctx.node.op_type == "LogSoftmax") as u32);
+        .set(3, op);
     if n > 0 && r > 0 {
         ctx.run_rows("reduce/softmax", "main", &p.0, &[Some(&x.buf)], &out, n)?;
     }
-    done(ctx, out)
+    Ok(out)
 }
 
 /// LayerNormalization, and RMSNormalization (the same without centering, no bias).

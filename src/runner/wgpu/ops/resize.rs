@@ -82,7 +82,9 @@ pub fn resize(ctx: &mut Ctx) -> Result<Out> {
         .set(6, coord)
         .set(7, near)
         .set_f(8, sc[2] as f32)
-        .set_f(9, sc[3] as f32);
+        .set_f(9, sc[3] as f32)
+        .set_f(10, (sc[2] * xs[2] as f64) as f32)
+        .set_f(11, (sc[3] * xs[3] as f64) as f32);
     if n > 0 {
         ctx.run("layout/resize", "main", &p.0, &[Some(&x.buf)], &y, n)?;
     }
