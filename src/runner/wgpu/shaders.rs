@@ -79,6 +79,7 @@ pub const ALL: &[Shader] = &[
     shader!("conv/pool", 1, ["maxpool", "avgpool"]),
     shader!("reduce/reduce", 1, ["main"]),
     shader!("reduce/arg", 1, ["main"]),
+    shader!("reduce/loss", 3, ["nll", "nll_reduce"]),
     shader!("reduce/softmax", 1, ["main"]),
     shader!(
         "reduce/norm",

@@ -7,6 +7,7 @@ mod compare;
 mod elementwise;
 mod layout;
 mod linalg;
+mod loss;
 mod reduce;
 mod resize;
 pub mod split;
@@ -27,6 +28,7 @@ pub fn find(op: &str) -> Option<OpFn> {
     elementwise::find(op)
         .or_else(|| compare::find(op))
         .or_else(|| attention::find(op))
+        .or_else(|| loss::find(op))
         .or_else(|| layout::find(op))
         .or_else(|| linalg::find(op))
         .or_else(|| reduce::find(op))
@@ -38,6 +40,7 @@ pub fn covered() -> Vec<&'static str> {
         elementwise::OPS,
         compare::OPS,
         attention::OPS,
+        loss::OPS,
         layout::OPS,
         linalg::OPS,
         reduce::OPS,
