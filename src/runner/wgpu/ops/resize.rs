@@ -1,5 +1,6 @@
-//! `Resize` of the two innermost axes (NCHW images), nearest or bilinear (`layout/resize.wgsl`); other forms
-//! (cubic, cropping, antialias, axes, kept aspect ratio) run on the host.
+//! `Resize` of the two innermost axes (NCHW images), nearest, bilinear or bicubic (`layout/resize.wgsl`), scales or
+//! sizes given for every axis or for `axes`, with the aspect-ratio policies; antialiasing and `tf_crop_and_resize`
+//! run on the host.
 
 use super::{done, host, Params};
 use crate::error::Result;
@@ -14,6 +15,7 @@ pub fn resize(ctx: &mut Ctx) -> Result<Out> {
     let mode = match ctx.attr_s("mode", "nearest").as_str() {
         "nearest" => 0,
         "linear" | "bilinear" => 1,
+        "cubic" | "bicubic" => 2,
         m => return host(format!("Resize mode {m}")),
     };
     let coord = match ctx
@@ -24,6 +26,7 @@ pub fn resize(ctx: &mut Ctx) -> Result<Out> {
         "asymmetric" => 1,
         "align_corners" => 2,
         "pytorch_half_pixel" => 3,
+        "half_pixel_symmetric" => 4,
         m => return host(format!("Resize coordinate mode {m}")),
     };
     let coord = if ctx.opset < 11 { 1 } else { coord };
@@ -34,12 +37,16 @@ pub fn resize(ctx: &mut Ctx) -> Result<Out> {
         _ => 0,
     };
     let near = if ctx.opset < 11 { 2 } else { near };
-    if ctx.attr_i("antialias", 0) != 0
-        || ctx.attr_ints("axes").is_some()
-        || ctx.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch"
-    {
-        return host("Resize with antialias, axes or a kept aspect ratio");
+    if ctx.attr_i("antialias", 0) != 0 {
+        return host("Resize with antialias");
     }
+    let axes: Vec<usize> = match ctx.attr_ints("axes") {
+        Some(a) => match a.iter().map(|&v| super::axis(v, 4)).collect() {
+            Some(v) => v,
+            None => return host("Resize axes out of range"),
+        },
+        None => (0..4).collect(),
+    };
     let (scales_at, sizes_at) = if ctx.opset < 11 { (1, 99) } else { (2, 3) };
     let scales = ctx
         .has(scales_at)
@@ -51,24 +58,9 @@ pub fn resize(ctx: &mut Ctx) -> Result<Out> {
         .then(|| ctx.ints(sizes_at))
         .flatten()
         .filter(|v| !v.is_empty());
-    let (out, sc): (Vec<usize>, Vec<f64>) = match (scales, sizes) {
-        (Some(s), _) if s.len() == 4 => (
-            xs.iter()
-                .zip(&s)
-                .map(|(&d, &f)| (d as f64 * f).floor() as usize)
-                .collect(),
-            s,
-        ),
-        (_, Some(z)) if z.len() == 4 => {
-            let out: Vec<usize> = z.iter().map(|&d| d.max(0) as usize).collect();
-            let sc = xs
-                .iter()
-                .zip(&out)
-                .map(|(&i, &o)| o as f64 / i.max(1) as f64)
-                .collect();
-            (out, sc)
-        }
-        _ => return host("Resize without usable scales or sizes"),
+    let policy = ctx.attr_s("keep_aspect_ratio_policy", "stretch");
+    let Some((out, sc)) = plan(&xs, &axes, scales, sizes, &policy) else {
+        return host("Resize without usable scales or sizes");
     };
     if out[0] != xs[0] || out[1] != xs[1] {
         return host("Resize of the batch or channel axis");
@@ -84,9 +76,50 @@ pub fn resize(ctx: &mut Ctx) -> Result<Out> {
         .set_f(8, sc[2] as f32)
         .set_f(9, sc[3] as f32)
         .set_f(10, (sc[2] * xs[2] as f64) as f32)
-        .set_f(11, (sc[3] * xs[3] as f64) as f32);
+        .set_f(11, (sc[3] * xs[3] as f64) as f32)
+        .set_f(12, ctx.attr_f("cubic_coeff_a", -0.75))
+        .set(13, ctx.attr_i("exclude_outside", 0) as u32);
     if n > 0 {
         ctx.run("layout/resize", "main", &p.0, &[Some(&x.buf)], &y, n)?;
     }
     done(ctx, y)
+}
+
+/// Output lengths and per-axis scales over the four axes, as the reference derives them: from `scales` (the length
+/// truncated), or from `sizes` (a kept aspect ratio takes the smallest or largest ratio, the length rounded);
+/// `axes` name the axes given. `None` for anything else.
+fn plan(
+    xs: &[usize],
+    axes: &[usize],
+    scales: Option<Vec<f64>>,
+    sizes: Option<Vec<i64>>,
+    policy: &str,
+) -> Option<(Vec<usize>, Vec<f64>)> {
+    let (mut out, mut sc) = (xs.to_vec(), vec![1.0; xs.len()]);
+    if let Some(s) = scales.filter(|s| s.len() == axes.len()) {
+        for (&a, &v) in axes.iter().zip(&s) {
+            sc[a] = v;
+            out[a] = (v * xs[a] as f64) as usize;
+        }
+        return Some((out, sc));
+    }
+    let sizes = sizes.filter(|s| s.len() == axes.len())?;
+    let ratios = axes
+        .iter()
+        .zip(&sizes)
+        .map(|(&a, &v)| v as f64 / xs[a].max(1) as f64);
+    let kept = match policy {
+        "stretch" => None,
+        "not_larger" => Some(ratios.clone().reduce(f64::min)?),
+        "not_smaller" => Some(ratios.clone().reduce(f64::max)?),
+        _ => return None,
+    };
+    for ((&a, &v), r) in axes.iter().zip(&sizes).zip(ratios) {
+        sc[a] = kept.unwrap_or(r);
+        out[a] = match kept {
+            Some(p) => (p * xs[a] as f64 + 0.5) as usize,
+            None => v.max(0) as usize,
+        };
+    }
+    Some((out, sc))
 }
