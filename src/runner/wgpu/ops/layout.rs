@@ -1,6 +1,6 @@
 //! Layout ops. Reshape-like ops alias the input buffer under a new shape (no copy); Transpose, Slice, Expand,
-//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, GatherElements, Pad and Resize have their own
-//! shaders.
+//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, GatherElements, Pad, Resize and GridSample
+//! have their own shaders.
 
 use super::{axis, bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
@@ -22,6 +22,7 @@ pub const OPS: &[&str] = &[
     "GatherElements",
     "Pad",
     "Resize",
+    "GridSample",
 ];
 
 pub fn find(op: &str) -> Option<OpFn> {
@@ -36,6 +37,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         "GatherElements" => gather_elements,
         "Pad" => pad,
         "Resize" => super::resize::resize,
+        "GridSample" => super::resize::grid_sample,
         _ => return None,
     })
 }

@@ -1,6 +1,6 @@
 //! `Resize` of the two innermost axes (NCHW images), nearest, bilinear or bicubic (`layout/resize.wgsl`), scales or
 //! sizes given for every axis or for `axes`, with the aspect-ratio policies; antialiasing and `tf_crop_and_resize`
-//! run on the host.
+//! run on the host. `GridSample` samples at a grid's points (`layout/grid_sample.wgsl`).
 
 use super::{done, host, Params};
 use crate::error::Result;
@@ -122,4 +122,48 @@ fn plan(
         };
     }
     Some((out, sc))
+}
+
+/// `GridSample` over one to three spatial axes (`layout/grid_sample.wgsl`), every mode and padding mode.
+pub fn grid_sample(ctx: &mut Ctx) -> Result<Out> {
+    let (Some(xs), Some(gs)) = (ctx.shape(0), ctx.shape(1)) else {
+        return host("GridSample: missing input");
+    };
+    let r = xs.len().saturating_sub(2);
+    if !(1..=3).contains(&r) || gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r {
+        return host(format!("GridSample of X {xs:?} at a grid {gs:?}"));
+    }
+    let mode = match ctx.attr_s("mode", "linear").as_str() {
+        "nearest" => 0,
+        "linear" | "bilinear" => 1,
+        "cubic" | "bicubic" => 2,
+        m => return host(format!("GridSample mode {m}")),
+    };
+    let padding = match ctx.attr_s("padding_mode", "zeros").as_str() {
+        "zeros" => 0,
+        "border" => 1,
+        "reflection" => 2,
+        m => return host(format!("GridSample padding mode {m}")),
+    };
+    let x = ctx.dev(0)?;
+    let g = ctx.dev(1)?;
+    let mut shape = xs[..2].to_vec();
+    shape.extend(&gs[1..=r]);
+    let points: usize = gs[1..=r].iter().product();
+    let out = ctx.output(shape, ctx.out_dtype());
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, r as u32)
+        .set(2, xs[1] as u32)
+        .set(3, mode)
+        .set(4, padding)
+        .set(5, ctx.attr_i("align_corners", 0) as u32)
+        .set(6, points.max(1) as u32)
+        .dims(8, &xs[2..]);
+    if n > 0 {
+        let ins = [Some(&*x.buf), Some(&*g.buf)];
+        ctx.run("layout/grid_sample", "main", &p.0, &ins, &out, n)?;
+    }
+    done(ctx, out)
 }
