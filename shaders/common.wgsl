@@ -45,6 +45,9 @@ fn rbf16(x: f32) -> f32 {
     return bitcast<f32>((b + 0x7fffu + lsb) & 0xffff0000u);
 }
 
+// NaN recognised by its bits (a compiler may fold `v != v` away under fast-math assumptions).
+fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
+
 // An f32 result stored as T, rounded once (transcendental functions are computed in f32 and rounded).
 fn TF(x: f32) -> T { return R(T(x)); }
 

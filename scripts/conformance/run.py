@@ -322,11 +322,11 @@ def read_expectations(path):
     return listed
 
 
-def write_expectations(path, results):
+def write_expectations(path, results, script="run.py", what="ONNX conformance cases"):
     with open(path, "w") as f:
-        f.write("# ONNX conformance cases that phantom does not pass yet, with the reason it gave (tab-separated).\n"
+        f.write(f"# {what} that phantom does not pass yet, with the reason it gave (tab-separated).\n"
                 "# tests/it/conformance.rs fails when a case not listed here fails, or a listed case passes:\n"
-                "# regenerate with scripts/conformance/run.py ... --write-expectations this-file.\n")
+                f"# regenerate with scripts/conformance/{script} ... --write-expectations this-file.\n")
         for r in sorted(results, key=lambda r: r["name"]):
             if r["result"] != "pass":
                 f.write(f"{r['name']}\t{r['result']}: {r['why']}\n")

@@ -1,7 +1,7 @@
 // Binary element-wise ops with NumPy broadcasting (stride 0 on broadcast dims), picked by an op code.
 // params: 0 n, 1 rank, 2 op, 3 first output element of this chunk, 4..12 output shape, 12..20 strides of a,
 //         20..28 strides of b, 28 and 29 the first element of a and of b bound (tensors beyond the binding limit
-//         run in chunks)
+//         run in chunks). Max and Min propagate NaN, as numpy and the spec's reference implementation do.
 
 @group(0) @binding(1) var<storage, read> a: array<T>;
 @group(0) @binding(2) var<storage, read> b: array<T>;
@@ -26,8 +26,8 @@ fn bin(u: T, v: T, op: u32) -> T {
         case 2u: { return R(u * v); }
         case 3u: { return R(u / v); }
         case 4u: { return TF(pow32(f32(u), f32(v))); }
-        case 5u: { return max(u, v); }
-        case 6u: { return min(u, v); }
+        case 5u: { return select(max(u, v), R(u + v), is_nan(f32(u)) || is_nan(f32(v))); }
+        case 6u: { return select(min(u, v), R(u + v), is_nan(f32(u)) || is_nan(f32(v))); }
         case 7u: { return select(u, R(u * v), u < T(0.0)); }
         case 8u: { return TF(f32(u) - f32(v) * trunc(f32(u) / f32(v))); }
         default: { return u; }

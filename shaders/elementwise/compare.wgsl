@@ -9,7 +9,6 @@
 @group(0) @binding(2) var<storage, read> b: array<T>;
 @group(0) @binding(3) var<storage, read_write> y: array<u32>;
 
-fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) == 0x7f800000u; }
 
 fn cmp(u: f32, v: f32, op: u32) -> bool {

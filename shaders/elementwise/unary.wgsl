@@ -1,5 +1,6 @@
 // Unary element-wise ops, picked by an op code (params[1]) so one pipeline serves them all.
-// params: 0 n, 1 op, 2 alpha (f32 bits), 3 beta (f32 bits)
+// params: 0 n, 1 op, 2 alpha (f32 bits), 3 beta (f32 bits). Relu and Clip keep NaN, as numpy and the spec's
+// reference implementation do (WGSL leaves max/min/clamp of NaN to the implementation).
 
 @group(0) @binding(1) var<storage, read> x: array<T>;
 @group(0) @binding(2) var<storage, read_write> y: array<T>;
@@ -27,7 +28,7 @@ fn un(v: T, op: u32, a: f32, b: f32) -> T {
         case 0u: { return v; }
         case 1u: { return -v; }
         case 2u: { return abs(v); }
-        case 3u: { return max(v, T(0.0)); }
+        case 3u: { return select(max(v, T(0.0)), v, is_nan(f)); }
         case 4u: { return TF(sigmoid32(f)); }
         case 5u: { return TF(tanh32(f)); }
         case 6u: { return TF(exp(f)); }
@@ -40,7 +41,7 @@ fn un(v: T, op: u32, a: f32, b: f32) -> T {
         case 13u: { return TF(0.5 * f * (1.0 + tanh32(0.7978845608028654 * (f + 0.044715 * f * f * f)))); }
         case 14u: { return TF(clamp(a * f + b, 0.0, 1.0)); }
         case 15u: { return TF(f * clamp(f / 6.0 + 0.5, 0.0, 1.0)); }
-        case 16u: { return clamp(v, T(a), T(b)); }
+        case 16u: { return select(clamp(v, T(a), T(b)), v, is_nan(f)); }
         case 17u: { return TF(max(f, 0.0) + log(1.0 + exp(-abs(f)))); }
         case 18u: { return T(r16(f)); }
         case 19u: { return T(rbf16(f)); }

@@ -32,7 +32,7 @@ fn tree_f(t: u32, v: f32, want_max: bool) -> f32 {
         if (t < s) {
             let a = partf[t];
             let b = partf[t + s];
-            if (b != b || (want_max && b > a) || (!want_max && b < a)) { partf[t] = b; }
+            if (is_nan(b) || (want_max && b > a) || (!want_max && b < a)) { partf[t] = b; }
         }
         workgroupBarrier();
     }
@@ -55,7 +55,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         var best = first;
         for (var j = t; j < r; j = j + WG) {
             let v = f32(x[base + strided(j, rr, 17u, 23u)]);
-            if (v != v || (op == 2u && v > best) || (op == 3u && v < best)) { best = v; }
+            if (is_nan(v) || (op == 2u && v > best) || (op == 3u && v < best)) { best = v; }
         }
         let m = tree_f(t, best, op == 2u);
         if (t == 0u) { y[i] = T(m); }

@@ -71,3 +71,30 @@ fn the_onnx_conformance_suite_passes_but_for_its_listed_cases() {
         "{out}"
     );
 }
+
+/// The suite on the wgpu target (lavapipe where there is no GPU): every case ONNX Runtime runs with a float input
+/// must compute its float nodes on the device with a right verdict, in fp32 (clean) and fp16 (a precision
+/// verdict, never drift), unless `tests/conformance/wgpu-expectations.tsv` lists it with the reason.
+#[test]
+fn the_conformance_suite_runs_on_the_gpu_but_for_its_listed_cases() {
+    if !crate::wgpu::have_adapter() {
+        return;
+    }
+    ensure_runtime();
+    let work = root().join("target/conformance");
+    let _lock = file_lock(&work.with_extension("lock"));
+    let (python, cases) = cases(&work);
+    let out = run(Command::new(python)
+        .arg(root().join("scripts/conformance/wgpu.py"))
+        .arg(&cases)
+        .arg(env!("CARGO_BIN_EXE_phantom"))
+        .args(["--precision", "both"])
+        .arg("--expectations")
+        .arg(root().join("tests/conformance/wgpu-expectations.tsv"))
+        .arg("--results")
+        .arg(work.join("wgpu-results.json"))
+        .arg("--table")
+        .arg(work.join("wgpu-table.md")));
+    println!("{out}");
+    assert!(out.contains("--precision fp16"), "{out}");
+}

@@ -1,5 +1,7 @@
 //! Boundary semantics of phantom's shaders, as the ONNX spec states them: `ThresholdedRelu` keeps `x` only when
-//! `x > alpha` strictly, `Round` takes halves to the even neighbour. Each case puts an input exactly on the boundary.
+//! `x > alpha` strictly, `Round` takes halves to the even neighbour, comparisons are strict or not as named and false
+//! on NaN, `Max`/`Min`/`Relu`/`Clip` propagate NaN, `ArgMax`/`ArgMin` answer the first NaN and the first (or last)
+//! of equals, `IsInf` detects the signs it is asked to. Each case puts an input exactly on the boundary.
 
 use phantom::model::inputs::Inputs;
 use phantom::runner::wgpu::{F16Mode, WgpuOptions, WgpuRunner};
@@ -10,18 +12,24 @@ use tract_onnx::pb;
 use crate::common::*;
 use crate::wgpu::have_adapter;
 
-/// The f32 result of the one-node model `op` (with `attrs`) on `x`, computed on the device.
-fn on_device(op: &str, attrs: Vec<pb::AttributeProto>, x: &[f32]) -> Vec<f32> {
+/// The output of the one-node model `op` (with `attrs`) on the f32 inputs `xs` (same length), computed on the
+/// device (the test fails if the node ran on the host).
+fn on_device_n(op: &str, attrs: Vec<pb::AttributeProto>, xs: &[&[f32]]) -> Tensor {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
-    let n = x.len() as i64;
-    let mut nd = node(op, &["x"], "y");
+    let n = xs[0].len() as i64;
+    let names: Vec<String> = (0..xs.len()).map(|i| format!("x{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut nd = node(op, &refs, "y");
     nd.attribute = attrs;
     let graph = pb::GraphProto {
         name: op.into(),
         node: vec![nd],
-        input: vec![value("x", &[n])],
-        output: vec![value("y", &[n])],
+        input: names.iter().map(|x| value(x, &[n])).collect(),
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
         ..Default::default()
     };
     let path = write_model(&dir.path().join("m.onnx"), graph, 17);
@@ -35,18 +43,42 @@ fn on_device(op: &str, attrs: Vec<pb::AttributeProto>, x: &[f32]) -> Vec<f32> {
     };
     let mut r = WgpuRunner::new(&opts, &lib).unwrap();
     let mut inputs = Inputs::default();
-    let t = Tensor::F32(ndarray::Array1::from(x.to_vec()).into_dyn());
-    inputs.tensors.push(("x".into(), t));
+    for (name, x) in names.iter().zip(xs) {
+        let t = Tensor::F32(ndarray::Array1::from(x.to_vec()).into_dyn());
+        inputs.tensors.push((name.clone(), t));
+    }
     let out = r.run(&graph, &inputs).unwrap();
     assert!(
         out.placement.is_empty(),
         "{op} ran on the host: {:?}",
         out.placement
     );
-    let Tensor::F32(y) = &out.values["y"] else {
+    out.values["y"].clone()
+}
+
+/// The f32 result of the one-node model `op` on `x`, computed on the device.
+fn on_device(op: &str, attrs: Vec<pb::AttributeProto>, x: &[f32]) -> Vec<f32> {
+    let Tensor::F32(y) = on_device_n(op, attrs, &[x]) else {
         panic!("y is not f32")
     };
     y.iter().copied().collect()
+}
+
+/// A boolean result of the device.
+fn bools(t: Tensor) -> Vec<bool> {
+    let Tensor::Bool(b) = t else {
+        panic!("not booleans: {:?}", t.dtype())
+    };
+    b.iter().copied().collect()
+}
+
+fn int(name: &str, i: i64) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: name.into(),
+        r#type: pb::attribute_proto::AttributeType::Int as i32,
+        i,
+        ..Default::default()
+    }
 }
 
 fn alpha(v: f32) -> pb::AttributeProto {
@@ -74,4 +106,64 @@ fn round_takes_halves_to_even() {
     }
     let y = on_device("Round", vec![], &[0.5, 1.5, 2.5, -0.5, -1.5, 2.4]);
     assert_eq!(y, vec![0.0, 2.0, 2.0, -0.0, -2.0, 2.0]);
+}
+
+#[test]
+fn comparisons_are_strict_or_not_as_named_and_false_on_nan() {
+    if !have_adapter() {
+        return;
+    }
+    let nan = f32::NAN;
+    let (a, b) = ([1.0, 2.0, nan, 3.0], [2.0, 2.0, nan, 2.0]);
+    let cmp = |op| bools(on_device_n(op, vec![], &[&a, &b]));
+    assert_eq!(cmp("Less"), [true, false, false, false]);
+    assert_eq!(cmp("LessOrEqual"), [true, true, false, false]);
+    assert_eq!(cmp("Greater"), [false, false, false, true]);
+    assert_eq!(cmp("GreaterOrEqual"), [false, true, false, true]);
+    assert_eq!(cmp("Equal"), [false, true, false, false]);
+    let x = [f32::INFINITY, f32::NEG_INFINITY, 1.0, nan];
+    let inf = bools(on_device_n("IsInf", vec![int("detect_negative", 0)], &[&x]));
+    assert_eq!(inf, [true, false, false, false]);
+    assert_eq!(
+        bools(on_device_n("IsNaN", vec![], &[&x])),
+        [false, false, false, true]
+    );
+}
+
+#[test]
+fn extrema_propagate_nan() {
+    if !have_adapter() {
+        return;
+    }
+    let nan = f32::NAN;
+    for op in ["Max", "Min"] {
+        let Tensor::F32(y) = on_device_n(op, vec![], &[&[nan, 1.0, 2.0], &[1.0, nan, 3.0]]) else {
+            panic!("{op}: not f32")
+        };
+        assert!(y[0].is_nan() && y[1].is_nan(), "{op}: {y:?}");
+        assert_eq!(y[2], if op == "Max" { 3.0 } else { 2.0 });
+    }
+    let y = on_device("Relu", vec![], &[nan, -1.0, 2.0]);
+    assert!(y[0].is_nan() && y[1..] == [0.0, 2.0], "Relu: {y:?}");
+    let y = on_device("Clip", vec![], &[nan, -1.0]);
+    assert!(y[0].is_nan() && y[1] == -1.0, "Clip: {y:?}");
+}
+
+#[test]
+fn arg_reductions_answer_the_first_nan_and_first_or_last_of_equals() {
+    if !have_adapter() {
+        return;
+    }
+    let arg = |op, attrs, x: &[f32]| {
+        let Tensor::I64(y) = on_device_n(op, attrs, &[x]) else {
+            panic!("{op}: not int64")
+        };
+        y.iter().copied().collect::<Vec<i64>>()
+    };
+    let nan = f32::NAN;
+    assert_eq!(arg("ArgMax", vec![], &[1.0, nan, 3.0, nan]), [1]);
+    assert_eq!(arg("ArgMin", vec![], &[1.0, 0.0, nan]), [2]);
+    assert_eq!(arg("ArgMax", vec![], &[3.0, 1.0, 3.0]), [0]);
+    let last = vec![int("select_last_index", 1)];
+    assert_eq!(arg("ArgMin", last, &[2.0, 1.0, 1.0]), [2]);
 }
