@@ -80,6 +80,7 @@ pub const ALL: &[Shader] = &[
     shader!("conv/pool", 1, ["maxpool", "avgpool"]),
     shader!("reduce/reduce", 1, ["main"]),
     shader!("reduce/arg", 1, ["main"]),
+    shader!("reduce/lane", 1, ["cumulative", "hardmax", "lpnorm"]),
     shader!("reduce/loss", 3, ["nll", "nll_reduce"]),
     shader!("reduce/softmax", 1, ["main"]),
     shader!(

@@ -1,6 +1,6 @@
 //! Reductions (`reduce/reduce.wgsl`: any axes, through strides), Softmax/LogSoftmax (`reduce/softmax.wgsl`),
 //! LayerNormalization, RMSNormalization and InstanceNormalization (`reduce/norm.wgsl`), and the global pools as
-//! reductions.
+//! reductions; CumSum, CumProd, Hardmax and LpNormalization read whole lanes along one axis (`reduce/lane.wgsl`).
 
 use super::{axis, contiguous, done, host, OpFn, Params};
 use crate::error::Result;
@@ -24,6 +24,10 @@ pub const OPS: &[&str] = &[
     "LayerNormalization",
     "RMSNormalization",
     "InstanceNormalization",
+    "CumSum",
+    "CumProd",
+    "Hardmax",
+    "LpNormalization",
 ];
 
 pub fn find(op: &str) -> Option<OpFn> {
@@ -31,6 +35,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         "Softmax" | "LogSoftmax" => softmax,
         "LayerNormalization" | "RMSNormalization" => layernorm,
         "InstanceNormalization" => instancenorm,
+        "CumSum" | "CumProd" | "Hardmax" | "LpNormalization" => lane,
         _ if reduce_code(op).is_some() => reduce,
         _ => return None,
     })
@@ -249,6 +254,59 @@ fn instancenorm(ctx: &mut Ctx) -> Result<Out> {
             &out,
             rows,
         )?;
+    }
+    done(ctx, out)
+}
+
+/// The longest lane one invocation walks (lavapipe stops loops near 65,535 iterations).
+const MAX_LANE: usize = 60_000;
+
+/// CumSum and CumProd (the axis from input 1), Hardmax (before opset 13 over the input coerced to 2-D at `axis`),
+/// LpNormalization (p 1 or 2).
+fn lane(ctx: &mut Ctx) -> Result<Out> {
+    let op = ctx.node.op_type.clone();
+    let x = ctx.dev(0)?;
+    let rank = x.shape.len();
+    let hardmax = op == "Hardmax";
+    let p_norm = ctx.attr_i("p", 2);
+    if op == "LpNormalization" && !matches!(p_norm, 1 | 2) {
+        return host(format!("LpNormalization with p = {p_norm}"));
+    }
+    let a = match op.as_str() {
+        "Hardmax" => ctx.attr_i("axis", if ctx.opset >= 13 { -1 } else { 1 }),
+        "LpNormalization" => ctx.attr_i("axis", -1),
+        _ => match ctx.ints(1).and_then(|v| v.first().copied()) {
+            Some(a) => a,
+            None => return host(format!("{op}: axis not known on the host")),
+        },
+    };
+    let Some(a) = axis(a, rank) else {
+        return host(format!("{op} axis out of range"));
+    };
+    let (len, inner): (usize, usize) = match hardmax && ctx.opset < 13 {
+        true => (x.shape[a..].iter().product(), 1),
+        false => (x.shape[a], x.shape[a + 1..].iter().product()),
+    };
+    if len > MAX_LANE {
+        return host(format!("{op} along {len} elements"));
+    }
+    let out = ctx.output(x.shape.clone(), ctx.out_dtype());
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, len as u32)
+        .set(2, inner.max(1) as u32)
+        .set(3, ctx.attr_i("exclusive", 0) as u32)
+        .set(4, ctx.attr_i("reverse", 0) as u32)
+        .set(5, (op == "CumProd") as u32)
+        .set(6, p_norm as u32);
+    let entry = match op.as_str() {
+        "Hardmax" => "hardmax",
+        "LpNormalization" => "lpnorm",
+        _ => "cumulative",
+    };
+    if n > 0 {
+        ctx.run("reduce/lane", entry, &p.0, &[Some(&x.buf)], &out, n)?;
     }
     done(ctx, out)
 }
