@@ -77,7 +77,7 @@ pub const ALL: &[Shader] = &[
     shader!("layout/grid_sample", 2, ["main"]),
     shader!("linalg/matmul", 3, ["main"]),
     shader!("conv/conv", 3, ["conv", "conv_transpose", "conv_gemm"]),
-    shader!("conv/pool", 1, ["maxpool", "avgpool"]),
+    shader!("conv/pool", 1, ["maxpool", "avgpool", "lppool"]),
     shader!("reduce/reduce", 1, ["main"]),
     shader!("reduce/arg", 1, ["main"]),
     shader!("reduce/lane", 1, ["cumulative", "hardmax", "lpnorm"]),

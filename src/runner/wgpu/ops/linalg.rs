@@ -12,6 +12,7 @@ pub const OPS: &[&str] = &[
     "ConvTranspose",
     "MaxPool",
     "AveragePool",
+    "LpPool",
 ];
 
 pub fn find(op: &str) -> Option<OpFn> {
@@ -19,7 +20,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         "MatMul" => matmul,
         "Gemm" => gemm,
         "Conv" | "ConvTranspose" => conv,
-        "MaxPool" | "AveragePool" => pool,
+        "MaxPool" | "AveragePool" | "LpPool" => pool,
         _ => return None,
     })
 }
@@ -419,11 +420,12 @@ fn pool(ctx: &mut Ctx) -> Result<Out> {
             ],
         )
         .set(13, ctx.attr_i("count_include_pad", 0) as u32)
-        .dims(14, &[geo.end[0], geo.end[1]]);
-    let entry = if ctx.node.op_type == "MaxPool" {
-        "maxpool"
-    } else {
-        "avgpool"
+        .dims(14, &[geo.end[0], geo.end[1]])
+        .set_f(16, ctx.attr_i("p", 2) as f32);
+    let entry = match ctx.node.op_type.as_str() {
+        "MaxPool" => "maxpool",
+        "LpPool" => "lppool",
+        _ => "avgpool",
     };
     if n > 0 {
         ctx.run("conv/pool", entry, &p.0, &[Some(&x.buf)], &out, n)?;
