@@ -70,6 +70,7 @@ pub const ALL: &[Shader] = &[
     shader!("elementwise/binary", 2, ["main"]),
     shader!("elementwise/where", 3, ["main"]),
     shader!("elementwise/compare", 2, ["main"]),
+    shader!("elementwise/rotary", 4, ["main"]),
     shader!("layout/copy", 1, ["main"]),
     shader!("layout/pad", 1, ["main"]),
     shader!("layout/gather", 2, ["main", "elements"]),

@@ -9,6 +9,8 @@
 //! The bias (mask, causal frontier, sliding window, `nonpad_kv_seqlen` padding) is assembled on the host from the
 //! mask's host copy: each term is 0 or −∞ except a float mask, so the sum is exact; the additions that meet the
 //! scores run on the device. The rules are those of the reference's `onnx_attn_rows`.
+//!
+//! ONNX `RotaryEmbedding` (opset 23) rotates head vectors by their position's angles (`elementwise/rotary.wgsl`).
 
 use super::layout::copy;
 use super::linalg::{product, Mm};
@@ -18,10 +20,14 @@ use crate::error::Result;
 use crate::runner::wgpu::ctx::{upload_float, Ctx, DevVal, Out};
 use crate::tensor::Tensor;
 
-pub const OPS: &[&str] = &["Attention"];
+pub const OPS: &[&str] = &["Attention", "RotaryEmbedding"];
 
 pub fn find(op: &str) -> Option<OpFn> {
-    (op == "Attention").then_some(attention as OpFn)
+    match op {
+        "Attention" => Some(attention),
+        "RotaryEmbedding" => Some(rotary),
+        _ => None,
+    }
 }
 
 /// The extents of one node, heads split out.
@@ -382,4 +388,53 @@ impl Mask {
         given.iter_mut().zip(base).for_each(|(x, m)| *x += m);
         padded.fill(f64::NEG_INFINITY);
     }
+}
+
+/// ONNX RotaryEmbedding: X (B, N, S, H) or (B, S, N·H) with `num_heads`, caches (positions, rot/2) read at
+/// `position_ids`, or (B, S, rot/2) without them.
+fn rotary(ctx: &mut Ctx) -> Result<Out> {
+    let (Some(xs), Some(cs)) = (ctx.shape(0), ctx.shape(1)) else {
+        return host("RotaryEmbedding: missing input");
+    };
+    let four = xs.len() == 4;
+    let (s, heads, h) = match (xs.len(), ctx.attr_i("num_heads", 0).max(0) as usize) {
+        (4, _) => (xs[2], xs[1], xs[3]),
+        (3, n) if n > 0 && xs[2] % n == 0 => (xs[1], n, xs[2] / n),
+        _ => return host(format!("RotaryEmbedding of X {xs:?}")),
+    };
+    let rot = match ctx.attr_i("rotary_embedding_dim", 0).max(0) as usize {
+        0 => h,
+        r => r,
+    };
+    let width = *cs.last().unwrap_or(&0);
+    if rot % 2 != 0 || rot > h || rot / 2 > width || !ctx.is_float(1) || !ctx.is_float(2) {
+        return host(format!(
+            "RotaryEmbedding: rotary dim {rot} of heads of {h}, a cache {cs:?}"
+        ));
+    }
+    let x = ctx.dev(0)?;
+    let cos = ctx.dev(1)?;
+    let sin = ctx.dev(2)?;
+    let pid = match ctx.has(3) {
+        true => Some(ctx.dev_words(3)?),
+        false => None,
+    };
+    let out = ctx.output(xs.clone(), ctx.out_dtype());
+    let n = out.len();
+    let mut p = super::Params::new();
+    p.set(0, n as u32)
+        .set(1, s as u32)
+        .set(2, heads as u32)
+        .set(3, h as u32)
+        .set(4, rot as u32)
+        .set(5, width as u32)
+        .set(6, ctx.attr_i("interleaved", 0) as u32)
+        .set(7, pid.is_some() as u32)
+        .set(8, four as u32);
+    let pb = pid.as_deref().unwrap_or(&x.buf);
+    let ins = [Some(&*x.buf), Some(&*cos.buf), Some(&*sin.buf), Some(pb)];
+    if n > 0 {
+        ctx.run("elementwise/rotary", "main", &p.0, &ins, &out, n)?;
+    }
+    super::done(ctx, out)
 }
