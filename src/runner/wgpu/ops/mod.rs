@@ -10,6 +10,7 @@ mod linalg;
 mod loss;
 mod reduce;
 mod resize;
+mod scatter;
 pub mod split;
 
 use super::ctx::{Ctx, DevVal, Out};
@@ -29,6 +30,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         .or_else(|| compare::find(op))
         .or_else(|| attention::find(op))
         .or_else(|| loss::find(op))
+        .or_else(|| scatter::find(op))
         .or_else(|| layout::find(op))
         .or_else(|| linalg::find(op))
         .or_else(|| reduce::find(op))
@@ -41,6 +43,7 @@ pub fn covered() -> Vec<&'static str> {
         compare::OPS,
         attention::OPS,
         loss::OPS,
+        scatter::OPS,
         layout::OPS,
         linalg::OPS,
         reduce::OPS,
