@@ -1,6 +1,6 @@
-//! ScatterElements (and its old name Scatter) and ScatterND on the device (`layout/scatter.wgsl`): every output element applies, in order,
-//! the updates aimed at it, so duplicate indices and the reductions (`add`, `mul`, `max`, `min`) give what the
-//! spec's sequential loop gives. Each element walks every update: nodes whose elements × updates exceed
+//! ScatterElements (and its old name Scatter) and ScatterND on the device (`layout/scatter.wgsl`): every output
+//! element applies, in order, the updates aimed at it, so duplicate indices and the reductions (`add`, `mul`,
+//! `max`, `min`) give what the spec's sequential loop gives. Each element walks every update: nodes whose elements × updates exceed
 //! [`MAX_WORK`] run on the host.
 
 use super::{fits, host, OpFn, Params};
