@@ -59,6 +59,18 @@ fn un(v: T, op: u32, a: f32, b: f32) -> T {
         case 31u: { return select(T(0.0), v, f > a); }
         case 32u: { return TF(pow(f, a)); }
         case 33u: { return R(v * T(a)); }
+        case 34u: { return TF(tan(f)); }
+        // asin and acos through atan2: lavapipe's own are off by thousands of ulp, its atan2 is not.
+        case 35u: { return TF(atan2(f, sqrt((1.0 - f) * (1.0 + f)))); }
+        case 36u: { return TF(atan2(sqrt((1.0 - f) * (1.0 + f)), f)); }
+        case 37u: { return TF(atan(f)); }
+        case 38u: { return TF(sinh(f)); }
+        case 39u: { return TF(cosh(f)); }
+        case 40u: { return TF(asinh(f)); }
+        case 41u: { return TF(acosh(f)); }
+        case 42u: { return TF(atanh(f)); }
+        case 43u: { return TF(f / (1.0 + abs(f))); }
+        case 44u: { return TF(select(select(0.0, f - b, f > a), f + b, f < -a)); }
         default: { return v; }
     }
 }
