@@ -1,6 +1,6 @@
-//! Layout ops. Reshape-like ops alias the input buffer under a new shape (no copy); Transpose, Slice, Expand,
-//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, GatherElements, Pad, Resize and GridSample
-//! have their own shaders.
+//! Layout ops. Reshape-like ops alias the input buffer under a new shape (no copy); Transpose, Slice, Expand, Tile,
+//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, Pad, Resize/Upsample and GridSample have their
+//! own shaders.
 
 use super::{axis, bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
@@ -19,10 +19,11 @@ pub const OPS: &[&str] = &[
     "Concat",
     "Split",
     "Gather",
-    "GatherElements",
     "Pad",
     "Resize",
+    "Upsample",
     "GridSample",
+    "Tile",
 ];
 
 pub fn find(op: &str) -> Option<OpFn> {
@@ -34,9 +35,9 @@ pub fn find(op: &str) -> Option<OpFn> {
         "Concat" => concat,
         "Split" => split,
         "Gather" => gather,
-        "GatherElements" => gather_elements,
         "Pad" => pad,
-        "Resize" => super::resize::resize,
+        "Resize" | "Upsample" => super::resize::resize,
+        "Tile" => tile,
         "GridSample" => super::resize::grid_sample,
         _ => return None,
     })
@@ -235,6 +236,32 @@ fn slice(ctx: &mut Ctx) -> Result<Out> {
     done(ctx, out)
 }
 
+/// Tile as a strided copy: x (d0, d1, …) read as (r0, d0, r1, d1, …) with stride 0 along each repeat.
+fn tile(ctx: &mut Ctx) -> Result<Out> {
+    let x = ctx.dev(0)?;
+    let rank = x.shape.len();
+    let Some(reps) = ctx.ints(1).filter(|r| r.len() == rank) else {
+        return host("Tile repeats not known on the host");
+    };
+    if 2 * rank > super::MAX_RANK {
+        return host("Tile beyond the strided shaders' rank");
+    }
+    let own = contiguous(&x.shape);
+    let mut iter = vec![];
+    let mut ins = vec![];
+    for d in 0..rank {
+        iter.extend([reps[d].max(0) as usize, x.shape[d]]);
+        ins.extend([0, own[d]]);
+    }
+    let shape: Vec<usize> = (0..rank).map(|d| iter[2 * d] * iter[2 * d + 1]).collect();
+    if !fits(&shape) {
+        return host("Tile beyond 2^31 elements");
+    }
+    let out = ctx.output(shape, x.dtype);
+    copy(ctx, &x, &out, &iter, 0, &ins, 0, &contiguous(&iter))?;
+    done(ctx, out)
+}
+
 fn expand(ctx: &mut Ctx) -> Result<Out> {
     let x = ctx.dev(0)?;
     let Some(spec) = ctx.ints(1) else {
@@ -362,35 +389,6 @@ fn gather(ctx: &mut Ctx) -> Result<Out> {
             &out,
             n,
         )?;
-    }
-    done(ctx, out)
-}
-
-fn gather_elements(ctx: &mut Ctx) -> Result<Out> {
-    let x = ctx.dev(0)?;
-    let Some(ishape) = ctx.shape(1) else {
-        return host("GatherElements: no indices");
-    };
-    let rank = x.shape.len();
-    let Some(a) = axis(ctx.attr_i("axis", 0), rank) else {
-        return host("GatherElements axis out of range");
-    };
-    if ishape.len() != rank || !fits(&x.shape) || !fits(&ishape) {
-        return host("GatherElements with indices of another rank");
-    }
-    let idx = ctx.dev_words(1)?;
-    let out = ctx.output(ishape.clone(), x.dtype);
-    let n = out.len();
-    let mut p = Params::new();
-    p.set(0, n as u32)
-        .set(1, rank as u32)
-        .set(2, a as u32)
-        .set(3, x.shape[a] as u32)
-        .dims(4, &ishape)
-        .strides(12, &contiguous(&x.shape));
-    if n > 0 {
-        let ins = [Some(&*x.buf), Some(&*idx)];
-        ctx.run("layout/gather", "elements", &p.0, &ins, &out, n)?;
     }
     done(ctx, out)
 }

@@ -48,11 +48,13 @@ pub fn resize(ctx: &mut Ctx) -> Result<Out> {
         None => (0..4).collect(),
     };
     let (scales_at, sizes_at) = if ctx.opset < 11 { (1, 99) } else { (2, 3) };
-    let scales = ctx
-        .has(scales_at)
-        .then(|| ctx.floats(scales_at))
-        .flatten()
-        .filter(|v| !v.is_empty());
+    // Upsample (opsets 7 to 9) is Resize's ancestor: its scales are an attribute before opset 9.
+    let scales = match ctx.has(scales_at) {
+        true => ctx.floats(scales_at),
+        false => crate::runner::wgpu::ctx::attr(ctx.node, "scales")
+            .map(|a| a.floats.iter().map(|&v| v as f64).collect()),
+    }
+    .filter(|v| !v.is_empty());
     let sizes = ctx
         .has(sizes_at)
         .then(|| ctx.ints(sizes_at))

@@ -1,16 +1,20 @@
 //! ScatterElements (and its old name Scatter) and ScatterND on the device (`layout/scatter.wgsl`): every output
 //! element applies, in order, the updates aimed at it, so duplicate indices and the reductions (`add`, `mul`,
-//! `max`, `min`) give what the spec's sequential loop gives. Each element walks every update: nodes whose elements × updates exceed
-//! [`MAX_WORK`] run on the host.
+//! `max`, `min`) give what the spec's sequential loop gives. Each element walks every update: nodes whose
+//! elements × updates exceed [`MAX_WORK`] run on the host. GatherElements, their inverse, reads one element per
+//! output (`layout/gather.wgsl`).
 
-use super::{fits, host, OpFn, Params};
+use super::{axis, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
 use crate::runner::wgpu::ctx::{Ctx, Out};
 
-pub const OPS: &[&str] = &["Scatter", "ScatterElements", "ScatterND"];
+pub const OPS: &[&str] = &["Scatter", "ScatterElements", "ScatterND", "GatherElements"];
 
 pub fn find(op: &str) -> Option<OpFn> {
-    OPS.contains(&op).then_some(scatter as OpFn)
+    match op {
+        "GatherElements" => Some(gather_elements),
+        _ => OPS.contains(&op).then_some(scatter as OpFn),
+    }
 }
 
 /// Output elements × updates beyond which the node runs on the host.
@@ -55,7 +59,7 @@ fn scatter(ctx: &mut Ctx) -> Result<Out> {
     if m > MAX_UPDATES || n.saturating_mul(m) > MAX_WORK {
         return host(format!("{op}: {m} updates into {n} elements"));
     }
-    let Some(a) = super::axis(ctx.attr_i("axis", 0), xs.len()) else {
+    let Some(a) = axis(ctx.attr_i("axis", 0), xs.len()) else {
         return host(format!("{op} axis out of range"));
     };
     let x = ctx.dev(0)?;
@@ -80,5 +84,34 @@ fn scatter(ctx: &mut Ctx) -> Result<Out> {
         let ins = [Some(&*x.buf), Some(&*idx), Some(&*upd.buf)];
         ctx.run("layout/scatter", entry, &p.0, &ins, &out, n)?;
     }
-    super::done(ctx, out)
+    done(ctx, out)
+}
+
+fn gather_elements(ctx: &mut Ctx) -> Result<Out> {
+    let x = ctx.dev(0)?;
+    let Some(ishape) = ctx.shape(1) else {
+        return host("GatherElements: no indices");
+    };
+    let rank = x.shape.len();
+    let Some(a) = axis(ctx.attr_i("axis", 0), rank) else {
+        return host("GatherElements axis out of range");
+    };
+    if ishape.len() != rank || !fits(&x.shape) || !fits(&ishape) {
+        return host("GatherElements with indices of another rank");
+    }
+    let idx = ctx.dev_words(1)?;
+    let out = ctx.output(ishape.clone(), x.dtype);
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, rank as u32)
+        .set(2, a as u32)
+        .set(3, x.shape[a] as u32)
+        .dims(4, &ishape)
+        .strides(12, &contiguous(&x.shape));
+    if n > 0 {
+        let ins = [Some(&*x.buf), Some(&*idx)];
+        ctx.run("layout/gather", "elements", &p.0, &ins, &out, n)?;
+    }
+    done(ctx, out)
 }
