@@ -12,7 +12,7 @@ use super::ort::OptLevel;
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HostPlacement {
     pub kind: HostKind,
-    /// The reason in words ("not checked on GPU: no shader for Softsign; ran on the CPU ...").
+    /// The reason in words ("not checked on GPU: no shader for Celu; ran on the CPU ...").
     pub reason: String,
 }
 

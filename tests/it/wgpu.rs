@@ -348,7 +348,7 @@ fn an_op_without_a_shader_runs_on_the_host_and_says_so() {
         }],
         graph: Some(pb::GraphProto {
             name: "g".into(),
-            node: vec![node("Softsign", "x", "s"), node("Relu", "s", "y")],
+            node: vec![node("Celu", "x", "s"), node("Relu", "s", "y")],
             input: vec![vi("x")],
             output: vec![vi("y")],
             ..Default::default()
@@ -356,7 +356,7 @@ fn an_op_without_a_shader_runs_on_the_host_and_says_so() {
         ..Default::default()
     };
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("softsign.onnx");
+    let path = tmp.path().join("celu.onnx");
     std::fs::write(&path, m.encode_to_vec()).unwrap();
     let json = tmp.path().join("r.json");
     let (code, out, err) = phantom(&[
@@ -373,7 +373,7 @@ fn an_op_without_a_shader_runs_on_the_host_and_says_so() {
     let nodes = r["nodes"].as_array().unwrap();
     let note = nodes[0]["target_placement"]["reason"].as_str().unwrap();
     assert!(
-        note.starts_with("not checked on GPU: no shader for Softsign"),
+        note.starts_with("not checked on GPU: no shader for Celu"),
         "{note}"
     );
     assert!(nodes[1].get("target_placement").is_none(), "{}", nodes[1]);
