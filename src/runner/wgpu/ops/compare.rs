@@ -83,8 +83,8 @@ const MAX_LANE: usize = 60_000;
 
 fn arg(ctx: &mut Ctx) -> Result<Out> {
     let op = ctx.node.op_type.clone();
-    let Some(shape) = ctx.shape(0) else {
-        return host(format!("{op}: missing input"));
+    let Some(shape) = ctx.shape(0).filter(|s| !s.is_empty()) else {
+        return host(format!("{op} of a scalar or a missing input"));
     };
     let Some(a) = axis(ctx.attr_i("axis", 0), shape.len()) else {
         return host(format!("{op}: axis out of range"));

@@ -267,6 +267,9 @@ fn lane(ctx: &mut Ctx) -> Result<Out> {
     let op = ctx.node.op_type.clone();
     let x = ctx.dev(0)?;
     let rank = x.shape.len();
+    if rank == 0 {
+        return host(format!("{op} of a scalar"));
+    }
     let hardmax = op == "Hardmax";
     let p_norm = ctx.attr_i("p", 2);
     if op == "LpNormalization" && !matches!(p_norm, 1 | 2) {

@@ -96,7 +96,7 @@ fn gather_elements(ctx: &mut Ctx) -> Result<Out> {
     let Some(a) = axis(ctx.attr_i("axis", 0), rank) else {
         return host("GatherElements axis out of range");
     };
-    if ishape.len() != rank || !fits(&x.shape) || !fits(&ishape) {
+    if rank == 0 || ishape.len() != rank || !fits(&x.shape) || !fits(&ishape) {
         return host("GatherElements with indices of another rank");
     }
     let idx = ctx.dev_words(1)?;
