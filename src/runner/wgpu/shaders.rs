@@ -80,6 +80,7 @@ pub const ALL: &[Shader] = &[
     shader!("linalg/matmul", 3, ["main"]),
     shader!("conv/conv", 3, ["conv", "conv_transpose", "conv_gemm"]),
     shader!("conv/pool", 1, ["maxpool", "avgpool", "lppool"]),
+    shader!("conv/pool_index", 1, ["main"]),
     shader!("reduce/reduce", 1, ["main"]),
     shader!("reduce/arg", 1, ["main"]),
     shader!("reduce/lane", 1, ["cumulative", "hardmax", "lpnorm"]),

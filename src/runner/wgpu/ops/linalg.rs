@@ -1,26 +1,17 @@
-//! Matrix products (`MatMul`, `Gemm`: `linalg/matmul.wgsl`), convolutions and pools over one or two spatial axes
-//! (`conv/`).
+//! Matrix products (`MatMul`, `Gemm`: `linalg/matmul.wgsl`), convolutions over one or two spatial axes
+//! (`conv/conv.wgsl`), and the spatial geometry convolutions and pools share.
 
 use super::{bcast_strides, broadcast, done, host, OpFn, Params};
 use crate::error::Result;
 use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &[
-    "MatMul",
-    "Gemm",
-    "Conv",
-    "ConvTranspose",
-    "MaxPool",
-    "AveragePool",
-    "LpPool",
-];
+pub const OPS: &[&str] = &["MatMul", "Gemm", "Conv", "ConvTranspose"];
 
 pub fn find(op: &str) -> Option<OpFn> {
     Some(match op {
         "MatMul" => matmul,
         "Gemm" => gemm,
         "Conv" | "ConvTranspose" => conv,
-        "MaxPool" | "AveragePool" | "LpPool" => pool,
         _ => return None,
     })
 }
@@ -212,7 +203,18 @@ pub(super) struct Geo {
     pub(super) out: [usize; 2],
 }
 
-/// With `transpose`, the output extent is that of a transposed convolution: s·(in − 1) + output_padding + extent − pads.
+/// The geometry of a conv or pool along each spatial axis, any number of axes.
+pub(super) struct Axes {
+    pub(super) k: Vec<usize>,
+    pub(super) s: Vec<usize>,
+    pub(super) d: Vec<usize>,
+    pub(super) begin: Vec<usize>,
+    pub(super) end: Vec<usize>,
+    pub(super) out: Vec<usize>,
+}
+
+/// One or two spatial axes as 2-D. With `transpose`, the output extent is that of a transposed convolution:
+/// s·(in − 1) + output_padding + extent − pads.
 pub(super) fn geometry(
     ctx: &Ctx,
     spatial: &[usize],
@@ -220,8 +222,38 @@ pub(super) fn geometry(
     ceil: bool,
     transpose: bool,
 ) -> Option<Geo> {
+    if spatial.len() > 2 {
+        return None;
+    }
+    let a = axes(ctx, spatial, kernel, ceil, transpose)?;
+    let two = |v: &[usize], def: usize| -> [usize; 2] {
+        match v.len() {
+            1 => [def, v[0]],
+            _ => [v[0], v[1]],
+        }
+    };
+    Some(Geo {
+        h: two(spatial, 1)[0],
+        w: two(spatial, 1)[1],
+        k: two(kernel, 1),
+        s: two(&a.s, 1),
+        d: two(&a.d, 1),
+        begin: two(&a.begin, 0),
+        end: two(&a.end, 0),
+        out: two(&a.out, 1),
+    })
+}
+
+/// The per-axis geometry from the node's strides, dilations, pads, auto_pad and ceil mode.
+pub(super) fn axes(
+    ctx: &Ctx,
+    spatial: &[usize],
+    kernel: &[usize],
+    ceil: bool,
+    transpose: bool,
+) -> Option<Axes> {
     let r = spatial.len();
-    if r == 0 || r > 2 || kernel.len() != r {
+    if r == 0 || kernel.len() != r || kernel.contains(&0) {
         return None;
     }
     let get = |name: &str, def: usize| -> Vec<usize> {
@@ -236,7 +268,7 @@ pub(super) fn geometry(
         .attr_ints("pads")
         .map(|v| v.iter().map(|&x| x.max(0) as usize).collect::<Vec<_>>())
         .unwrap_or_else(|| vec![0; 2 * r]);
-    if s.len() != r || d.len() != r || pads.len() != 2 * r {
+    if s.len() != r || d.len() != r || pads.len() != 2 * r || s.contains(&0) {
         return None;
     }
     let auto = ctx.attr_s("auto_pad", "NOTSET");
@@ -286,21 +318,13 @@ pub(super) fn geometry(
             }
         }
     }
-    let two = |v: &[usize], def: usize| -> [usize; 2] {
-        match v.len() {
-            1 => [def, v[0]],
-            _ => [v[0], v[1]],
-        }
-    };
-    Some(Geo {
-        h: two(spatial, 1)[0],
-        w: two(spatial, 1)[1],
-        k: two(kernel, 1),
-        s: two(&s, 1),
-        d: two(&d, 1),
-        begin: two(&begin, 0),
-        end: two(&end, 0),
-        out: two(&out, 1),
+    Some(Axes {
+        k: kernel.to_vec(),
+        s,
+        d,
+        begin,
+        end,
+        out,
     })
 }
 
@@ -373,62 +397,6 @@ fn conv(ctx: &mut Ctx) -> Result<Out> {
     } else if n > 0 {
         let entry = if transpose { "conv_transpose" } else { "conv" };
         ctx.run("conv/conv", entry, &p.0, &ins, &out, n)?;
-    }
-    done(ctx, out)
-}
-
-fn pool(ctx: &mut Ctx) -> Result<Out> {
-    if ctx.node.output.iter().skip(1).any(|o| !o.is_empty()) {
-        return host("MaxPool's indices output");
-    }
-    let x = ctx.dev(0)?;
-    let xs = x.shape.clone();
-    let Some(kernel) = ctx.attr_ints("kernel_shape") else {
-        return host("pool without kernel_shape");
-    };
-    let kernel: Vec<usize> = kernel.iter().map(|&k| k.max(1) as usize).collect();
-    if xs.len() < 3 || xs.len() > 4 || kernel.len() != xs.len() - 2 {
-        return host("pool over more than two spatial axes");
-    }
-    let ceil = ctx.attr_i("ceil_mode", 0) != 0;
-    let Some(geo) = geometry(ctx, &xs[2..], &kernel, ceil, false) else {
-        return host("pool: unusual geometry");
-    };
-    let mut shape = xs[..2].to_vec();
-    shape.extend(if xs.len() == 3 {
-        vec![geo.out[1]]
-    } else {
-        geo.out.to_vec()
-    });
-    let out = ctx.output(shape, ctx.out_dtype());
-    let n = out.len();
-    let mut p = Params::new();
-    p.set(0, n as u32)
-        .dims(
-            1,
-            &[geo.h, geo.w, geo.out[0], geo.out[1], geo.k[0], geo.k[1]],
-        )
-        .dims(
-            7,
-            &[
-                geo.s[0],
-                geo.s[1],
-                geo.begin[0],
-                geo.begin[1],
-                geo.d[0],
-                geo.d[1],
-            ],
-        )
-        .set(13, ctx.attr_i("count_include_pad", 0) as u32)
-        .dims(14, &[geo.end[0], geo.end[1]])
-        .set_f(16, ctx.attr_i("p", 2) as f32);
-    let entry = match ctx.node.op_type.as_str() {
-        "MaxPool" => "maxpool",
-        "LpPool" => "lppool",
-        _ => "avgpool",
-    };
-    if n > 0 {
-        ctx.run("conv/pool", entry, &p.0, &[Some(&x.buf)], &out, n)?;
     }
     done(ctx, out)
 }

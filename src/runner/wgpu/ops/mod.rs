@@ -8,6 +8,7 @@ mod elementwise;
 mod layout;
 mod linalg;
 mod loss;
+mod pool;
 mod reduce;
 mod resize;
 mod scatter;
@@ -33,6 +34,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         .or_else(|| scatter::find(op))
         .or_else(|| layout::find(op))
         .or_else(|| linalg::find(op))
+        .or_else(|| pool::find(op))
         .or_else(|| reduce::find(op))
 }
 
@@ -46,6 +48,7 @@ pub fn covered() -> Vec<&'static str> {
         scatter::OPS,
         layout::OPS,
         linalg::OPS,
+        pool::OPS,
         reduce::OPS,
     ]
     .concat();

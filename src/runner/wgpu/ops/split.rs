@@ -66,6 +66,8 @@ pub fn plans(ctx: &Ctx) -> Vec<Plan> {
             .into_iter()
             .chain(out_channels(ctx, 1))
             .collect(),
+        // MaxPool's indices count from the whole input's start: not cut.
+        "MaxPool" if ctx.node.output.get(1).is_some_and(|o| !o.is_empty()) => vec![],
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => {
             cut.first_same(|k| k < 2)
         }
