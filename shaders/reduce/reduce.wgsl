@@ -3,6 +3,8 @@
 // params: 0 n out, 1 R (elements reduced per output), 2 kept rank, 3 reduced rank, 4 op,
 //         5..11 kept shape, 11..17 kept strides, 17..23 reduced shape, 23..29 reduced strides
 // ops: 0 sum, 1 mean, 2 max, 3 min, 4 sum of squares, 5 L2, 6 L1, 7 log sum, 8 log-sum-exp, 9 product
+// Over an empty set (R = 0) each gives its identity, as the spec states: 0, or 1 for the product, −∞ for max, log
+// sum and log-sum-exp, +∞ for min, NaN for the mean (0 / 0).
 
 @group(0) @binding(1) var<storage, read> x: array<T>;
 @group(0) @binding(2) var<storage, read_write> y: array<T>;
@@ -41,6 +43,16 @@ fn tree_f(t: u32, v: f32, want_max: bool) -> f32 {
     return r;
 }
 
+fn empty(op: u32) -> f32 {
+    switch op {
+        case 1u: { return bitcast<f32>(0x7fc00000u); }
+        case 2u, 7u, 8u: { return bitcast<f32>(0xff800000u); }
+        case 3u: { return bitcast<f32>(0x7f800000u); }
+        case 9u: { return 1.0; }
+        default: { return 0.0; }
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
@@ -50,6 +62,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let op = pu(4u);
     let base = strided(i, pu(2u), 5u, 11u);
     let rr = pu(3u);
+    if (r == 0u) {
+        if (t == 0u) { y[i] = T(empty(op)); }
+        return;
+    }
     let first = f32(x[base + strided(0u, rr, 17u, 23u)]);
     if (op == 2u || op == 3u) {
         var best = first;
