@@ -76,6 +76,7 @@ pub const ALL: &[Shader] = &[
     shader!("layout/gather", 2, ["main", "elements"]),
     shader!("layout/resize", 1, ["main"]),
     shader!("layout/grid_sample", 2, ["main"]),
+    shader!("layout/affine_grid", 1, ["main"]),
     shader!("layout/scatter", 3, ["elements", "nd"]),
     shader!("linalg/matmul", 3, ["main"]),
     shader!("conv/conv", 3, ["conv", "conv_transpose", "conv_gemm"]),

@@ -1,6 +1,6 @@
 //! Layout ops. Reshape-like ops alias the input buffer under a new shape (no copy); Transpose, Slice, Expand, Tile,
-//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, Pad, Resize/Upsample and GridSample have their
-//! own shaders.
+//! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, Resize/Upsample and GridSample have their own
+//! shaders.
 
 use super::{axis, bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
@@ -19,10 +19,10 @@ pub const OPS: &[&str] = &[
     "Concat",
     "Split",
     "Gather",
-    "Pad",
     "Resize",
     "Upsample",
     "GridSample",
+    "AffineGrid",
     "Tile",
 ];
 
@@ -35,10 +35,10 @@ pub fn find(op: &str) -> Option<OpFn> {
         "Concat" => concat,
         "Split" => split,
         "Gather" => gather,
-        "Pad" => pad,
         "Resize" | "Upsample" => super::resize::resize,
         "Tile" => tile,
         "GridSample" => super::resize::grid_sample,
+        "AffineGrid" => super::resize::affine_grid,
         _ => return None,
     })
 }
@@ -389,70 +389,6 @@ fn gather(ctx: &mut Ctx) -> Result<Out> {
             &out,
             n,
         )?;
-    }
-    done(ctx, out)
-}
-
-fn pad(ctx: &mut Ctx) -> Result<Out> {
-    let x = ctx.dev(0)?;
-    let rank = x.shape.len();
-    let mode = match ctx.attr_s("mode", "constant").as_str() {
-        "constant" => 0,
-        "reflect" => 1,
-        "edge" => 2,
-        m => return host(format!("Pad mode {m}")),
-    };
-    let (pads, value) = if ctx.opset < 11 {
-        (ctx.attr_ints("pads"), ctx.attr_f("value", 0.0))
-    } else {
-        let v = match ctx.has(2) {
-            true => ctx
-                .floats(2)
-                .and_then(|v| v.first().copied())
-                .unwrap_or(0.0) as f32,
-            false => 0.0,
-        };
-        (ctx.ints(1), v)
-    };
-    let Some(pads) = pads else {
-        return host("Pad amounts not known on the host");
-    };
-    let axes: Vec<usize> = match ctx.opset >= 18 && ctx.has(3) {
-        true => match ctx.ints(3) {
-            Some(v) => match v.iter().map(|&a| axis(a, rank)).collect() {
-                Some(v) => v,
-                None => return host("Pad axes out of range"),
-            },
-            None => return host("Pad axes not known on the host"),
-        },
-        false => (0..rank).collect(),
-    };
-    if pads.len() != 2 * axes.len() || !fits(&x.shape) {
-        return host("Pad: unusual pads");
-    }
-    let mut begin = vec![0i64; rank];
-    let mut shape = x.shape.clone();
-    for (k, &a) in axes.iter().enumerate() {
-        begin[a] = pads[k];
-        let len = x.shape[a] as i64 + pads[k] + pads[k + axes.len()];
-        if len < 0 {
-            return host("Pad: negative size");
-        }
-        shape[a] = len as usize;
-    }
-    let out = ctx.output(shape.clone(), x.dtype);
-    let n = out.len();
-    let mut p = Params::new();
-    p.set(0, n as u32)
-        .set(1, rank as u32)
-        .set(2, mode)
-        .set_f(3, value)
-        .dims(4, &shape)
-        .strides(12, &begin)
-        .dims(20, &x.shape)
-        .strides(28, &contiguous(&x.shape));
-    if n > 0 {
-        ctx.run("layout/pad", "main", &p.0, &[Some(&x.buf)], &out, n)?;
     }
     done(ctx, out)
 }

@@ -8,6 +8,7 @@ mod elementwise;
 mod layout;
 mod linalg;
 mod loss;
+mod pad;
 mod pool;
 mod reduce;
 mod resize;
@@ -33,6 +34,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         .or_else(|| loss::find(op))
         .or_else(|| scatter::find(op))
         .or_else(|| layout::find(op))
+        .or_else(|| pad::find(op))
         .or_else(|| linalg::find(op))
         .or_else(|| pool::find(op))
         .or_else(|| reduce::find(op))
@@ -47,6 +49,7 @@ pub fn covered() -> Vec<&'static str> {
         loss::OPS,
         scatter::OPS,
         layout::OPS,
+        pad::OPS,
         linalg::OPS,
         pool::OPS,
         reduce::OPS,

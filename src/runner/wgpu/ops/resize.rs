@@ -1,6 +1,7 @@
 //! `Resize` of the two innermost axes (NCHW images), nearest, bilinear or bicubic (`layout/resize.wgsl`), scales or
 //! sizes given for every axis or for `axes`, with the aspect-ratio policies; antialiasing and `tf_crop_and_resize`
-//! run on the host. `GridSample` samples at a grid's points (`layout/grid_sample.wgsl`).
+//! run on the host. `GridSample` samples at a grid's points (`layout/grid_sample.wgsl`); `AffineGrid` makes such a
+//! grid (`layout/affine_grid.wgsl`).
 
 use super::{done, host, Params};
 use crate::error::Result;
@@ -166,6 +167,48 @@ pub fn grid_sample(ctx: &mut Ctx) -> Result<Out> {
     if n > 0 {
         let ins = [Some(&*x.buf), Some(&*g.buf)];
         ctx.run("layout/grid_sample", "main", &p.0, &ins, &out, n)?;
+    }
+    done(ctx, out)
+}
+
+/// The grid of theta (N, r, r + 1) over `size` (N, C, [D,] H, W): (N, [D,] H, W, r).
+pub fn affine_grid(ctx: &mut Ctx) -> Result<Out> {
+    let (Some(ts), Some(size)) = (ctx.shape(0), ctx.ints(1)) else {
+        return host("AffineGrid: size not known on the host");
+    };
+    let r = size.len().saturating_sub(2);
+    if !(2..=3).contains(&r)
+        || ts != [size[0].max(0) as usize, r, r + 1]
+        || size.iter().any(|&s| s < 0)
+    {
+        return host(format!("AffineGrid of theta {ts:?} over size {size:?}"));
+    }
+    let spatial: Vec<usize> = size[2..].iter().map(|&s| s as usize).collect();
+    let mut shape = vec![ts[0]];
+    shape.extend(&spatial);
+    shape.push(r);
+    if !super::fits(&shape) {
+        return host("AffineGrid: grid too large");
+    }
+    let theta = ctx.dev(0)?;
+    let out = ctx.output(shape, ctx.out_dtype());
+    let n = out.len();
+    let mut three = vec![1; 3 - r];
+    three.extend(&spatial);
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, r as u32)
+        .set(2, ctx.attr_i("align_corners", 0) as u32)
+        .dims(4, &three);
+    if n > 0 {
+        ctx.run(
+            "layout/affine_grid",
+            "main",
+            &p.0,
+            &[Some(&theta.buf)],
+            &out,
+            n,
+        )?;
     }
     done(ctx, out)
 }
