@@ -71,6 +71,7 @@ fn un(v: T, op: u32, a: f32, b: f32) -> T {
         case 42u: { return TF(atanh(f)); }
         case 43u: { return TF(f / (1.0 + abs(f))); }
         case 44u: { return TF(select(select(0.0, f - b, f > a), f + b, f < -a)); }
+        case 45u: { return TF(select(0.0, 1.0, f > a)); }
         default: { return v; }
     }
 }

@@ -71,3 +71,25 @@ fn lpnorm(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
     if (norm == 0.0) { norm = 1.0; }
     y[o] = TF(f32(x[o]) / norm);
 }
+
+// LRN across channels (the axis): x / (bias + alpha / size · Σ x²)^beta, the sum over the channels from
+// c − ⌊(size − 1) / 2⌋ to c + ⌈(size − 1) / 2⌉ that exist. params: 7 size, 8 alpha, 9 beta, 10 bias (f32 bits)
+@compute @workgroup_size(256)
+fn lrn(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let o = flat(id, nwg);
+    if (o >= pu(0u)) { return; }
+    let len = i32(pu(1u));
+    let inner = pu(2u);
+    let base = lane_base(o);
+    let c = i32((o / inner) % pu(1u));
+    let size = i32(pu(7u));
+    let lo = max(0, c - (size - 1) / 2);
+    let hi = min(len - 1, c + size / 2);
+    var acc = A(0.0);
+    for (var j = lo; j <= hi; j = j + 1) {
+        let v = A(x[base + u32(j) * inner]);
+        acc = RA(acc + RA(v * v));
+    }
+    let d = pf(10u) + pf(8u) / f32(size) * f32(acc);
+    y[o] = TF(f32(x[o]) / pow(d, pf(9u)));
+}

@@ -88,3 +88,22 @@ fn affine(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
     let c = (i / pu(1u)) % pu(2u);
     y[i] = R(R(x[i] * s[c]) + b[c]);
 }
+
+// GroupNormalization: one row per (n, group) of R = channels per group × spatial elements, normalized, then scaled
+// and shifted per channel (opset 21) or per group (opset 18).
+// groupnorm params: 0 rows, 1 R, 2 epsilon (f32 bits), 3 groups, 4 spatial, 5 per channel, 6 channels per group
+@compute @workgroup_size(256)
+fn groupnorm(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) t: u32) {
+    let i = row_of(wg, nwg);
+    if (i >= pu(0u)) { return; }
+    let r = pu(1u);
+    let base = i * r;
+    let st = row_stats(t, base, r, pf(2u), false);
+    let g = i % pu(3u);
+    for (var j = t; j < r; j = j + WG) {
+        var k = g;
+        if (pu(5u) != 0u) { k = g * pu(6u) + j / pu(4u); }
+        y[base + j] = TF((f32(x[base + j]) - st.x) * st.y * f32(s[k]) + f32(b[k]));
+    }
+}

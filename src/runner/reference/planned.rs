@@ -52,6 +52,7 @@ impl ReferenceRunner {
         let producers = graph.producers();
         let precision = capture::folded_at_import(graph, &typed, &names, &producers);
         let mut t64 = to_f64(&typed).map_err(|e| ref_err(graph, "translating to f64", e))?;
+        symbols::revive_dead_symbols(&mut t64);
         symbols::unmint_sized_ranges(&mut t64);
         let labels = capture::labels_of(&t64, &names);
         capture::keep_graph_outputs(graph, &mut t64, &names)?;

@@ -10,6 +10,9 @@
 //! - **An op tract does not count as deciding a symbol** (a `StridedSlice` whose bounds are computed: its length
 //!   is a symbol, which a `Shape` folded into a constant hands to an `Expand` that does not read the slice) is not
 //!   ordered before the symbol's readers, which then fail with "Undetermined symbol": [`plan`] adds that order.
+//! - **Symbols minted in a scope that is gone**: tract types a `StridedSlice` with computed bounds in a model of its
+//!   own, so the lengths in its output facts name symbols of a scope dropped with that model, and the run stops
+//!   ("points to an invalid (dead ?) SymbolScope"). [`revive_dead_symbols`] mints them again in the model's scope.
 //! - **A data-dependent op whose value no output needs** (a `NonZero` read only through its `Shape`, which tract
 //!   folds into a constant) would be pruned from the run, and its symbol never resolved: [`definers`] lists their
 //!   outputs, so the run keeps them.
@@ -107,6 +110,79 @@ pub fn unmint_sized_ranges(model: &mut TypedModel) -> usize {
         }
     }
     sized.len()
+}
+
+/// Whether `fact`'s shape names a symbol whose scope is gone.
+fn names_dead(fact: &TypedFact) -> bool {
+    fact.shape
+        .iter()
+        .any(|d| d.symbols().iter().any(|s| s.scope().is_none()))
+}
+
+/// `fact` with every symbol whose scope is gone replaced by a fresh one of `scope`.
+fn revived(fact: &TypedFact, scope: &SymbolScope) -> TractResult<TypedFact> {
+    let mut fresh: HashMap<Symbol, TDim> = HashMap::new();
+    let mut dims = vec![];
+    for d in fact.shape.iter() {
+        let mut d = d.clone();
+        for s in d.symbols().into_iter().filter(|s| s.scope().is_none()) {
+            let to = fresh
+                .entry(s.clone())
+                .or_insert_with(|| scope.new_with_prefix("l").to_dim())
+                .clone();
+            d = d.substitute(&s, &to)?;
+        }
+        dims.push(d);
+    }
+    let mut out = fact.clone();
+    out.shape = ShapeFact::from_dims(dims);
+    Ok(out)
+}
+
+/// Re-mints the symbols of dead scopes in `model`'s outlet facts (see the module's notes): each such node's outputs
+/// get fresh symbols of the model's scope, and the facts of the nodes after it are typed again from their inputs.
+/// Returns how many nodes had dead symbols.
+pub fn revive_dead_symbols(model: &mut TypedModel) -> usize {
+    let dead = |m: &TypedModel, id: usize| m.node(id).outputs.iter().any(|o| names_dead(&o.fact));
+    if !(0..model.nodes.len()).any(|id| dead(model, id)) {
+        return 0;
+    }
+    let Ok(order) = model.eval_order() else {
+        return 0;
+    };
+    let scope = model.symbols.clone();
+    let mut revived_nodes = 0;
+    let mut touched: HashSet<usize> = HashSet::new();
+    for id in order {
+        let fed = model
+            .node(id)
+            .inputs
+            .iter()
+            .any(|i| touched.contains(&i.node));
+        if fed {
+            let facts = model
+                .node_input_facts(id)
+                .and_then(|f| model.node(id).op.output_facts(&f));
+            if let Ok(facts) = facts {
+                for (slot, f) in facts.into_iter().enumerate() {
+                    model.nodes[id].outputs[slot].fact = f;
+                }
+            }
+        }
+        let is_dead = dead(model, id);
+        if is_dead {
+            revived_nodes += 1;
+            for o in model.nodes[id].outputs.iter_mut() {
+                if let Ok(f) = revived(&o.fact, &scope) {
+                    o.fact = f;
+                }
+            }
+        }
+        if fed || is_dead {
+            touched.insert(id);
+        }
+    }
+    revived_nodes
 }
 
 /// The outputs of every op of `model` that defines symbols at run time (model inputs aside).

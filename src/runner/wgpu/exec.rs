@@ -400,7 +400,13 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
     let Some(f) = ops::find(&p.op_type) else {
         return none();
     };
-    if !p.domain.is_empty() && p.domain != "ai.onnx" {
+    // Shaders are found by op type: another domain's op of the same name is not theirs.
+    let ours = match p.domain.as_str() {
+        "" | "ai.onnx" => p.op_type != "Binarizer",
+        "ai.onnx.ml" => p.op_type == "Binarizer",
+        _ => false,
+    };
+    if !ours {
         return none();
     }
     let mut ctx = Ctx {

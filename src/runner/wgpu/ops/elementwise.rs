@@ -50,6 +50,7 @@ pub const OPS: &[&str] = &[
     "Atanh",
     "Softsign",
     "Shrink",
+    "Binarizer",
     "Add",
     "Sub",
     "Mul",
@@ -121,6 +122,7 @@ fn unary_code(op: &str) -> Option<u32> {
         "Atanh" => 42,
         "Softsign" => 43,
         "Shrink" => 44,
+        "Binarizer" => 45,
         _ => return None,
     })
 }
@@ -169,6 +171,7 @@ fn unary(ctx: &mut Ctx) -> Result<Out> {
         "HardSigmoid" => (ctx.attr_f("alpha", 0.2), ctx.attr_f("beta", 0.5)),
         "Elu" | "ThresholdedRelu" | "Swish" => (ctx.attr_f("alpha", 1.0), 0.0),
         "Shrink" => (ctx.attr_f("lambd", 0.5), ctx.attr_f("bias", 0.0)),
+        "Binarizer" => (ctx.attr_f("threshold", 0.0), 0.0),
         "Selu" => (
             ctx.attr_f("alpha", 1.673_263_2),
             ctx.attr_f("gamma", 1.050_701),

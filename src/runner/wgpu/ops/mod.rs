@@ -8,6 +8,7 @@ mod elementwise;
 mod layout;
 mod linalg;
 mod loss;
+mod norm;
 mod pad;
 mod pool;
 mod reduce;
@@ -38,6 +39,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         .or_else(|| linalg::find(op))
         .or_else(|| pool::find(op))
         .or_else(|| reduce::find(op))
+        .or_else(|| norm::find(op))
 }
 
 /// Every op type with a shader path (for `phantom devices --ops` and the README).
@@ -53,6 +55,7 @@ pub fn covered() -> Vec<&'static str> {
         linalg::OPS,
         pool::OPS,
         reduce::OPS,
+        norm::OPS,
     ]
     .concat();
     v.sort();
