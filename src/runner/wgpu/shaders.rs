@@ -84,6 +84,7 @@ pub const ALL: &[Shader] = &[
     shader!("conv/pool_index", 1, ["main"]),
     shader!("reduce/reduce", 1, ["main"]),
     shader!("reduce/arg", 1, ["main"]),
+    shader!("reduce/topk", 1, ["main"]),
     shader!("reduce/lane", 1, ["cumulative", "hardmax", "lpnorm", "lrn"]),
     shader!("reduce/loss", 3, ["nll", "nll_reduce"]),
     shader!("reduce/softmax", 1, ["main"]),

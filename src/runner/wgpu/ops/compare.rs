@@ -1,6 +1,6 @@
 //! Ops on floats with boolean or index outputs: comparisons and classifications (`elementwise/compare.wgsl`:
 //! Equal, Less, Greater, LessOrEqual, GreaterOrEqual with broadcasting, IsNaN, IsInf) and ArgMax/ArgMin
-//! (`reduce/arg.wgsl`). Results are held as one 32-bit word per element and read back as booleans or int64;
+//! (`reduce/arg.wgsl`), TopK (`reduce/topk.wgsl` ranks, then the values gathered at the indices). Results are held as one 32-bit word per element and read back as booleans or int64;
 //! `Where` reads a boolean as its condition without leaving the device.
 
 use super::{axis, bcast_strides, broadcast, fits, host, OpFn, Params};
@@ -18,11 +18,13 @@ pub const OPS: &[&str] = &[
     "IsInf",
     "ArgMax",
     "ArgMin",
+    "TopK",
 ];
 
 pub fn find(op: &str) -> Option<OpFn> {
     match op {
         "ArgMax" | "ArgMin" => Some(arg),
+        "TopK" => Some(topk),
         _ => code(op).map(|_| compare as OpFn),
     }
 }
@@ -115,4 +117,48 @@ fn arg(ctx: &mut Ctx) -> Result<Out> {
         shape: oshape,
         ..out
     }]))
+}
+
+/// The longest lane TopK ranks (each element reads its whole lane).
+const MAX_TOPK_LANE: usize = 4096;
+
+/// K from input 1 (the attribute before opset 10) along `axis`; indices in lane order for equal values.
+fn topk(ctx: &mut Ctx) -> Result<Out> {
+    let Some(shape) = ctx.shape(0).filter(|s| !s.is_empty() && fits(s)) else {
+        return host("TopK of a scalar or a missing input");
+    };
+    let Some(a) = axis(ctx.attr_i("axis", -1), shape.len()) else {
+        return host("TopK: axis out of range");
+    };
+    let k = match ctx.opset < 10 {
+        true => Some(ctx.attr_i("k", -1)),
+        false => ctx.ints(1).and_then(|v| v.first().copied()),
+    };
+    let len = shape[a];
+    let Some(k) = k
+        .filter(|&k| k >= 0 && k as usize <= len)
+        .map(|k| k as usize)
+    else {
+        return host("TopK: k not known on the host or beyond the axis");
+    };
+    if len > MAX_TOPK_LANE {
+        return host(format!("TopK over an axis of {len} elements"));
+    }
+    let inner: usize = shape[a + 1..].iter().product();
+    let mut oshape = shape.clone();
+    oshape[a] = k;
+    let x = ctx.dev(0)?;
+    let idx = ctx.output_words(oshape.clone(), DType::I64);
+    let n = x.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, len as u32)
+        .set(2, inner.max(1) as u32)
+        .set(3, k as u32)
+        .set(4, ctx.attr_i("largest", 1) as u32);
+    if n > 0 && k > 0 {
+        ctx.run("reduce/topk", "main", &p.0, &[Some(&x.buf)], &idx, n)?;
+    }
+    let values = super::scatter::gather_along(ctx, &x, &idx.buf, oshape, a)?;
+    Ok(Out::Dev(vec![super::finish(ctx, values)?, idx]))
 }

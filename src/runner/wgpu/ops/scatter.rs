@@ -6,7 +6,8 @@
 
 use super::{axis, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
-use crate::runner::wgpu::ctx::{Ctx, Out};
+use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
+use crate::runner::wgpu::gpu::Buf;
 
 pub const OPS: &[&str] = &["Scatter", "ScatterElements", "ScatterND", "GatherElements"];
 
@@ -100,18 +101,36 @@ fn gather_elements(ctx: &mut Ctx) -> Result<Out> {
         return host("GatherElements with indices of another rank");
     }
     let idx = ctx.dev_words(1)?;
+    let out = gather_along(ctx, &x, &idx, ishape, a)?;
+    done(ctx, out)
+}
+
+/// The elements of `x` that `idx` (words, of shape `ishape`, the rank of `x`) names along axis `a`.
+pub(super) fn gather_along(
+    ctx: &mut Ctx,
+    x: &DevVal,
+    idx: &Buf,
+    ishape: Vec<usize>,
+    a: usize,
+) -> Result<DevVal> {
     let out = ctx.output(ishape.clone(), x.dtype);
     let n = out.len();
     let mut p = Params::new();
     p.set(0, n as u32)
-        .set(1, rank as u32)
+        .set(1, ishape.len() as u32)
         .set(2, a as u32)
         .set(3, x.shape[a] as u32)
         .dims(4, &ishape)
         .strides(12, &contiguous(&x.shape));
     if n > 0 {
-        let ins = [Some(&*x.buf), Some(&*idx)];
-        ctx.run("layout/gather", "elements", &p.0, &ins, &out, n)?;
+        ctx.run(
+            "layout/gather",
+            "elements",
+            &p.0,
+            &[Some(&x.buf), Some(idx)],
+            &out,
+            n,
+        )?;
     }
-    done(ctx, out)
+    Ok(out)
 }
