@@ -420,7 +420,10 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
     // Integer values (shape arithmetic) stay on the host.
     let data = if p.op_type == "Where" { 1 } else { 0 };
     if !ctx.is_float(data) {
-        return none();
+        return Ok(Out::Host(format!(
+            "{} of integer values: integer arithmetic runs on the host",
+            p.op_type
+        )));
     }
     let mut r = f(&mut ctx);
     if ctx.too_big && r.is_ok() {

@@ -5,7 +5,7 @@
 
 use super::{bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
-use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
+use crate::runner::wgpu::ctx::{upload_float, Ctx, DevVal, Out};
 use crate::tensor::{DType, Tensor};
 
 pub const OPS: &[&str] = &[
@@ -247,10 +247,34 @@ pub fn apply_binary(ctx: &mut Ctx, a: &DevVal, b: &DevVal, code: u32) -> Result<
     Ok(Some(out))
 }
 
+/// Whether input `i` is an integer tensor known on the host whose every value the device's float storage holds
+/// exactly (|v| ≤ 2^24 in f32, ≤ 2048 in f16).
+fn exact_on_device(ctx: &Ctx, i: usize) -> bool {
+    let limit = if ctx.gpu.mode.is_f16() {
+        2048.0
+    } else {
+        16_777_216.0
+    };
+    ctx.host(i)
+        .is_some_and(|t| !t.dtype().is_float() && t.to_f64_array().iter().all(|v| v.abs() <= limit))
+}
+
+/// Integer input `i` uploaded as floats (exactly: see [`exact_on_device`]).
+fn int_as_float(ctx: &mut Ctx, i: usize) -> Result<DevVal> {
+    let t = ctx.host(i).and_then(|t| t.cast(DType::F32));
+    let t = t.ok_or_else(|| crate::error::Error::Wgpu {
+        reason: format!("{}: no value for input {i}", ctx.node.name),
+    })?;
+    let name = ctx.node.input[i].clone();
+    upload_float(ctx.gpu, &t, &name, &mut ctx.store.out_of_range)
+}
+
 fn binary(ctx: &mut Ctx) -> Result<Out> {
     let op = ctx.node.op_type.clone();
     let n_in = ctx.node.input.len();
-    if (0..n_in).any(|i| !ctx.is_float(i)) {
+    // Pow's exponent may be an integer tensor: read as floats where the device's storage holds it exactly.
+    let int_exponent_ok = op == "Pow" && ctx.is_float(0) && exact_on_device(ctx, 1);
+    if (0..n_in).any(|i| !ctx.is_float(i)) && !int_exponent_ok {
         return host(format!("{op} with integer operands has no shader path"));
     }
     if op == "Mod" && ctx.attr_i("fmod", 0) != 1 {
@@ -262,7 +286,10 @@ fn binary(ctx: &mut Ctx) -> Result<Out> {
         return Ok(Out::Dev(vec![acc]));
     }
     for i in 1..n_in {
-        let b = ctx.dev(i)?;
+        let b = match int_exponent_ok {
+            true => int_as_float(ctx, i)?,
+            false => ctx.dev(i)?,
+        };
         match apply_binary(ctx, &acc, &b, code)? {
             Some(v) => acc = v,
             None => return host(format!("{op}: shapes that do not broadcast")),
