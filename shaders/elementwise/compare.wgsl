@@ -3,7 +3,7 @@
 // it is recognised by its bits, which no compiler folds away.
 // params: 0 n, 1 rank, 2 op, 4..12 output shape, 12..20 strides of a, 20..28 strides of b
 // ops: 0 Equal, 1 Less, 2 Greater, 3 LessOrEqual, 4 GreaterOrEqual, 5 IsNaN (a alone), 6 IsInf (a alone;
-//      params 30: detect +inf, 31: detect -inf)
+//      params 30: detect +inf, 31: detect -inf), 7 true everywhere (Dropout's mask at inference)
 
 @group(0) @binding(1) var<storage, read> a: array<T>;
 @group(0) @binding(2) var<storage, read> b: array<T>;
@@ -12,6 +12,7 @@
 fn is_inf(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) == 0x7f800000u; }
 
 fn cmp(u: f32, v: f32, op: u32) -> bool {
+    if (op == 7u) { return true; }
     if (op == 5u) { return is_nan(u); }
     if (op == 6u) {
         return is_inf(u) && ((u > 0.0 && pu(30u) != 0u) || (u < 0.0 && pu(31u) != 0u));

@@ -5,7 +5,7 @@
 
 use super::{axis, bcast_strides, broadcast, fits, host, OpFn, Params};
 use crate::error::Result;
-use crate::runner::wgpu::ctx::{Ctx, Out};
+use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
 use crate::tensor::DType;
 
 pub const OPS: &[&str] = &[
@@ -78,6 +78,19 @@ fn compare(ctx: &mut Ctx) -> Result<Out> {
         n,
     )?;
     Ok(Out::Dev(vec![out]))
+}
+
+/// A boolean of `x`'s shape, true everywhere.
+pub(super) fn all_true(ctx: &mut Ctx, x: &DevVal) -> Result<DevVal> {
+    let out = ctx.output_words(x.shape.clone(), DType::Bool);
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32).set(1, 0).set(2, 7);
+    if n > 0 {
+        let ins = [Some(&*x.buf), Some(&*x.buf)];
+        ctx.run("elementwise/compare", "main", &p.0, &ins, &out, n)?;
+    }
+    Ok(out)
 }
 
 /// The longest lane an invocation walks (lavapipe stops loops near 65,535 iterations).

@@ -127,12 +127,21 @@ fn unary_code(op: &str) -> Option<u32> {
     })
 }
 
+/// Identity, and Dropout at inference: the input, and a mask of ones where asked for.
 fn identity(ctx: &mut Ctx) -> Result<Out> {
-    if ctx.node.output.iter().skip(1).any(|o| !o.is_empty()) {
-        return host("Dropout's mask output is computed on the host");
-    }
     let x = ctx.dev(0)?;
-    Ok(Out::Dev(vec![x]))
+    if ctx.node.output.get(1).is_none_or(|o| o.is_empty()) {
+        return Ok(Out::Dev(vec![x]));
+    }
+    let training = match ctx.has(2) {
+        true => ctx.floats(2).map(|v| v.iter().any(|&t| t != 0.0)),
+        false => Some(false),
+    };
+    if training != Some(false) {
+        return host("Dropout in training mode (or a mode not known on the host): its random mask");
+    }
+    let mask = super::compare::all_true(ctx, &x)?;
+    Ok(Out::Dev(vec![x, mask]))
 }
 
 /// Runs unary op `code` with `alpha`/`beta` on input 0.
