@@ -3,8 +3,10 @@
 //! cut models do), and inputs tract requires constant (BatchNormalization's parameters). tract types a model
 //! before it runs, so it needs these values then: the reference hands it the
 //! run's values of such inputs (given with `--input`, generated, or a cut's boundary values) as typing facts
-//! ([`InputFact`]). Only inputs read directly at such a position are handed over, so nothing else is folded at
-//! import.
+//! ([`InputFact`]). Inputs read directly at such a position are handed over; so are small integer inputs from which
+//! such a value is computed (a function's expansion computes a `Pad`'s pads from a `shape` input through `Max`, `Sub`,
+//! `Div`, `Concat`): integer arithmetic folds exactly. The walk back stops at `Shape` and `Size`, which read no
+//! values, and nothing else is handed over, so nothing else is folded at import.
 
 use std::collections::HashSet;
 
@@ -35,12 +37,20 @@ impl InputFact {
     }
 }
 
+/// The most elements of an integer input handed over because a shape is computed from it (a shape vector's, not a
+/// batch of token ids').
+const DERIVED_MAX: usize = 16;
+
 /// The typing facts of `inputs`, with the values of those that decide shapes.
 pub(super) fn facts_of(graph: &Graph, inputs: &Inputs) -> Vec<InputFact> {
-    let deciding = deciding(graph);
+    let (direct, derived) = (deciding(graph), deciding_through(graph));
+    let hand = |n: &String, t: &crate::tensor::Tensor| {
+        direct.contains(n)
+            || (derived.contains(n) && !t.dtype().is_float() && t.len() <= DERIVED_MAX)
+    };
     (inputs.tensors.iter())
         .map(|(n, t)| InputFact {
-            value: deciding.contains(n).then(|| t.clone()),
+            value: hand(n, t).then(|| t.clone()),
             ..InputFact::typed(n.clone(), t.dtype(), t.shape().to_vec())
         })
         .collect()
@@ -100,6 +110,37 @@ pub(super) fn deciding(graph: &Graph) -> HashSet<String> {
             if let Some(name) = n.inputs.get(k).filter(|i| inputs.contains(i.as_str())) {
                 out.insert(name.clone());
             }
+        }
+    }
+    out
+}
+
+/// The names of the graph inputs from which a value read at a shape-deciding position is computed, through any
+/// nodes but `Shape` and `Size`.
+fn deciding_through(graph: &Graph) -> HashSet<String> {
+    let inputs: HashSet<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    let producers = graph.producers();
+    let mut stack: Vec<&str> = (graph.nodes.iter())
+        .filter(|n| n.domain.is_empty())
+        .flat_map(|n| {
+            positions(&n.op_type)
+                .iter()
+                .filter_map(|&k| n.inputs.get(k))
+        })
+        .map(|s| s.as_str())
+        .collect();
+    let (mut seen, mut out) = (HashSet::new(), HashSet::new());
+    while let Some(v) = stack.pop() {
+        if v.is_empty() || !seen.insert(v) {
+            continue;
+        }
+        if inputs.contains(v) {
+            out.insert(v.to_string());
+        }
+        let Some(&p) = producers.get(v) else { continue };
+        let node = &graph.nodes[p];
+        if !matches!(node.op_type.as_str(), "Shape" | "Size") {
+            stack.extend(node.inputs.iter().map(|s| s.as_str()));
         }
     }
     out
