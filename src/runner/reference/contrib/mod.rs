@@ -182,6 +182,10 @@ pub trait Kernel: Sync {
     }
     /// Every ONNX output, computed in f64 (integer outputs in their own type).
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>>;
+    /// Whether tract may evaluate the node while typing, when its inputs are known then (false for a stand-in).
+    fn folds(&self) -> bool {
+        true
+    }
     /// ONNX input slots whose values, not only their types and shapes, decide the outputs' facts (axes, pads).
     fn value_slots(&self) -> &'static [usize] {
         &[]

@@ -178,6 +178,12 @@ impl Expansion for ContribOp {
         self.node.proto.op_type.clone().into()
     }
 
+    /// Folded while typing like any op, but not a stand-in for a node the reference cannot compute: its error
+    /// belongs to the run, where it marks that node, not to typing, where it would stop the whole model.
+    fn runs_out_of_plan(&self) -> bool {
+        self.kernel.folds()
+    }
+
     fn nboutputs(&self) -> TractResult<usize> {
         Ok(self.node.outs.len())
     }

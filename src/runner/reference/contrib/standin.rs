@@ -76,6 +76,10 @@ pub fn failing<'g>(g: &'g mut GraphProto, text: &str, prefix: &str) -> Option<&'
 struct Unavailable;
 
 impl Kernel for Unavailable {
+    fn folds(&self) -> bool {
+        false
+    }
+
     fn facts(&self, n: &Node, _: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         let (types, ranks, dims) = (n.ints("types"), n.ints("ranks"), n.ints("dims"));
         let mut at = 0;
