@@ -1,7 +1,8 @@
 //! Boundary semantics of phantom's shaders, as the ONNX spec states them: `ThresholdedRelu` keeps `x` only when
 //! `x > alpha` strictly, `Round` takes halves to the even neighbour, comparisons are strict or not as named and false
 //! on NaN, `Max`/`Min`/`Relu`/`Clip` propagate NaN, `ArgMax`/`ArgMin` answer the first NaN and the first (or last)
-//! of equals, `IsInf` detects the signs it is asked to. Each case puts an input exactly on the boundary.
+//! of equals, `TopK` ranks NaN above every number and equals in index order, `IsInf` detects the signs it is asked
+//! to. Each case puts an input exactly on the boundary.
 
 use phantom::model::inputs::Inputs;
 use phantom::runner::wgpu::{F16Mode, WgpuOptions, WgpuRunner};
@@ -15,8 +16,6 @@ use crate::wgpu::have_adapter;
 /// The output of the one-node model `op` (with `attrs`) on the f32 inputs `xs` (same length), computed on the
 /// device (the test fails if the node ran on the host).
 fn on_device_n(op: &str, attrs: Vec<pb::AttributeProto>, xs: &[&[f32]]) -> Tensor {
-    ensure_runtime();
-    let dir = tempfile::tempdir().unwrap();
     let n = xs[0].len() as i64;
     let names: Vec<String> = (0..xs.len()).map(|i| format!("x{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -32,6 +31,18 @@ fn on_device_n(op: &str, attrs: Vec<pb::AttributeProto>, xs: &[&[f32]]) -> Tenso
         }],
         ..Default::default()
     };
+    on_device_graph(graph, xs).remove("y").unwrap()
+}
+
+/// Every output of `graph` (opset 17) with the f32 inputs `xs` as `x0`, `x1`…, computed on the device (the test
+/// fails if a node ran on the host).
+fn on_device_graph(
+    graph: pb::GraphProto,
+    xs: &[&[f32]],
+) -> std::collections::HashMap<String, Tensor> {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let op = graph.node[0].op_type.clone();
     let path = write_model(&dir.path().join("m.onnx"), graph, 17);
     let graph = phantom::model::load(&path).unwrap();
     let lib = phantom::runner::ort_lib::locate(None, false).unwrap();
@@ -43,9 +54,9 @@ fn on_device_n(op: &str, attrs: Vec<pb::AttributeProto>, xs: &[&[f32]]) -> Tenso
     };
     let mut r = WgpuRunner::new(&opts, &lib).unwrap();
     let mut inputs = Inputs::default();
-    for (name, x) in names.iter().zip(xs) {
+    for (i, x) in xs.iter().enumerate() {
         let t = Tensor::F32(ndarray::Array1::from(x.to_vec()).into_dyn());
-        inputs.tensors.push((name.clone(), t));
+        inputs.tensors.push((format!("x{i}"), t));
     }
     let out = r.run(&graph, &inputs).unwrap();
     assert!(
@@ -53,7 +64,7 @@ fn on_device_n(op: &str, attrs: Vec<pb::AttributeProto>, xs: &[&[f32]]) -> Tenso
         "{op} ran on the host: {:?}",
         out.placement
     );
-    out.values["y"].clone()
+    out.values.into_iter().collect()
 }
 
 /// The f32 result of the one-node model `op` on `x`, computed on the device.
@@ -166,4 +177,40 @@ fn arg_reductions_answer_the_first_nan_and_first_or_last_of_equals() {
     assert_eq!(arg("ArgMax", vec![], &[3.0, 1.0, 3.0]), [0]);
     let last = vec![int("select_last_index", 1)];
     assert_eq!(arg("ArgMin", last, &[2.0, 1.0, 1.0]), [2]);
+}
+
+#[test]
+fn topk_ranks_nan_above_every_number_and_equals_in_index_order() {
+    if !have_adapter() {
+        return;
+    }
+    let nan = f32::NAN;
+    let x = [1.0, nan, 3.0, 1.0, 3.0];
+    let topk = |largest: i64| {
+        let mut nd = node("TopK", &["x0", "k"], "v");
+        nd.output.push("i".into());
+        nd.attribute = vec![int("largest", largest)];
+        let graph = pb::GraphProto {
+            name: "topk".into(),
+            node: vec![nd],
+            input: vec![value("x0", &[5])],
+            initializer: vec![i64_tensor("k", vec![1], vec![3])],
+            output: ["v", "i"]
+                .iter()
+                .map(|n| pb::ValueInfoProto {
+                    name: n.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let mut out = on_device_graph(graph, &[&x]);
+        let Some(Tensor::I64(i)) = out.remove("i") else {
+            panic!("TopK's indices are not int64")
+        };
+        i.iter().copied().collect::<Vec<i64>>()
+    };
+    // As the ONNX reference sorts: NaN first when largest, last when smallest; equal values by index.
+    assert_eq!(topk(1), [1, 2, 4]);
+    assert_eq!(topk(0), [0, 3, 2]);
 }

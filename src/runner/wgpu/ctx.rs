@@ -18,8 +18,8 @@ use crate::tensor::{DType, Tensor};
 pub struct DevVal {
     pub buf: Rc<Buf>,
     pub shape: Vec<usize>,
-    /// The element type reported for it: F32, F16 or Bf16 in the storage type, or Bool or I64 held as one 32-bit
-    /// word per element (comparisons, arg-reductions).
+    /// The element type reported for it: F32, F16 or Bf16 in the storage type, or Bool, I64, I8 or U8 held as one
+    /// 32-bit word per element (comparisons, arg-reductions, quantized products).
     pub dtype: DType,
 }
 
@@ -432,6 +432,8 @@ fn download_words(v: &DevVal, bytes: &[u8]) -> Tensor {
     let arr = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&v.shape), words).expect("sized");
     match v.dtype {
         DType::Bool => Tensor::Bool(arr.mapv(|w| w != 0)),
+        DType::U8 => Tensor::U8(arr.mapv(|w| w as u8)),
+        DType::I8 => Tensor::I8(arr.mapv(|w| w as i8)),
         _ => Tensor::I64(arr.mapv(i64::from)),
     }
 }

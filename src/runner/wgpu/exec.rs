@@ -418,7 +418,12 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
         too_big: false,
     };
     // Integer values (shape arithmetic) stay on the host.
-    let data = if p.op_type == "Where" { 1 } else { 0 };
+    let data = match p.op_type.as_str() {
+        "Where" => 1,
+        // The quantized operands are integers; the scales say whether the op is float arithmetic.
+        "QLinearMatMul" => 1,
+        _ => 0,
+    };
     if !ctx.is_float(data) {
         return Ok(Out::Host(format!(
             "{} of integer values: integer arithmetic runs on the host",

@@ -79,6 +79,8 @@ pub const ALL: &[Shader] = &[
     shader!("layout/affine_grid", 1, ["main"]),
     shader!("layout/scatter", 3, ["elements", "nd"]),
     shader!("linalg/matmul", 3, ["main"]),
+    shader!("linalg/qoffset", 1, ["main"]),
+    shader!("linalg/qrequant", 1, ["main"]),
     shader!("conv/conv", 3, ["conv", "conv_transpose", "conv_gemm"]),
     shader!("conv/pool", 1, ["maxpool", "avgpool", "lppool"]),
     shader!("conv/pool_index", 1, ["main"]),

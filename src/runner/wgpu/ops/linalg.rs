@@ -89,8 +89,21 @@ pub(super) fn product(ctx: &mut Ctx, mm: Mm, out_shape: Vec<usize>) -> Result<Op
 fn matmul(ctx: &mut Ctx) -> Result<Out> {
     let a = ctx.dev(0)?;
     let b = ctx.dev(1)?;
+    match matmul_of(ctx, &a, &b)? {
+        Ok(out) => done(ctx, out),
+        Err(why) => host(why),
+    }
+}
+
+/// NumPy's matmul of `a` and `b` (1-D operands promoted and their axis dropped), or why it needs the host.
+pub(super) fn matmul_of(
+    ctx: &mut Ctx,
+    a: &DevVal,
+    b: &DevVal,
+) -> Result<std::result::Result<DevVal, String>> {
+    let no = |why: &str| Ok(Err(why.to_string()));
     if a.shape.is_empty() || b.shape.is_empty() {
-        return host("MatMul of scalars");
+        return no("MatMul of scalars");
     }
     let sa = if a.shape.len() == 1 {
         vec![1, a.shape[0]]
@@ -105,11 +118,11 @@ fn matmul(ctx: &mut Ctx) -> Result<Out> {
     let (m, k) = (sa[sa.len() - 2], sa[sa.len() - 1]);
     let (k2, n) = (sb[sb.len() - 2], sb[sb.len() - 1]);
     if k != k2 {
-        return host("MatMul: inner dimensions differ");
+        return no("MatMul: inner dimensions differ");
     }
     let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
     let Some(batch) = broadcast(&[ba, bb]) else {
-        return host("MatMul: batch dims that do not broadcast");
+        return no("MatMul: batch dims that do not broadcast");
     };
     let mut out_shape = batch.clone();
     if a.shape.len() > 1 {
@@ -120,8 +133,8 @@ fn matmul(ctx: &mut Ctx) -> Result<Out> {
     }
     let scale = |s: Vec<i64>, by: usize| s.iter().map(|v| v * by as i64).collect::<Vec<_>>();
     let mm = Mm {
-        a: &a,
-        b: &b,
+        a,
+        b,
         c: None,
         m,
         n,
@@ -134,7 +147,8 @@ fn matmul(ctx: &mut Ctx) -> Result<Out> {
         alpha: 1.0,
         beta: 0.0,
     };
-    run_mm(ctx, mm, out_shape)
+    Ok(product(ctx, mm, out_shape)?
+        .ok_or_else(|| "MatMul beyond the tiled shader's batch or size limits".into()))
 }
 
 fn gemm(ctx: &mut Ctx) -> Result<Out> {

@@ -11,6 +11,7 @@ mod loss;
 mod norm;
 mod pad;
 mod pool;
+mod quant;
 mod reduce;
 mod resize;
 mod scatter;
@@ -38,6 +39,7 @@ pub fn find(op: &str) -> Option<OpFn> {
         .or_else(|| pad::find(op))
         .or_else(|| linalg::find(op))
         .or_else(|| pool::find(op))
+        .or_else(|| quant::find(op))
         .or_else(|| reduce::find(op))
         .or_else(|| norm::find(op))
 }
@@ -54,6 +56,7 @@ pub fn covered() -> Vec<&'static str> {
         pad::OPS,
         linalg::OPS,
         pool::OPS,
+        quant::OPS,
         reduce::OPS,
         norm::OPS,
     ]
