@@ -1,8 +1,8 @@
 //! Boundary semantics of phantom's shaders, as the ONNX spec states them: `ThresholdedRelu` keeps `x` only when
 //! `x > alpha` strictly, `Round` takes halves to the even neighbour, comparisons are strict or not as named and false
 //! on NaN, `Max`/`Min`/`Relu`/`Clip` propagate NaN, `ArgMax`/`ArgMin` answer the first NaN and the first (or last)
-//! of equals, `TopK` ranks NaN above every number and equals in index order, `IsInf` detects the signs it is asked
-//! to. Each case puts an input exactly on the boundary.
+//! of equals, `TopK` ranks NaN above every number and equals in index order, `Trilu` keeps the diagonal k in both
+//! modes, `IsInf` detects the signs it is asked to. Each case puts an input exactly on the boundary.
 
 use phantom::model::inputs::Inputs;
 use phantom::runner::wgpu::{F16Mode, WgpuOptions, WgpuRunner};
@@ -213,4 +213,38 @@ fn topk_ranks_nan_above_every_number_and_equals_in_index_order() {
     // As the ONNX reference sorts: NaN first when largest, last when smallest; equal values by index.
     assert_eq!(topk(1), [1, 2, 4]);
     assert_eq!(topk(0), [0, 3, 2]);
+}
+
+#[test]
+fn trilu_keeps_the_kth_diagonal_in_both_modes() {
+    if !have_adapter() {
+        return;
+    }
+    let x: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+    let trilu = |upper: i64, k: i64| {
+        let mut nd = node("Trilu", &["m", "k"], "y");
+        nd.attribute = vec![int("upper", upper)];
+        let graph = pb::GraphProto {
+            name: "trilu".into(),
+            node: vec![node("Reshape", &["x0", "shape"], "m"), nd],
+            input: vec![value("x0", &[9])],
+            initializer: vec![
+                i64_tensor("shape", vec![2], vec![3, 3]),
+                i64_tensor("k", vec![], vec![k]),
+            ],
+            output: vec![pb::ValueInfoProto {
+                name: "y".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let Some(Tensor::F32(y)) = on_device_graph(graph, &[&x]).remove("y") else {
+            panic!("Trilu gave no f32")
+        };
+        y.iter().copied().collect::<Vec<f32>>()
+    };
+    // [[1 2 3] [4 5 6] [7 8 9]]: j − i ≥ k (upper) or ≤ k (lower), the boundary diagonal kept by both.
+    assert_eq!(trilu(1, 1), [0., 2., 3., 0., 0., 6., 0., 0., 0.]);
+    assert_eq!(trilu(0, -1), [0., 0., 0., 4., 0., 0., 7., 8., 0.]);
+    assert_eq!(trilu(1, 0), [1., 2., 3., 0., 5., 6., 0., 0., 9.]);
 }

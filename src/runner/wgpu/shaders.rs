@@ -73,6 +73,7 @@ pub const ALL: &[Shader] = &[
     shader!("elementwise/rotary", 4, ["main"]),
     shader!("layout/copy", 1, ["main"]),
     shader!("layout/pad", 1, ["main"]),
+    shader!("layout/trilu", 1, ["main"]),
     shader!("layout/gather", 2, ["main", "elements"]),
     shader!("layout/resize", 1, ["main"]),
     shader!("layout/grid_sample", 2, ["main"]),

@@ -1,16 +1,17 @@
 //! `Pad` (constant, reflect or edge) and `CenterCropPad` (a pad whose leading amounts may be negative: a crop), both
-//! through `layout/pad.wgsl`.
+//! through `layout/pad.wgsl`; `Trilu`, which zeroes a triangle (`layout/trilu.wgsl`).
 
 use super::{axis, contiguous, done, fits, host, OpFn, Params};
 use crate::error::Result;
 use crate::runner::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &["Pad", "CenterCropPad"];
+pub const OPS: &[&str] = &["Pad", "CenterCropPad", "Trilu"];
 
 pub fn find(op: &str) -> Option<OpFn> {
     Some(match op {
         "Pad" => pad,
         "CenterCropPad" => center_crop_pad,
+        "Trilu" => trilu,
         _ => return None,
     })
 }
@@ -124,4 +125,34 @@ fn center_crop_pad(ctx: &mut Ctx) -> Result<Out> {
     }
     let x = ctx.dev(0)?;
     launch(ctx, &x, shape, &begin, 0, 0.0)
+}
+
+/// The diagonal offset k from input 1 (0 when absent).
+fn trilu(ctx: &mut Ctx) -> Result<Out> {
+    let k = match ctx.has(1) {
+        true => match ctx.ints(1).and_then(|v| v.first().copied()) {
+            Some(k) => k,
+            None => return host("Trilu: k not known on the host"),
+        },
+        false => 0,
+    };
+    let x = ctx.dev(0)?;
+    let r = x.shape.len();
+    if r < 2 || !fits(&x.shape) {
+        return host("Trilu of a tensor below rank 2");
+    }
+    let (rows, cols) = (x.shape[r - 2], x.shape[r - 1]);
+    let k = k.clamp(-(rows as i64) - 1, cols as i64 + 1);
+    let out = ctx.output(x.shape.clone(), x.dtype);
+    let n = out.len();
+    let mut p = Params::new();
+    p.set(0, n as u32)
+        .set(1, rows.max(1) as u32)
+        .set(2, cols.max(1) as u32)
+        .set_i(3, k)
+        .set(4, ctx.attr_i("upper", 1) as u32);
+    if n > 0 {
+        ctx.run("layout/trilu", "main", &p.0, &[Some(&x.buf)], &out, n)?;
+    }
+    done(ctx, out)
 }
