@@ -279,7 +279,7 @@ def judge(case, cases_dir, phantom):
                 # ONNX Runtime's own output is not the suite's here: a verdict that says so is the right one.
                 return "pass", f"ONNX Runtime differs from the suite; phantom's verdict: {status}"
             if status != "clean":
-                return "fail", f"verdict {status} (exit {p.returncode}): {report['verdict'].get('headline', '')}"[:300]
+                return "fail", f"verdict {status} (exit {p.returncode}): {verdict_why(report)}"[:300]
             reduced = not_f64(report)
             if reduced:
                 n = reduced[0]
@@ -330,6 +330,20 @@ def write_expectations(path, results, script="run.py", what="ONNX conformance ca
         for r in sorted(results, key=lambda r: r["name"]):
             if r["result"] != "pass":
                 f.write(f"{r['name']}\t{r['result']}: {r['why']}\n")
+
+
+def verdict_why(report):
+    """What a report says of a verdict that is not clean: why values went unchecked, else the culprits, else the
+    first divergent value."""
+    verdict, coverage = report["verdict"], report.get("coverage") or {}
+    unchecked = coverage.get("unchecked_by_reason") or {}
+    if unchecked:
+        return "; ".join(f"{n} unchecked: {why}" for why, n in unchecked.items())
+    culprits = [c.get("node", "?") for c in verdict.get("culprits") or []]
+    if culprits:
+        return "culprits " + ", ".join(culprits)
+    first = verdict.get("first_divergence")
+    return f"first divergence {first.get('value', '') if isinstance(first, dict) else first}" if first else ""
 
 
 def check_expectations(path, results):

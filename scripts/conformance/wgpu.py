@@ -74,7 +74,7 @@ def judge(case, cases_dir, phantom, precision):
     allowed = ("clean",) if precision == "fp32" else ("clean", "precision_limited", "precision_insufficient")
     host = host_nodes(report)
     if status not in allowed:
-        return "fail", f"verdict {status}: {report['verdict'].get('headline', '')}"[:300], host
+        return "fail", f"verdict {status}: {run.verdict_why(report)}"[:300], host
     if host:
         op, why = host[0]
         return "host", f"{len(host)} node(s) on the host: {op}: {why}"[:300], host

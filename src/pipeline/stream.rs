@@ -53,6 +53,7 @@ pub fn compare(
     lanes: &mut [Lane],
     keep: bool,
 ) -> Result<Compared> {
+    refused(s, lanes)?;
     let t = Instant::now();
     let msg = format!(
         "reference: tract f64 on {} nodes, comparing as values arrive",
@@ -88,29 +89,28 @@ pub fn compare(
     };
     let again = runner();
     let reference = match (s.budget(), lanes) {
-        (Some(_), _) if dump.is_some() => {
-            return Err(Error::Usage(
-                "--dump holds every value of a run; with --max-memory values are exposed chunk by chunk: drop one".into(),
-            ))
-        }
         (Some(budget), [lane]) => {
             let keep = (keep || from_drift).then_some((&mut held, keep));
             let scales = &mut scales;
             let reference = (runner(), arriving.as_ref());
-            bounded(s, p, lane, (budget, keep, scales), (reference, &mut compare_time, &mut clock))?
+            bounded(
+                s,
+                p,
+                lane,
+                (budget, keep, scales),
+                (reference, &mut compare_time, &mut clock),
+            )?
         }
-        (Some(_), _) => {
-            return Err(Error::Usage(
-                "--max-memory runs one target at a time: give one --ep".into(),
-            ))
-        }
-        (None, lanes) => {
+        (_, lanes) => {
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
             let clock = &mut clock;
             super::noise::run_reference(&mut runner(), p, arriving.as_ref(), &mut |name, value| {
                 let c = clock.arrived(name);
                 if let Some(d) = dump.as_mut() {
-                    let targets: Vec<_> = lanes.iter().map(|l| (l.spec.label(), l.out.values.get(name))).collect();
+                    let targets: Vec<_> = lanes
+                        .iter()
+                        .map(|l| (l.spec.label(), l.out.values.get(name)))
+                        .collect();
                     d.value(name, &value, &targets);
                 }
                 let scaling = scales.scaling(name);
@@ -121,7 +121,10 @@ pub fn compare(
                 }
                 if let Ok(v) = &value {
                     // The comparison measured the reference's RMS already (its scale), unless it saw a slice.
-                    let measured = lanes.first().and_then(|l| l.reports.get(name)).and_then(|r| r.metrics.as_ref());
+                    let measured = lanes
+                        .first()
+                        .and_then(|l| l.reports.get(name))
+                        .and_then(|r| r.metrics.as_ref());
                     match (measured, &s.slice) {
                         (Some(m), None) if v.dtype().is_float() => scales.set(name, m.scale),
                         _ => scales.record(name, v),
@@ -130,7 +133,10 @@ pub fn compare(
                         kept_outputs.insert(name.to_string(), v.clone());
                     }
                 }
-                drifting |= from_drift && lanes.iter().any(|l| l.reports.get(name).is_some_and(culprit::sought));
+                drifting |= from_drift
+                    && lanes
+                        .iter()
+                        .any(|l| l.reports.get(name).is_some_and(culprit::sought));
                 if let (true, Ok(r), Held::Memory(m)) = (keep || drifting, value, &mut held) {
                     m.insert(name.to_string(), r);
                 }
@@ -154,6 +160,19 @@ pub fn compare(
         outputs: kept_outputs,
         runner: again,
     })
+}
+
+/// The combinations of options a streamed comparison refuses, before anything is written.
+fn refused(s: &CompareSettings, lanes: &[Lane]) -> Result<()> {
+    match (s.budget(), lanes.len()) {
+        (Some(_), _) if s.dump.is_some() => Err(Error::Usage(
+            "--dump holds every value of a run; with --max-memory values are exposed chunk by chunk: drop one".into(),
+        )),
+        (Some(_), n) if n != 1 => Err(Error::Usage(
+            "--max-memory runs one target at a time: give one --ep".into(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The reference's streamed time and the comparisons' by the op type that produced each value: the time since the

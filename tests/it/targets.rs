@@ -103,6 +103,8 @@ fn options_that_do_not_apply_are_refused() {
     let m = model("convnet.onnx");
     let m = m.to_str().unwrap();
     let out_model = dir.path().join("mixed.onnx");
+    let record = dir.path().join("record");
+    let record = record.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["onnx", m, "--accumulate", "f16"], "--accumulate"),
         (
@@ -133,7 +135,7 @@ fn options_that_do_not_apply_are_refused() {
             "one target",
         ),
         (
-            vec!["record", m, "--ep", "cpu", "--adapter", "x", "-o", "/tmp/x"],
+            vec!["record", m, "--ep", "cpu", "--adapter", "x", "-o", record],
             "--adapter",
         ),
         (

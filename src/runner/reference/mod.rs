@@ -105,6 +105,25 @@ fn to_f64(model: &TypedModel) -> TractResult<TypedModel> {
     translate(&m, f32::datum_type()).and_then(|m| translate(&m, f16::datum_type()))
 }
 
+/// Where tract's typing error `e` is a `Range` refusing an input of rank 1, that node's inputs reshaped to scalars
+/// ([`rewrite::scalar_range_inputs`]); whether it was.
+fn scalar_range(proto: &mut ModelProto, e: &TractError) -> bool {
+    let text = format!("{e:#}");
+    if !text.contains("Range") || !text.contains("rank == 0") {
+        return false;
+    }
+    let Some(g) = proto.graph.as_mut() else {
+        return false;
+    };
+    let Some(name) = contrib::standin::failing(g, &text, PREFIX)
+        .filter(|n| n.op_type == "Range")
+        .map(|n| n.name.clone())
+    else {
+        return false;
+    };
+    rewrite::scalar_range_inputs(g, &name)
+}
+
 impl ReferenceRunner {
     /// Bytes in f64 of every value tract can size from the shapes of `inputs` (no value is read), by name. A model
     /// tract cannot import is an error here (a panic in tract included), left for the run to report.
@@ -199,6 +218,7 @@ impl ReferenceRunner {
         let (typed, names) = loop {
             match self.type_model(graph, facts, (wide, None), &proto)? {
                 Ok(t) => break t,
+                Err(e) if stood < MAX_STAND_INS && scalar_range(&mut proto, &e) => stood += 1,
                 Err(e) if stood < MAX_STAND_INS && self.stand_in(graph, &mut proto, &e, wide) => {
                     stood += 1
                 }

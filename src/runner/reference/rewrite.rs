@@ -22,6 +22,10 @@
 //!   not load; rewritten as `1 / (1 + exp(−x))` with f64 constants (exact to a few f64 ulps). A `Sigmoid` of data
 //!   runs on phantom's own f64 kernel and is left as it is.
 //!
+//! - `Range` fed one-element tensors of rank 1 (ONNX's AffineGrid function writes them; ONNX Runtime runs them, the
+//!   spec asks for scalars, tract refuses): after tract fails to type it, its inputs are reshaped to scalars
+//!   ([`scalar_range_inputs`]) and typing is tried again.
+//!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
 
 use tract_onnx::pb::{
@@ -427,4 +431,42 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
     }
     g.node = out;
     count
+}
+
+/// The inputs of the `Range` node named `name` reshaped to scalars (a one-element tensor of any rank becomes its
+/// element; more elements fail at run time, as the spec has them). `false` where there is no such node or it was
+/// done already.
+pub fn scalar_range_inputs(g: &mut GraphProto, name: &str) -> bool {
+    let Some(at) = g
+        .node
+        .iter()
+        .position(|n| n.name == name && n.op_type == "Range")
+    else {
+        return false;
+    };
+    let shape = format!("{name}.rw_scalar");
+    if g.initializer.iter().any(|t| t.name == shape) {
+        return false;
+    }
+    g.initializer.push(TensorProto {
+        name: shape.clone(),
+        dims: vec![0],
+        data_type: 7,
+        ..Default::default()
+    });
+    let inputs = g.node[at].input.clone();
+    let mut reshapes = vec![];
+    for (k, x) in inputs.iter().enumerate() {
+        let scalar = format!("{x}__phantom_scalar{k}_{name}");
+        reshapes.push(NodeProto {
+            name: format!("{name}.rw{k}"),
+            op_type: "Reshape".into(),
+            input: vec![x.clone(), shape.clone()],
+            output: vec![scalar.clone()],
+            ..Default::default()
+        });
+        g.node[at].input[k] = scalar;
+    }
+    g.node.splice(at..at, reshapes);
+    true
 }
