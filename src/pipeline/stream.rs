@@ -76,17 +76,8 @@ pub fn compare(
         Some((dir, force)) => Some(super::dump::Dump::create(dir, *force)?),
         None => None,
     };
-    let decisions = match &*lanes {
-        [lane] => lane.decisions.clone(),
-        _ => None,
-    };
-    let known = super::noise::known(lanes);
     let arriving = super::noise::arriving(lanes);
-    let runner = || ReferenceRunner {
-        decisions: decisions.clone(),
-        known: known.clone(),
-        ..Default::default()
-    };
+    let runner = reference_runner(lanes);
     let again = runner();
     let reference = match (s.budget(), lanes) {
         (Some(budget), [lane]) => {
@@ -107,11 +98,7 @@ pub fn compare(
             super::noise::run_reference(&mut runner(), p, arriving.as_ref(), &mut |name, value| {
                 let c = clock.arrived(name);
                 if let Some(d) = dump.as_mut() {
-                    let targets: Vec<_> = lanes
-                        .iter()
-                        .map(|l| (l.spec.label(), l.out.values.get(name)))
-                        .collect();
-                    d.value(name, &value, &targets);
+                    dump_value(d, name, &value, lanes);
                 }
                 let scaling = scales.scaling(name);
                 pairs.extend(pair_up(s, name, lanes, scaling));
@@ -120,15 +107,7 @@ pub fn compare(
                     lane.reports.insert(name.to_string(), report);
                 }
                 if let Ok(v) = &value {
-                    // The comparison measured the reference's RMS already (its scale), unless it saw a slice.
-                    let measured = lanes
-                        .first()
-                        .and_then(|l| l.reports.get(name))
-                        .and_then(|r| r.metrics.as_ref());
-                    match (measured, &s.slice) {
-                        (Some(m), None) if v.dtype().is_float() => scales.set(name, m.scale),
-                        _ => scales.record(name, v),
-                    }
+                    rescale(s, name, v, lanes, &mut scales);
                     if s.steps > 1 && outputs.contains(name) {
                         kept_outputs.insert(name.to_string(), v.clone());
                     }
@@ -160,6 +139,46 @@ pub fn compare(
         outputs: kept_outputs,
         runner: again,
     })
+}
+
+/// A maker of the reference runner: with the one target's decisions to adopt, and the facts the targets measured.
+fn reference_runner(lanes: &[Lane]) -> impl Fn() -> ReferenceRunner {
+    let decisions = match lanes {
+        [lane] => lane.decisions.clone(),
+        _ => None,
+    };
+    let known = super::noise::known(lanes);
+    move || ReferenceRunner {
+        decisions: decisions.clone(),
+        known: known.clone(),
+        ..Default::default()
+    }
+}
+
+/// The reference's value `name` and each target's, into the dump.
+fn dump_value(
+    d: &mut super::dump::Dump,
+    name: &str,
+    value: &std::result::Result<Tensor, String>,
+    lanes: &[Lane],
+) {
+    let targets: Vec<_> = lanes
+        .iter()
+        .map(|l| (l.spec.label(), l.out.values.get(name)))
+        .collect();
+    d.value(name, value, &targets);
+}
+
+/// `name`'s scale: the reference's RMS the comparison measured already, unless it saw a slice; else measured here.
+fn rescale(s: &CompareSettings, name: &str, v: &Tensor, lanes: &[Lane], scales: &mut Scales) {
+    let measured = lanes
+        .first()
+        .and_then(|l| l.reports.get(name))
+        .and_then(|r| r.metrics.as_ref());
+    match (measured, &s.slice) {
+        (Some(m), None) if v.dtype().is_float() => scales.set(name, m.scale),
+        _ => scales.record(name, v),
+    }
 }
 
 /// The combinations of options a streamed comparison refuses, before anything is written.

@@ -401,12 +401,12 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
         return none();
     };
     // Shaders are found by op type: another domain's op of the same name is not theirs.
-    let ours = match p.domain.as_str() {
-        "" | "ai.onnx" => p.op_type != "Binarizer",
-        "ai.onnx.ml" => p.op_type == "Binarizer",
-        _ => false,
+    let domain = if p.domain.is_empty() {
+        "ai.onnx"
+    } else {
+        p.domain.as_str()
     };
-    if !ours {
+    if ops::domain_of(&p.op_type) != domain {
         return none();
     }
     let mut ctx = Ctx {

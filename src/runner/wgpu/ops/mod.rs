@@ -44,6 +44,17 @@ pub fn find(op: &str) -> Option<OpFn> {
         .or_else(|| norm::find(op))
 }
 
+/// The ops with shaders from the `ai.onnx.ml` domain; every other shader is for an op of the default domain.
+const ML_OPS: &[&str] = &["Binarizer"];
+
+/// The domain of the op type `op` that phantom's shader implements.
+pub fn domain_of(op: &str) -> &'static str {
+    match ML_OPS.contains(&op) {
+        true => "ai.onnx.ml",
+        false => "ai.onnx",
+    }
+}
+
 /// Every op type with a shader path (for `phantom devices --ops` and the README).
 pub fn covered() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = [
