@@ -2,7 +2,9 @@
 //! per batch of dispatches) in f32, f16 with f32 accumulation and f16 with f16 accumulation; then end-to-end model
 //! time (`WgpuRunner::run`: every node dispatched and every value read back, as `phantom onnx --ep wgpu` does).
 //!
-//! `cargo bench --bench wgpu_throughput [-- MODEL.onnx ...]` (release). Prints one line per measurement.
+//! `cargo bench --bench wgpu_throughput [-- MODEL.onnx ...]` (release). Prints one line per measurement. Sizes:
+//! `PHANTOM_BENCH_MATMUL=256,512,1024` (square n×n×n) and `PHANTOM_BENCH_CONV=64` (channels of a 3×3 convolution
+//! on 56×56). `benches/vendor_gemm.py` measures the vendor library at the same sizes and prints the ratios.
 
 use std::time::Instant;
 
@@ -32,7 +34,8 @@ fn upload(gpu: &Gpu, v: &[f32]) -> Buf {
     gpu.upload(&bytes)
 }
 
-/// Seconds per dispatch of `shader`, averaged over `reps` after one warm-up.
+/// Seconds per dispatch of `shader`: one warm-up, then as many repetitions as fill about half a second
+/// (at least `min_reps`), averaged.
 #[allow(clippy::too_many_arguments)]
 fn time(
     gpu: &Gpu,
@@ -42,7 +45,7 @@ fn time(
     ins: &[Option<&Buf>],
     out: &Buf,
     g: [u32; 3],
-    reps: usize,
+    min_reps: usize,
 ) -> f64 {
     let run = |k: usize| {
         let mut enc = gpu.encoder("bench");
@@ -53,7 +56,10 @@ fn time(
         gpu.submit(enc);
         gpu.read(&[(out, 4)]).unwrap();
     };
+    let t = Instant::now();
     run(1);
+    let once = t.elapsed().as_secs_f64();
+    let reps = ((0.5 / once) as usize).clamp(min_reps, 200);
     let t = Instant::now();
     run(reps);
     t.elapsed().as_secs_f64() / reps as f64
@@ -73,7 +79,6 @@ fn matmul(gpu: &Gpu, n: usize) -> f64 {
     p[7] = 1;
     p[27] = 1f32.to_bits();
     let g = [n.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
-    let reps = if n >= 1024 { 2 } else { 5 };
     let s = time(
         gpu,
         "linalg/matmul",
@@ -82,7 +87,7 @@ fn matmul(gpu: &Gpu, n: usize) -> f64 {
         &[Some(&a), Some(&b), None],
         &y,
         g,
-        reps,
+        2,
     );
     2.0 * (n as f64).powi(3) / s / 1e9
 }
@@ -105,6 +110,14 @@ fn conv(gpu: &Gpu, c: usize, hw: usize) -> (f64, f64) {
     (flops / direct / 1e9, flops / gemm / 1e9)
 }
 
+/// Sizes from a comma-separated environment variable (`PHANTOM_BENCH_MATMUL=1024,4096`), else `default`.
+fn sizes(var: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(var)
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
 fn main() {
     let adapter =
         device::pick(std::env::var("PHANTOM_ADAPTER").ok().as_deref()).expect("a wgpu adapter");
@@ -124,13 +137,15 @@ fn main() {
     modes.push((h, Accum::Storage, "f16 storage, f16 accumulate"));
     for (mode, acc, label) in modes {
         let gpu = Gpu::open(&adapter, mode, acc).expect("device");
-        for n in [256, 512, 1024] {
+        for n in sizes("PHANTOM_BENCH_MATMUL", &[256, 512, 1024]) {
             println!("matmul {n}x{n}x{n} {label}: {:.2} GFLOP/s", matmul(&gpu, n));
         }
-        let (direct, gemm) = conv(&gpu, 64, 56);
-        println!(
-            "conv 3x3 64ch 56x56 {label}: direct {direct:.2} GFLOP/s, implicit GEMM {gemm:.2} GFLOP/s"
-        );
+        for c in sizes("PHANTOM_BENCH_CONV", &[64]) {
+            let (direct, gemm) = conv(&gpu, c, 56);
+            println!(
+                "conv 3x3 {c}ch 56x56 {label}: direct {direct:.2} GFLOP/s, implicit GEMM {gemm:.2} GFLOP/s"
+            );
+        }
     }
     let args: Vec<String> = std::env::args()
         .skip(1)

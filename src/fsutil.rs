@@ -147,3 +147,34 @@ pub fn process_limit() -> Option<usize> {
 pub fn input_budget() -> usize {
     memory_budget() / 4
 }
+
+/// Writes `bytes` to `path` through a temporary sibling and a rename; on any failure the temporary file is
+/// removed and the error names `path` (never the temporary).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let fail = |reason: String| Error::Write {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if path.is_dir() {
+        return Err(fail("it is a directory; give a file name".into()));
+    }
+    if path.symlink_metadata().is_ok() && !path.exists() {
+        return Err(fail(
+            "it is a symbolic link to nothing; remove it or give another name".into(),
+        ));
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
+        std::process::id()
+    ));
+    let written = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e.to_string())
+    })
+}

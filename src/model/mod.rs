@@ -5,6 +5,7 @@
 
 pub mod cut;
 pub mod dims;
+pub mod external;
 pub mod functions;
 pub mod image;
 pub mod import;

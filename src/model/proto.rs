@@ -144,18 +144,7 @@ pub fn tensor_from_proto(p: &TensorProto, base: Option<&Path>) -> Result<Tensor>
     let format = Format::from_onnx(p.data_type);
     let external;
     let raw: &[u8] = if p.data_location == Some(1) {
-        let need = match format {
-            Some(f) => Some(f.packed_bytes(n)),
-            None => n.checked_mul(dtype.size()).filter(|_| dtype.size() > 0),
-        };
-        let name = format.map_or(dtype.name(), |f| f.name());
-        let need = need.ok_or_else(|| {
-            bad_tensor(
-                p,
-                format!("external {name} data of dims {shape:?} cannot be sized"),
-            )
-        })?;
-        external = external_bytes(p, base, &shape, need, name)?;
+        external = external_data(p, base, &shape, n)?;
         &external
     } else {
         &p.raw_data
@@ -223,6 +212,41 @@ fn bad_tensor(p: &TensorProto, reason: String) -> Error {
         name: p.name.clone(),
         reason,
     }
+}
+
+/// The bytes of `p`'s external data: its `n` elements of its type, packed as ONNX stores them.
+fn external_data(
+    p: &TensorProto,
+    base: Option<&Path>,
+    shape: &[usize],
+    n: usize,
+) -> Result<Vec<u8>> {
+    let dtype = DType::from_onnx(p.data_type);
+    let format = Format::from_onnx(p.data_type);
+    let need = match format {
+        Some(f) => Some(f.packed_bytes(n)),
+        None => n.checked_mul(dtype.size()).filter(|_| dtype.size() > 0),
+    };
+    let name = format.map_or(dtype.name(), |f| f.name());
+    let need = need.ok_or_else(|| {
+        bad_tensor(
+            p,
+            format!("external {name} data of dims {shape:?} cannot be sized"),
+        )
+    })?;
+    external_bytes(p, base, shape, need, name)
+}
+
+/// The bytes of a tensor as ONNX stores them (from its external data, or its `raw_data`); `None` for a tensor
+/// held in a typed field (`float_data`, `string_data`...).
+pub fn stored_bytes(p: &TensorProto, base: Option<&Path>) -> Result<Option<Vec<u8>>> {
+    if p.data_location != Some(1) {
+        return Ok((!p.raw_data.is_empty()).then(|| p.raw_data.clone()));
+    }
+    let shape = shape_of(p)?;
+    let n = crate::tensor::checked_nbytes(&shape, 1)
+        .ok_or_else(|| bad_tensor(p, format!("its dims {shape:?} have too many elements")))?;
+    external_data(p, base, &shape, n).map(Some)
 }
 
 /// The bytes of `p`'s external data (`need` bytes of type `name`, dims `shape`), from the file its `location`

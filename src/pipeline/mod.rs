@@ -350,7 +350,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
                 "--save-target-model: this target runs MODEL itself; there is no converted model to save".into(),
             )
         })?;
-        crate::report::json::write_atomic(path, &own.bytes)?;
+        crate::model::external::save(&own.bytes, &own.path, path)?;
     }
     Ok(Prepared {
         graph,

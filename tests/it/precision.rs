@@ -708,3 +708,75 @@ fn constants_read_only_in_float32_stay_float32() {
         .unwrap();
     assert_eq!(c.data_type, 1, "the Constant became {:?}", c);
 }
+
+/// A model that keeps its weights in external data is converted to one that does too (protobuf caps an inline
+/// model at 2 GiB, so a converted decoder of a billion parameters cannot be inline), computing the same numbers
+/// as the inline model's conversion; `--save-target-model` writes the data beside the saved model, and the
+/// temporary directory holding it during the run is gone afterwards.
+#[test]
+fn conversion_of_an_external_data_model_keeps_its_weights_outside() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let src = model("convnet.onnx");
+    let mut proto = pb::ModelProto::decode(std::fs::read(&src).unwrap().as_slice()).unwrap();
+    let ext = dir.path().join("convnet.onnx");
+    phantom::model::external::externalize(&mut proto, src.parent(), &ext).unwrap();
+    std::fs::write(&ext, proto.encode_to_vec()).unwrap();
+    let run = |m: &Path, tag: &str| {
+        let json = dir.path().join(format!("{tag}.json"));
+        let saved = dir.path().join(format!("{tag}.fp16.onnx"));
+        let args = [
+            "onnx",
+            m.to_str().unwrap(),
+            "--precision",
+            "fp16",
+            "--save-target-model",
+            saved.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        let (code, out, err) =
+            crate::common::phantom_env(&args, &[("PHANTOM_SPILL_DIR", spill.to_str().unwrap())]);
+        assert_eq!(code, 0, "{out}{err}");
+        (read_json(&json), saved)
+    };
+    let (inline, inline_saved) = run(&src, "inline");
+    let (external, saved) = run(&ext, "external");
+    let worst = |r: &serde_json::Value| -> Vec<f64> {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["values"][0]["metrics"]["max_abs"].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(worst(&inline), worst(&external), "same numbers either way");
+    assert!(!phantom::model::external::data_path(&inline_saved).exists());
+    let data = phantom::model::external::data_path(&saved);
+    let m = pb::ModelProto::decode(std::fs::read(&saved).unwrap().as_slice()).unwrap();
+    let big: Vec<_> = m
+        .graph
+        .unwrap()
+        .initializer
+        .into_iter()
+        .filter(|t| t.dims.iter().product::<i64>() >= 512)
+        .collect();
+    assert!(!big.is_empty());
+    for t in &big {
+        assert_eq!(t.data_type, 10, "{} in fp16", t.name);
+        let loc = t
+            .external_data
+            .iter()
+            .find(|e| e.key == "location")
+            .unwrap();
+        assert_eq!(loc.value, "external.fp16.onnx.data", "{}", t.name);
+    }
+    assert!(std::fs::metadata(&data).unwrap().len() >= 1024 * big.len() as u64);
+    assert_eq!(
+        std::fs::read_dir(&spill).unwrap().count(),
+        0,
+        "temporary data removed"
+    );
+}

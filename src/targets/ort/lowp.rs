@@ -9,7 +9,7 @@ use prost::Message;
 use tract_onnx::pb::ModelProto;
 
 use crate::error::{Error, Result};
-use crate::model::{self, Graph};
+use crate::model::{self, external, Graph};
 use crate::precision::conversion::ConversionReport;
 use crate::precision::convert::{convert, Conversion, ConvertOptions};
 use crate::precision::LowPrecision;
@@ -25,6 +25,20 @@ pub struct LowTarget {
     pub conversion: Conversion,
     /// Op types kept in float32 because ORT has no kernel for them at this precision.
     pub kept_for_ort: Vec<String>,
+    /// Where the converted weights are when the model keeps its weights in external data; removed when dropped.
+    pub data_dir: Option<tempfile::TempDir>,
+}
+
+/// A fresh directory for a converted model's data, under phantom's spill root.
+fn data_dir() -> Result<tempfile::TempDir> {
+    let root = crate::spill::root();
+    tempfile::Builder::new()
+        .prefix("phantom-converted-")
+        .tempdir_in(&root)
+        .map_err(|e| Error::Write {
+            path: root.clone(),
+            reason: format!("cannot make a directory for the converted model's weights: {e}"),
+        })
 }
 
 /// The op type in ORT's "Could not find an implementation for Op(13) node with name '...'" or "Type Error: Type
@@ -69,10 +83,23 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
         "{}.{suffix}.onnx",
         graph.path.with_extension("").display()
     ));
+    // A model with external data may be too large to encode whole once converted: its converted weights go to a
+    // data file of their own, in a directory phantom owns for the run.
+    let data_dir = match external::has_external(&proto) {
+        true => Some(data_dir()?),
+        false => None,
+    };
+    let path = match &data_dir {
+        Some(d) => d.path().join(path.file_name().unwrap_or_default()),
+        None => path,
+    };
     let mut kept_for_ort: Vec<String> = vec![];
     let mut seen: HashSet<String> = HashSet::new();
     loop {
-        let conversion = convert(&proto, graph.path.parent(), &opts)?;
+        let mut conversion = convert(&proto, graph.path.parent(), &opts)?;
+        if data_dir.is_some() {
+            external::externalize(&mut conversion.model, graph.path.parent(), &path)?;
+        }
         let mut low = model::surgery::finish(&path, conversion.model.clone())?;
         low.handed_on = graph.handed_on.clone();
         match ort.check_loads(&low) {
@@ -82,6 +109,7 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
                     graph: low,
                     conversion,
                     kept_for_ort,
+                    data_dir,
                 })
             }
             Err(e) => {

@@ -38,6 +38,8 @@ pub struct OrtTarget {
     cuts: Option<chunks::CutState>,
     /// Whether the next chunked run keeps its state for the one after it.
     keep_next: bool,
+    /// The directory holding a converted model's external data, for as long as the target runs it.
+    _converted_data: Option<tempfile::TempDir>,
 }
 
 impl OrtTarget {
@@ -125,6 +127,7 @@ impl OrtTarget {
             conversion: None,
             cuts: None,
             keep_next: false,
+            _converted_data: None,
         };
         if let Some(to) = spec.precision {
             t.convert(graph, to, &o.keep_fp32)?;
@@ -153,6 +156,7 @@ impl OrtTarget {
         };
         let low = lowp::build(graph, opts, &self.runner)?;
         self.conversion = Some(low.report());
+        self._converted_data = low.data_dir;
         self.runner.target_model = Some(low.graph);
         Ok(())
     }

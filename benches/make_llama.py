@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Write a Llama-style decoder from a config: the ops a TorchScript export of Hugging Face's Llama has (Gather
+embedding, RMSNorm as Pow/ReduceMean/Add/Sqrt/Div/Mul, rotary embedding with rotate_half as Slice/Neg/Concat,
+causal attention as MatMul/Div/Add/Softmax/MatMul, SiLU-gated MLP, lm_head), every weight in one external-data
+file `weights.bin`, written layer by layer (never all in memory). Input `input_ids` int64 [1, T]; output `logits`.
+
+Sizes of the benchmarks (issue 57): `--preset 1b` (hidden 2048, intermediate 5632, 22 layers, 1.26B parameters,
+fp32, 4.7 GiB), `--preset 3b` (hidden 3072, intermediate 8192, 28 layers, 3.4B, fp16), `--preset 7b` (hidden
+4096, intermediate 11008, 32 layers, 6.7B, fp16), `--preset tiny` (a few MB, for tests). Weights are drawn from
+numpy's default_rng(seed) with 1/sqrt(fan-in) scaling. Nothing here is committed: run it where the model is needed.
+
+usage: python3 benches/make_llama.py OUT_DIR [--preset tiny|1b|3b|7b] [--hidden H] [--intermediate I]
+       [--layers L] [--heads N] [--vocab V] [--tokens T] [--dtype fp32|fp16] [--seed S]
+"""
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+PRESETS = {
+    "tiny": dict(hidden=64, intermediate=176, layers=2, heads=4, vocab=256, dtype="fp32"),
+    "1b": dict(hidden=2048, intermediate=5632, layers=22, heads=32, vocab=32000, dtype="fp32"),
+    "3b": dict(hidden=3072, intermediate=8192, layers=28, heads=24, vocab=32000, dtype="fp16"),
+    "7b": dict(hidden=4096, intermediate=11008, layers=32, heads=32, vocab=32000, dtype="fp16"),
+}
+
+
+class Builder:
+    """Collects nodes and initializers; large weights go to the external file, small constants inline."""
+
+    def __init__(self, out, dtype, seed):
+        self.np = np.float16 if dtype == "fp16" else np.float32
+        self.elem = TensorProto.FLOAT16 if dtype == "fp16" else TensorProto.FLOAT
+        self.rng = np.random.default_rng(seed)
+        self.file = open(os.path.join(out, "weights.bin"), "wb")
+        self.offset, self.nodes, self.inits, self.params = 0, [], [], 0
+
+    def weight(self, name, dims, scale=None, fill=None):
+        n = int(np.prod(dims))
+        if fill is not None:
+            data = np.full(n, fill, dtype=self.np)
+        else:
+            data = (self.rng.standard_normal(n, dtype=np.float32) * scale).astype(self.np)
+        self.file.write(data.tobytes())
+        t = TensorProto(name=name, data_type=self.elem, dims=dims)
+        t.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", "weights.bin"), ("offset", str(self.offset)), ("length", str(data.nbytes))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        self.offset += data.nbytes
+        self.params += n
+        self.inits.append(t)
+        return name
+
+    def const(self, name, array):
+        self.inits.append(onnx.numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(self, op, name, inputs, **attrs):
+        out = f"{name}_output_0"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
+        return out
+
+
+def rms_norm(b, prefix, x, hidden):
+    w = b.weight(f"{prefix}.weight", [hidden], fill=1.0)
+    p = f"/{prefix}"
+    sq = b.node("Pow", f"{p}/Pow", [x, "two"])
+    var = b.node("ReduceMean", f"{p}/ReduceMean", [sq], axes=[-1], keepdims=1)
+    s = b.node("Sqrt", f"{p}/Sqrt", [b.node("Add", f"{p}/Add", [var, "eps"])])
+    normed = b.node("Mul", f"{p}/Mul", [x, b.node("Div", f"{p}/Div", ["one", s])])
+    return b.node("Mul", f"{p}/Mul_1", [w, normed])
+
+
+def linear(b, prefix, x, fan_in, fan_out):
+    w = b.weight(f"{prefix}.weight", [fan_in, fan_out], scale=fan_in**-0.5)
+    return b.node("MatMul", f"/{prefix}/MatMul", [x, w])
+
+
+def rotary(b, p, x):
+    """x [1, heads, T, d] -> x * cos + rotate_half(x) * sin."""
+    x1 = b.node("Slice", f"{p}/Slice", [x, "zero_1", "half", "minus_one_1"])
+    x2 = b.node("Slice", f"{p}/Slice_1", [x, "half", "big", "minus_one_1"])
+    rot = b.node("Concat", f"{p}/Concat", [b.node("Neg", f"{p}/Neg", [x2]), x1], axis=-1)
+    return b.node(
+        "Add", f"{p}/Add", [b.node("Mul", f"{p}/Mul", [x, "cos"]), b.node("Mul", f"{p}/Mul_1", [rot, "sin"])]
+    )
+
+
+def attention(b, i, x, c):
+    p = f"model.layers.{i}.self_attn"
+    h, n = c["hidden"], c["heads"]
+    heads = []
+    for proj in ("q", "k", "v"):
+        y = linear(b, f"{p}.{proj}_proj", x, h, h)
+        y = b.node("Reshape", f"/{p}/{proj}/Reshape", [y, "heads_shape"])
+        y = b.node("Transpose", f"/{p}/{proj}/Transpose", [y], perm=[0, 2, 1, 3])
+        heads.append(y)
+    q, k, v = heads
+    q, k = rotary(b, f"/{p}/q_rot", q), rotary(b, f"/{p}/k_rot", k)
+    kt = b.node("Transpose", f"/{p}/Transpose", [k], perm=[0, 1, 3, 2])
+    s = b.node("Div", f"/{p}/Div", [b.node("MatMul", f"/{p}/MatMul", [q, kt]), "sqrt_d"])
+    w = b.node("Softmax", f"/{p}/Softmax", [b.node("Add", f"/{p}/Add", [s, "mask"])], axis=-1)
+    o = b.node("Transpose", f"/{p}/Transpose_1", [b.node("MatMul", f"/{p}/MatMul_1", [w, v])], perm=[0, 2, 1, 3])
+    o = b.node("Reshape", f"/{p}/Reshape", [o, "hidden_shape"])
+    return linear(b, f"{p}.o_proj", o, h, h)
+
+
+def mlp(b, i, x, c):
+    p = f"model.layers.{i}.mlp"
+    h, m = c["hidden"], c["intermediate"]
+    gate = linear(b, f"{p}.gate_proj", x, h, m)
+    silu = b.node("Mul", f"/{p}/act_fn/Mul", [gate, b.node("Sigmoid", f"/{p}/act_fn/Sigmoid", [gate])])
+    up = linear(b, f"{p}.up_proj", x, h, m)
+    return linear(b, f"{p}.down_proj", b.node("Mul", f"/{p}/Mul", [silu, up]), m, h)
+
+
+def constants(b, c, t):
+    d = c["hidden"] // c["heads"]
+    f = b.np
+    inv = 1.0 / (10000.0 ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    ang = np.outer(np.arange(t, dtype=np.float64), inv)
+    ang = np.concatenate([ang, ang], axis=-1)
+    b.const("cos", np.cos(ang).astype(f)[None, None])
+    b.const("sin", np.sin(ang).astype(f)[None, None])
+    b.const("mask", np.triu(np.full((t, t), np.finfo(f).min, dtype=f), 1)[None, None])
+    b.const("two", np.array(2.0, f))
+    b.const("one", np.array(1.0, f))
+    b.const("eps", np.array(1e-5, f))
+    b.const("sqrt_d", np.array(np.sqrt(d), f))
+    b.const("zero_1", np.array([0], np.int64))
+    b.const("half", np.array([d // 2], np.int64))
+    b.const("big", np.array([np.iinfo(np.int64).max], np.int64))
+    b.const("minus_one_1", np.array([-1], np.int64))
+    b.const("heads_shape", np.array([1, t, c["heads"], d], np.int64))
+    b.const("hidden_shape", np.array([1, t, c["hidden"]], np.int64))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    for k in ("hidden", "intermediate", "layers", "heads", "vocab"):
+        ap.add_argument(f"--{k}", type=int)
+    ap.add_argument("--dtype", choices=["fp32", "fp16"])
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    c = dict(PRESETS[a.preset])
+    c.update({k: getattr(a, k) for k in ("hidden", "intermediate", "layers", "heads", "vocab", "dtype") if getattr(a, k)})
+    os.makedirs(a.out, exist_ok=True)
+    b, t, h = Builder(a.out, c["dtype"], a.seed), a.tokens, c["hidden"]
+    constants(b, c, t)
+    emb = b.weight("model.embed_tokens.weight", [c["vocab"], h], scale=1.0)
+    x = b.node("Gather", "/model/embed_tokens/Gather", [emb, "input_ids"])
+    for i in range(c["layers"]):
+        a_in = rms_norm(b, f"model.layers.{i}.input_layernorm", x, h)
+        x = b.node("Add", f"/model/layers.{i}/Add", [x, attention(b, i, a_in, c)])
+        m_in = rms_norm(b, f"model.layers.{i}.post_attention_layernorm", x, h)
+        x = b.node("Add", f"/model/layers.{i}/Add_1", [x, mlp(b, i, m_in, c)])
+    x = rms_norm(b, "model.norm", x, h)
+    w = b.weight("lm_head.weight", [h, c["vocab"]], scale=h**-0.5)
+    b.nodes.append(helper.make_node("MatMul", [x, w], ["logits"], name="/lm_head/MatMul"))
+    b.file.close()
+    graph = helper.make_graph(
+        b.nodes,
+        "llama",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+        [helper.make_tensor_value_info("logits", b.elem, [1, t, c["vocab"]])],
+        b.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="make_llama.py", ir_version=8)
+    onnx.save(model, os.path.join(a.out, "llama.onnx"))
+    print(f"{a.out}/llama.onnx: {b.params / 1e9:.3g}B parameters, {b.offset / (1 << 30):.2f} GiB of {c['dtype']} weights")
+
+
+if __name__ == "__main__":
+    main()
