@@ -3,7 +3,7 @@
 //! (copied only when its axes are not already in that order), batch axes broadcast where an operand has extent 1,
 //! and the result is permuted back to the output's axis order.
 
-use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use ndarray::{ArrayD, ArrayViewD, CowArray, IxDyn};
 use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat};
@@ -21,12 +21,14 @@ pub struct Roles {
     pub k: Vec<(usize, usize)>,
 }
 
-/// `a` with its axes in the order `order`, contiguous.
-fn arranged(a: &ArrayViewD<f64>, order: &[usize]) -> ArrayD<f64> {
-    a.view()
-        .permuted_axes(IxDyn(order))
-        .as_standard_layout()
-        .into_owned()
+/// `a` with its axes in the order `order`, contiguous: the operand itself where it already is (a weight matrix
+/// read as stored), a copy only where it is not.
+fn arranged<'a>(a: &ArrayViewD<'a, f64>, order: &[usize]) -> CowArray<'a, f64, IxDyn> {
+    let v = a.clone().permuted_axes(IxDyn(order));
+    match v.is_standard_layout() {
+        true => CowArray::from(v),
+        false => CowArray::from(v.as_standard_layout().into_owned()),
+    }
 }
 
 fn extent(shape: &[usize], axes: impl Iterator<Item = usize>) -> usize {
@@ -114,12 +116,11 @@ pub fn contract(a: ArrayViewD<f64>, b: ArrayViewD<f64>, r: &Roles) -> Option<Arr
         perm[theirs] = ours;
     }
     let result = ArrayD::from_shape_vec(IxDyn(&shape), out).ok()?;
-    Some(
-        result
-            .permuted_axes(IxDyn(&perm))
-            .as_standard_layout()
-            .into_owned(),
-    )
+    let result = result.permuted_axes(IxDyn(&perm));
+    Some(match result.is_standard_layout() {
+        true => result,
+        false => result.as_standard_layout().into_owned(),
+    })
 }
 
 /// Element strides of an operand's batch axes in its arranged layout (0 on axes where it is broadcast).
