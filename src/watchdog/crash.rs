@@ -73,12 +73,23 @@ fn message(sig: i32, at: Option<&[String; 3]>) -> Line {
             l.push(b"`");
         }
     }
-    l.push(
-        b"\n  hint: the engine running there crashed, which says nothing about the model's numbers; with ONNX \
-Runtime, another --ort-opt-level often avoids an optimizer's crash (ORT 1.31.1 crashes at `all` on some fp16 \
-models). Please report it to that engine with the model\n",
-    );
+    l.push(hint(sig));
     l
+}
+
+/// What to do next. A bus error is a read from a memory-mapped file whose bytes are not there: seen when ONNX
+/// Runtime's CUDA provider library had been unpacked from a cut-off archive.
+fn hint(sig: i32) -> &'static [u8] {
+    #[cfg(unix)]
+    if sig == libc::SIGBUS {
+        return b"\n  hint: a bus error is a read from a file mapped into memory whose bytes are missing: a library \
+or data file that is cut short or was replaced while phantom ran. Check that ONNX Runtime's libraries (`phantom \
+runtimes` names them) and the model's external-data files are whole, and that /dev/shm is not full\n";
+    }
+    let _ = sig;
+    b"\n  hint: the engine running there crashed, which says nothing about the model's numbers; with ONNX \
+Runtime, another --ort-opt-level often avoids an optimizer's crash (ORT 1.31.1 crashes at `all` on some fp16 \
+models). Please report it to that engine with the model\n"
 }
 
 #[cfg(unix)]
@@ -112,10 +123,13 @@ mod tests {
             ),
             "{full}"
         );
+        assert!(full.contains("another --ort-opt-level"), "{full}");
         let bare = text(message(libc::SIGBUS, None));
         assert!(
             bare.starts_with("error: phantom crashed with a bus error (SIGBUS)\n"),
             "{bare}"
         );
+        assert!(bare.contains("cut short"), "{bare}");
+        assert!(!bare.contains("--ort-opt-level"), "{bare}");
     }
 }
