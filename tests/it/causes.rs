@@ -75,3 +75,47 @@ fn a_culprit_wrong_on_its_own_lists_no_upstream_cancellation() {
     assert_eq!(kinds.first(), Some(&"weights_differ"), "{out}");
     assert!(!kinds.contains(&"cancellation"), "{kinds:?}: {out}");
 }
+
+/// A causal mask added to attention scores (broadcast over heads) does not cancel: each element is either a score
+/// plus 0 or −3.4e38 plus a score. The cancellation factor is taken element by element, operands broadcast to the
+/// result; before, the largest operand anywhere was set against the smallest result anywhere (a factor of 1e44).
+#[test]
+fn a_broadcast_mask_is_no_cancellation() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("mask.onnx");
+    let t = 8;
+    let mask: Vec<f32> = (0..t * t)
+        .map(|i| if i % t > i / t { f32::MIN } else { 0.0 })
+        .collect();
+    let mut softmax = node("Softmax", &["s"], "p");
+    softmax.attribute.push(crate::common::attr_int("axis", -1));
+    let graph = pb::GraphProto {
+        name: "masked_scores".into(),
+        node: vec![node("Add", &["x", "mask"], "s"), softmax],
+        initializer: vec![f32_tensor("mask", vec![1, 1, t as i64, t as i64], mask)],
+        input: vec![value("x", &[1, 2, t as i64, t as i64])],
+        output: vec![value("p", &[1, 2, t as i64, t as i64])],
+        ..Default::default()
+    };
+    write_model(&m, graph, 13);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--precision",
+        "fp16",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    let r = read_json(&json);
+    let s = (r["verdict"]["culprits"].as_array().unwrap().iter())
+        .find(|c| c["node"] == "s")
+        .unwrap_or_else(|| panic!("{out}"));
+    let kinds: Vec<&str> = (s["causes"].as_array().unwrap().iter())
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"initializer_range"), "{kinds:?}: {out}");
+    assert!(!kinds.contains(&"cancellation"), "{kinds:?}: {out}");
+}

@@ -197,20 +197,16 @@ pub(super) fn cancellation(ev: &Evidence, value: &str, l: Limits) -> Option<Caus
     let a = ev.value(node.inputs.first()?)?;
     let b = ev.value(node.inputs.get(1)?)?;
     let y = ev.value(value)?;
-    let f = if a.shape() == y.shape() && b.shape() == y.shape() {
-        a.iter()
-            .zip(b.iter())
-            .zip(y.iter())
-            .filter(|((x, z), o)| x.is_finite() && z.is_finite() && o.is_finite())
-            .map(|((x, z), o)| x.abs().max(z.abs()) / o.abs().max(l.tiny))
-            .fold(0.0, f64::max)
-    } else {
-        max_abs(&a).max(max_abs(&b))
-            / y.iter()
-                .filter(|v| v.is_finite())
-                .fold(f64::INFINITY, |m, v| m.min(v.abs()))
-                .max(l.tiny)
-    };
+    // Element by element, operands broadcast to the result's shape: a large operand of one element and a small
+    // result of another (a mask's −3.4e38 beside an unmasked score) are no cancellation.
+    let (a, b) = (a.broadcast(y.shape())?, b.broadcast(y.shape())?);
+    let f = a
+        .iter()
+        .zip(b.iter())
+        .zip(y.iter())
+        .filter(|((x, z), o)| x.is_finite() && z.is_finite() && o.is_finite())
+        .map(|((x, z), o)| x.abs().max(z.abs()) / o.abs().max(l.tiny))
+        .fold(0.0, f64::max);
     (f * l.u > 1e-2).then(|| {
         let c = cause(
             CauseKind::Cancellation,
