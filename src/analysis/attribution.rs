@@ -316,6 +316,7 @@ mod tests {
             reason: None,
             shape: vec![4],
             target_dtype: Some(DType::F16),
+            judged_in: None,
             tolerance: Some(Tolerance {
                 atol: 1e-2,
                 rtol: 1e-2,

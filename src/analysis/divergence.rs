@@ -18,6 +18,7 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
         reason: Some(reason),
         shape: vec![],
         target_dtype: None,
+        judged_in: None,
         tolerance: None,
         metrics: None,
         reference_stats: None,
@@ -54,11 +55,13 @@ pub fn compare_pair(
         Ok(t) => t,
         Err(why) => return unchecked(name, format!("target: {why}"), is_output),
     };
-    let tolerance = tol.for_dtype(t.dtype()).with_floor(scaling.floor);
+    let judged = crate::compare::scales::judged_dtype(t.dtype(), scaling.source);
+    let tolerance = tol.for_dtype(judged).with_floor(scaling.floor);
     let mut v = unchecked(name, String::new(), is_output);
     v.reason = None;
     v.shape = t.shape().to_vec();
     v.target_dtype = Some(t.dtype());
+    v.judged_in = (judged != t.dtype()).then_some(judged);
     v.tolerance = Some(tolerance);
     if r.shape() != t.shape() {
         v.status = ValueStatus::Fail;

@@ -16,7 +16,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::model::Graph;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// RMS of every reference value recorded as the reference streams, and each value's activation operands.
 #[derive(Debug, Default)]
@@ -36,15 +36,54 @@ pub struct Scaling {
     pub operands: f64,
     /// For a value that only copies elements: the largest scale its sources were judged with (0 otherwise).
     pub floor: f64,
+    /// The coarsest float precision its computed operands were judged in ([`source_precision`]); a value finer
+    /// than it is judged in it.
+    pub source: Option<DType>,
 }
 
 impl From<f64> for Scaling {
     fn from(operands: f64) -> Scaling {
         Scaling {
             operands,
-            floor: 0.0,
+            ..Default::default()
         }
     }
+}
+
+/// Mantissa bits of a float type (`None` for others): what "coarser" means here.
+fn mantissa(d: DType) -> Option<u32> {
+    match d {
+        DType::F64 => Some(52),
+        DType::F32 => Some(23),
+        DType::F16 => Some(10),
+        DType::Bf16 => Some(7),
+        _ => None,
+    }
+}
+
+/// The precision a float value of `dtype` is judged in, computed from operands judged in `source`: the coarser of
+/// the two. A widening Cast or a float64 op fed float32 values adds no precision to what it was given.
+pub fn judged_dtype(dtype: DType, source: Option<DType>) -> DType {
+    match (
+        mantissa(dtype),
+        source.and_then(|s| mantissa(s).map(|m| (s, m))),
+    ) {
+        (Some(own), Some((s, m))) if m < own => s,
+        _ => dtype,
+    }
+}
+
+/// The coarsest precision the float `operands` were judged in, from their reports so far (operands not compared,
+/// such as graph inputs and weights, are exact and count for nothing).
+pub fn source_precision(
+    operands: &[String],
+    judged: impl Fn(&str) -> Option<DType>,
+) -> Option<DType> {
+    operands
+        .iter()
+        .filter_map(|o| judged(o))
+        .filter(|d| mantissa(*d).is_some())
+        .min_by_key(|d| mantissa(*d))
 }
 
 impl Scales {
@@ -253,5 +292,39 @@ mod tests {
         assert_eq!(judge(&joined, &joined_t, s.scaling("c").operands.into()), 1);
         s.set("c", crate::compare::pass::rms(&joined));
         assert_eq!(judge(&joined, &joined_t, s.scaling("r")), 0);
+    }
+
+    #[test]
+    fn a_value_is_judged_in_the_coarsest_precision_it_was_computed_from() {
+        use DType::*;
+        assert_eq!(
+            judged_dtype(F64, Some(F32)),
+            F32,
+            "a widening Cast adds no precision"
+        );
+        assert_eq!(
+            judged_dtype(F32, Some(F64)),
+            F32,
+            "a narrowing one keeps its own"
+        );
+        assert_eq!(judged_dtype(F32, Some(Bf16)), Bf16);
+        assert_eq!(
+            judged_dtype(I64, Some(F16)),
+            I64,
+            "integers compare exactly"
+        );
+        assert_eq!(
+            judged_dtype(F64, None),
+            F64,
+            "exact operands (inputs, weights) coarsen nothing"
+        );
+        let ops = ["a".to_string(), "b".to_string(), "w".to_string()];
+        let judged = |o: &str| match o {
+            "a" => Some(F32),
+            "b" => Some(F16),
+            _ => None,
+        };
+        assert_eq!(source_precision(&ops, judged), Some(F16));
+        assert_eq!(source_precision(&ops[2..], judged), None);
     }
 }

@@ -115,7 +115,12 @@ fn introduced(
                 Some(sp) => (Cow::Owned(sp.apply(&r)), Cow::Owned(sp.apply(t_iso))),
                 None => (r, Cow::Borrowed(t_iso)),
             };
-            let operands = cmp.scales.scaling(name);
+            // Fed the reference's values as the target stores them, the node alone is judged in the precision
+            // its value was judged in, in the graph.
+            let operands = crate::compare::Scaling {
+                source: reports.get(name.as_str()).and_then(|v| v.judged_in),
+                ..cmp.scales.scaling(name)
+            };
             let alone = analysis::compare_pair(
                 name,
                 Ok(&r),

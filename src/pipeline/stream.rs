@@ -12,6 +12,7 @@ use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::agreement;
 use crate::analysis::{self, attribution, culprit};
 use crate::bounded::Chunker;
+use crate::compare::scales::source_precision;
 use crate::compare::{Scales, Scaling};
 use crate::error::{Error, Result};
 use crate::report::model::{OpTiming, ValueReport};
@@ -103,6 +104,10 @@ pub fn compare(
                 let scaling = scales.scaling(name);
                 pairs.extend(pair_up(s, name, lanes, scaling));
                 for lane in lanes.iter_mut() {
+                    let source = source_precision(scales.operand_names(name), |o| {
+                        lane.reports.get(o).and_then(ValueReport::judged_dtype)
+                    });
+                    let scaling = Scaling { source, ..scaling };
                     let report = judge(s, name, &value, lane, (scaling, outputs.contains(name)));
                     lane.reports.insert(name.to_string(), report);
                 }

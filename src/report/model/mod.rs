@@ -289,6 +289,10 @@ pub struct ValueReport {
     pub shape: Vec<usize>,
     /// Element type the target produced.
     pub target_dtype: Option<DType>,
+    /// The coarser precision the value was judged in, where it was computed from values rounded to it (a float64
+    /// Softmax of a float32 value cast up carries float32's rounding; a widening Cast adds no precision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_in: Option<DType>,
     pub tolerance: Option<Tolerance>,
     pub metrics: Option<Metrics>,
     pub reference_stats: Option<Stats>,
@@ -313,6 +317,13 @@ pub struct ValueReport {
     /// target's decision because its input lay within its tolerance of the boundary, or the conversion is undefined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopted: Option<crate::runner::reference::decide::Adopted>,
+}
+
+impl ValueReport {
+    /// The precision this value was judged in: its own element type, or the coarser one it was computed from.
+    pub fn judged_dtype(&self) -> Option<DType> {
+        self.judged_in.or(self.target_dtype)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
