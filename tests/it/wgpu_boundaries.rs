@@ -248,3 +248,36 @@ fn trilu_keeps_the_kth_diagonal_in_both_modes() {
     assert_eq!(trilu(0, -1), [0., 0., 0., 4., 0., 0., 7., 8., 0.]);
     assert_eq!(trilu(1, 0), [1., 2., 3., 0., 5., 6., 0., 0., 9.]);
 }
+
+/// Integers cast to a float (sizes from shape arithmetic, as ONNX's AffineGrid function computes them) go to the
+/// device as an upload of their exact values, rounded once: 2^24 + 1 becomes 2^24 in f32, as a Cast rounds it.
+#[test]
+fn integers_cast_to_float_are_rounded_once_on_upload() {
+    if !have_adapter() {
+        return;
+    }
+    let mut cast = node("Cast", &["ints"], "f");
+    cast.attribute = vec![int("to", 1)];
+    let graph = pb::GraphProto {
+        name: "cast_ints".into(),
+        node: vec![cast, node("Add", &["f", "x0"], "y")],
+        input: vec![value("x0", &[4])],
+        initializer: vec![i64_tensor(
+            "ints",
+            vec![4],
+            vec![3, (1 << 24) + 1, 2049, -5],
+        )],
+        output: vec![pb::ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let Some(Tensor::F32(y)) = on_device_graph(graph, &[&[0.0; 4]]).remove("y") else {
+        panic!("no f32 y")
+    };
+    assert_eq!(
+        y.iter().copied().collect::<Vec<f32>>(),
+        [3.0, 16_777_216.0, 2049.0, -5.0]
+    );
+}

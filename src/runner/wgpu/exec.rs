@@ -424,7 +424,9 @@ fn device_op(gpu: &Gpu, p: &NodeProto, opset: i64, store: &mut Store) -> Result<
         "QLinearMatMul" => 1,
         _ => 0,
     };
-    if !ctx.is_float(data) {
+    // A Cast of integers to a float is an upload: the host's exact values, rounded once to the storage type.
+    let cast = matches!(p.op_type.as_str(), "Cast" | "CastLike");
+    if !ctx.is_float(data) && !cast {
         return Ok(Out::Host(format!(
             "{} of integer values: integer arithmetic runs on the host",
             p.op_type

@@ -354,6 +354,9 @@ fn cast(ctx: &mut Ctx) -> Result<Out> {
     // WGSL has no f64: a double is held in f32 on the device, as every f64 value of the run is (the report gives
     // such values as f32, judged at f32's tolerance).
     let to = if to == DType::F64 { DType::F32 } else { to };
+    if !ctx.is_float(0) {
+        return cast_integers(ctx, to);
+    }
     if !matches!(to, DType::F32 | DType::F16 | DType::Bf16) {
         return host(format!("host: Cast to {to} runs on the host"));
     }
@@ -363,6 +366,27 @@ fn cast(ctx: &mut Ctx) -> Result<Out> {
     }
     let v = DevVal { dtype: to, ..x };
     done(ctx, v)
+}
+
+/// Integers (sizes from shape arithmetic, held on the host) cast to a float: their exact values uploaded, rounded
+/// once to the device's storage type as a Cast rounds them. Integer targets stay on the host.
+fn cast_integers(ctx: &mut Ctx, to: DType) -> Result<Out> {
+    let op = &ctx.node.op_type;
+    let Some(t) = ctx
+        .host(0)
+        .filter(|_| matches!(to, DType::F32 | DType::F16))
+    else {
+        return host(format!(
+            "{op} of integer values: integer arithmetic runs on the host"
+        ));
+    };
+    let exact = Tensor::F64(t.to_f64_array());
+    let name = ctx.node.output[0].clone();
+    let v = upload_float(ctx.gpu, &exact, &name, &mut ctx.store.out_of_range)?;
+    match ctx.gpu.mode.is_f16() {
+        true => Ok(Out::Dev(vec![v])),
+        false => done(ctx, DevVal { dtype: to, ..v }),
+    }
 }
 
 fn batchnorm(ctx: &mut Ctx) -> Result<Out> {
