@@ -168,7 +168,8 @@ fn a_perturbed_cnn_in_three_segments_merges_into_the_whole_runs_verdict() {
     );
 }
 
-/// A transformer encoder in fp16 on ORT CPU, cut in three: clean or not, the same as the whole run.
+/// A transformer encoder in fp16 on ORT CPU, cut in three: clean or not, the same as the whole run; the merged
+/// report says that ORT CPU's float32 between its casts is what a cut cannot hand on.
 #[test]
 fn a_transformer_encoder_in_fp16_segments_like_the_whole_run() {
     ensure_runtime();
@@ -180,6 +181,13 @@ fn a_transformer_encoder_in_fp16_segments_like_the_whole_run() {
         &["--precision", "fp16"],
     );
     assert_same(&whole, &merged);
+    let notes = merged["notes"].to_string();
+    assert!(
+        notes.contains("values handed across cuts are stored in"),
+        "{notes}"
+    );
+    let whole_notes = whole["notes"].to_string();
+    assert!(!whole_notes.contains("handed across cuts"), "{whole_notes}");
 }
 
 /// An fp16 fault (a LayerNorm epsilon below fp16's range) found as precision-limited with its culprit and cause.
