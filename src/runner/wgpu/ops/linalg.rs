@@ -418,8 +418,8 @@ fn conv(ctx: &mut Ctx) -> Result<Out> {
 
 /// Whether the implicit-GEMM convolution beats the direct one on this kind of device. Measured
 /// (`benches/wgpu_throughput.rs`, 3×3 convolutions on 56×56): on lavapipe, a CPU, the tiled GEMM runs 3.2× the
-/// direct shader at 64 channels; on an NVIDIA H200 the direct shader runs 4.7–8.3× the GEMM at 64 and 256 channels
-/// (1.0–1.6 against 0.12–0.33 TFLOP/s).
+/// direct shader at 64 channels; on an NVIDIA H200 the direct shader runs 4.7–8.3× the GEMM in f32 and 6.0–11.7× in
+/// f16 at 64 and 256 channels (0.9–1.6 against 0.08–0.33 TFLOP/s).
 fn gemm_pays(device_type: &str) -> bool {
     device_type == "cpu"
 }
