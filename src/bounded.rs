@@ -11,8 +11,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::analysis::{self, culprit};
-use crate::compare::scales::source_precision;
-use crate::compare::{Scales, Scaling, ToleranceSpec};
+use crate::compare::{Scales, ToleranceSpec};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
@@ -185,12 +184,9 @@ impl<'a> Chunker<'a> {
             r.as_deref().map_err(|e| e.as_str()),
             t.as_deref().ok_or("not produced"),
             self.tol,
-            Scaling {
-                source: source_precision(self.scales.operand_names(name), |o| {
-                    self.reports.get(o).and_then(ValueReport::judged_dtype)
-                }),
-                ..self.scales.scaling(name)
-            },
+            self.scales.scaling_from(name, |o| {
+                self.reports.get(o).and_then(ValueReport::judged_dtype)
+            }),
             self.outputs.contains(name),
             self.heatmaps,
         );

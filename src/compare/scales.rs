@@ -164,6 +164,15 @@ impl Scales {
         s
     }
 
+    /// [`Scales::scaling`] with the precision `value`'s computed operands were judged in, as `judged` gives it
+    /// for each (a target's reports so far).
+    pub fn scaling_from(&self, value: &str, judged: impl Fn(&str) -> Option<DType>) -> Scaling {
+        Scaling {
+            source: source_precision(self.operand_names(value), judged),
+            ..self.scaling(value)
+        }
+    }
+
     /// The scaling `value` was judged with, once recorded.
     fn judged(&self, value: &str) -> Scaling {
         match self.carried.get(value) {

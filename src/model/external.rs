@@ -17,16 +17,6 @@ use crate::model::proto::stored_bytes;
 /// Initializers of fewer bytes stay inline.
 pub const MIN_EXTERNAL: usize = 1024;
 
-/// Whether any initializer of `proto`'s main graph lies in external data.
-pub fn has_external(proto: &ModelProto) -> bool {
-    let external = DataLocation::External as i32;
-    proto.graph.as_ref().is_some_and(|g| {
-        g.initializer
-            .iter()
-            .any(|t| t.data_location == Some(external))
-    })
-}
-
 /// The data file of the model at `model`: `<file name>.data` beside it.
 pub fn data_path(model: &Path) -> PathBuf {
     let mut name = model.file_name().unwrap_or_default().to_os_string();

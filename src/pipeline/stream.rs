@@ -12,7 +12,6 @@ use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::agreement;
 use crate::analysis::{self, attribution, culprit};
 use crate::bounded::Chunker;
-use crate::compare::scales::source_precision;
 use crate::compare::{Scales, Scaling};
 use crate::error::{Error, Result};
 use crate::report::model::{OpTiming, ValueReport};
@@ -104,10 +103,9 @@ pub fn compare(
                 let scaling = scales.scaling(name);
                 pairs.extend(pair_up(s, name, lanes, scaling));
                 for lane in lanes.iter_mut() {
-                    let source = source_precision(scales.operand_names(name), |o| {
+                    let scaling = scales.scaling_from(name, |o| {
                         lane.reports.get(o).and_then(ValueReport::judged_dtype)
                     });
-                    let scaling = Scaling { source, ..scaling };
                     let report = judge(s, name, &value, lane, (scaling, outputs.contains(name)));
                     lane.reports.insert(name.to_string(), report);
                 }

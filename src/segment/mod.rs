@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::{self, inputs::Inputs, Graph};
 use crate::pipeline::CompareSettings;
+use crate::runner::spec::Engine;
 use crate::tensor::DType;
 
 pub const PLAN_SCHEMA: &str = "phantom-plan/1";
@@ -196,4 +197,26 @@ pub fn peak_rss() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kib * 1024)
+}
+
+/// Where ONNX Runtime's CPU EP runs a float16/bfloat16 model (native, or phantom's conversion) cut into segments: it
+/// computes such nodes in float32 behind casts it inserts, so in a whole run a value's readers can get the float32
+/// value it never exposes, while a segment reads the value handed across the cut, rounded to the model's type. The
+/// merged figures of the nodes just after a cut can then differ from a whole run's by that rounding.
+fn low_precision_cuts_note(graph: &Graph, s: &CompareSettings, segments: usize) -> Option<String> {
+    let native = graph
+        .initializers
+        .values()
+        .any(|i| matches!(i.dtype, DType::F16 | DType::Bf16));
+    let on_cpu = s.targets.iter().any(|t| match &t.engine {
+        Engine::Ort(o) => o.provider == "cpu" && (native || t.precision.is_some()),
+        _ => false,
+    });
+    (segments > 1 && on_cpu).then(|| {
+        "values handed across cuts are stored in the model's float16/bfloat16 type, but ONNX Runtime's CPU EP \
+         computes such nodes in float32 behind casts it inserts: where a whole run's readers get a value in float32, \
+         a segment's get it rounded, so the merged figures of the nodes just after a cut can differ from a whole \
+         run's by that rounding"
+            .to_string()
+    })
 }

@@ -85,7 +85,7 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
     ));
     // A model with external data may be too large to encode whole once converted: its converted weights go to a
     // data file of their own, in a directory phantom owns for the run.
-    let data_dir = match external::has_external(&proto) {
+    let data_dir = match graph.initializers.values().any(|i| i.external) {
         true => Some(data_dir()?),
         false => None,
     };
