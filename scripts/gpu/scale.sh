@@ -4,7 +4,7 @@
 #
 #   STAGE wgpu: needs .gpu/p1 (phantom.zst, wgpu_throughput.zst, tools/, the first piece of ONNX Runtime's archive,
 #               whose head holds the CPU library) and .gl (Vulkan loader debs). Writes throughput.md, decoder-wgpu.txt.
-#   STAGE cuda: needs every piece .gpu/p1 … .gpu/pN. Writes decoder-cuda.txt.
+#   STAGE cuda: needs every piece .gpu/p1 … .gpu/pN. Writes decoder-cuda.txt. FP16_ONLY=1: only the fp16 runs.
 #
 # Each measured command is wrapped in `peak`: wall time, peak host memory (RSS of the process tree) and peak GPU
 # memory (nvidia-smi, sampled every 0.2 s).
@@ -24,8 +24,8 @@ ldconfig -p | grep -q libvulkan.so.1 || echo "no Vulkan loader"
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 Z() { LD_LIBRARY_PATH="$PWD/.gpu/p1/tools" .gpu/p1/tools/zstd "$@"; }
 [ -x "$W/phantom" ] || Z -q -d -f .gpu/p1/phantom.zst -o "$W/phantom"
-[ -x "$W/wgpu_throughput" ] || Z -q -d -f .gpu/p1/wgpu_throughput.zst -o "$W/wgpu_throughput"
-chmod +x "$W/phantom" "$W/wgpu_throughput"
+[ ! -f .gpu/p1/wgpu_throughput.zst ] || [ -x "$W/wgpu_throughput" ] || Z -q -d -f .gpu/p1/wgpu_throughput.zst -o "$W/wgpu_throughput"
+chmod +x "$W/phantom"; [ -f "$W/wgpu_throughput" ] && chmod +x "$W/wgpu_throughput"
 P=$W/phantom
 export PHANTOM_NO_INSTALL=1 PYTHONUNBUFFERED=1
 
@@ -80,10 +80,12 @@ if [ "$STAGE" = cuda ]; then
   fi
   export ORT_DYLIB_PATH=$W/ort/libonnxruntime.so.1.31.1
   M=$(decoder)
+  if [ -z "${FP16_ONLY:-}" ]; then
   peak ort-cuda timeout 90 "$P" run "$M" --runner target --ep cuda
   peak ort-cuda-all timeout 90 "$P" run "$M" --runner target --ep cuda --all-values
   peak decoder-cuda timeout 200 "$P" onnx "$M" --ep cuda --json "$OUT/decoder-cuda.json"
   peak decoder-cuda-notf32 timeout 200 "$P" onnx "$M" --ep cuda --ep-option use_tf32=0
+  fi
   peak ort-cuda-fp16 timeout 90 "$P" run "$M" --runner target --ep cuda --precision fp16
   peak ort-cuda-fp16-all timeout 90 "$P" run "$M" --runner target --ep cuda --precision fp16 --all-values
   peak decoder-cuda-fp16 timeout 200 "$P" onnx "$M" --ep cuda --precision fp16 --json "$OUT/decoder-cuda-fp16.json"
