@@ -25,12 +25,12 @@ use crate::tensor::Tensor;
 pub const CHUNK_SHARE: usize = 4;
 
 /// Bytes of reference values one chunk holds within `budget` on `graph`: the run's own copies of the model take
-/// their part of the budget first (tract's weights in f64, the model's bytes, and as much again for the chunk's
+/// their part of the budget first (the reference's weights as it holds them, the model's bytes, and as much again for the chunk's
 /// session in ONNX Runtime, which holds the weights it reads), leaving values at least a quarter of it, and one chunk
 /// of reference values takes [`CHUNK_SHARE`]'s share of that.
 pub fn chunk_bytes(budget: usize, graph: &Graph) -> usize {
     let model = graph
-        .f64_weight_bytes()
+        .reference_weight_bytes()
         .saturating_add(2 * graph.bytes.len() as u64);
     let values = (budget as u64).saturating_sub(model).max(budget as u64 / 4);
     usize::try_from(values / CHUNK_SHARE as u64)
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn a_chunk_is_a_quarter_of_what_the_model_leaves() {
         let g = crate::model::import::load(std::path::Path::new("models/convnet.onnx")).unwrap();
-        let model = g.f64_weight_bytes() as usize + 2 * g.bytes.len();
+        let model = g.reference_weight_bytes() as usize + 2 * g.bytes.len();
         let budget = 64 * model;
         assert_eq!(
             super::chunk_bytes(budget, &g),

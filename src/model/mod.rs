@@ -3,6 +3,7 @@
 //! Import reads the protobuf only for structure (the runners get the original bytes), so nothing the model
 //! holds is lost or rewritten here. See [`import`] for what real-world files need.
 
+pub mod budget;
 pub mod cut;
 pub mod dims;
 pub mod external;
@@ -203,6 +204,33 @@ impl Graph {
             };
             acc.saturating_add(elems.saturating_mul(size))
         })
+    }
+
+    /// Bytes the f64 reference holds for the weights at once: float32/float16/bfloat16 weights of at least
+    /// [`budget::STORED_MIN_BYTES`] are kept as stored and widened as each is used (inline ones held as stored,
+    /// external ones memory-mapped and released after use), the largest of them widened to f64; other float weights
+    /// in f64; the rest as stored.
+    pub fn reference_weight_bytes(&self) -> u64 {
+        let (mut held, mut widest) = (0u64, 0u64);
+        for w in self.initializers.values() {
+            let elems = (w.dims.iter())
+                .try_fold(1u64, |n, &d| n.checked_mul(d.max(0) as u64))
+                .unwrap_or(u64::MAX);
+            let stored = elems.saturating_mul(w.dtype.size() as u64);
+            let narrow = matches!(w.dtype, DType::F32 | DType::F16 | DType::Bf16);
+            if narrow && stored >= budget::STORED_MIN_BYTES as u64 {
+                held = held.saturating_add(if w.external { 0 } else { stored });
+                widest = widest.max(elems.saturating_mul(8));
+            } else {
+                let size = if w.dtype.is_float() {
+                    8
+                } else {
+                    w.dtype.size() as u64
+                };
+                held = held.saturating_add(elems.saturating_mul(size));
+            }
+        }
+        held.saturating_add(widest)
     }
 
     /// Nodes consuming each value, in topological order.

@@ -1,6 +1,6 @@
 //! Conversions between ONNX `TensorProto` messages and host [`Tensor`]s (test_data_set `.pb` files, constants).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
@@ -259,25 +259,36 @@ fn external_bytes(
     name: &str,
 ) -> Result<Vec<u8>> {
     let bad = |reason: String| bad_tensor(p, reason);
-    let loc = p
-        .external_data
-        .iter()
-        .find(|e| e.key == "location")
-        .map(|e| e.value.clone());
-    let loc = loc.ok_or_else(|| bad("external data without a location".into()))?;
-    let path = base.unwrap_or(Path::new(".")).join(&loc);
-    let get = |k: &str| {
-        p.external_data
-            .iter()
-            .find(|e| e.key == k)
-            .and_then(|e| e.value.parse::<u64>().ok())
-    };
-    if let Some(len) = get("length").filter(|&l| l != need as u64) {
+    let (path, offset, length) =
+        external_location(p, base).ok_or_else(|| bad("external data without a location".into()))?;
+    let loc = path
+        .strip_prefix(base.unwrap_or(Path::new(".")))
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    if let Some(len) = length.filter(|&l| l != need as u64) {
         return Err(bad(format!(
             "{loc}: declared length {len} bytes, its dims {shape:?} of {name} need {need}"
         )));
     }
-    read_range(&path, get("offset").unwrap_or(0), need).map_err(|why| bad(format!("{loc}: {why}")))
+    read_range(&path, offset, need).map_err(|why| bad(format!("{loc}: {why}")))
+}
+
+/// Where `p`'s external data lies: the file its `location` names, beside `base`; the offset (0 when absent); and the
+/// declared length, if any. `None` without a location.
+pub fn external_location(
+    p: &TensorProto,
+    base: Option<&Path>,
+) -> Option<(PathBuf, u64, Option<u64>)> {
+    let entry = |k: &str| {
+        p.external_data
+            .iter()
+            .find(|e| e.key == k)
+            .map(|e| e.value.as_str())
+    };
+    let path = base.unwrap_or(Path::new(".")).join(entry("location")?);
+    let number = |k: &str| entry(k).and_then(|v| v.parse::<u64>().ok());
+    Some((path, number("offset").unwrap_or(0), number("length")))
 }
 
 /// `v` as an array of `shape`, or the error when their sizes differ.

@@ -95,34 +95,8 @@ fn spill_room(f64_bytes: u64) -> Result<(), String> {
     }
 }
 
-/// The f64 reference holds every weight in f64: a model whose weights alone, in f64, exceed the memory budget
-/// cannot run whole. That is an error that says how to cut it, not an abort when an allocation fails.
-pub fn weights_fit(graph: &crate::model::Graph) -> crate::error::Result<()> {
-    let f64_bytes = graph.f64_weight_bytes();
-    let budget = crate::fsutil::memory_budget();
-    if f64_bytes <= budget as u64 {
-        return Ok(());
-    }
-    Err(crate::error::Error::Usage(format!(
-        "{}: its weights take {} in f64, which the reference holds all at once, above phantom's memory budget of {} \
-         ({}): cut the model into segments that each fit (`phantom plan {} -o PLAN --segment-memory {}`, then \
-         `phantom segment` and `phantom merge`), or raise PHANTOM_MEMORY_BUDGET on a machine that has the memory",
-        graph.path.display(),
-        fmt_size(f64_bytes.min(usize::MAX as u64) as usize),
-        fmt_size(budget),
-        budget_source(),
-        graph.path.display(),
-        fmt_size(budget).replace(' ', ""),
-    )))
-}
-
-/// Where the budget comes from, for messages.
-fn budget_source() -> &'static str {
-    match std::env::var_os("PHANTOM_MEMORY_BUDGET") {
-        Some(_) => "PHANTOM_MEMORY_BUDGET",
-        None => "half this machine's memory, or of the process's memory limit where lower",
-    }
-}
+use crate::model::budget::budget_source;
+pub use crate::model::budget::weights_fit;
 
 /// Bytes a whole run holds at once for values of `f64_bytes` in f64: the target's copy (f32: half), and with
 /// attribution the reference values kept in f64, the expected-noise run's (half) and the per-node run's feeds and

@@ -87,8 +87,8 @@ pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool
     let noise_inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
     let asked = std::env::var("PHANTOM_NOISE_BESIDE").map_or(true, |v| v != "0");
     let shared = ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, noise_inputs));
-    // Two plans hold the weights twice (in f64) while both run.
-    let two_fit = 2 * p.graph.f64_weight_bytes() <= crate::fsutil::memory_budget() as u64;
+    // Two plans hold the weights twice while both run.
+    let two_fit = 2 * p.graph.reference_weight_bytes() <= crate::fsutil::memory_budget() as u64;
     let can = asked && crate::error::injected("noise").is_ok() && (shared || two_fit);
     // A store that cannot be made fails the same way on its own: the stage says so there.
     let Some(held) = can.then(|| store(s).ok()).flatten() else {

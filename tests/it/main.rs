@@ -52,6 +52,7 @@ mod sequences;
 mod slurm_real;
 mod slurm_recipe;
 mod snapshots;
+mod stored_weights;
 mod surgery;
 mod targets;
 mod verdicts;

@@ -29,6 +29,8 @@ mod rnn;
 mod rnn_act;
 pub mod select;
 mod shape_inputs;
+mod sizing;
+mod stored;
 pub use shape_inputs::InputFact;
 use shape_inputs::{facts_of, input_fact};
 mod symbols;
@@ -78,6 +80,17 @@ pub struct ReferenceRunner {
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
+/// How the widened model's large weights reach tract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weights {
+    /// Kept as the model stores them, widened each time they are used ([`stored`]).
+    Stored,
+    /// Widened up front and handed to tract one at a time ([`lazy`]).
+    Lazy,
+    /// Widened up front in the model.
+    Inline,
+}
+
 /// Nodes stood in for at most (each is one more parse of the model).
 const MAX_STAND_INS: usize = 32;
 
@@ -125,33 +138,6 @@ fn scalar_range(proto: &mut ModelProto, e: &TractError) -> bool {
 }
 
 impl ReferenceRunner {
-    /// Bytes in f64 of every value tract can size from the shapes of `inputs` (no value is read), by name. A model
-    /// tract cannot import is an error here (a panic in tract included), left for the run to report.
-    pub fn value_sizes(&self, graph: &Graph, inputs: &Inputs) -> Result<HashMap<String, u64>> {
-        self.sizes_from_facts(graph, &facts_of(graph, inputs))
-    }
-
-    /// Bytes in f64 of every value tract can size from the inputs' types and shapes alone (no value is read), by
-    /// name: a model's weights can be given as inputs of their shape, so nothing big is loaded.
-    pub fn sizes_from_facts(
-        &self,
-        graph: &Graph,
-        facts: &[InputFact],
-    ) -> Result<HashMap<String, u64>> {
-        let (typed, names, _) =
-            crate::error::guard("sizing values (tract)", || self.parse(graph, facts, false))?;
-        let mut sizes = HashMap::new();
-        for (o, name) in typed.outputs.iter().zip(names) {
-            let fact = typed
-                .outlet_fact(*o)
-                .map_err(|e| ref_err(graph, "sizing", e))?;
-            if let Some(dims) = fact.shape.as_concrete() {
-                sizes.insert(name, 8 * dims.iter().product::<usize>() as u64);
-            }
-        }
-        Ok(sizes)
-    }
-
     /// Parses the model into a typed tract model whose outputs are every value, in the order of the returned names.
     /// With `wide`, the model is first rewritten as float64 ([`widen`]) and patched where tract's expansions are not
     /// faithful ([`rewrite`]).
@@ -161,12 +147,24 @@ impl ReferenceRunner {
         facts: &[InputFact],
         wide: bool,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
-        self.parse_with(graph, facts, wide, true)
+        self.parse_with(graph, facts, wide, Weights::Stored)
+    }
+
+    /// The large float weights of `proto` (not yet widened) kept as stored ([`stored`]), unless
+    /// `PHANTOM_STORED_WEIGHTS` is `0`.
+    fn store(&self, graph: &Graph, proto: &mut ModelProto) -> Option<stored::Held> {
+        if std::env::var("PHANTOM_STORED_WEIGHTS").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        let g = proto.graph.as_mut()?;
+        let mut keep = overrides::reads(g);
+        keep.extend(widen::kept_f32(g));
+        stored::take(g, &keep, graph.path.parent(), self.round.as_ref())
     }
 
     /// The large weights of the widened `proto` moved to a store tract reads them from ([`lazy`]), unless
     /// `PHANTOM_LAZY_WEIGHTS` is `0`.
-    fn stored(&self, graph: &Graph, proto: &mut ModelProto) -> Option<std::sync::Arc<lazy::Lazy>> {
+    fn lazy(&self, graph: &Graph, proto: &mut ModelProto) -> Option<std::sync::Arc<lazy::Lazy>> {
         if std::env::var("PHANTOM_LAZY_WEIGHTS").is_ok_and(|v| v == "0") {
             return None;
         }
@@ -175,14 +173,14 @@ impl ReferenceRunner {
         lazy::move_out(g, &keep, model_dir(graph))
     }
 
-    /// [`Self::parse`]; with `store`, the widened model's large weights are handed to tract one at a time
-    /// ([`Self::stored`]), and a parse that fails that way is redone with every weight in the model.
+    /// [`Self::parse`], the widened model's large weights held as `weights` says; a parse that fails with weights
+    /// stored is redone with them lazy, and one that fails lazy with them inline.
     fn parse_with(
         &self,
         graph: &Graph,
         facts: &[InputFact],
         wide: bool,
-        store: bool,
+        weights: Weights,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
         let mut proto = ModelProto::decode(graph.bytes.as_slice())
             .map_err(|e| ref_err(graph, "decoding", e))?;
@@ -195,6 +193,14 @@ impl ReferenceRunner {
         }
         formats::carry(&mut proto, graph.path.parent())
             .map_err(|e| ref_err(graph, "decoding narrow number formats", e))?;
+        // Held until the model is typed: its ops then keep the weights they read.
+        let held = match (wide, weights) {
+            (true, Weights::Stored) => self.store(graph, &mut proto),
+            _ => None,
+        };
+        if weights == Weights::Stored && held.is_none() {
+            return self.parse_with(graph, facts, wide, Weights::Lazy);
+        }
         if wide {
             widen::widen(&mut proto, graph.path.parent(), self.round.as_ref())
                 .map_err(|e| ref_err(graph, "widening to f64", e))?;
@@ -205,14 +211,26 @@ impl ReferenceRunner {
         let opsets = proto.opset_import.clone();
         contrib::claim(proto.graph.as_mut().expect("checked above"), &opsets);
         contrib::drop_zipmaps(proto.graph.as_mut().expect("checked above"));
-        if let (true, Some(lazy)) = (wide && store, self.stored(graph, &mut proto)) {
+        if held.is_some() {
+            // With the weights as stored; anything else is redone with them widened up front.
+            if let Ok(Ok((typed, names))) = self.type_model(graph, facts, (wide, None), &proto) {
+                return self.typed(graph, facts, (typed, names), proto);
+            }
+            drop(held);
+            crate::model::budget::widened_weights_fit(graph)?;
+            return self.parse_with(graph, facts, wide, Weights::Lazy);
+        }
+        let lazy = (wide && weights == Weights::Lazy)
+            .then(|| self.lazy(graph, &mut proto))
+            .flatten();
+        if let Some(lazy) = lazy {
             // With the weights handed over one by one; anything else is redone with them in the model.
             if let Ok(Ok((typed, names))) =
                 self.type_model(graph, facts, (wide, Some(lazy)), &proto)
             {
                 return self.typed(graph, facts, (typed, names), proto);
             }
-            return self.parse_with(graph, facts, wide, false);
+            return self.parse_with(graph, facts, wide, Weights::Inline);
         }
         let mut stood = 0;
         let (typed, names) = loop {
@@ -237,7 +255,7 @@ impl ReferenceRunner {
         (typed, names): (TypedModel, Vec<String>),
         proto: ModelProto,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
-        within_memory(graph, &typed)?;
+        sizing::within_memory(graph, &typed)?;
         let known = windows::shapes(
             &typed,
             &names,
@@ -277,34 +295,6 @@ fn named_panics<T>(graph: &Graph, r: Result<T>) -> Result<T> {
         },
         other => other,
     })
-}
-
-/// Every value whose shape typing made concrete must fit the memory phantom plans with (a shape computed from the
-/// inputs, e.g. an Expand to 10⁶ × 10⁶, would otherwise abort the process when tract allocates it).
-fn within_memory(graph: &Graph, typed: &TypedModel) -> Result<()> {
-    let budget = crate::fsutil::memory_budget();
-    for node in typed.nodes() {
-        for o in &node.outputs {
-            let Some(shape) = o.fact.shape.as_concrete() else {
-                continue;
-            };
-            let bytes = crate::tensor::checked_nbytes(shape, o.fact.datum_type.size_of());
-            if bytes.is_none_or(|b| b > budget) {
-                return Err(ref_err(
-                    graph,
-                    "sizing",
-                    format!(
-                        "{} makes a value of shape {shape:?} ({}), beyond the memory phantom plans with ({}): \
-                         check the model's shapes, or give smaller input dims with --dim/--shape",
-                        node.name,
-                        bytes.map(crate::units::fmt_size).unwrap_or_else(|| "more bytes than can be addressed".into()),
-                        crate::units::fmt_size(budget)
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 impl Runner for ReferenceRunner {
@@ -378,6 +368,7 @@ impl ReferenceRunner {
             onnx.provider = lazy;
         }
         contrib::register(&mut onnx);
+        onnx.op_register.0.insert(stored::OP.into(), stored::build);
         let ParseResult {
             mut model,
             unresolved_inputs,

@@ -8,8 +8,8 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::SimpleState;
 
 use super::{
-    capture, decide, faithful, hook, overrides, pins, ref_err, select, symbols, to_f64, InputFact,
-    ReferenceRunner,
+    capture, decide, faithful, hook, overrides, pins, ref_err, select, stored, symbols, to_f64,
+    InputFact, ReferenceRunner,
 };
 use crate::error::Result;
 use crate::model::inputs::Inputs;
@@ -31,6 +31,8 @@ pub(super) struct Planned {
     pub(super) notes: Vec<String>,
     /// Decisions tract folded at import, adopted by pinning them.
     pub(super) adopted_folded: Vec<(String, decide::Adopted)>,
+    /// How the plan holds the model's weights, for the report's reference details ([`stored::held`]).
+    pub(super) weights: String,
 }
 
 impl ReferenceRunner {
@@ -57,6 +59,7 @@ impl ReferenceRunner {
         let labels = capture::labels_of(&t64, &names);
         capture::keep_graph_outputs(graph, &mut t64, &names)?;
         let plan = symbols::plan(t64).map_err(|e| ref_err(graph, "planning", e))?;
+        let weights = stored::held(plan.model());
         let onnx_of = capture::onnx_nodes(plan.model(), &producers);
         // The rewritten model holds every weight in f64 again: not kept through the run.
         let planned = Planned {
@@ -72,6 +75,7 @@ impl ReferenceRunner {
             },
             notes,
             adopted_folded,
+            weights,
             plan,
         };
         drop(proto);
@@ -117,6 +121,8 @@ impl ReferenceRunner {
         adopted.extend(planned.adopted_folded.iter().cloned());
         let notes = planned.notes.clone();
         let mut out = capture::run_output(graph, &planned.names, &ev.emitted, ev.precision, notes);
+        out.details
+            .insert("weights".into(), planned.weights.clone());
         out.adopted = adopted;
         Ok(out)
     }

@@ -228,6 +228,20 @@ const KEEP_F32: &[(&str, usize)] = &[
     ("Upsample", 1),
 ];
 
+/// The initializers of `g` read in a slot tract only accepts as float32 ([`KEEP_F32`]): left as they are.
+pub fn kept_f32(g: &GraphProto) -> HashSet<String> {
+    let inits: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    (g.node.iter())
+        .flat_map(|node| {
+            KEEP_F32
+                .iter()
+                .filter(|(op, _)| *op == node.op_type)
+                .filter_map(|(_, i)| node.input.get(*i).cloned())
+        })
+        .filter(|name| inits.contains(name.as_str()))
+        .collect()
+}
+
 /// A computed value in a slot tract only accepts as float32 (Resize scales made by a Concat or a Div) is float64 in
 /// the widened graph: a Cast to float32 is put in front of that slot. Returns the casts' outputs (kept as they are).
 fn cast_computed_f32_inputs(g: &mut GraphProto, inits: &HashSet<String>) -> Vec<String> {
@@ -281,17 +295,7 @@ fn widen_graph(
 ) -> Result<()> {
     widen_types(g);
     let inits: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
-    let mut keep: HashSet<String> = g
-        .node
-        .iter()
-        .flat_map(|node| {
-            KEEP_F32
-                .iter()
-                .filter(|(op, _)| *op == node.op_type)
-                .filter_map(|(_, i)| node.input.get(*i).cloned())
-        })
-        .filter(|name| inits.contains(name))
-        .collect();
+    let mut keep = kept_f32(g);
     keep.extend(cast_computed_f32_inputs(g, &inits));
     // Weights convert independently, on every core (a third of the reference's parse on a 28M-weight Swin-T).
     let widened = (g.initializer.par_iter_mut())
