@@ -8,6 +8,7 @@ usage: python3 benches/segment_bench.py MODEL [--ks 1,2,4,8] [--jobs 2] [--ulimi
 The model for the headline numbers: python3 benches/make_big_decoder.py /tmp/big --gb 4 (8 GiB of f64 weights).
 """
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -48,7 +49,7 @@ def main():
     if lim:
         code, dt, rss, last = run(["onnx", a.model, "--quiet", *a.rest], lim)
         print(f"whole model under a {lim:g} GiB limit: exit {code}, {dt:.1f} s, peak {rss:.0f} MiB: {last[:160]}")
-    print("| K | total s | plan s | boundary pass s (peak MiB) | segment jobs s | peak MiB per segment job | "
+    print("| K | total s | plan s | boundary pass s (peak MiB) | segment jobs s | peak MiB per segment job (plan's estimate) | "
           "merge s | verdict |")
     print("|---|---|---|---|---|---|---|---|")
     for k in [int(x) for x in a.ks.split(",")]:
@@ -73,7 +74,9 @@ def main():
             continue
         code, t_m, _, last = run(["merge", plan, "--quiet"], lim)
         total = time.time() - t0
-        peaks = " / ".join(f"{j[2]:.0f}" for j in jobs)
+        with open(os.path.join(plan, "plan.json")) as f:
+            estimates = [seg["estimate"]["job_bytes"] / (1 << 20) for seg in json.load(f)["segments"]]
+        peaks = " / ".join(f"{j[2]:.0f} (est. {e:.0f})" for j, e in zip(jobs, estimates))
         print(f"| {k} | {total:.1f} | {t_plan:.1f} | {t_b:.1f} ({rss_b:.0f}) | {t_s:.1f} | {peaks} | {t_m:.1f} | "
               f"{last[:60]} |", flush=True)
         shutil.rmtree(d, ignore_errors=True)

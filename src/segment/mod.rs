@@ -113,11 +113,12 @@ pub struct ByteRange {
 /// A segment's estimated peak memory.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Estimate {
-    /// One `phantom segment` job, both sides at once: 2.75× its weights in f64 (the cut model, the reference's
-    /// widened copy and tensors, ONNX Runtime's session; measured 2.7× on a MatMul stack of 0.5 and 1 GiB of fp32
-    /// weights per segment), its values as `phantom onnx` holds them, and 64 MiB for the process.
+    /// One `phantom segment` job, both sides at once: 2.5× its large float weights counted in float32 (the cut
+    /// model, the reference's stored copy, ONNX Runtime's session), 2.75× its small weights in f64, its values as
+    /// `phantom onnx` holds them, and 64 MiB for the process.
     pub job_bytes: u64,
-    /// The f64 reference: its weights in f64, plus the intermediates it holds (where sized).
+    /// The f64 reference: its large float weights as stored and the largest widened, its small weights in f64, plus
+    /// the intermediates it holds (where sized).
     pub reference_bytes: u64,
     /// The target: its weights as stored (plus the converted copy in fp16/bf16), plus its intermediates.
     pub target_bytes: u64,
