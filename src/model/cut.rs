@@ -12,7 +12,7 @@ use tract_onnx::pb::{
 };
 
 use crate::error::{Error, Result};
-use crate::model::proto::{tensor_from_proto, tensor_to_proto};
+use crate::model::proto::{stored_bytes, tensor_from_proto, tensor_to_proto};
 use crate::model::skeleton::Skeleton;
 use crate::model::surgery::base_name;
 use crate::model::types::infer;
@@ -146,13 +146,35 @@ fn feed(name: &str, types: &HashMap<String, i32>) -> Result<Feed> {
     })
 }
 
-/// The initializer with its data inline (external data read from beside `model`).
-fn inlined(t: TensorProto, model: &Graph) -> Result<TensorProto> {
+/// The initializer with its data inline: external data read from beside `model` into `raw_data`, as stored (one
+/// read, no decoding); a tensor whose bytes cannot be read so goes through the general decoder, which says why.
+fn inlined(mut t: TensorProto, model: &Graph) -> Result<TensorProto> {
     if t.data_location != Some(DataLocation::External as i32) {
         return Ok(t);
     }
-    let host = tensor_from_proto(&t, model.path.parent())?;
-    Ok(tensor_to_proto(&t.name, &host))
+    match stored_bytes(&t, model.path.parent()) {
+        Ok(Some(raw)) if shaped_bytes(&t) == Some(raw.len()) => {
+            t.raw_data = raw;
+            t.external_data.clear();
+            t.data_location = None;
+            Ok(t)
+        }
+        _ => {
+            let host = tensor_from_proto(&t, model.path.parent())?;
+            Ok(tensor_to_proto(&t.name, &host))
+        }
+    }
+}
+
+/// Bytes `t`'s dims need in its element type, where that type has a whole number of bytes per element.
+fn shaped_bytes(t: &TensorProto) -> Option<usize> {
+    let size = DType::from_onnx(t.data_type).size();
+    let elems = t.dims.iter().try_fold(1usize, |acc, &d| {
+        usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+    })?;
+    (size > 0 && crate::tensor::formats::Format::from_onnx(t.data_type).is_none())
+        .then(|| elems.checked_mul(size))
+        .flatten()
 }
 
 pub fn value_info(name: &str, code: i32, shape: Option<Vec<usize>>) -> ValueInfoProto {
