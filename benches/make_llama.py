@@ -100,6 +100,12 @@ def attention(b, i, x, c):
         heads.append(y)
     q, k, v = heads
     q, k = rotary(b, f"/{p}/q_rot", q), rotary(b, f"/{p}/k_rot", k)
+    if c.get("cache"):
+        # The cache of the steps before, then this step's keys and values: what the next step is fed.
+        k = b.node("Concat", f"/{p}/k_cat", [f"past_key_values.{i}.key", k], axis=2)
+        v = b.node("Concat", f"/{p}/v_cat", [f"past_key_values.{i}.value", v], axis=2)
+        b.nodes.append(helper.make_node("Identity", [k], [f"present.{i}.key"], name=f"/{p}/present_key"))
+        b.nodes.append(helper.make_node("Identity", [v], [f"present.{i}.value"], name=f"/{p}/present_value"))
     kt = b.node("Transpose", f"/{p}/Transpose", [k], perm=[0, 1, 3, 2])
     s = b.node("Div", f"/{p}/Div", [b.node("MatMul", f"/{p}/MatMul", [q, kt]), "sqrt_d"])
     w = b.node("Softmax", f"/{p}/Softmax", [b.node("Add", f"/{p}/Add", [s, "mask"])], axis=-1)
@@ -121,11 +127,19 @@ def constants(b, c, t):
     d = c["hidden"] // c["heads"]
     f = b.np
     inv = 1.0 / (10000.0 ** (np.arange(0, d, 2, dtype=np.float64) / d))
-    ang = np.outer(np.arange(t, dtype=np.float64), inv)
+    # With a cache, positions beyond the prompt are decoded one at a time: tables for twice the prompt.
+    ang = np.outer(np.arange(2 * t if c.get("cache") else t, dtype=np.float64), inv)
     ang = np.concatenate([ang, ang], axis=-1)
-    b.const("cos", np.cos(ang).astype(f)[None, None])
-    b.const("sin", np.sin(ang).astype(f)[None, None])
-    b.const("mask", np.triu(np.full((t, t), np.finfo(f).min, dtype=f), 1)[None, None])
+    suffix = "_table" if c.get("cache") else ""
+    b.const("cos" + suffix, np.cos(ang).astype(f)[None, None])
+    b.const("sin" + suffix, np.sin(ang).astype(f)[None, None])
+    if c.get("cache"):
+        b.const("one_i", np.array(1, np.int64))
+        b.const("two_i", np.array(2, np.int64))
+        b.const("two_1", np.array([2], np.int64))
+        b.const("zero_two", np.array([0, 1], np.int64))
+    else:
+        b.const("mask", np.triu(np.full((t, t), np.finfo(f).min, dtype=f), 1)[None, None])
     b.const("two", np.array(2.0, f))
     b.const("one", np.array(1.0, f))
     b.const("eps", np.array(1e-5, f))
@@ -134,8 +148,26 @@ def constants(b, c, t):
     b.const("half", np.array([d // 2], np.int64))
     b.const("big", np.array([np.iinfo(np.int64).max], np.int64))
     b.const("minus_one_1", np.array([-1], np.int64))
-    b.const("heads_shape", np.array([1, t, c["heads"], d], np.int64))
-    b.const("hidden_shape", np.array([1, t, c["hidden"]], np.int64))
+    b.const("heads_shape", np.array([1, -1 if c.get("cache") else t, c["heads"], d], np.int64))
+    b.const("hidden_shape", np.array([1, -1 if c.get("cache") else t, c["hidden"]], np.int64))
+
+
+def cached_positions(b, c, t):
+    """With a cache: rotary tables for positions past .. past + seq, and the causal mask [seq, past + seq], from the
+    shapes of `input_ids` and the first layer's past keys (tables precomputed for 2 `t` positions)."""
+    seq = b.node("Gather", "/pos/seq", [b.node("Shape", "/pos/ids_shape", ["input_ids"]), "one_i"], axis=0)
+    past = b.node("Gather", "/pos/past", [b.node("Shape", "/pos/past_shape", ["past_key_values.0.key"]), "two_i"],
+                  axis=0)
+    end = b.node("Add", "/pos/end", [past, seq])
+    starts = b.node("Unsqueeze", "/pos/starts", [past, "zero_1"])
+    ends = b.node("Unsqueeze", "/pos/ends", [end, "zero_1"])
+    for name in ("cos", "sin"):
+        b.nodes.append(helper.make_node("Slice", [f"{name}_table", starts, ends, "two_1"], [name], name=f"/pos/{name}"))
+    dims = b.node("Concat", "/pos/mask_dims", [b.node("Unsqueeze", "/pos/seq_1", [seq, "zero_1"]), ends], axis=0)
+    low = np.finfo(b.np).min
+    full = b.node("ConstantOfShape", "/pos/full", [dims], value=helper.make_tensor("v", b.elem, [1], [low]))
+    causal = b.node("Trilu", "/pos/causal", [full, b.node("Add", "/pos/k", [past, "one_i"])], upper=1)
+    b.nodes.append(helper.make_node("Unsqueeze", [causal, "zero_two"], ["mask"], name="/pos/mask"))
 
 
 def main():
@@ -147,12 +179,18 @@ def main():
     ap.add_argument("--dtype", choices=["fp32", "fp16"])
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", action="store_true",
+                    help="a KV-cache decoder (past_key_values.I.key/value in, present.I.key/value out, dynamic "
+                         "lengths; rotary tables for twice --tokens positions), for `phantom onnx --steps`")
     a = ap.parse_args()
     c = dict(PRESETS[a.preset])
+    c["cache"] = a.cache
     c.update({k: getattr(a, k) for k in ("hidden", "intermediate", "layers", "heads", "vocab", "dtype") if getattr(a, k)})
     os.makedirs(a.out, exist_ok=True)
     b, t, h = Builder(a.out, c["dtype"], a.seed), a.tokens, c["hidden"]
     constants(b, c, t)
+    if c["cache"]:
+        cached_positions(b, c, t)
     emb = b.weight("model.embed_tokens.weight", [c["vocab"], h], scale=1.0)
     x = b.node("Gather", "/model/embed_tokens/Gather", [emb, "input_ids"])
     for i in range(c["layers"]):
@@ -164,13 +202,15 @@ def main():
     w = b.weight("lm_head.weight", [h, c["vocab"]], scale=h**-0.5)
     b.nodes.append(helper.make_node("MatMul", [x, w], ["logits"], name="/lm_head/MatMul"))
     b.file.close()
-    graph = helper.make_graph(
-        b.nodes,
-        "llama",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
-        [helper.make_tensor_value_info("logits", b.elem, [1, t, c["vocab"]])],
-        b.inits,
-    )
+    seq = "seq" if c["cache"] else t
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, seq])]
+    outputs = [helper.make_tensor_value_info("logits", b.elem, [1, seq, c["vocab"]])]
+    d = h // c["heads"]
+    for i in range(c["layers"] if c["cache"] else 0):
+        for kv in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kv}", b.elem, [1, c["heads"], "past", d]))
+            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kv}", b.elem, [1, c["heads"], "total", d]))
+    graph = helper.make_graph(b.nodes, "llama", inputs, outputs, b.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="make_llama.py", ir_version=8)
     onnx.save(model, os.path.join(a.out, "llama.onnx"))
     print(f"{a.out}/llama.onnx: {b.params / 1e9:.3g}B parameters, {b.offset / (1 << 30):.2f} GiB of {c['dtype']} weights")

@@ -200,7 +200,9 @@ pub fn compare_steps(s: &CompareSettings) -> Result<(Report, Inputs)> {
     let mut lines = vec![];
     let mut shown: Option<(usize, Report, Inputs)> = None;
     for step in 0..s.steps {
+        let began = std::time::Instant::now();
         let f = stages(s, &mut p, t_all)?;
+        let took = began.elapsed().as_secs_f64();
         let report = f.reports.into_iter().next().expect("one target");
         let logits = |o: &HashMap<String, Tensor>| o.get(&decoder.logits).and_then(greedy);
         let (r_tok, t_tok) = (logits(&f.ref_outputs), logits(&f.target_outputs));
@@ -227,7 +229,7 @@ pub fn compare_steps(s: &CompareSettings) -> Result<(Report, Inputs)> {
             .unwrap_or_default();
         let status = format!("{:?}", report.verdict.status).to_lowercase();
         lines.push(format!(
-            "step {step}: {status} — `{}` {err}{first}{flip}",
+            "step {step}: {status} — `{}` {err}{first}{flip} ({took:.1} s)",
             decoder.logits
         ));
         let fails = report.verdict.status.fails(false);

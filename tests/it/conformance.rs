@@ -26,7 +26,7 @@ fn run(c: &mut Command) -> String {
 }
 
 /// The suite's virtual environment and its cases, made once under `work`.
-fn cases(work: &Path) -> (PathBuf, PathBuf) {
+pub fn cases(work: &Path) -> (PathBuf, PathBuf) {
     let (venv, cases) = (work.join("venv"), work.join("cases"));
     let python = venv.join("bin/python");
     let stamp = work.join("packages.txt");

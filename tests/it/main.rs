@@ -8,6 +8,7 @@ mod compare;
 mod conformance;
 mod contrib;
 mod decisions;
+mod decoder;
 mod degrade;
 mod determinism;
 mod devices;

@@ -68,6 +68,7 @@ mod tfidf;
 mod trees;
 mod trees5;
 mod trees_cls;
+mod trilu;
 mod unique;
 mod unpool;
 mod upsample;
@@ -260,6 +261,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| flex_attention::kernel(op))
         .or_else(|| image_decoder::kernel(op))
         .or_else(|| optional::kernel(op))
+        .or_else(|| trilu::kernel(op))
         .or_else(|| standin::kernel(op))
 }
 
@@ -369,6 +371,8 @@ fn claim_graph(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
     let pads = crop_pad::claimed_pads(g);
     // MatMuls of two vectors, which tract refuses.
     let dots = dot::claimed_dots(g);
+    // Trilus whose k a node computes, which tract cannot type.
+    let trilus = trilu::claimed(g);
     for (i, n) in g.node.iter_mut().enumerate() {
         for a in n.attribute.iter_mut() {
             for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
@@ -387,7 +391,12 @@ fn claim_graph(g: &mut GraphProto, opsets: &[OperatorSetIdProto]) -> usize {
             // ONNX-domain Attention, under its own name: plain `phantom.Attention` is com.microsoft's.
             n.op_type = format!("{PREFIX}{}", onnx_attention::OP);
             count += 1;
-        } else if claims(n) || integer_sums.contains(&i) || pads.contains(&i) || dots.contains(&i) {
+        } else if claims(n)
+            || integer_sums.contains(&i)
+            || pads.contains(&i)
+            || dots.contains(&i)
+            || trilus.contains(&i)
+        {
             n.op_type = format!("{PREFIX}{}", n.op_type);
             count += 1;
         }
@@ -485,6 +494,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(flex_attention::OPS)
         .chain(image_decoder::OPS)
         .chain(optional::OPS)
+        .chain(trilu::OPS)
         .chain(standin::OPS)
     {
         onnx.op_register
