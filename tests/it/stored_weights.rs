@@ -111,3 +111,89 @@ fn stored_weights_give_the_numbers_of_weights_widened_up_front() {
         );
     }
 }
+
+/// x [1, C, 1, 1] → BatchNormalization with C = 16384 (each parameter 64 KiB in float32, inline), beside a chain of
+/// eight MatMuls on z [1, 128] with 64 KiB float32 weights in external data. tract needs the statistics as constants
+/// while typing, so a stored parse cannot type the model and every weight is widened up front instead.
+fn wide_batchnorm(dir: &Path) -> std::path::PathBuf {
+    let c = 16384;
+    let param = |name: &str, f: fn(usize) -> f32| pb::TensorProto {
+        name: name.into(),
+        data_type: 1,
+        dims: vec![c as i64],
+        raw_data: (0..c).flat_map(|i| f(i).to_le_bytes()).collect(),
+        ..Default::default()
+    };
+    let mut bn = node("BatchNormalization", &["x", "s", "b", "m", "v"], "y");
+    bn.attribute.push(attr_int("training_mode", 0));
+    let mut g = pb::GraphProto {
+        name: "bn".into(),
+        node: vec![bn],
+        initializer: vec![
+            param("s", |i| 1.0 + (i % 7) as f32 / 10.0),
+            param("b", |i| (i % 5) as f32 / 3.0),
+            param("m", |i| (i % 11) as f32 / 13.0),
+            param("v", |i| 0.5 + (i % 3) as f32),
+        ],
+        input: vec![value("x", &[1, c as i64, 1, 1]), value("z", &[1, 128])],
+        output: vec![value("y", &[1, c as i64, 1, 1]), value("h8", &[1, 128])],
+        ..Default::default()
+    };
+    let w: Vec<u8> = (0..128 * 128)
+        .flat_map(|i| (((i * 29 % 83) as f32 - 41.0) / 512.0).to_le_bytes())
+        .collect();
+    std::fs::write(dir.join("w.bin"), w.repeat(8)).unwrap();
+    for k in 0..8 {
+        let entry = |key: &str, v: String| pb::StringStringEntryProto {
+            key: key.into(),
+            value: v,
+        };
+        g.initializer.push(pb::TensorProto {
+            name: format!("w{k}"),
+            data_type: 1,
+            dims: vec![128, 128],
+            data_location: Some(1),
+            external_data: vec![
+                entry("location", "w.bin".into()),
+                entry("offset", (k * w.len()).to_string()),
+                entry("length", w.len().to_string()),
+            ],
+            ..Default::default()
+        });
+        let from = if k == 0 {
+            "z".to_string()
+        } else {
+            format!("h{k}")
+        };
+        g.node.push(node(
+            "MatMul",
+            &[&from, &format!("w{k}")],
+            &format!("h{}", k + 1),
+        ));
+    }
+    write_model(&dir.join("bn.onnx"), g, 15)
+}
+
+#[test]
+fn a_model_tract_cannot_type_with_stored_weights_is_widened_or_refused_by_the_budget() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = wide_batchnorm(dir.path());
+    let json = dir.path().join("r.json");
+    let r = report(&m, &[], &[], &json);
+    let weights = &r["reference"]["details"]["weights"];
+    assert_eq!(
+        weights, "every weight widened to f64 up front",
+        "{}",
+        r["reference"]
+    );
+    assert_eq!(r["coverage"]["compared"], 9);
+    // As stored they fit 1200 KiB (the inline 256 KiB, the widest in f64, 128 KiB); widened (1.5 MiB) they do not.
+    let args = ["onnx", m.to_str().unwrap()];
+    let (code, out, err) = phantom_env(&args, &[("PHANTOM_MEMORY_BUDGET", "1200KiB")]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("widened to f64 up front, as the reference needs them"),
+        "{err}"
+    );
+}

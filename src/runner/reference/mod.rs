@@ -449,6 +449,8 @@ impl ReferenceRunner {
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
         match self.parse(graph, facts, true) {
             Ok(p) => Ok(p),
+            // Weights beyond the memory budget: the float32 model would widen them all the same.
+            Err(e @ Error::Usage(_)) => Err(e),
             Err(wide_err) => match self.parse(graph, facts, false) {
                 Ok(p) => {
                     notes.push(format!(
