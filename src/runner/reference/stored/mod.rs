@@ -142,7 +142,8 @@ impl Drop for Held {
 }
 
 /// The float32/float16/bfloat16 initializers of `g` that can be kept as stored: at least [`MIN_BYTES`], their
-/// bytes in `raw_data` or external data of the right length, not named in `keep`, and read by no subgraph.
+/// elements in `raw_data`, a typed field or external data, of the right length, not named in `keep`, and read by no
+/// subgraph.
 fn eligible(g: &GraphProto, keep: &HashSet<String>) -> Vec<usize> {
     let in_bodies = names_read_in_bodies(g);
     (g.initializer.iter().enumerate())
@@ -155,9 +156,12 @@ fn eligible(g: &GraphProto, keep: &HashSet<String>) -> Vec<usize> {
             });
             let need = elems.and_then(|e| e.checked_mul(size));
             let external = t.data_location == Some(1);
-            let have = match external {
-                true => need,
-                false => Some(t.raw_data.len()),
+            let have = match (external, t.raw_data.is_empty()) {
+                (true, _) => need,
+                (false, false) => Some(t.raw_data.len()),
+                // Elements in a typed field (float_data, or int32_data for 16-bit floats), as onnx.helper writes them.
+                (false, true) if t.data_type == FLOAT => Some(t.float_data.len() * 4),
+                (false, true) => Some(t.int32_data.len() * 2),
             };
             need.is_some_and(|n| n >= MIN_BYTES && have == Some(n))
         })
@@ -226,25 +230,44 @@ pub fn take(
     if taken.is_empty() {
         return None;
     }
+    let names: HashSet<String> = taken
+        .iter()
+        .map(|&i| g.initializer[i].name.clone())
+        .collect();
     let mut k = 0;
     g.initializer.retain(|_| {
         k += 1;
         !taken.contains(&(k - 1))
     });
+    // IR 3 lists every initializer among the graph inputs: a stored weight is computed, not fed.
+    g.input.retain(|i| !names.contains(&i.name));
     nodes.append(&mut g.node);
     g.node = nodes;
     Some(held)
 }
 
-/// `t`'s bytes as stored: its `raw_data` moved out, or its external range mapped (one map per file); `None` where
-/// the file cannot be mapped or is too short (the general path then says what is wrong).
+/// `t`'s bytes as stored: its `raw_data` moved out (or its typed field encoded as those bytes), or its external range
+/// mapped (one map per file); `None` where the file cannot be mapped or is too short (the general path then says
+/// what is wrong).
 fn bytes_of(
     t: &mut TensorProto,
     base: Option<&Path>,
     maps: &mut HashMap<PathBuf, Option<Arc<memmap2::Mmap>>>,
 ) -> Option<Bytes> {
     if t.data_location != Some(1) {
-        return Some(Bytes::Owned(std::mem::take(&mut t.raw_data)));
+        if !t.raw_data.is_empty() {
+            return Some(Bytes::Owned(std::mem::take(&mut t.raw_data)));
+        }
+        let raw: Vec<u8> = match t.data_type {
+            FLOAT => std::mem::take(&mut t.float_data)
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            _ => (std::mem::take(&mut t.int32_data).iter())
+                .flat_map(|&v| (v as u16).to_le_bytes())
+                .collect(),
+        };
+        return Some(Bytes::Owned(raw));
     }
     let (path, at, declared) = external_location(t, base)?;
     let len = t.dims.iter().product::<i64>() as usize * if t.data_type == FLOAT { 4 } else { 2 };
@@ -327,8 +350,21 @@ mod tests {
             ],
             ..Default::default()
         };
+        // IR 3: initializers are listed among the inputs too.
+        g.input = (g.initializer.iter())
+            .map(|t| ValueInfoProto {
+                name: t.name.clone(),
+                ..Default::default()
+            })
+            .collect();
         let keep = HashSet::from(["kept".to_string()]);
         let held = take(&mut g, &keep, None, None).expect("one weight is stored");
+        let inputs: Vec<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(
+            inputs,
+            ["small", "kept", "ints"],
+            "a stored weight is no input"
+        );
         assert_eq!(held.bytes, MIN_BYTES as u64);
         let left: Vec<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(left, ["small", "kept", "ints"]);
@@ -342,6 +378,31 @@ mod tests {
             !SOURCES.lock().unwrap().contains_key(&key),
             "released with its parse"
         );
+    }
+
+    #[test]
+    fn a_weight_in_float_data_is_stored_as_its_bytes() {
+        let values: Vec<f32> = (0..MIN_BYTES / 4).map(|i| i as f32 / 3.0).collect();
+        let mut g = GraphProto {
+            initializer: vec![TensorProto {
+                name: "w".into(),
+                data_type: FLOAT,
+                dims: vec![values.len() as i64],
+                float_data: values.clone(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let held = take(&mut g, &HashSet::new(), None, None).expect("stored");
+        let source = SOURCES.lock().unwrap()[&held.keys[0]].clone();
+        let wide = source.widen().unwrap();
+        let got: Vec<f64> = wide
+            .to_plain_array_view::<f64>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect();
+        assert_eq!(got, values.iter().map(|&v| v as f64).collect::<Vec<_>>());
     }
 
     #[test]
