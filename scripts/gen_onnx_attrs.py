@@ -1,4 +1,4 @@
-"""Writes src/model/onnx_attrs.rs: every attribute each version of each ONNX op (ai.onnx and ai.onnx.ml)
+"""Writes crates/model/src/onnx_attrs.rs: every attribute each version of each ONNX op (ai.onnx and ai.onnx.ml)
 defines, from the onnx package's own schemas. ONNX Runtime refuses a node with an attribute its op does not define
 ("Unrecognized attribute"); phantom checks the same table on every path. Run: python scripts/gen_onnx_attrs.py"""
 import collections, onnx, onnx.defs, pathlib
@@ -19,6 +19,6 @@ for (d, n, v) in sorted(ops):
     attrs = ", ".join(f'"{a}"' for a in sorted(ops[(d, n, v)]))
     lines.append(f'    ("{d}", "{n}", {v}, &[{attrs}]),')
 lines.append("];")
-out = pathlib.Path(__file__).resolve().parent.parent / "src/model/onnx_attrs.rs"
+out = pathlib.Path(__file__).resolve().parent.parent / "crates/model/src/onnx_attrs.rs"
 out.write_text("\n".join(lines) + "\n")
 print(out, len(ops), "op versions")

@@ -27,22 +27,27 @@
 //! each lane gets its own `Report`, and `analysis::agreement` compares the lanes with each other into
 //! `report::model::multi::MultiReport` (with its own renderers in `report::multi`).
 //!
-//! Dependencies point down, layer by layer (`tests/it/layering.rs` holds the order and fails on an import that
-//! runs up or a circle between modules):
+//! Dependencies point down, layer by layer. The bottom layers are crates of the workspace, so an import that runs up
+//! from them does not compile; inside this crate `tests/it/layering.rs` holds the order and fails on an import that
+//! runs up or a circle between modules:
 //!
 //! ```text
-//! cli
-//! golden, scan, profile, reduce, bisect, replay, segment, diff
-//! pipeline
-//! report (renderers)
-//! targets, bounded
-//! analysis
-//! compare, report::model (the report's schema)
-//! runner (tract f64 reference, ONNX Runtime and wgpu runners, target specs)
-//! precision (fp16/bf16 conversion)
-//! model (ONNX import, validation, surgery, cuts, types, tract conversions)
-//! error, fsutil, tensor, spill, units, watchdog
+//! phantom (this crate):
+//!   cli
+//!   golden, scan, profile, reduce, bisect, replay, segment, diff
+//!   pipeline
+//!   report (renderers)
+//!   targets, bounded
+//!   analysis
+//!   compare, report::model (the report's schema)
+//! phantom-runner   (crates/runner: tract f64 reference, ONNX Runtime and wgpu runners, target specs)
+//! phantom-precision (crates/precision: fp16/bf16 conversion)
+//! phantom-model    (crates/model: ONNX import, validation, surgery, cuts, types, tract conversions)
+//! phantom-core     (crates/core: error, fsutil, heap, tensor, spill, units, watchdog, simd)
 //! ```
+//!
+//! This crate re-exports the crates below under the module names the code uses (`phantom::model`,
+//! `phantom::runner`...).
 
 pub mod analysis;
 pub mod bisect;
@@ -50,25 +55,20 @@ pub mod bounded;
 pub mod cli;
 pub mod compare;
 pub mod diff;
-pub mod error;
-pub mod fsutil;
 pub mod golden;
-pub mod heap;
-pub mod model;
 pub mod pipeline;
-pub mod precision;
 pub mod profile;
 pub mod reduce;
 pub mod replay;
 pub mod report;
-pub mod runner;
 pub mod scan;
 pub mod segment;
-pub mod simd;
-pub mod spill;
 pub mod targets;
-pub mod tensor;
-pub mod units;
-pub mod watchdog;
 
-pub use error::{Error, Result};
+// The crates below, under the module names the code (and the tests) use.
+pub use phantom_core::{dispatch_tensor, widened};
+pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog};
+pub use phantom_core::{Error, Result};
+pub use phantom_model as model;
+pub use phantom_precision as precision;
+pub use phantom_runner as runner;

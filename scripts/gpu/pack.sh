@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PIECE=${1:-50}
 shift || true
-ORT_VERSION=$(sed -n 's/^pub const PINNED_ORT: &str = "\(.*\)";/\1/p' src/runner/ort_lib.rs)
+ORT_VERSION=$(sed -n 's/^pub const PINNED_ORT: &str = "\(.*\)";/\1/p' crates/runner/src/ort_lib.rs)
 G=.gpu
 mkdir -p "$G/cache" "$G/last"
 rm -f "$G"/p*/ort.tar.zst.* 2>/dev/null || true

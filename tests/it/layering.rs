@@ -1,4 +1,6 @@
-//! Engines below, targets above (issue 32 item 5): no library module imports one above it. The allowed order is
+//! Engines below, targets above: no library module imports one above it. The bottom layers are crates of the
+//! workspace (`crates/core`, `model`, `precision`, `runner`), so the compiler refuses an import that runs up from
+//! them; the test below keeps their dependencies pointing down. Inside the `phantom` crate the allowed order is
 //! written once, here, bottom first; `report::model` (the report's schema) sits below the analyses that fill it,
 //! the renderers above them. Modules of one layer may import each other, never round in a circle.
 
@@ -143,6 +145,38 @@ fn no_circle_between_top_level_modules() {
             if seen.insert(m.clone()) {
                 todo.extend(edges.get(m).into_iter().flatten());
             }
+        }
+    }
+}
+
+/// The workspace's crates, bottom first: each depends only on crates before it.
+const CRATES: &[&str] = &["core", "model", "precision", "runner"];
+
+#[test]
+fn each_crate_depends_only_on_the_crates_below_it() {
+    let dirs: Vec<String> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for d in &dirs {
+        assert!(
+            CRATES.contains(&d.as_str()),
+            "crates/{d} has no place in CRATES"
+        );
+    }
+    for (i, c) in CRATES.iter().enumerate() {
+        let toml =
+            std::fs::read_to_string(root().join("crates").join(c).join("Cargo.toml")).unwrap();
+        for line in toml.lines() {
+            let Some(dep) = line.strip_prefix("phantom-") else {
+                continue;
+            };
+            let dep = dep.split(['.', ' ']).next().unwrap();
+            let at = CRATES.iter().position(|x| *x == dep);
+            assert!(
+                at.is_some_and(|at| at < i),
+                "crates/{c} depends on phantom-{dep}, which is not below it"
+            );
         }
     }
 }
