@@ -256,8 +256,7 @@ pub fn apply_noise(v: &mut ValueReport, mut noise: Noise, spec: &ToleranceSpec) 
         return;
     };
     noise.ratio = (noise.max_abs > 0.0).then(|| m.max_abs / noise.max_abs);
-    let defaults = spec.atol.is_none() && spec.rtol.is_none();
-    if defaults
+    if spec.is_default()
         && v.status == ValueStatus::Fail
         && m.nonfinite_mismatch == 0
         && noise.nonfinite == 0

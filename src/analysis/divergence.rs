@@ -55,8 +55,8 @@ pub fn compare_pair(
         Ok(t) => t,
         Err(why) => return unchecked(name, format!("target: {why}"), is_output),
     };
-    let judged = crate::compare::scales::judged_dtype(t.dtype(), scaling.source);
-    let tolerance = tol.for_dtype(judged).with_floor(scaling.floor);
+    let rule = tol.resolve(t.dtype(), Some(scaling));
+    let (judged, tolerance) = (rule.judged, rule.tolerance);
     let mut v = unchecked(name, String::new(), is_output);
     v.reason = None;
     v.shape = t.shape().to_vec();
@@ -76,12 +76,7 @@ pub fn compare_pair(
         return strings_compared(v, d);
     }
     let rf = r.as_f64();
-    let c = compare(
-        &rf,
-        t,
-        tolerance,
-        tol.atol.is_none().then_some(scaling.operands),
-    );
+    let c = compare(&rf, t, tolerance, rule.operands);
     let (m, rs, ts, worst, tolerance) = (c.metrics, c.reference, c.target, c.worst, c.tolerance);
     let spread = c.spread;
     v.tolerance = Some(tolerance);

@@ -95,6 +95,39 @@ pub use crate::runner::ort::OptLevel;
 pub use crate::runner::spec::Accumulate;
 pub use crate::runner::wgpu::F16Mode;
 
+/// Tolerances for float values, the same two flags in every command that compares. Without them each value gets
+/// the default of the precision it is judged in (f32: atol 1e-4, rtol 1e-3; f16: 1e-2; bf16: 5e-2), capped by its
+/// operands' scale, and the expected rounding noise may excuse a failure; given, they are taken as they are.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct ToleranceArgs {
+    /// Absolute tolerance for float values [default: by the precision a value is judged in].
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance for float values [default: by the precision a value is judged in].
+    #[arg(long)]
+    pub rtol: Option<f64>,
+}
+
+impl ToleranceArgs {
+    /// Refuses a tolerance that is negative or not finite.
+    pub fn check(&self) -> anyhow::Result<()> {
+        for (name, v) in [("--atol", self.atol), ("--rtol", self.rtol)] {
+            if let Some(x) = v {
+                super::settings::finite_non_negative(name, x)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the given tolerances on `spec` (after [`ToleranceArgs::check`]); its `computed_in` stays.
+    pub fn apply(&self, spec: &mut crate::compare::ToleranceSpec) -> anyhow::Result<()> {
+        self.check()?;
+        spec.atol = self.atol;
+        spec.rtol = self.rtol;
+        Ok(())
+    }
+}
+
 /// The target a command runs: an ONNX Runtime execution provider with its options, or phantom's wgpu shaders.
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
@@ -232,12 +265,8 @@ pub struct OnnxArgs {
     /// Replace an existing --save-run, --dump or --model-explorer directory.
     #[arg(long)]
     pub force: bool,
-    /// Absolute tolerance for float values (default depends on the target dtype: f32 1e-4, f16 1e-2).
-    #[arg(long)]
-    pub atol: Option<f64>,
-    /// Relative tolerance for float values (default depends on the target dtype: f32 1e-3, f16 1e-2).
-    #[arg(long)]
-    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]
@@ -255,9 +284,9 @@ pub struct DevicesArgs {
     /// Only adapters whose name contains this (case-insensitive); no match is an error.
     #[arg(long, value_name = "NAME")]
     pub adapter: Option<String>,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Write the list as JSON to PATH (`-` or no PATH: standard output).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -276,12 +305,8 @@ pub struct PrecisionArgs {
     /// Rounds of compare → keep culprits in fp32 → compare again.
     #[arg(long, default_value_t = 12)]
     pub max_rounds: usize,
-    /// Absolute tolerance (default: the precision's).
-    #[arg(long)]
-    pub atol: Option<f64>,
-    /// Relative tolerance (default: the precision's).
-    #[arg(long)]
-    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
     /// Replace OUT if it exists.
     #[arg(long)]
     pub force: bool,
@@ -472,8 +497,24 @@ pub struct ScanArgs {
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    pub model: PathBuf,
-    /// Print as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// The ONNX model.
+    #[arg(required_unless_present = "json")]
+    pub model: Option<PathBuf>,
+    /// Write the summary as JSON to PATH (`-` or no PATH: standard output). `--json MODEL`, with no model after
+    /// it, reads MODEL and prints to standard output, as the flag did when it took no value.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<PathBuf>,
+}
+
+impl InfoArgs {
+    /// The model and where its JSON goes (`None`: the table), the older `--json MODEL` form read as it was meant.
+    pub fn resolved(&self) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
+        match (&self.model, &self.json) {
+            (Some(m), j) => Ok((m.clone(), j.clone())),
+            (None, Some(j)) if j.as_os_str() != "-" => Ok((j.clone(), Some("-".into()))),
+            (None, _) => {
+                anyhow::bail!("phantom info needs a model: phantom info MODEL [--json [PATH]]")
+            }
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{EngineArgs, InputArgs, Switch};
+use super::args::{EngineArgs, InputArgs, Switch, ToleranceArgs};
 use super::args_tools::ModelOnTarget;
 
 #[derive(Debug, Args)]
@@ -37,12 +37,8 @@ pub struct PlanArgs {
     /// Let `merge` pass a run that could not compare many values (see `phantom onnx --accept-incomplete`).
     #[arg(long)]
     pub accept_incomplete: bool,
-    /// Absolute tolerance for float values (default by the target's element type, as `phantom onnx`).
-    #[arg(long)]
-    pub atol: Option<f64>,
-    /// Relative tolerance for float values.
-    #[arg(long)]
-    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]

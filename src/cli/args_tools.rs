@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{EngineArgs, InputArgs, PrecisionArg};
+use super::args::{EngineArgs, InputArgs, PrecisionArg, ToleranceArgs};
 
 /// Which model the target runs: MODEL, phantom's fp16/bf16 conversion of it, or another file.
 #[derive(Debug, Args)]
@@ -80,12 +80,8 @@ pub struct ReduceArgs {
     /// Run If and Loop nodes as the file has them (see `phantom onnx --keep-control-flow`).
     #[arg(long)]
     pub keep_control_flow: bool,
-    /// Absolute tolerance for float values (default by the target's element type, as `phantom onnx`).
-    #[arg(long)]
-    pub atol: Option<f64>,
-    /// Relative tolerance for float values.
-    #[arg(long)]
-    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]
@@ -120,12 +116,8 @@ pub struct DiffArgs {
     /// A fused residual: `X+Y=Z` compares the sum of X and Y on one side with Z on the other; repeatable.
     #[arg(long, value_name = "X+Y=Z")]
     pub sum: Vec<String>,
-    /// Absolute tolerance (default: by element type, as `phantom onnx`).
-    #[arg(long)]
-    pub atol: Option<f64>,
-    /// Relative tolerance (default: by element type).
-    #[arg(long)]
-    pub rtol: Option<f64>,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
     /// The most an archive may unpack to (e.g. 16G).
     #[arg(long, value_name = "SIZE", default_value = "16G")]
     pub max_unpacked: String,

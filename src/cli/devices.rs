@@ -15,8 +15,8 @@ pub fn run(a: DevicesArgs) -> anyhow::Result<Outcome> {
         Some(n) => matching(n)?,
         None => adapters(),
     };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+    if let Some(p) = &a.json {
+        super::settings::emit_json(p, &list)?;
         return Ok(Outcome::Clean);
     }
     if list.is_empty() {

@@ -47,10 +47,10 @@ fn options(a: &DiffArgs) -> anyhow::Result<DiffOptions> {
         stages: a.stages.clone(),
         truncate: a.truncate,
         sums: sums(&a.sum)?,
-        tolerance: ToleranceSpec {
-            atol: a.atol,
-            rtol: a.rtol,
-            computed_in: None,
+        tolerance: {
+            let mut t = ToleranceSpec::default();
+            a.tolerance.apply(&mut t)?;
+            t
         },
         limits: Limits {
             max_unpacked: max_unpacked as u64,

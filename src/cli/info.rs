@@ -7,8 +7,9 @@ use super::Outcome;
 use crate::model;
 
 pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
-    let g = model::load(&a.model)?;
-    if a.json {
+    let (path, json) = a.resolved()?;
+    let g = model::load(&path)?;
+    if let Some(out) = json {
         let v = serde_json::json!({
             "path": g.path.display().to_string(),
             "sha256": g.sha256,
@@ -22,7 +23,7 @@ pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
             "hidden_values": g.hidden.len(),
             "op_histogram": g.op_histogram().into_iter().collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        super::settings::emit_json(&out, &v)?;
         return Ok(Outcome::Clean);
     }
     println!("{} (sha256 {})", g.path.display(), g.sha256);

@@ -9,16 +9,8 @@ use super::Outcome;
 use crate::pipeline::{compare_samples, compare_targets, CompareSettings, Strategy};
 use crate::report::{json, terminal};
 
-fn check_tolerance(name: &str, v: Option<f64>) -> anyhow::Result<()> {
-    match v {
-        Some(x) => super::settings::finite_non_negative(&format!("--{name}"), x),
-        None => Ok(()),
-    }
-}
-
 pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
-    check_tolerance("atol", a.atol)?;
-    check_tolerance("rtol", a.rtol)?;
+    a.tolerance.check()?;
     refuse_directories(&a)?;
     let settings = settings(&a)?;
     refuse_existing(&a)?;
@@ -224,8 +216,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     let first = targets.remove(0);
     let mut s = CompareSettings::new(a.model.clone(), first);
     s.targets.extend(targets);
-    s.tolerance.atol = a.atol;
-    s.tolerance.rtol = a.rtol;
+    a.tolerance.apply(&mut s.tolerance)?;
     s.inputs = super::settings::input_spec(&a.inputs)?;
     s.inputs.samples = a.samples as usize;
     s.runtime = super::target_flags::runtime(&a.engine);

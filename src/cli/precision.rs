@@ -82,8 +82,7 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
             o.keep_fp32 = keep.clone();
         }
         let mut settings = CompareSettings::new(a.model.clone(), target);
-        settings.tolerance.atol = a.atol;
-        settings.tolerance.rtol = a.rtol;
+        a.tolerance.apply(&mut settings.tolerance)?;
         settings.inputs = inputs.clone();
         settings.runtime = super::target_flags::runtime(&a.engine);
         settings.attribution = true;

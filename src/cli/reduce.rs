@@ -17,7 +17,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
             on_target: &a.model_on_target,
             engine: &a.engine,
             inputs: &a.inputs,
-            tolerance: (a.atol, a.rtol),
+            tolerance: a.tolerance,
             keep_control_flow: a.keep_control_flow,
         },
         "reduce cuts a culprit out for one target; give one --ep",

@@ -15,7 +15,7 @@ pub fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
             on_target: &a.model_on_target,
             engine: &a.engine,
             inputs: &a.inputs,
-            tolerance: (a.atol, a.rtol),
+            tolerance: a.tolerance,
             keep_control_flow: a.keep_control_flow,
         },
         "a plan compares one target; give one --ep (make one plan per target)",

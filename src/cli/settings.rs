@@ -160,27 +160,31 @@ pub struct OneTarget<'a> {
     pub on_target: &'a super::args_tools::ModelOnTarget,
     pub engine: &'a super::args::EngineArgs,
     pub inputs: &'a InputArgs,
-    pub tolerance: (Option<f64>, Option<f64>),
+    pub tolerance: super::args::ToleranceArgs,
     pub keep_control_flow: bool,
 }
 
 /// The comparison settings of a command that runs one target; `why` says why one (for the refusal).
 pub fn one_target(a: OneTarget, why: &str) -> anyhow::Result<crate::pipeline::CompareSettings> {
-    let (atol, rtol) = a.tolerance;
-    for (name, v) in [("--atol", atol), ("--rtol", rtol)] {
-        if let Some(x) = v {
-            finite_non_negative(name, x)?;
-        }
-    }
+    a.tolerance.check()?;
     let m = a.on_target;
     let mut targets =
         super::target_flags::specs(a.engine, m.precision, &m.keep_fp32, m.target_model.clone())?;
     anyhow::ensure!(targets.len() == 1, "{why}");
     let mut s = crate::pipeline::CompareSettings::new(a.model.to_path_buf(), targets.remove(0));
-    s.tolerance.atol = atol;
-    s.tolerance.rtol = rtol;
+    a.tolerance.apply(&mut s.tolerance)?;
     s.inputs = input_spec(a.inputs)?;
     s.runtime = super::target_flags::runtime(a.engine);
     s.keep_control_flow = a.keep_control_flow;
     Ok(s)
+}
+
+/// Writes `value` as JSON to `path`, or to standard output when `path` is `-`.
+pub fn emit_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    match path.as_os_str() == "-" {
+        true => println!("{text}"),
+        false => crate::fsutil::write_atomic(path, (text + "\n").as_bytes())?,
+    }
+    Ok(())
 }

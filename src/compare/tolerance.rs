@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use super::scales::{judged_dtype, Scaling};
 use crate::tensor::DType;
 
 /// Absolute and relative tolerance for one value.
@@ -103,7 +104,43 @@ pub struct ToleranceSpec {
     pub computed_in: Option<DType>,
 }
 
+/// How one value is judged: the rule every comparison (against f64, between targets, between dumps) takes from
+/// [`ToleranceSpec::resolve`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Resolved {
+    /// The precision the value is judged in (coarser than its own type when its operands were).
+    pub judged: DType,
+    /// The tolerance, with the floor of a value that only copies elements.
+    pub tolerance: Tolerance,
+    /// The operands' RMS that caps `atol` ([`Tolerance::scaled`]); `None` with an explicit `--atol`, which is
+    /// taken as given, and for values that come without a graph (tensor dumps).
+    pub operands: Option<f64>,
+}
+
 impl ToleranceSpec {
+    /// The rule for a value of `dtype`, scaled as `scaling` says ([`crate::compare::scales`]); `None` for values
+    /// that come without a graph (tensor dumps): judged in their own type, no operand scaling.
+    pub fn resolve(&self, dtype: DType, scaling: Option<Scaling>) -> Resolved {
+        let Some(s) = scaling else {
+            return Resolved {
+                judged: dtype,
+                tolerance: self.for_dtype(dtype),
+                operands: None,
+            };
+        };
+        let judged = judged_dtype(dtype, s.source);
+        Resolved {
+            judged,
+            tolerance: self.for_dtype(judged).with_floor(s.floor),
+            operands: self.atol.is_none().then_some(s.operands),
+        }
+    }
+
+    /// True when neither tolerance was given: only then may the expected noise excuse a failure.
+    pub fn is_default(&self) -> bool {
+        self.atol.is_none() && self.rtol.is_none()
+    }
+
     /// Tolerance for a value of `dtype`; integer and boolean values always compare exactly.
     pub fn for_dtype(&self, dtype: DType) -> Tolerance {
         if !dtype.is_float() {
@@ -118,5 +155,47 @@ impl ToleranceSpec {
             rtol: self.rtol.unwrap_or(d.rtol),
             floor: 0.0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_rule_resolves_every_comparison() {
+        let scaling = Scaling {
+            operands: 3.0,
+            floor: 2.0,
+            source: Some(DType::F16),
+        };
+        let defaults = ToleranceSpec::default();
+        let r = defaults.resolve(DType::F32, Some(scaling));
+        assert_eq!(
+            r.judged,
+            DType::F16,
+            "judged in the precision it comes from"
+        );
+        assert_eq!(
+            r.tolerance,
+            Tolerance::default_for(DType::F16).with_floor(2.0)
+        );
+        assert_eq!(r.operands, Some(3.0), "defaults are capped by the operands");
+        let explicit = ToleranceSpec {
+            atol: Some(0.5),
+            ..Default::default()
+        };
+        let r = explicit.resolve(DType::F32, Some(scaling));
+        assert_eq!(
+            (r.tolerance.atol, r.operands),
+            (0.5, None),
+            "--atol is taken as given"
+        );
+        let dumps = defaults.resolve(DType::F32, None);
+        assert_eq!(
+            (dumps.judged, dumps.tolerance, dumps.operands),
+            (DType::F32, Tolerance::default_for(DType::F32), None)
+        );
+        assert!(defaults.is_default() && !explicit.is_default());
     }
 }

@@ -67,7 +67,8 @@ fn differ(a: &Tensor, b: &Tensor, tol: &ToleranceSpec) -> Option<(bool, f64)> {
         let equal = d.is_ok_and(|d| d.differing == 0);
         return Some((equal, if equal { 0.0 } else { 1.0 }));
     }
-    let c = crate::compare::compare(&a.to_f64_array(), b, tol.for_dtype(lower(a, b)), None);
+    let rule = tol.resolve(lower(a, b), None);
+    let c = crate::compare::compare(&a.to_f64_array(), b, rule.tolerance, rule.operands);
     let rel = c.metrics.rmse / c.metrics.scale.max(f64::MIN_POSITIVE);
     Some((c.metrics.failed == 0, rel))
 }

@@ -120,9 +120,9 @@ fn measured(
         r.reason = reason;
         return r;
     }
-    let tol = opts.tolerance.for_dtype(lower(ta.dtype(), tb.dtype()));
+    let rule = opts.tolerance.resolve(lower(ta.dtype(), tb.dtype()), None);
     let a = ta.to_f64_array();
-    let c = compare(&a, tb, tol, None);
+    let c = compare(&a, tb, rule.tolerance, rule.operands);
     if opts.inspect {
         let at = c
             .worst

@@ -57,6 +57,7 @@ mod stored_weights;
 mod surgery;
 mod targets;
 mod verdicts;
+mod vocabulary;
 mod wgpu;
 mod wgpu_boundaries;
 mod wgpu_limits;
