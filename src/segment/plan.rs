@@ -10,9 +10,9 @@ use super::{
     MANIFEST, PLAN_SCHEMA,
 };
 use crate::error::{Error, Result};
-use crate::model::cut::value_info;
 use crate::model::inputs::Inputs;
 use crate::model::surgery::decode;
+use crate::model::surgery::value_info;
 use crate::model::{self, Dim, Graph};
 use crate::pipeline::CompareSettings;
 use crate::runner::reference::{InputFact, ReferenceRunner};

@@ -180,3 +180,31 @@ fn each_crate_depends_only_on_the_crates_below_it() {
         }
     }
 }
+
+/// Every derived model is declared and finished by `model::surgery` (issue 58 item 2): outside it, no library code
+/// builds a value declaration of its own or imports model bytes it built.
+#[test]
+fn every_derived_model_goes_through_surgery() {
+    let mut all = vec![];
+    files(&root().join("src"), &mut all);
+    for c in CRATES {
+        files(&root().join("crates").join(c).join("src"), &mut all);
+    }
+    let surgery = root().join("crates/model/src/surgery.rs");
+    let import = root().join("crates/model/src/import.rs");
+    let mut found = vec![];
+    for p in all.iter().filter(|p| **p != surgery) {
+        let text = std::fs::read_to_string(p).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        if code.contains("ValueInfoProto {") {
+            found.push(format!("{}: a ValueInfoProto built by hand", p.display()));
+        }
+        if *p != import && code.contains("from_bytes(") && code.contains("import::") {
+            found.push(format!("{}: model bytes imported without surgery::finish", p.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "use model::surgery (value_info, untyped_value, finish, with_outputs): {found:#?}"
+    );
+}

@@ -6,15 +6,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use tract_onnx::pb::{
-    tensor_proto::DataLocation, tensor_shape_proto, type_proto, GraphProto, ModelProto,
-    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use tract_onnx::pb::{tensor_proto::DataLocation, GraphProto, ModelProto, TensorProto};
 
 use crate::error::{Error, Result};
 use crate::proto::{stored_bytes, tensor_from_proto, tensor_to_proto};
 use crate::skeleton::Skeleton;
-use crate::surgery::base_name;
+use crate::surgery::{base_name, value_info};
 use crate::tensor::DType;
 use crate::types::infer;
 use crate::{surgery, Graph};
@@ -108,7 +105,7 @@ pub fn cut(
     let mut outputs = vec![];
     for n in kept.iter().filter(|n| expose.contains(&n.index)) {
         for o in n.outputs.iter().filter(|o| !o.is_empty()) {
-            sub.output.push(surgery::untyped_output(o));
+            sub.output.push(surgery::untyped_value(o));
             outputs.push((o.clone(), base_name(o).to_string()));
         }
     }
@@ -175,27 +172,4 @@ fn shaped_bytes(t: &TensorProto) -> Option<usize> {
     (size > 0 && crate::tensor::formats::Format::from_onnx(t.data_type).is_none())
         .then(|| elems.checked_mul(size))
         .flatten()
-}
-
-pub fn value_info(name: &str, code: i32, shape: Option<Vec<usize>>) -> ValueInfoProto {
-    let shape = shape.map(|dims| TensorShapeProto {
-        dim: dims
-            .into_iter()
-            .map(|d| tensor_shape_proto::Dimension {
-                value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)),
-                ..Default::default()
-            })
-            .collect(),
-    });
-    ValueInfoProto {
-        name: name.to_string(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: code,
-                shape,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }

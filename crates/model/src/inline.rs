@@ -278,10 +278,7 @@ fn evaluate_tensor(
             .cloned()
             .collect(),
         input: sub_inputs.clone(),
-        output: vec![ValueInfoProto {
-            name: cond.to_string(),
-            ..Default::default()
-        }],
+        output: vec![super::surgery::untyped_value(cond)],
         name: "phantom_condition".into(),
         ..Default::default()
     };

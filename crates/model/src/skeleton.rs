@@ -225,7 +225,7 @@ mod tests {
                     output: vec!["c".into()],
                     ..Default::default()
                 }],
-                output: vec![crate::cut::value_info("c", 1, None)],
+                output: vec![crate::surgery::value_info("c", 1, None)],
                 ..Default::default()
             }),
             ..Default::default()

@@ -1,6 +1,8 @@
-//! The validity rules every model phantom derives from the user's model obeys (cut chunks, nodes run alone,
-//! segments, reduce cuts, inlined branches, unrolled loops, host-run nodes, precision conversions): each is
-//! finished here before it is imported, so a rule real-world graphs need is written once.
+//! The one way to derive a model from the user's (cut chunks, nodes run alone, segments and their skeleton, reduce
+//! cuts, inlined branches, unrolled loops, host-run nodes, precision conversions, the outputs a runtime exposes):
+//! declare its values with [`value_info`] / [`untyped_value`], then [`finish`] it, which applies the validity rules
+//! below before it is imported, so a rule real-world graphs need is written once. A runtime that only needs more
+//! outputs of the user's own model takes [`with_outputs`], which appends them to the bytes as they are.
 //!
 //! - IR < 4 lists every initializer among the graph inputs and ONNX Runtime refuses one that is not (old Caffe2
 //!   and CNTK exports). A derived model declares only the inputs it is fed, so it is raised to IR 4, where
@@ -16,7 +18,10 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use prost::Message;
-use tract_onnx::pb::{GraphProto, ModelProto, NodeProto, ValueInfoProto};
+use tract_onnx::pb::{
+    tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, TensorShapeProto, TypeProto,
+    ValueInfoProto,
+};
 
 use super::{import, Graph};
 use crate::error::{Error, Result};
@@ -67,12 +72,55 @@ fn unique_node_names(g: &mut GraphProto) {
     }
 }
 
-/// An output that declares its name alone: the loader infers its type and shape.
-pub fn untyped_output(name: &str) -> ValueInfoProto {
+/// A value that declares its name alone (an output, an outer read): the loader infers its type and shape.
+pub fn untyped_value(name: &str) -> ValueInfoProto {
     ValueInfoProto {
         name: name.to_string(),
         ..Default::default()
     }
+}
+
+/// A tensor value of ONNX element type `code` (0: unknown, declared by name alone) and, when given, fixed dims.
+pub fn value_info(name: &str, code: i32, shape: Option<Vec<usize>>) -> ValueInfoProto {
+    if code == 0 {
+        return untyped_value(name);
+    }
+    let shape = shape.map(|dims| TensorShapeProto {
+        dim: dims
+            .into_iter()
+            .map(|d| tensor_shape_proto::Dimension {
+                value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)),
+                ..Default::default()
+            })
+            .collect(),
+    });
+    ValueInfoProto {
+        name: name.to_string(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: code,
+                shape,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The user's model `bytes` with `names` appended as graph outputs, for a runtime to expose them. Nothing else
+/// changes, so the bytes are not decoded: protobuf merges a repeated field written twice, and a model the runtime
+/// loads loads with these outputs too (the validity rules of [`finish`] are for models phantom builds).
+pub fn with_outputs(bytes: &[u8], names: &[&str]) -> Vec<u8> {
+    let extra = ModelProto {
+        graph: Some(GraphProto {
+            output: names.iter().map(|n| untyped_value(n)).collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut out = bytes.to_vec();
+    out.extend_from_slice(&extra.encode_to_vec());
+    out
 }
 
 /// The value of the original model a target-model name stands for (`x_phantom_fp16_3` → `x`).
@@ -166,7 +214,7 @@ mod tests {
                     output: vec!["y".into()],
                     ..Default::default()
                 }],
-                value_info: vec![untyped_output("y"), untyped_output("gone")],
+                value_info: vec![untyped_value("y"), untyped_value("gone")],
                 ..Default::default()
             }),
             ..Default::default()

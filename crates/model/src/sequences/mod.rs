@@ -16,7 +16,8 @@ use tract_onnx::pb::{type_proto, GraphProto, ModelProto, NodeProto};
 use super::inputs::Inputs;
 
 mod rewrite;
-use rewrite::{identity, tensor_value};
+use crate::surgery::value_info;
+use rewrite::identity;
 
 /// The ops that build or read a sequence.
 pub const OPS: &[&str] = &[
@@ -174,7 +175,7 @@ impl Sequences {
                 .take_while(|e| inputs.tensors.iter().any(|(n, _)| n == e))
                 .collect();
             for e in &elements {
-                kept.push(tensor_value(e, elem_type));
+                kept.push(value_info(e, elem_type, None));
             }
             self.seqs.insert(v.name, elements);
         }
@@ -211,7 +212,7 @@ impl Sequences {
                     g.node
                         .push(identity(&format!("{}/element{k}", v.name), e, &name));
                 }
-                out.push(tensor_value(&name, elem_type));
+                out.push(value_info(&name, elem_type, None));
             }
         }
         g.output = out;

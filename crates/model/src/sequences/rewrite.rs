@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use tract_onnx::pb::{type_proto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use tract_onnx::pb::{ModelProto, NodeProto, TensorProto};
 
 use super::{element, Sequences};
 use crate::inputs::Inputs;
@@ -404,22 +404,6 @@ fn tensor_attr(t: TensorProto) -> tract_onnx::pb::AttributeProto {
         name: "value".into(),
         r#type: tract_onnx::pb::attribute_proto::AttributeType::Tensor as i32,
         t: Some(t),
-        ..Default::default()
-    }
-}
-
-/// A tensor value of element type `elem_type` (0: unknown) and unknown shape.
-pub(super) fn tensor_value(name: &str, elem_type: i32) -> ValueInfoProto {
-    use tract_onnx::pb::TypeProto;
-    ValueInfoProto {
-        name: name.into(),
-        r#type: (elem_type != 0).then(|| TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type,
-                shape: None,
-            })),
-            ..Default::default()
-        }),
         ..Default::default()
     }
 }

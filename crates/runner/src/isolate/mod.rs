@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tract_onnx::pb::{type_proto, NodeProto, TypeProto, ValueInfoProto};
+use tract_onnx::pb::NodeProto;
 
 mod chain;
 
@@ -193,24 +193,15 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
             excluded,
         });
     }
-    let vi = |name: &str, code: i32| ValueInfoProto {
-        name: name.to_string(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: code,
-                shape: None,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     g.output = nodes
         .iter()
         .flat_map(|n| n.output.iter())
         .filter(|o| !o.is_empty() && !o.starts_with(chain::INSIDE))
-        .map(|o| surgery::untyped_output(o))
+        .map(|o| surgery::untyped_value(o))
         .collect();
-    g.input = feeds.iter().map(|(f, _, d)| vi(f, d.onnx_code())).collect();
+    g.input = (feeds.iter())
+        .map(|(f, _, d)| surgery::value_info(f, d.onnx_code(), None))
+        .collect();
     g.value_info.clear();
     g.node = nodes;
     let path = target.path.with_extension("isolated.onnx");

@@ -16,8 +16,6 @@ use ort::logging::LogLevel;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, TensorRef};
-use prost::Message;
-use tract_onnx::pb;
 
 use super::facts::{Instrumentation, OrtFacts, TargetFacts};
 use super::ort_lib::Located;
@@ -301,26 +299,6 @@ impl OrtRunner {
     }
 }
 
-/// Original model bytes plus an appended message that adds `names` as graph outputs (name only, no type).
-pub fn with_extra_outputs(bytes: &[u8], names: &[&str]) -> Vec<u8> {
-    let extra = pb::ModelProto {
-        graph: Some(pb::GraphProto {
-            output: names
-                .iter()
-                .map(|n| pb::ValueInfoProto {
-                    name: n.to_string(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let mut out = bytes.to_vec();
-    out.extend_from_slice(&extra.encode_to_vec());
-    out
-}
-
 /// The model bytes with every computed value that is not already a graph output appended as an output.
 fn instrumented_bytes(graph: &Graph) -> Vec<u8> {
     let declared: std::collections::HashSet<&str> =
@@ -330,7 +308,7 @@ fn instrumented_bytes(graph: &Graph) -> Vec<u8> {
         .into_iter()
         .filter(|v| !declared.contains(v))
         .collect();
-    with_extra_outputs(&graph.bytes, &extra)
+    crate::model::surgery::with_outputs(&graph.bytes, &extra)
 }
 
 fn input_value<'a>(t: &'a Tensor) -> ort::Result<SessionInputValue<'a>> {

@@ -5,10 +5,11 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use super::{instrumented_bytes, run_session, with_extra_outputs, OrtRunner};
+use super::{instrumented_bytes, run_session, OrtRunner};
 use crate::error::{Error, Result};
 use crate::facts::Instrumentation;
 use crate::model::inputs::Inputs;
+use crate::model::surgery::with_outputs;
 use crate::model::Graph;
 use crate::tensor::Tensor;
 use crate::{RunOutput, Runner};
@@ -36,7 +37,7 @@ impl OrtRunner {
         let data = match bytes {
             Bytes::Plain => None,
             Bytes::Instrumented => Some(instrumented_bytes(graph)),
-            Bytes::Extra(n) => Some(with_extra_outputs(&graph.bytes, n)),
+            Bytes::Extra(n) => Some(with_outputs(&graph.bytes, n)),
         };
         let placements = Arc::new(Mutex::new(Vec::new()));
         let mut session = self.session(

@@ -6,10 +6,11 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use tract_onnx::pb::{type_proto, GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
+use tract_onnx::pb::{GraphProto, ModelProto, NodeProto};
 
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
+use crate::model::surgery;
 use crate::ort::{run_session, OrtRunner};
 use crate::tensor::{DType, Tensor};
 
@@ -44,20 +45,6 @@ fn reads(n: &NodeProto, out: &mut Vec<String>) {
     }
 }
 
-fn value_info(name: &str, code: i32) -> ValueInfoProto {
-    ValueInfoProto {
-        name: name.to_string(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: code,
-                shape: None,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 impl Host {
     /// Runs `node` on ONNX Runtime's CPU provider with inputs taken from `values`; outputs by name.
     pub fn run(
@@ -83,7 +70,7 @@ impl Host {
                     reason: format!("node {}: cannot feed `{n}` as {want}", node.name),
                 })?,
             };
-            graph_inputs.push(value_info(n, code));
+            graph_inputs.push(surgery::value_info(n, code, None));
             inputs.tensors.push((n.clone(), t));
         }
         let model = ModelProto {
@@ -97,17 +84,14 @@ impl Host {
                     .output
                     .iter()
                     .filter(|o| !o.is_empty())
-                    .map(|o| ValueInfoProto {
-                        name: o.clone(),
-                        ..Default::default()
-                    })
+                    .map(|o| surgery::untyped_value(o))
                     .collect(),
                 ..Default::default()
             }),
             ..Default::default()
         };
         let path = self.dir.join(format!("{}.host.onnx", node.name));
-        let graph = crate::model::surgery::finish(Path::new(&path), model)?;
+        let graph = surgery::finish(Path::new(&path), model)?;
         let mut session = self.ort.session_for(&graph)?;
         run_session(&mut session, &inputs, &graph)
     }

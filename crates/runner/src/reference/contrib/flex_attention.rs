@@ -287,7 +287,7 @@ mod tests {
     /// `out = op(x, c)`: a one-node modifier graph on float scores, `c` a float32 initializer of `c_dims`, or an
     /// outer-scope value when `outer`.
     fn modifier(op: &str, c: &[f32], c_dims: &[i64], outer: bool) -> GraphProto {
-        let typed = |name: &str| crate::model::cut::value_info(name, 1, None);
+        let typed = |name: &str| crate::model::surgery::value_info(name, 1, None);
         let init = TensorProto {
             name: "c".into(),
             dims: c_dims.to_vec(),

@@ -161,7 +161,8 @@ mod tests {
 
     /// `acc += i` while `acc < limit` (an outer-scope read), at most `trips` times.
     fn counter(trips: i64) -> (NodeProto, Vec<Tensor>) {
-        let typed = |name: &str, code: i32| crate::model::cut::value_info(name, code, Some(vec![]));
+        let typed =
+            |name: &str, code: i32| crate::model::surgery::value_info(name, code, Some(vec![]));
         let mut cast = node("Cast", &["i"], "fi");
         cast.attribute.push(AttributeProto {
             name: "to".into(),

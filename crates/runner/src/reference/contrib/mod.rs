@@ -426,10 +426,7 @@ pub fn drop_zipmaps(g: &mut GraphProto) -> usize {
     // What a ZipMap read stays live: the output it spoke for depends on it.
     for name in read {
         if !g.output.iter().any(|o| o.name == name) {
-            g.output.push(tract_onnx::pb::ValueInfoProto {
-                name,
-                ..Default::default()
-            });
+            g.output.push(crate::model::surgery::untyped_value(&name));
         }
     }
     written.len()

@@ -78,10 +78,7 @@ pub fn plan(n: &Node, name: &str, feed: &[Tensor], pin: bool) -> TractResult<Pla
         .ok_or_else(|| anyhow::anyhow!("{} `{}` has no `{name}` graph", n.op(), n.proto.name))?;
     let arity = n.req_int(ARITY)? as usize;
     for outer in n.proto.input.get(arity..).unwrap_or_default() {
-        g.input.push(tract_onnx::pb::ValueInfoProto {
-            name: outer.clone(),
-            ..Default::default()
-        });
+        g.input.push(crate::model::surgery::untyped_value(outer));
     }
     ensure!(
         g.input.len() == feed.len(),
@@ -99,7 +96,7 @@ pub fn plan(n: &Node, name: &str, feed: &[Tensor], pin: bool) -> TractResult<Pla
                     t.datum_type()
                 )
             })?;
-            *input = crate::model::cut::value_info(&input.name, code, Some(t.shape().to_vec()));
+            *input = crate::model::surgery::value_info(&input.name, code, Some(t.shape().to_vec()));
         }
     }
     let opset_import = n

@@ -20,12 +20,12 @@ pub use op::{build, held};
 
 use rayon::prelude::*;
 use tract_onnx::pb::{
-    attribute_proto::AttributeType, type_proto, AttributeProto, GraphProto, NodeProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto, TensorProto,
 };
 use tract_onnx::tract_hir::internal::*;
 
 use crate::model::proto::external_location;
+use crate::model::surgery;
 use crate::tensor::DType;
 
 /// Initializers smaller than this stay in the model (shape constants and the like: passes may read them).
@@ -222,7 +222,12 @@ pub fn take(
         let key = NEXT.fetch_add(1, Ordering::Relaxed);
         held.bytes += source.stored_bytes() as u64;
         nodes.push(node(&source, key));
-        g.value_info.push(value_info(&source));
+        // The weight's type and shape (float64), for the passes that read declared ranks.
+        g.value_info.push(surgery::value_info(
+            &source.name,
+            DOUBLE,
+            Some(source.dims.clone()),
+        ));
         SOURCES.lock().ok()?.insert(key, Arc::new(source));
         held.keys.push(key);
         taken.insert(i);
@@ -303,26 +308,6 @@ fn node(s: &Source, key: u64) -> NodeProto {
     }
 }
 
-/// The weight's type and shape (float64), for the passes that read declared ranks.
-fn value_info(s: &Source) -> ValueInfoProto {
-    use tract_onnx::pb::tensor_shape_proto::{dimension::Value, Dimension};
-    let dim = (s.dims.iter()).map(|&d| Dimension {
-        value: Some(Value::DimValue(d as i64)),
-        ..Default::default()
-    });
-    ValueInfoProto {
-        name: s.name.clone(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: DOUBLE,
-                shape: Some(TensorShapeProto { dim: dim.collect() }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,10 +337,7 @@ mod tests {
         };
         // IR 3: initializers are listed among the inputs too.
         g.input = (g.initializer.iter())
-            .map(|t| ValueInfoProto {
-                name: t.name.clone(),
-                ..Default::default()
-            })
+            .map(|t| surgery::untyped_value(&t.name))
             .collect();
         let keep = HashSet::from(["kept".to_string()]);
         let held = take(&mut g, &keep, None, None).expect("one weight is stored");
