@@ -2,6 +2,7 @@
 //! an exit code (0 clean, 1 drift found, 2 error).
 
 pub mod args;
+mod args_groups;
 mod args_segment;
 mod args_tools;
 mod determinism;

@@ -12,6 +12,7 @@
 //! with each side fed its own values of the boundary: the target inherits its own drift exactly as in a whole-model
 //! run, so the values inside a segment match the whole run's within rounding.
 
+mod estimate;
 mod feed;
 pub mod merge;
 pub mod plan;

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use super::{
-    store, transformed, BoundaryValue, ByteRange, Estimate, Plan, Segment, StoredInput, Weight,
-    MANIFEST, PLAN_SCHEMA,
+    store, transformed, BoundaryValue, ByteRange, Plan, Segment, StoredInput, Weight, MANIFEST,
+    PLAN_SCHEMA,
 };
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
@@ -35,12 +35,12 @@ pub struct PlanSettings {
 }
 
 /// What the cutting needs to know about each node and value.
-struct Sizes {
+pub(super) struct Sizes {
     /// Per node, the initializers it reads.
     reads: Vec<Vec<String>>,
     weights: HashMap<String, Weight>,
     /// Per value computed by a node, its f64 bytes where the model declares a fixed shape.
-    value_f64: HashMap<String, u64>,
+    pub(super) value_f64: HashMap<String, u64>,
     /// Per cut position p (after node p): how many values computed at or before p are read after it, and their
     /// declared f64 bytes.
     crossing: Vec<(usize, u64)>,
@@ -437,7 +437,7 @@ fn segments(graph: &Graph, sizes: &Sizes, s: &CompareSettings, cuts: &[usize]) -
             names.dedup();
             let weights: Vec<Weight> = names.iter().map(|w| sizes.weights[*w].clone()).collect();
             let weight_bytes = weights.iter().map(|w| w.bytes).sum();
-            let estimate = estimate(nodes, &reads, &weights, sizes, s);
+            let estimate = super::estimate::estimate(nodes, &reads, &weights, sizes, s);
             Segment {
                 index,
                 first,
@@ -452,57 +452,4 @@ fn segments(graph: &Graph, sizes: &Sizes, s: &CompareSettings, cuts: &[usize]) -
             }
         })
         .collect()
-}
-
-/// Peak memory of a segment job. The cut model carries the segment's weights inline; the reference keeps the large
-/// float ones as stored (a copy) and widens each as it is used, and holds the small ones and, with attribution,
-/// about three copies of its values in f64 (as `phantom onnx` sizes a run); ONNX Runtime holds its weights (float16
-/// computed in float32) and its values in f32. Measured on the 1.26B decoder cut in four (fp32, 1.2 GiB of weights
-/// a segment): 4.0–4.5 GiB per job, where this gives 5.0 GiB.
-fn estimate(
-    nodes: &[model::Node],
-    reads: &[BoundaryValue],
-    weights: &[Weight],
-    sizes: &Sizes,
-    s: &CompareSettings,
-) -> Estimate {
-    let min = crate::model::budget::STORED_MIN_BYTES as u64;
-    let large = |w: &&Weight| w.dtype.is_float() && w.dtype.size() <= 4 && w.bytes >= min;
-    let elems = |w: &Weight| w.bytes / w.dtype.size().max(1) as u64;
-    // Large float weights, counted in float32: the cut model, the reference's stored copy, ONNX Runtime's.
-    let large_f32: u64 = weights.iter().filter(large).map(|w| elems(w) * 4).sum();
-    let widest: u64 = weights
-        .iter()
-        .filter(large)
-        .map(|w| elems(w) * 8)
-        .max()
-        .unwrap_or(0);
-    let large_stored: u64 = weights.iter().filter(large).map(|w| w.bytes).sum();
-    let f64_weights: u64 = (weights.iter().filter(|w| !large(w)))
-        .map(|w| match w.dtype.is_float() {
-            true => elems(w) * 8,
-            false => w.bytes,
-        })
-        .sum();
-    let stored: u64 = weights.iter().map(|w| w.bytes).sum();
-    let names: Vec<&str> = nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().map(String::as_str))
-        .filter(|o| !o.is_empty())
-        .chain(reads.iter().map(|r| r.name.as_str()))
-        .collect();
-    let sized: Vec<u64> = names
-        .iter()
-        .filter_map(|v| sizes.value_f64.get(*v).copied())
-        .collect();
-    let values_f64: u64 = sized.iter().sum();
-    let copies = if s.attribution { 3 } else { 1 };
-    let converted = s.targets.iter().any(|t| t.precision.is_some()) as u64;
-    Estimate {
-        job_bytes: large_f32 / 2 * 5 + f64_weights / 4 * 11 + copies * values_f64 + (64 << 20),
-        reference_bytes: large_stored + widest + f64_weights + copies * values_f64,
-        target_bytes: stored + converted * stored / 2 + values_f64 / 2,
-        sized_values: sized.len(),
-        values: names.len(),
-    }
 }

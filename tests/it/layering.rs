@@ -200,7 +200,10 @@ fn every_derived_model_goes_through_surgery() {
             found.push(format!("{}: a ValueInfoProto built by hand", p.display()));
         }
         if *p != import && code.contains("from_bytes(") && code.contains("import::") {
-            found.push(format!("{}: model bytes imported without surgery::finish", p.display()));
+            found.push(format!(
+                "{}: model bytes imported without surgery::finish",
+                p.display()
+            ));
         }
     }
     assert!(
