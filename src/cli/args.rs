@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use super::args_groups::ToleranceArgs;
+pub use super::args_groups::{ReportArgs, ToleranceArgs};
 pub use super::args_segment::{MergeArgs, PlanArgs, SegmentArgs};
 pub use super::args_tools::{DiffArgs, ProfileArgs, ReduceArgs, ServeArgs};
 
@@ -204,21 +204,11 @@ pub struct OnnxArgs {
     /// default it takes the target's where the input lies within its tolerance of the boundary, and counts them.
     #[arg(long)]
     pub own_decisions: bool,
-    /// Write the JSON report here.
-    #[arg(long, value_name = "OUT.json")]
-    pub json: Option<PathBuf>,
-    /// Write a JUnit XML file: a test case per model output and per failing node.
-    #[arg(long, value_name = "OUT.xml")]
-    pub junit: Option<PathBuf>,
-    /// Write a Markdown summary (for CI logs and pull requests).
-    #[arg(long, value_name = "OUT.md")]
-    pub summary_md: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportArgs,
     /// Write the graph as GraphViz DOT, nodes coloured by drift.
     #[arg(long, value_name = "OUT.dot")]
     pub dot: Option<PathBuf>,
-    /// Write a self-contained HTML report (open it anywhere, attach it to a bug).
-    #[arg(long, value_name = "OUT.html")]
-    pub html: Option<PathBuf>,
     /// Save a replay directory: inputs (test_data_set layout), options, model sha256, environment, verdict.
     #[arg(long, value_name = "DIR")]
     pub save_run: Option<PathBuf>,

@@ -1,5 +1,7 @@
 //! Argument groups flattened into several commands, declared once.
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 /// Tolerances for float values, the same two flags in every command that compares. Without them each value gets
@@ -32,5 +34,45 @@ impl ToleranceArgs {
         spec.atol = self.atol;
         spec.rtol = self.rtol;
         Ok(())
+    }
+}
+
+/// The files a report is written as: the same four flags in every command that writes a report (`onnx`, `merge`,
+/// `diff`). Each takes a file path.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReportArgs {
+    /// Write the JSON report here.
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    /// Write a JUnit XML file: a test case per output and per failing value.
+    #[arg(long, value_name = "OUT.xml")]
+    pub junit: Option<PathBuf>,
+    /// Write a Markdown summary (for CI logs and pull requests).
+    #[arg(long = "summary-md", alias = "markdown", value_name = "OUT.md")]
+    pub summary_md: Option<PathBuf>,
+    /// Write a self-contained HTML report (open it anywhere, attach it to a bug).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
+}
+
+impl ReportArgs {
+    /// Where the emitter writes each format.
+    pub fn outputs(&self) -> crate::report::emit::Outputs<'_> {
+        crate::report::emit::Outputs {
+            json: self.json.as_deref(),
+            junit: self.junit.as_deref(),
+            markdown: self.summary_md.as_deref(),
+            html: self.html.as_deref(),
+        }
+    }
+
+    /// Each file flag with its name, for the checks before anything is written.
+    pub fn named(&self) -> [(&'static str, &Option<PathBuf>); 4] {
+        [
+            ("--json", &self.json),
+            ("--junit", &self.junit),
+            ("--summary-md", &self.summary_md),
+            ("--html", &self.html),
+        ]
     }
 }

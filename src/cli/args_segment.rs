@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{EngineArgs, InputArgs, Switch, ToleranceArgs};
+use super::args::{EngineArgs, InputArgs, ReportArgs, Switch, ToleranceArgs};
 use super::args_tools::ModelOnTarget;
 
 #[derive(Debug, Args)]
@@ -69,18 +69,8 @@ pub struct SegmentArgs {
 pub struct MergeArgs {
     /// The directory `phantom plan` wrote, with every segment's partial report.
     pub plan: PathBuf,
-    /// Write the JSON report here.
-    #[arg(long, value_name = "OUT.json")]
-    pub json: Option<PathBuf>,
-    /// Write a JUnit XML file.
-    #[arg(long, value_name = "OUT.xml")]
-    pub junit: Option<PathBuf>,
-    /// Write a Markdown summary.
-    #[arg(long, value_name = "OUT.md")]
-    pub summary_md: Option<PathBuf>,
-    /// Write a self-contained HTML report.
-    #[arg(long, value_name = "OUT.html")]
-    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportArgs,
     /// Exit 1 on a precision-limited verdict too.
     #[arg(long)]
     pub strict: bool,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{EngineArgs, InputArgs, PrecisionArg, ToleranceArgs};
+use super::args::{EngineArgs, InputArgs, PrecisionArg, ReportArgs, ToleranceArgs};
 
 /// Which model the target runs: MODEL, phantom's fp16/bf16 conversion of it, or another file.
 #[derive(Debug, Args)]
@@ -124,19 +124,10 @@ pub struct DiffArgs {
     /// Pairs shown in the terminal (failing ones first when there are more).
     #[arg(long, default_value_t = 40)]
     pub show: usize,
-    /// Write the JSON report here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write a JUnit XML report here.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Write a Markdown summary here.
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
-    /// Write a self-contained HTML value inspector here (both sides' values, coloured, with jump to the largest
-    /// difference; tensors above 16384 elements show a window around it).
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    /// The report's files; `--html` writes the value inspector (both sides' values, coloured, with a jump to the
+    /// largest difference; tensors above 16384 elements show a window around it).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Debug, Args)]

@@ -5,7 +5,6 @@ use super::Outcome;
 use crate::compare::ToleranceSpec;
 use crate::diff::{archive::Limits, naming::Rename, render, DiffOptions};
 use crate::error::Error;
-use crate::report::json::write_atomic;
 
 fn rules(list: &[String]) -> anyhow::Result<Vec<Rename>> {
     list.iter()
@@ -56,7 +55,7 @@ fn options(a: &DiffArgs) -> anyhow::Result<DiffOptions> {
             max_unpacked: max_unpacked as u64,
             ..Limits::default()
         },
-        inspect: a.html.is_some(),
+        inspect: a.report.html.is_some(),
     };
     Ok(opts)
 }
@@ -65,19 +64,7 @@ pub fn run(a: DiffArgs) -> anyhow::Result<Outcome> {
     let opts = options(&a)?;
     let report = crate::diff::run(&opts, std::env::args().collect())?;
     print!("{}", render::terminal(&report, a.show));
-    if let Some(p) = &a.json {
-        let text = serde_json::to_string_pretty(&report)? + "\n";
-        write_atomic(p, text.as_bytes())?;
-    }
-    if let Some(p) = &a.junit {
-        write_atomic(p, render::junit(&report).as_bytes())?;
-    }
-    if let Some(p) = &a.html {
-        write_atomic(p, crate::diff::inspect::html(&report).as_bytes())?;
-    }
-    if let Some(p) = &a.markdown {
-        write_atomic(p, render::markdown(&report).as_bytes())?;
-    }
+    crate::report::emit::write(&report, a.report.outputs())?;
     Ok(if report.verdict.first_divergent.is_some() {
         Outcome::Diverged
     } else {
@@ -101,7 +88,7 @@ fn serve_one(
     let super::args::Command::Diff(d) = cli.command else {
         return Err("only diff options are accepted".into());
     };
-    if d.json.is_some() || d.junit.is_some() || d.markdown.is_some() || d.html.is_some() {
+    if d.report.named().iter().any(|(_, p)| p.is_some()) {
         return Err("options that write files on this machine (--json, --junit, --markdown, --html) are not accepted here".into());
     }
     let mut opts = options(&d).map_err(|e| e.to_string())?;

@@ -16,7 +16,7 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     refuse_existing(&a)?;
     if a.bisect {
         refuse_with_bisect(&a)?;
-        return bisect(&settings, a.json.as_deref());
+        return bisect(&settings, a.report.json.as_deref());
     }
     anyhow::ensure!(
         a.samples <= 1 || a.dump.is_none(),
@@ -37,10 +37,7 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
         let run = crate::replay::SavedRun::from_report(&report, &settings, &inputs.tensors);
         crate::replay::save(d, &run, &inputs.tensors, a.force)?;
     }
-    write_reports(
-        &report,
-        [&a.json, &a.junit, &a.summary_md, &a.html].map(|p| p.as_deref()),
-    )?;
+    crate::report::emit::write(&report, a.report.outputs())?;
     write_graph_views(&a, &report)?;
     print_summary(&a, &report);
     Ok(match report.verdict.status.fails(a.strict) {
@@ -51,11 +48,12 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
 
 /// Refuses an output file flag given a directory.
 fn refuse_directories(a: &OnnxArgs) -> anyhow::Result<()> {
+    let [json, junit, md, html] = a.report.named();
     let outputs = [
-        ("--json", &a.json),
-        ("--junit", &a.junit),
-        ("--summary-md", &a.summary_md),
-        ("--html", &a.html),
+        json,
+        junit,
+        md,
+        html,
         ("--dot", &a.dot),
         ("--save-target-model", &a.save_target_model),
     ];
@@ -130,7 +128,7 @@ fn print_summary(a: &OnnxArgs, report: &crate::report::model::Report) {
         println!("{}", terminal::verdict_line(report));
     } else {
         print!("{}", terminal::render(report, a.top));
-        if let Some(p) = &a.json {
+        if let Some(p) = &a.report.json {
             println!("JSON report: {}", p.display());
         }
     }
@@ -142,30 +140,6 @@ fn print_summary(a: &OnnxArgs, report: &crate::report::model::Report) {
             );
         }
     }
-}
-
-/// Writes the report as JSON, JUnit, Markdown and HTML where a path is given (in that order).
-pub(super) fn write_reports(
-    report: &crate::report::model::Report,
-    [json_path, junit, md, html]: [Option<&std::path::Path>; 4],
-) -> anyhow::Result<()> {
-    if let Some(p) = json_path {
-        json::write(report, p)
-            .with_context(|| format!("writing the JSON report to {}", p.display()))?;
-    }
-    if let Some(p) = junit {
-        json::write_atomic(p, crate::report::junit::from_report(report).as_bytes())
-            .with_context(|| format!("writing the JUnit report to {}", p.display()))?;
-    }
-    if let Some(p) = md {
-        json::write_atomic(p, crate::report::markdown::render(report).as_bytes())
-            .with_context(|| format!("writing the Markdown summary to {}", p.display()))?;
-    }
-    if let Some(p) = html {
-        json::write_atomic(p, crate::report::html::render(report).as_bytes())
-            .with_context(|| format!("writing the HTML report to {}", p.display()))?;
-    }
-    Ok(())
 }
 
 fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow::Result<Outcome> {
@@ -221,7 +195,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     s.inputs.samples = a.samples as usize;
     s.runtime = super::target_flags::runtime(&a.engine);
     s.progress = std::io::stderr().is_terminal() && !a.quiet;
-    s.heatmaps = a.html.is_some();
+    s.heatmaps = a.report.html.is_some();
     s.slice = a
         .slice
         .as_deref()
@@ -275,30 +249,7 @@ fn refuse_with_several(a: &OnnxArgs) -> anyhow::Result<()> {
 fn several(a: &OnnxArgs, settings: &CompareSettings) -> anyhow::Result<Outcome> {
     use crate::report::multi;
     let (m, _) = compare_targets(settings)?;
-    let write = |p: &std::path::Path, what: &str, bytes: Vec<u8>| {
-        json::write_atomic(p, &bytes)
-            .with_context(|| format!("writing the {what} to {}", p.display()))
-    };
-    if let Some(p) = &a.json {
-        write(
-            p,
-            "JSON report",
-            serde_json::to_vec_pretty(&m).context("serializing the report")?,
-        )?;
-    }
-    if let Some(p) = &a.junit {
-        write(p, "JUnit report", multi::junit::render(&m).into_bytes())?;
-    }
-    if let Some(p) = &a.summary_md {
-        write(
-            p,
-            "Markdown summary",
-            multi::markdown::render(&m).into_bytes(),
-        )?;
-    }
-    if let Some(p) = &a.html {
-        write(p, "HTML report", multi::html::render(&m).into_bytes())?;
-    }
+    crate::report::emit::write(&m, a.report.outputs())?;
     match a.quiet {
         true => print!("{}", multi::terminal::verdict_lines(&m)),
         false => print!("{}", multi::terminal::render(&m, a.top)),

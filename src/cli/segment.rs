@@ -155,10 +155,7 @@ pub fn merge(a: MergeArgs) -> anyhow::Result<Outcome> {
     let plan = Plan::load(&a.plan)?;
     let m = merging::merge(&a.plan, &plan, std::env::args().collect())?;
     let r = &m.report;
-    super::onnx::write_reports(
-        r,
-        [&a.json, &a.junit, &a.summary_md, &a.html].map(|p| p.as_deref()),
-    )?;
+    crate::report::emit::write(r, a.report.outputs())?;
     match a.quiet {
         true => println!("{}", terminal::verdict_line(r)),
         false => {

@@ -224,3 +224,18 @@ pub fn junit(r: &DiffReport) -> String {
     }
     junit::render("phantom diff", &cases)
 }
+
+impl crate::report::emit::Formats for DiffReport {
+    fn json(&self) -> anyhow::Result<Vec<u8>> {
+        Ok((serde_json::to_string_pretty(self)? + "\n").into_bytes())
+    }
+    fn junit(&self) -> String {
+        junit(self)
+    }
+    fn markdown(&self) -> String {
+        markdown(self)
+    }
+    fn html(&self) -> String {
+        super::inspect::html(self)
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod culprits;
 pub mod dot;
+pub mod emit;
 pub mod explorer;
 pub mod html;
 pub mod json;

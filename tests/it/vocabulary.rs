@@ -61,3 +61,25 @@ fn a_negative_tolerance_is_refused_by_every_command_that_compares() {
         );
     }
 }
+
+/// `onnx`, `merge` and `diff` take the same report flags: `--summary-md` and its other name `--markdown` write the
+/// same file, and every report file is written by one emitter.
+#[test]
+fn the_report_flags_mean_the_same_in_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (crate::diff::data("tp1"), crate::diff::data("tp2"));
+    let path = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (md, markdown, json, html) = (path("a.md"), path("b.md"), path("d.json"), path("d.html"));
+    for flag in [vec!["--summary-md", &md], vec!["--markdown", &markdown]] {
+        let mut args = vec!["diff", &a, &b];
+        args.extend(flag);
+        args.extend(["--json", &json, "--html", &html]);
+        let (code, _, err) = phantom(&args);
+        assert!(code == 0 || code == 1, "{err}");
+    }
+    let read = |p: &str| std::fs::read_to_string(p).unwrap();
+    assert!(read(&md).contains('|'), "a Markdown table");
+    assert_eq!(read(&md), read(&markdown));
+    assert!(serde_json::from_str::<serde_json::Value>(&read(&json)).is_ok());
+    assert!(read(&html).starts_with("<!"), "{}", &read(&html)[..40]);
+}
