@@ -34,7 +34,7 @@
 //! ```text
 //! phantom (this crate):
 //!   cli
-//!   golden, scan, profile, reduce, bisect, replay, segment, diff
+//!   golden, scan, profile, reduce, bisect, replay, segment, diff, advisor (the commands' logic)
 //!   pipeline
 //!   report (renderers)
 //!   targets, bounded
@@ -49,6 +49,7 @@
 //! This crate re-exports the crates below under the module names the code uses (`phantom::model`,
 //! `phantom::runner`...).
 
+pub mod advisor;
 pub mod analysis;
 pub mod bisect;
 pub mod bounded;

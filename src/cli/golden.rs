@@ -3,17 +3,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
 use super::args::{CheckArgs, RecordArgs, TargetArgs};
 use super::Outcome;
-use crate::golden::check::{check as check_values, Budgets, CheckReport, CheckStatus, ValueCheck};
+use crate::golden::check::{check as check_values, Budgets, ValueCheck};
 use crate::golden::{self, fingerprint, Golden, Provenance, GOLDEN_SCHEMA};
 use crate::model::{self, inputs::Inputs, Graph};
 use crate::runner::{ort_lib, RunOutput};
 use crate::targets::{self, Capture, TargetSpec};
 use crate::tensor::Tensor;
-use crate::units::num;
 
 /// Runs the one target the arguments name, every value captured; what ran, as provenance.
 fn run_target(
@@ -109,9 +107,14 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
         crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
     }
     if let Some(p) = &a.junit {
-        write_junit(p, &report, &graph)?;
+        let xml = golden::render::junit(&report, &graph.path);
+        crate::report::json::write_atomic(p, xml.as_bytes())?;
     }
-    print_summary(&a, &graph, &report);
+    let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    print!(
+        "{}",
+        golden::render::summary(&report, &graph.path, &a.golden, github)
+    );
     if let Some(hint) = tf32_hint(&spec, report.first_regressed.as_ref()) {
         println!("{hint}");
     }
@@ -165,118 +168,10 @@ fn rerun(a: &CheckArgs, g: &Golden) -> anyhow::Result<Rerun> {
     Ok((graph, out, now, spec))
 }
 
-/// Writes the check as JUnit to `p`: one case per value, failing where it regressed or is missing.
-fn write_junit(p: &std::path::Path, report: &CheckReport, graph: &Graph) -> anyhow::Result<()> {
-    let cases: Vec<crate::report::junit::Case> = report
-        .values
-        .iter()
-        .map(|v| crate::report::junit::Case {
-            name: format!("#{} {} {} → {}", v.node_index, v.op_type, v.node, v.value),
-            class: "phantom.check".into(),
-            failure: match v.status {
-                CheckStatus::Regressed => Some(format!(
-                    "drift {} > budget {}{}",
-                    num(v.drift),
-                    num(v.budget),
-                    v.detail
-                        .as_ref()
-                        .map(|d| format!(" ({d})"))
-                        .unwrap_or_default()
-                )),
-                CheckStatus::Missing => Some("recorded, but not produced now".into()),
-                _ => None,
-            },
-            skipped: None,
-        })
-        .collect();
-    crate::report::json::write_atomic(
-        p,
-        crate::report::junit::render(&format!("phantom check {}", graph.path.display()), &cases)
-            .as_bytes(),
-    )?;
-    Ok(())
-}
-
-/// Prints the counts, the first regressed value with the worst regressions, and what changed in the environment.
-fn print_summary(a: &CheckArgs, graph: &Graph, report: &CheckReport) {
-    let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
-    println!(
-        "phantom check {} against {}: {} identical, {} within budget, {} regressed, {} missing",
-        graph.path.display(),
-        a.golden.display(),
-        report.identical,
-        report.within,
-        report.regressed,
-        report.missing
-    );
-    if let Some(f) = &report.first_regressed {
-        print_first_regressed(f, github);
-        println!("{}", regressed_table(report));
-    }
-    if report.environment_changes.is_empty() {
-        println!("environment: unchanged");
-    } else {
-        for c in &report.environment_changes {
-            println!(
-                "changed since the record: {}: {} → {}",
-                c.what, c.recorded, c.now
-            );
-        }
-    }
-}
-
-/// Prints the first regressed value, and on GitHub Actions an error annotation for it.
-fn print_first_regressed(f: &ValueCheck, github: bool) {
-    println!(
-        "first regressed: node #{} {} `{}` → `{}`: drift {} > budget {}{}",
-        f.node_index,
-        f.op_type,
-        f.node,
-        f.value,
-        num(f.drift),
-        num(f.budget),
-        f.detail
-            .as_ref()
-            .map(|d| format!(" ({d})"))
-            .unwrap_or_default()
-    );
-    if github {
-        println!(
-            "::error title=phantom numeric regression::{} `{}` drifted {} (budget {})",
-            f.op_type,
-            f.node,
-            num(f.drift),
-            num(f.budget)
-        );
-    }
-}
-
-/// The first ten regressed values with their drift and budget.
-fn regressed_table(report: &CheckReport) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec!["#", "op", "node", "value", "drift", "budget"]);
-    for v in report
-        .values
-        .iter()
-        .filter(|v| v.status == CheckStatus::Regressed)
-        .take(10)
-    {
-        t.add_row(vec![
-            v.node_index.to_string(),
-            v.op_type.clone(),
-            v.node.clone(),
-            v.value.clone(),
-            num(v.drift),
-            num(v.budget),
-        ]);
-    }
-    t
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::golden::check::CheckStatus;
     use crate::targets::{Engine, OrtSpec, TargetSpec};
 
     fn first(op: &str) -> ValueCheck {

@@ -1,55 +1,11 @@
-//! `phantom precision`: the precision advisor. Compares the fp16/bf16 conversion with the f64 reference, keeps the
-//! culprits (and the nodes their causes name) in fp32, and repeats until the model meets the tolerance; writes the
+//! `phantom precision`: the precision advisor's command line (`crate::advisor` runs the rounds); writes the
 //! mixed-precision model and prints the nodes kept.
-
-use std::collections::HashSet;
 
 use anyhow::{bail, Context};
 
 use super::args::PrecisionArgs;
 use super::Outcome;
-use crate::pipeline::{compare, CompareSettings};
-use crate::report::model::{Report, Status};
-use crate::report::terminal::verdict_line;
-
-/// Nodes to keep next: the culprits and the nodes their causes involve; failing that, the first divergence, then
-/// the producers of the culprits' inputs.
-fn next_nodes(r: &Report, graph: &crate::model::Graph, keep: &[String]) -> Vec<String> {
-    let known: HashSet<&str> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
-    let fresh = |v: Vec<String>| -> Vec<String> {
-        let mut seen = HashSet::new();
-        v.into_iter()
-            .filter(|n| known.contains(n.as_str()) && !keep.contains(n) && seen.insert(n.clone()))
-            .collect()
-    };
-    let mut direct = vec![];
-    for c in &r.verdict.culprits {
-        direct.push(c.node.clone());
-        for k in &c.causes {
-            direct.extend(k.nodes.iter().cloned());
-        }
-    }
-    let direct = fresh(direct);
-    if !direct.is_empty() {
-        return direct;
-    }
-    if let Some(f) = &r.verdict.first_divergence {
-        let f = fresh(vec![f.node.clone()]);
-        if !f.is_empty() {
-            return f;
-        }
-    }
-    let producers = graph.producers();
-    fresh(
-        r.verdict
-            .culprits
-            .iter()
-            .flat_map(|c| graph.nodes[c.node_index].inputs.iter())
-            .filter_map(|i| producers.get(i.as_str()))
-            .map(|&p| graph.nodes[p].name.clone())
-            .collect(),
-    )
-}
+use crate::pipeline::CompareSettings;
 
 pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
     let Some(_) = a.precision.low() else {
@@ -74,39 +30,19 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
     let inputs = super::settings::input_spec(&a.inputs)?;
     let graph = crate::model::load(&a.model)?;
     let scratch = a.out.with_extension("phantom-partial.onnx");
-    let mut keep = a.keep_fp32.clone();
-    let mut met = false;
-    for round in 1..=a.max_rounds {
-        let mut target = target.clone();
-        if let Some(o) = target.engine.ort_mut() {
-            o.keep_fp32 = keep.clone();
-        }
-        let mut settings = CompareSettings::new(a.model.clone(), target);
-        a.tolerance.apply(&mut settings.tolerance)?;
-        settings.inputs = inputs.clone();
-        settings.runtime = super::target_flags::runtime(&a.engine);
-        settings.attribution = true;
-        // The advisor ranks nodes by what each does alone.
-        settings.attribute_all = true;
-        settings.save_target_model = Some(scratch.clone());
-        let (report, _) = compare(&settings)?;
-        println!(
-            "round {round} ({} kept in fp32): {}",
-            keep.len(),
-            verdict_line(&report)
-        );
-        if report.verdict.status == Status::Clean {
-            met = true;
-            break;
-        }
-        let next = next_nodes(&report, &graph, &keep);
-        if next.is_empty() {
-            println!("no further node to keep: the remaining drift is not tied to a node phantom can keep in fp32");
-            break;
-        }
-        println!("  keeping in fp32: {}", next.join(", "));
-        keep.extend(next);
-    }
+    let mut settings = CompareSettings::new(a.model.clone(), target);
+    a.tolerance.apply(&mut settings.tolerance)?;
+    settings.inputs = inputs;
+    settings.runtime = super::target_flags::runtime(&a.engine);
+    settings.attribution = true;
+    // The advisor ranks nodes by what each does alone.
+    settings.attribute_all = true;
+    settings.save_target_model = Some(scratch.clone());
+    let advice =
+        crate::advisor::advise(&settings, &graph, a.keep_fp32.clone(), a.max_rounds, |s| {
+            println!("{s}")
+        })?;
+    let (keep, met) = (advice.kept, advice.met);
     std::fs::rename(&scratch, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
     println!(
         "{} nodes kept in fp32{}{}",

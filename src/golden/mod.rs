@@ -3,6 +3,7 @@
 //! writes one; `phantom check` runs again and compares value by value against drift budgets.
 
 pub mod check;
+pub mod render;
 
 use std::collections::BTreeMap;
 use std::path::Path;

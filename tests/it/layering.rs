@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["pipeline"],
     &[
-        "golden", "scan", "profile", "reduce", "bisect", "replay", "segment", "diff",
+        "golden", "scan", "profile", "reduce", "bisect", "replay", "segment", "diff", "advisor",
     ],
     &["cli"],
 ];
