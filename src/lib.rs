@@ -40,7 +40,8 @@
 //!   targets, bounded
 //!   analysis
 //!   compare, report::model (the report's schema)
-//! phantom-runner   (crates/runner: tract f64 reference, ONNX Runtime and wgpu runners, target specs)
+//! phantom-runner   (crates/runner: ONNX Runtime and wgpu runners, nodes run alone, target specs)
+//! phantom-reference (crates/reference: the tract f64 reference and its kernels, the runner interface)
 //! phantom-precision (crates/precision: fp16/bf16 conversion)
 //! phantom-model    (crates/model: ONNX import, validation, surgery, cuts, types, tract conversions)
 //! phantom-core     (crates/core: error, fsutil, heap, tensor, spill, units, watchdog, simd)

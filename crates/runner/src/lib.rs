@@ -6,71 +6,19 @@
 //! - [`wgpu`]: phantom's own WGSL shaders on a Vulkan/Metal/DX12 adapter; a target.
 
 // The layers below, under the names the code uses.
-pub(crate) use phantom_core::widened;
-pub(crate) use phantom_core::{error, fsutil, heap, spill, tensor, units};
+pub(crate) use phantom_core::{error, spill, tensor, units};
 pub(crate) use phantom_model as model;
 pub(crate) use phantom_precision as precision;
 
 pub mod cuda_libs;
-pub mod facts;
 pub mod isolate;
 pub mod ort;
 pub mod ort_lib;
 pub mod plugins;
 pub mod providers;
-pub mod reference;
 pub mod spec;
 pub mod trace;
 pub mod wgpu;
 
-use std::collections::{BTreeMap, HashMap};
-
-use crate::error::Result;
-use crate::model::inputs::Inputs;
-use crate::model::Graph;
-use crate::tensor::Tensor;
-
-/// What a run produced.
-#[derive(Debug, Default)]
-pub struct RunOutput {
-    /// Values by ONNX tensor name.
-    pub values: HashMap<String, Tensor>,
-    /// Values the runner could not produce, with the reason.
-    pub missing: HashMap<String, String>,
-    /// How each node was computed, by node name (reference runner only; absent means plain f64).
-    pub precision: HashMap<String, RefPrecision>,
-    /// The reference's facts for the report (tract version, precision).
-    pub details: BTreeMap<String, String>,
-    /// What a target actually ran (set by targets).
-    pub facts: Option<facts::TargetFacts>,
-    /// Things the user should know.
-    pub notes: Vec<String>,
-    /// Node name → where it ran instead of the target device, and why (wgpu target only).
-    pub placement: HashMap<String, facts::HostPlacement>,
-    /// Value name → the target's discrete decisions the reference adopted there (reference runner only).
-    pub adopted: HashMap<String, reference::decide::Adopted>,
-}
-
-/// How the reference computed a node.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RefPrecision {
-    /// tract's own kernel, in f64.
-    F64,
-    /// phantom's own f64 implementation (tract has no f64 kernel for this op).
-    F64Phantom,
-    /// Computed at lower precision: comparisons on this node are only as good as the reason says.
-    Reduced { reason: String },
-    /// The reference could not compute it at all.
-    Unavailable { reason: String },
-}
-
-/// One way of evaluating a model.
-pub trait Runner {
-    /// Short name used in reports (`tract-f64`, `onnxruntime`).
-    fn name(&self) -> String;
-    /// Version string of the underlying engine.
-    fn version(&self) -> String;
-    /// Evaluates `graph` on `inputs`, capturing every value it can.
-    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput>;
-}
+// The f64 reference and the runner interface live in phantom-reference.
+pub use phantom_reference::{facts, reference, RefPrecision, RunOutput, Runner};

@@ -25,37 +25,7 @@ use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::tensor::Tensor;
 
-/// ONNX Runtime's graph optimization level.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum OptLevel {
-    Disable,
-    Basic,
-    Extended,
-    All,
-}
-
-impl OptLevel {
-    /// The name `--ort-opt-level` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            OptLevel::Disable => "disable",
-            OptLevel::Basic => "basic",
-            OptLevel::Extended => "extended",
-            OptLevel::All => "all",
-        }
-    }
-}
+pub use crate::facts::OptLevel;
 
 static ENV: OnceLock<(Environment, Located, String)> = OnceLock::new();
 

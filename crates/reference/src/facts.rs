@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::ort::OptLevel;
-
 /// Where a node ran when not on the target's device, and why (wgpu target).
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HostPlacement {
@@ -131,4 +129,36 @@ pub struct Instrumentation {
     pub max_abs_change: f64,
     /// The final outputs compared in the verdict come from the plain (uninstrumented) run.
     pub outputs_from_plain_run: bool,
+}
+
+/// ONNX Runtime's graph optimization level.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OptLevel {
+    Disable,
+    Basic,
+    Extended,
+    All,
+}
+
+impl OptLevel {
+    /// The name `--ort-opt-level` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptLevel::Disable => "disable",
+            OptLevel::Basic => "basic",
+            OptLevel::Extended => "extended",
+            OptLevel::All => "all",
+        }
+    }
 }
