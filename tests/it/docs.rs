@@ -1,5 +1,6 @@
 //! The documentation holds together: the README stays a short guide (at most 400 lines), every chapter the book's
-//! SUMMARY lists exists, and every relative link in the README and the book leads to a file that exists.
+//! SUMMARY lists exists, every relative link in the README and the book leads to a file that exists, and the book
+//! builds with mdbook (`.ci/run` installs it under `target/tools` when it is missing).
 
 use std::path::Path;
 
@@ -50,4 +51,50 @@ fn readme_is_short_and_every_link_of_the_docs_resolves() {
         "links to nothing:\n{}",
         broken.join("\n")
     );
+}
+
+/// mdbook on PATH, else the one `.ci/run` installs under `target/tools`.
+fn mdbook() -> Option<std::path::PathBuf> {
+    let local = root().join("target/tools/bin/mdbook");
+    if local.is_file() {
+        return Some(local);
+    }
+    let on_path = std::process::Command::new("mdbook")
+        .arg("--version")
+        .output();
+    on_path
+        .is_ok_and(|o| o.status.success())
+        .then(|| "mdbook".into())
+}
+
+#[test]
+fn the_book_builds_with_mdbook() {
+    let Some(mdbook) = mdbook() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but no mdbook: .ci/run installs it under target/tools"
+        );
+        eprintln!(
+            "mdbook not found: the book was not built (cargo install mdbook --version =0.4.52)"
+        );
+        return;
+    };
+    let out = tempfile::tempdir().unwrap();
+    let run = std::process::Command::new(mdbook)
+        .arg("build")
+        .arg(root().join("docs/book"))
+        .arg("-d")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "mdbook build failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let summary = std::fs::read_to_string(root().join("docs/book/src/SUMMARY.md")).unwrap();
+    for c in links(&summary) {
+        let page = out.path().join(c.replace(".md", ".html"));
+        assert!(page.is_file(), "the book has no page {}", page.display());
+    }
 }
