@@ -15,8 +15,9 @@ use tract_onnx::data_resolver::{MmapDataResolver, ModelDataResolver};
 use tract_onnx::pb::{tensor_proto::DataLocation, GraphProto, StringStringEntryProto};
 use tract_onnx::prelude::{TractError, TractResult};
 
-/// Initializers smaller than this stay in the model (shape constants and the like: passes may read them).
-pub const MIN_BYTES: usize = 64 << 10;
+/// Initializers smaller than this stay in the model (shape constants and the like: passes may read them): the
+/// threshold of weights kept as stored, so both paths and the memory check take the same weights.
+pub const MIN_BYTES: usize = crate::model::budget::STORED_MIN_BYTES;
 
 const DOUBLE: i32 = 11;
 

@@ -83,12 +83,6 @@ impl Source {
             FLOAT16 => (2, |b| half::f16::from_le_bytes([b[0], b[1]]).to_f64()),
             _ => (2, |b| half::bf16::from_le_bytes([b[0], b[1]]).to_f64()),
         };
-        let round: fn(f64) -> f64 = match self.round {
-            Some(DType::F16) => |v| half::f16::from_f64(v).to_f64(),
-            Some(DType::Bf16) => |v| half::bf16::from_f64(v).to_f64(),
-            Some(DType::F32) => |v| v as f32 as f64,
-            _ => |v| v,
-        };
         let mut t = Tensor::zero::<f64>(&self.dims)?;
         const TILE: usize = 1 << 15;
         {
@@ -97,7 +91,10 @@ impl Source {
                 .zip(self.raw().par_chunks(TILE * size))
                 .for_each(|(out, bytes)| {
                     for (o, b) in out.iter_mut().zip(bytes.chunks_exact(size)) {
-                        *o = round(get(b));
+                        *o = get(b);
+                    }
+                    if let Some(d) = self.round {
+                        crate::tensor::narrow::round_slice(out, d);
                     }
                 });
         }
@@ -426,38 +423,25 @@ mod tests {
             dims: vec![2, 2],
             round,
         };
+        let elems = |t: Tensor| -> Vec<f64> {
+            t.to_plain_array_view::<f64>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect()
+        };
         let wide = source(None).widen().unwrap();
         assert_eq!(wide.shape(), &[2, 2]);
-        let got: Vec<f64> = wide
-            .to_plain_array_view::<f64>()
-            .unwrap()
-            .iter()
-            .copied()
-            .collect();
-        assert_eq!(got, values.map(|v| v as f64));
+        assert_eq!(elems(wide), values.map(|v| v as f64));
         let rounded = source(Some(DType::F16)).widen().unwrap();
         let want = values.map(|v| half::f16::from_f32(v).to_f64());
-        let rounded: Vec<f64> = rounded
-            .to_plain_array_view::<f64>()
-            .unwrap()
-            .iter()
-            .copied()
-            .collect();
-        assert_eq!(rounded, want);
+        assert_eq!(elems(rounded), want);
         let bf = Source {
             data_type: BFLOAT16,
             bytes: Bytes::Owned(half::bf16::from_f32(-2.5).to_le_bytes().to_vec()),
             dims: vec![1],
             ..source(None)
         };
-        let bf = bf.widen().unwrap();
-        assert_eq!(
-            bf.to_plain_array_view::<f64>()
-                .unwrap()
-                .iter()
-                .copied()
-                .collect::<Vec<_>>(),
-            [-2.5]
-        );
+        assert_eq!(elems(bf.widen().unwrap()), [-2.5]);
     }
 }
