@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use super::args_groups::{ReportArgs, ToleranceArgs};
+pub use super::args_groups::{JsonOut, JunitOut, ReportArgs, ToleranceArgs};
 pub use super::args_segment::{MergeArgs, PlanArgs, SegmentArgs};
 pub use super::args_tools::{DiffArgs, ProfileArgs, ReduceArgs, ServeArgs};
 
@@ -242,9 +242,8 @@ pub struct DevicesArgs {
     /// Only adapters whose name contains this (case-insensitive); no match is an error.
     #[arg(long, value_name = "NAME")]
     pub adapter: Option<String>,
-    /// Write the list as JSON to PATH (`-` or no PATH: standard output).
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub json: JsonOut,
 }
 
 #[derive(Debug, Args)]
@@ -358,9 +357,8 @@ pub struct DeterminismArgs {
     /// Precision of the target: fp16/bf16 run phantom's conversion (ONNX Runtime) or f16 shaders (wgpu).
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,
-    /// Write the determinism report as JSON.
-    #[arg(long, value_name = "OUT.json")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub json: JsonOut,
     #[command(flatten)]
     pub inputs: InputArgs,
     #[command(flatten)]
@@ -413,12 +411,10 @@ pub struct CheckArgs {
     /// Budget for one node, e.g. --budget-node conv1=1e-3 (repeatable).
     #[arg(long = "budget-node", value_name = "NODE=BUDGET")]
     pub budget_node: Vec<String>,
-    /// Write the check report as JSON.
-    #[arg(long, value_name = "OUT.json")]
-    pub json: Option<PathBuf>,
-    /// Write a JUnit XML file: a test case per recorded value.
-    #[arg(long, value_name = "OUT.xml")]
-    pub junit: Option<PathBuf>,
+    #[command(flatten)]
+    pub json: JsonOut,
+    #[command(flatten)]
+    pub junit: JunitOut,
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -437,9 +433,8 @@ pub struct ScanArgs {
     /// The precision to judge the risks for.
     #[arg(long, value_enum, default_value = "fp16")]
     pub precision: PrecisionArg,
-    /// Write the scan as JSON here.
-    #[arg(long, value_name = "OUT.json")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub json: JsonOut,
     /// How many nodes each list shows.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -458,16 +453,16 @@ pub struct InfoArgs {
     /// The ONNX model.
     #[arg(required_unless_present = "json")]
     pub model: Option<PathBuf>,
-    /// Write the summary as JSON to PATH (`-` or no PATH: standard output). `--json MODEL`, with no model after
-    /// it, reads MODEL and prints to standard output, as the flag did when it took no value.
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<PathBuf>,
+    // `--json MODEL`, with no model after it, reads MODEL and prints to standard output, as the flag did when it
+    // took no value (see `resolved`).
+    #[command(flatten)]
+    pub json: JsonOut,
 }
 
 impl InfoArgs {
     /// The model and where its JSON goes (`None`: the table), the older `--json MODEL` form read as it was meant.
     pub fn resolved(&self) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
-        match (&self.model, &self.json) {
+        match (&self.model, &self.json.path) {
             (Some(m), j) => Ok((m.clone(), j.clone())),
             (None, Some(j)) if j.as_os_str() != "-" => Ok((j.clone(), Some("-".into()))),
             (None, _) => {

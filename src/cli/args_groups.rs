@@ -37,20 +37,35 @@ impl ToleranceArgs {
     }
 }
 
+/// `--json [PATH]`, the same flag in every command that writes JSON: a file path, or `-` (or no path) for standard
+/// output, where the command's own summary then goes to standard error.
+#[derive(Debug, Clone, Default, Args)]
+pub struct JsonOut {
+    /// Write the JSON here (`-` or no PATH: standard output; the summary then goes to standard error).
+    #[arg(id = "json", long = "json", value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    pub path: Option<PathBuf>,
+}
+
+/// `--junit PATH`, the same flag in every command that writes JUnit XML.
+#[derive(Debug, Clone, Default, Args)]
+pub struct JunitOut {
+    /// Write a JUnit XML file here, a test case per checked value (`-`: standard output).
+    #[arg(id = "junit", long = "junit", value_name = "OUT.xml")]
+    pub path: Option<PathBuf>,
+}
+
 /// The files a report is written as: the same four flags in every command that writes a report (`onnx`, `merge`,
-/// `diff`). Each takes a file path.
+/// `diff`). Each takes a file path, or `-` for standard output.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ReportArgs {
-    /// Write the JSON report here.
-    #[arg(long, value_name = "OUT.json")]
-    pub json: Option<PathBuf>,
-    /// Write a JUnit XML file: a test case per output and per failing value.
-    #[arg(long, value_name = "OUT.xml")]
-    pub junit: Option<PathBuf>,
-    /// Write a Markdown summary (for CI logs and pull requests).
+    #[command(flatten)]
+    pub json: JsonOut,
+    #[command(flatten)]
+    pub junit: JunitOut,
+    /// Write a Markdown summary (for CI logs and pull requests; `-`: standard output).
     #[arg(long = "summary-md", alias = "markdown", value_name = "OUT.md")]
     pub summary_md: Option<PathBuf>,
-    /// Write a self-contained HTML report (open it anywhere, attach it to a bug).
+    /// Write a self-contained HTML report (open it anywhere, attach it to a bug; `-`: standard output).
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
 }
@@ -59,8 +74,8 @@ impl ReportArgs {
     /// Where the emitter writes each format.
     pub fn outputs(&self) -> crate::report::emit::Outputs<'_> {
         crate::report::emit::Outputs {
-            json: self.json.as_deref(),
-            junit: self.junit.as_deref(),
+            json: self.json.path.as_deref(),
+            junit: self.junit.path.as_deref(),
             markdown: self.summary_md.as_deref(),
             html: self.html.as_deref(),
         }
@@ -69,8 +84,8 @@ impl ReportArgs {
     /// Each file flag with its name, for the checks before anything is written.
     pub fn named(&self) -> [(&'static str, &Option<PathBuf>); 4] {
         [
-            ("--json", &self.json),
-            ("--junit", &self.junit),
+            ("--json", &self.json.path),
+            ("--junit", &self.junit.path),
             ("--summary-md", &self.summary_md),
             ("--html", &self.html),
         ]

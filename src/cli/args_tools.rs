@@ -33,9 +33,9 @@ pub struct ProfileArgs {
     /// Timed runs (after one warm-up run); each node's min and median are reported.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10000))]
     pub runs: u64,
-    /// Write the profile as JSON here (`phantom-profile/1`; another profile compares with it via --compare).
-    #[arg(long, value_name = "OUT.json")]
-    pub json: Option<PathBuf>,
+    // The profile as JSON (`phantom-profile/1`) is what another profile compares with via --compare.
+    #[command(flatten)]
+    pub json: super::args_groups::JsonOut,
     /// Write a Chrome trace here (opens in Perfetto or chrome://tracing).
     #[arg(long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,

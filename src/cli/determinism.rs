@@ -2,6 +2,7 @@
 //! reference twice, hashing every intermediate; reports each value that changed, the first in topological order,
 //! and how far the runs spread. Exit 1 when the target is nondeterministic.
 
+use super::out::{say, sayln};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 
@@ -10,7 +11,6 @@ use super::Outcome;
 use crate::analysis::determinism::{Tracker, ValueSpread};
 use crate::golden::Provenance;
 use crate::model::{inputs::Inputs, Graph};
-use crate::report::json::write_atomic;
 use crate::runner::facts::TargetFacts;
 use crate::runner::ort_lib::{self, Located};
 use crate::runner::{reference::ReferenceRunner, Runner};
@@ -155,19 +155,21 @@ pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
         reference: reference.nondeterministic(&graph),
         reference_error,
     };
-    println!(
+    sayln!(
         "phantom determinism {} ({} values, {} runs per mode)",
-        report.model, report.values, a.runs
+        report.model,
+        report.values,
+        a.runs
     );
-    println!("ran: {} · {}", report.ran.ep, report.ran.ep_used);
-    print!(
+    sayln!("ran: {} · {}", report.ran.ep, report.ran.ep_used);
+    say!(
         "{}",
         table(
             &format!("{}, {} fresh sessions", facts_name(&spec), a.runs),
             &report.fresh_sessions
         )
     );
-    print!(
+    say!(
         "{}",
         table(
             &format!("{}, {} runs in one session", facts_name(&spec), a.runs),
@@ -182,20 +184,20 @@ pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
             (b, a) if a < b => "it helped",
             _ => "it did not help",
         };
-        println!("with ORT deterministic compute: {before} → {after} varying value(s): {verdict}");
+        sayln!("with ORT deterministic compute: {before} → {after} varying value(s): {verdict}");
     }
     match &report.reference_error {
-        Some(e) => println!(
+        Some(e) => sayln!(
             "reference (tract f64): could not run ({})",
             e.lines().next().unwrap_or("")
         ),
-        None => print!(
+        None => say!(
             "{}",
             table("reference (tract f64), 2 runs", &report.reference)
         ),
     }
-    if let Some(p) = &a.json {
-        write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    if let Some(p) = &a.json.path {
+        super::settings::emit_json(p, &report)?;
     }
     let nondeterministic = !report.fresh_sessions.is_empty() || !report.same_session.is_empty();
     Ok(if nondeterministic {

@@ -1,5 +1,6 @@
 //! `phantom devices`: the wgpu adapters phantom can run shaders on, with the features and limits that matter.
 
+use super::out::sayln;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
 use super::args::DevicesArgs;
@@ -15,12 +16,12 @@ pub fn run(a: DevicesArgs) -> anyhow::Result<Outcome> {
         Some(n) => matching(n)?,
         None => adapters(),
     };
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.json.path {
         super::settings::emit_json(p, &list)?;
         return Ok(Outcome::Clean);
     }
     if list.is_empty() {
-        println!(
+        sayln!(
             "no wgpu adapter found (phantom looks for Vulkan, Metal and DX12 drivers)\n  hint: on Debian, \
              `apt-get install mesa-vulkan-drivers` gives lavapipe, a software Vulkan device"
         );
@@ -56,9 +57,9 @@ pub fn run(a: DevicesArgs) -> anyhow::Result<Outcome> {
             ),
         ]);
     }
-    println!("{t}");
+    sayln!("{t}");
     for d in &list {
-        println!("{} features: {}", d.name, d.features.join(", "));
+        sayln!("{} features: {}", d.name, d.features.join(", "));
     }
     Ok(Outcome::Clean)
 }

@@ -1,6 +1,7 @@
 //! `phantom diff`: parses the options, runs [`crate::diff::run`], writes the reports.
 
 use super::args::DiffArgs;
+use super::out::say;
 use super::Outcome;
 use crate::compare::ToleranceSpec;
 use crate::diff::{archive::Limits, naming::Rename, render, DiffOptions};
@@ -63,7 +64,7 @@ fn options(a: &DiffArgs) -> anyhow::Result<DiffOptions> {
 pub fn run(a: DiffArgs) -> anyhow::Result<Outcome> {
     let opts = options(&a)?;
     let report = crate::diff::run(&opts, std::env::args().collect())?;
-    print!("{}", render::terminal(&report, a.show));
+    say!("{}", render::terminal(&report, a.show));
     crate::report::emit::write(&report, a.report.outputs())?;
     Ok(if report.verdict.first_divergent.is_some() {
         Outcome::Diverged

@@ -1,5 +1,6 @@
 //! `phantom record` and `phantom check`: golden runs for CI.
 
+use super::out::{say, sayln};
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
@@ -73,7 +74,7 @@ pub fn record(a: RecordArgs) -> anyhow::Result<Outcome> {
         values,
     };
     let size = golden::write(&a.output, &g, &inputs.tensors, &full, a.force)?;
-    println!(
+    sayln!(
         "recorded {} values of {} into {} ({} bytes)",
         g.values.len(),
         g.model,
@@ -103,20 +104,20 @@ pub fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
     let g = golden::read(&a.golden)?;
     let (graph, out, now, spec) = rerun(&a, &g)?;
     let report = check_values(&g, &out.values, &now, &budgets);
-    if let Some(p) = &a.json {
-        crate::report::json::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    if let Some(p) = &a.json.path {
+        super::settings::emit_json(p, &report)?;
     }
-    if let Some(p) = &a.junit {
+    if let Some(p) = &a.junit.path {
         let xml = golden::render::junit(&report, &graph.path);
-        crate::report::json::write_atomic(p, xml.as_bytes())?;
+        crate::fsutil::write_output(p, xml.as_bytes())?;
     }
     let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
-    print!(
+    say!(
         "{}",
         golden::render::summary(&report, &graph.path, &a.golden, github)
     );
     if let Some(hint) = tf32_hint(&spec, report.first_regressed.as_ref()) {
-        println!("{hint}");
+        sayln!("{hint}");
     }
     Ok(if report.regressed > 0 || report.missing > 0 {
         Outcome::Diverged

@@ -1,5 +1,6 @@
 //! `phantom info`: a model's inputs, outputs, opsets and op histogram.
 
+use super::out::sayln;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
 use super::args::InfoArgs;
@@ -26,8 +27,8 @@ pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
         super::settings::emit_json(&out, &v)?;
         return Ok(Outcome::Clean);
     }
-    println!("{} (sha256 {})", g.path.display(), g.sha256);
-    println!(
+    sayln!("{} (sha256 {})", g.path.display(), g.sha256);
+    sayln!(
         "ir_version {} · producer {}",
         g.ir_version,
         if g.producer.is_empty() {
@@ -41,7 +42,7 @@ pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
         .iter()
         .map(|(d, v)| format!("{}={v}", if d.is_empty() { "ai.onnx" } else { d }))
         .collect();
-    println!("opsets {}", opsets.join(", "));
+    sayln!("opsets {}", opsets.join(", "));
     // Saturating: a corrupt initializer may declare dims whose product overflows.
     let params: u128 = g
         .initializers
@@ -52,7 +53,7 @@ pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
                 .fold(1u128, |a, &d| a.saturating_mul(d.max(0) as u128))
         })
         .fold(0u128, u128::saturating_add);
-    println!(
+    sayln!(
         "{} nodes, {} initializers ({} parameters){}",
         g.nodes.len(),
         g.initializers.len(),
@@ -65,7 +66,7 @@ pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
     );
     let sub: usize = g.nodes.iter().map(|n| n.subgraph_nodes).sum();
     if sub > 0 {
-        println!(
+        sayln!(
             "{sub} nodes inside If/Loop/Scan bodies ({} values not reachable as graph outputs)",
             g.hidden.len()
         );
@@ -83,13 +84,13 @@ pub fn run(a: InfoArgs) -> anyhow::Result<Outcome> {
             ]);
         }
     }
-    println!("{t}");
+    sayln!("{t}");
     let mut h = Table::new();
     h.load_preset(UTF8_FULL_CONDENSED);
     h.set_header(vec!["op", "count"]);
     for (op, n) in g.op_histogram() {
         h.add_row(vec![op, n.to_string()]);
     }
-    println!("{h}");
+    sayln!("{h}");
     Ok(Outcome::Clean)
 }

@@ -11,6 +11,7 @@ mod diff;
 mod golden;
 mod info;
 mod onnx;
+mod out;
 mod precision;
 mod profile;
 mod reduce;
@@ -24,7 +25,7 @@ mod target_flags;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 /// What a subcommand concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +36,14 @@ pub enum Outcome {
 
 /// Parses `std::env::args`, runs, and returns the process exit code.
 pub fn run() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
-        Ok(c) => c,
+    let parsed = args::Cli::command()
+        .try_get_matches()
+        .and_then(|m| args::Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let cli = match parsed {
+        Ok((c, m)) => match out::claim(&m) {
+            Ok(()) => c,
+            Err(e) => return exit_code(Err(e)),
+        },
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();

@@ -1,5 +1,6 @@
 //! `phantom onnx`: compare every intermediate of a model between the f64 reference and ONNX Runtime.
 
+use super::out::{say, sayln};
 use std::io::IsTerminal;
 
 use anyhow::Context;
@@ -16,7 +17,7 @@ pub fn run(a: OnnxArgs) -> anyhow::Result<Outcome> {
     refuse_existing(&a)?;
     if a.bisect {
         refuse_with_bisect(&a)?;
-        return bisect(&settings, a.report.json.as_deref());
+        return bisect(&settings, a.report.json.path.as_deref());
     }
     anyhow::ensure!(
         a.samples <= 1 || a.dump.is_none(),
@@ -125,18 +126,21 @@ fn write_graph_views(a: &OnnxArgs, report: &crate::report::model::Report) -> any
 /// Prints the verdict line or the full summary, and on GitHub Actions an error annotation at the first divergence.
 fn print_summary(a: &OnnxArgs, report: &crate::report::model::Report) {
     if a.quiet {
-        println!("{}", terminal::verdict_line(report));
+        sayln!("{}", terminal::verdict_line(report));
     } else {
-        print!("{}", terminal::render(report, a.top));
-        if let Some(p) = &a.report.json {
-            println!("JSON report: {}", p.display());
+        say!("{}", terminal::render(report, a.top));
+        if let Some(p) = a.report.json.path.as_ref().filter(|p| p.as_os_str() != "-") {
+            sayln!("JSON report: {}", p.display());
         }
     }
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         if let Some(f) = &report.verdict.first_divergence {
-            println!(
+            sayln!(
                 "::error title=phantom drift::first divergence at node #{} {} `{}` (value `{}`)",
-                f.node_index, f.op_type, f.node, f.value
+                f.node_index,
+                f.op_type,
+                f.node,
+                f.value
             );
         }
     }
@@ -144,12 +148,12 @@ fn print_summary(a: &OnnxArgs, report: &crate::report::model::Report) {
 
 fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow::Result<Outcome> {
     let r = crate::bisect::bisect(settings)?;
-    println!(
+    sayln!(
         "phantom --bisect {} on {} ({}): {} target run(s) over {} value(s) on the path to the first failing output",
         r.model, r.target, r.ran, r.target_runs, r.candidates
     );
     for p in &r.probes {
-        println!(
+        sayln!(
             "  probe #{} {} `{}` → `{}`: {:?}{}",
             p.node_index,
             p.op_type,
@@ -162,19 +166,21 @@ fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow:
         );
     }
     if let Some(p) = json {
-        let bytes = serde_json::to_vec_pretty(&r).context("serializing the bisect report")?;
-        json::write_atomic(p, &bytes)?;
+        super::settings::emit_json(p, &r).context("writing the bisect report")?;
     }
     match &r.first_divergence {
         Some(f) => {
-            println!(
+            sayln!(
                 "first divergence: node #{} {} `{}` (value `{}`)",
-                f.node_index, f.op_type, f.node, f.value
+                f.node_index,
+                f.op_type,
+                f.node,
+                f.value
             );
             Ok(Outcome::Diverged)
         }
         None => {
-            println!("clean: the outputs are within tolerance");
+            sayln!("clean: the outputs are within tolerance");
             Ok(Outcome::Clean)
         }
     }
@@ -251,8 +257,8 @@ fn several(a: &OnnxArgs, settings: &CompareSettings) -> anyhow::Result<Outcome> 
     let (m, _) = compare_targets(settings)?;
     crate::report::emit::write(&m, a.report.outputs())?;
     match a.quiet {
-        true => print!("{}", multi::terminal::verdict_lines(&m)),
-        false => print!("{}", multi::terminal::render(&m, a.top)),
+        true => say!("{}", multi::terminal::verdict_lines(&m)),
+        false => say!("{}", multi::terminal::render(&m, a.top)),
     }
     Ok(match m.status.fails(a.strict) {
         false => Outcome::Clean,

@@ -1,6 +1,7 @@
 //! `phantom precision`: the precision advisor's command line (`crate::advisor` runs the rounds); writes the
 //! mixed-precision model and prints the nodes kept.
 
+use super::out::sayln;
 use anyhow::{bail, Context};
 
 use super::args::PrecisionArgs;
@@ -40,19 +41,19 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
     settings.save_target_model = Some(scratch.clone());
     let advice =
         crate::advisor::advise(&settings, &graph, a.keep_fp32.clone(), a.max_rounds, |s| {
-            println!("{s}")
+            sayln!("{s}")
         })?;
     let (keep, met) = (advice.kept, advice.met);
     std::fs::rename(&scratch, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
-    println!(
+    sayln!(
         "{} nodes kept in fp32{}{}",
         keep.len(),
         if keep.is_empty() { "" } else { ": " },
         keep.join(",")
     );
-    println!("mixed-precision model: {}", a.out.display());
+    sayln!("mixed-precision model: {}", a.out.display());
     if met {
-        println!(
+        sayln!(
             "meets the tolerance (rerun: phantom onnx {} --precision {} --keep-fp32 '{}')",
             a.model.display(),
             format!("{:?}", a.precision).to_lowercase(),
@@ -60,7 +61,7 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
         );
         Ok(Outcome::Clean)
     } else {
-        println!(
+        sayln!(
             "does NOT meet the tolerance after {} round(s)",
             a.max_rounds
         );

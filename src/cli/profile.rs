@@ -1,5 +1,6 @@
 //! `phantom profile`: per-node time, FLOPs, bytes and memory on the target (see [`crate::profile`]).
 
+use super::out::say;
 use anyhow::Context;
 
 use super::args::ProfileArgs;
@@ -9,7 +10,7 @@ use crate::profile::{profile, render, Profile};
 use crate::report::json::write_atomic;
 
 pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
-    for (flag, p) in [("--json", &a.json), ("--trace", &a.trace)] {
+    for (flag, p) in [("--json", &a.json.path), ("--trace", &a.trace)] {
         if let Some(p) = p.as_ref().filter(|p| p.is_dir()) {
             anyhow::bail!(
                 "{flag} {}: is a directory; give a file name to write",
@@ -36,9 +37,8 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
     s.runtime = super::target_flags::runtime(&a.engine);
     crate::watchdog::stage("profile: target runs");
     let (p, runs) = profile(&s, a.runs as usize)?;
-    if let Some(path) = &a.json {
-        let bytes = serde_json::to_vec_pretty(&p).context("serializing the profile")?;
-        write_atomic(path, &bytes)
+    if let Some(path) = &a.json.path {
+        super::settings::emit_json(path, &p)
             .with_context(|| format!("writing the profile to {}", path.display()))?;
     }
     if let Some(path) = &a.trace {
@@ -61,9 +61,9 @@ pub fn run(a: ProfileArgs) -> anyhow::Result<Outcome> {
         )
         .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }
-    print!("{}", render::terminal(&p, a.top));
+    say!("{}", render::terminal(&p, a.top));
     if let Some(o) = &other {
-        print!("\n{}", render::compare(o, &p, a.top));
+        say!("\n{}", render::compare(o, &p, a.top));
     }
     Ok(Outcome::Clean)
 }

@@ -1,6 +1,7 @@
 //! `phantom reduce`: a culprit cut out as a repro bundle (see [`crate::reduce`]).
 
 use super::args::ReduceArgs;
+use super::out::say;
 use super::Outcome;
 use crate::reduce::{bundle, reduce, ReduceSettings};
 
@@ -49,7 +50,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<Outcome> {
         );
     }
     bundle::write(&a.out, a.force, &r, &b)?;
-    print!("{}", summary(&r, &a.out));
+    say!("{}", summary(&r, &a.out));
     Ok(Outcome::Clean)
 }
 

@@ -1,6 +1,7 @@
 //! `phantom replay DIR`: runs a saved run again with its inputs and options; says whether the verdict matches and
 //! names what changed (environment, inputs, model). Exit 0 when the verdict is reproduced, 1 when it is not.
 
+use super::out::sayln;
 use std::path::PathBuf;
 
 use super::args::ReplayArgs;
@@ -35,16 +36,18 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         &report.target.details,
         &report.model.sha256,
     );
-    println!("phantom replay {} ({})", a.dir.display(), saved.model);
-    println!("target: {}", report.target.label);
+    sayln!("phantom replay {} ({})", a.dir.display(), saved.model);
+    sayln!("target: {}", report.target.label);
     for n in &report.notes {
-        println!("note: {n}");
+        sayln!("note: {n}");
     }
     let mut differences = 0;
     for c in environment_changes(&saved.environment, &now) {
-        println!(
+        sayln!(
             "environment changed: {}: {} → {}",
-            c.what, c.recorded, c.now
+            c.what,
+            c.recorded,
+            c.now
         );
         differences += 1;
     }
@@ -60,7 +63,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         .collect();
     for ((name, was), (_, is)) in saved.inputs.iter().zip(&hashes) {
         if was != is {
-            println!("input changed: `{name}` differs from the one the run was saved with");
+            sayln!("input changed: `{name}` differs from the one the run was saved with");
             differences += 1;
         }
     }
@@ -74,7 +77,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
             None => format!("{s:?}").to_lowercase(),
         };
     if same {
-        println!(
+        sayln!(
             "verdict reproduced: {}{}",
             describe(&saved.status, &saved.first_divergence),
             if differences == 0 {
@@ -85,7 +88,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<Outcome> {
         );
         Ok(Outcome::Clean)
     } else {
-        println!(
+        sayln!(
             "verdict differs: saved {}, now {}",
             describe(&saved.status, &saved.first_divergence),
             describe(&report.verdict.status, &report.verdict.first_divergence)

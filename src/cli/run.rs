@@ -2,6 +2,7 @@
 //! (`--ep`; outputs only, or every value with `--all-values`); prints what ran, each graph output's shape and
 //! statistics, and the time taken (also the baselines of the benchmarks). `--dump DIR` writes the outputs as `.npy`.
 
+use super::out::sayln;
 use std::time::Instant;
 
 use super::args::{RunArgs, Side};
@@ -36,7 +37,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             }
             // Refused with a way forward, not killed by the kernel, when the weights alone exceed the budget.
             crate::pipeline::weights_fit(&graph)?;
-            println!(
+            sayln!(
                 "ran: tract {} in f64",
                 crate::runner::reference::TRACT_VERSION
             );
@@ -58,9 +59,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             );
             let facts = out.facts.clone().unwrap_or_else(|| tg.facts(&graph));
             let p = Provenance::from_facts(&tg.name(), &tg.version(), &facts, &graph.sha256);
-            println!(
+            sayln!(
                 "ran: {} {} · {} · {}",
-                p.runtime, p.runtime_version, p.ep, p.ep_used
+                p.runtime,
+                p.runtime_version,
+                p.ep,
+                p.ep_used
             );
             out
         }
@@ -82,16 +86,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
                     .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
                         (l.min(v), h.max(v))
                     });
-                println!("{} {} {:?} min {lo} max {hi}", o.name, t.dtype(), t.shape());
+                sayln!("{} {} {:?} min {lo} max {hi}", o.name, t.dtype(), t.shape());
             }
-            None => println!(
+            None => sayln!(
                 "{} unavailable: {}",
                 o.name,
                 out.missing.get(&o.name).map(String::as_str).unwrap_or("?")
             ),
         }
     }
-    println!(
+    sayln!(
         "{} values ({}) in {ms:.1} ms",
         computed.0,
         crate::units::fmt_size(computed.1)

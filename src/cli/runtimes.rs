@@ -1,6 +1,7 @@
 //! `phantom runtimes`: which ONNX Runtime phantom finds, its version and execution providers.
 
 use super::args::RuntimeArgs;
+use super::out::sayln;
 use super::Outcome;
 use crate::runner::{ort, ort_lib};
 
@@ -8,21 +9,21 @@ pub fn run(a: RuntimeArgs) -> anyhow::Result<Outcome> {
     crate::runner::plugins::request(&a.ep_library)?;
     let lib = ort_lib::locate(a.ort_lib.as_deref(), a.no_install)?;
     let env = ort::init(&lib)?;
-    println!("onnxruntime {}", env.2);
-    println!("  library   {}", lib.path.display());
-    println!("  found via {}", lib.source);
-    println!("  providers {}", ort::available_providers().join(", "));
-    println!("  build     {}", ::ort::info());
+    sayln!("onnxruntime {}", env.2);
+    sayln!("  library   {}", lib.path.display());
+    sayln!("  found via {}", lib.source);
+    sayln!("  providers {}", ort::available_providers().join(", "));
+    sayln!("  build     {}", ::ort::info());
     for cli in ["cuda", "tensorrt"] {
         if let Some(r) = crate::runner::cuda_libs::ensure(&lib.path, cli) {
-            println!("  {cli} needs (from {})", r.provider_lib.display());
+            sayln!("  {cli} needs (from {})", r.provider_lib.display());
             for l in r.lines() {
-                println!("    {l}");
+                sayln!("    {l}");
             }
         }
     }
     print_plugins(&env.0);
-    println!(
+    sayln!(
         "reference   tract-onnx {} (f64, typed)",
         crate::runner::reference::TRACT_VERSION
     );
@@ -32,7 +33,7 @@ pub fn run(a: RuntimeArgs) -> anyhow::Result<Outcome> {
 /// Each plugin library (`--ep-library`, `onnxruntime_ep_*` Python packages) and the devices it offers.
 fn print_plugins(env: &::ort::environment::Environment) {
     for (p, devices) in crate::runner::plugins::listing(env) {
-        println!(
+        sayln!(
             "  plugin    {} ({}, from {})",
             p.name,
             p.path.display(),
@@ -40,18 +41,21 @@ fn print_plugins(env: &::ort::environment::Environment) {
         );
         match devices {
             Ok(d) if d.is_empty() => {
-                println!("    no device (the plugin found nothing it can run on)")
+                sayln!("    no device (the plugin found nothing it can run on)")
             }
             Ok(d) => {
                 for d in d {
                     let vendor = if d.vendor.is_empty() { "" } else { " " };
-                    println!(
+                    sayln!(
                         "    {} on{vendor}{} {} (device id {})",
-                        d.ep, d.vendor, d.kind, d.id
+                        d.ep,
+                        d.vendor,
+                        d.kind,
+                        d.id
                     );
                 }
             }
-            Err(e) => println!("    not loaded: {e}"),
+            Err(e) => sayln!("    not loaded: {e}"),
         }
     }
 }

@@ -1,17 +1,17 @@
 //! `phantom scan`: numerically fragile nodes from one f64 reference run (see [`crate::scan`]).
 
+use super::out::say;
 use anyhow::Context;
 
 use super::args::ScanArgs;
 use super::Outcome;
-use crate::report::json::write_atomic;
 
 pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
     let precision = a
         .precision
         .low()
         .context("--precision fp32: a scan judges fp16 or bf16; give --precision fp16 or bf16")?;
-    if let Some(p) = a.json.as_ref().filter(|p| p.is_dir()) {
+    if let Some(p) = a.json.path.as_ref().filter(|p| p.is_dir()) {
         anyhow::bail!(
             "--json {}: is a directory; give a file name to write",
             p.display()
@@ -29,15 +29,15 @@ pub fn run(a: ScanArgs) -> anyhow::Result<Outcome> {
         crate::pipeline::prepared_model("scan", &a.model, &spec_in, &runtime, true)?;
     crate::watchdog::stage("scan: reference run");
     let scan = crate::scan::scan(&graph, &inputs, precision)?;
-    if let Some(p) = &a.json {
-        let bytes = serde_json::to_vec_pretty(&scan).context("serializing the scan")?;
-        write_atomic(p, &bytes).with_context(|| format!("writing the scan to {}", p.display()))?;
+    if let Some(p) = &a.json.path {
+        super::settings::emit_json(p, &scan)
+            .with_context(|| format!("writing the scan to {}", p.display()))?;
     }
     if let Some(d) = &a.model_explorer {
         let ids = crate::report::explorer::ids(&graph)?;
         crate::report::explorer::write(d, a.force, &ids, &crate::scan::render::overlays(&scan))
             .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }
-    print!("{}", crate::scan::terminal(&scan, a.top));
+    say!("{}", crate::scan::terminal(&scan, a.top));
     Ok(Outcome::Clean)
 }

@@ -1,5 +1,6 @@
 //! `phantom plan`, `phantom segment`, `phantom merge`: segment-wise comparison (see [`crate::segment`]).
 
+use super::out::{say, sayln};
 use anyhow::Context;
 
 use super::args::{MergeArgs, PlanArgs, SegmentArgs, Switch};
@@ -42,7 +43,7 @@ pub fn plan(a: PlanArgs) -> anyhow::Result<Outcome> {
         split,
     };
     let p = planning::plan(&ps)?;
-    print!("{}", plan_summary(&p, &a.out));
+    say!("{}", plan_summary(&p, &a.out));
     Ok(Outcome::Clean)
 }
 
@@ -121,7 +122,7 @@ pub fn segment(a: SegmentArgs) -> anyhow::Result<Outcome> {
         };
         for i in which {
             let st = run::boundary(&a.plan, &plan, i)?;
-            println!(
+            sayln!(
                 "segment {i}: boundary pass stored {} value(s) per side in {:.0} ms (peak RSS {})",
                 st.values,
                 st.wall_ms,
@@ -136,7 +137,7 @@ pub fn segment(a: SegmentArgs) -> anyhow::Result<Outcome> {
     )?;
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !a.quiet;
     let p = run::compare(&a.plan, &plan, i, progress)?;
-    println!(
+    sayln!(
         "segment {i}: {} ({} ms, peak RSS {}); partial report in {}",
         terminal::verdict_line(&p.report),
         p.wall_ms.round(),
@@ -157,11 +158,11 @@ pub fn merge(a: MergeArgs) -> anyhow::Result<Outcome> {
     let r = &m.report;
     crate::report::emit::write(r, a.report.outputs())?;
     match a.quiet {
-        true => println!("{}", terminal::verdict_line(r)),
+        true => sayln!("{}", terminal::verdict_line(r)),
         false => {
-            print!("{}", terminal::render(r, a.top));
+            say!("{}", terminal::render(r, a.top));
             for (i, peak, ms) in &m.jobs {
-                println!("segment {i}: {:.0} ms, peak RSS {}", ms, rss(*peak));
+                sayln!("segment {i}: {:.0} ms, peak RSS {}", ms, rss(*peak));
             }
         }
     }

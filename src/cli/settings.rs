@@ -181,10 +181,6 @@ pub fn one_target(a: OneTarget, why: &str) -> anyhow::Result<crate::pipeline::Co
 
 /// Writes `value` as JSON to `path`, or to standard output when `path` is `-`.
 pub fn emit_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    match path.as_os_str() == "-" {
-        true => println!("{text}"),
-        false => crate::fsutil::write_atomic(path, (text + "\n").as_bytes())?,
-    }
-    Ok(())
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    Ok(crate::fsutil::write_output(path, text.as_bytes())?)
 }

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use super::model::multi::MultiReport;
 use super::model::Report;
-use crate::fsutil::write_atomic;
+use crate::fsutil::write_output;
 
 /// Where each format goes (`None`: not asked for).
 #[derive(Clone, Copy, Debug, Default)]
@@ -33,7 +33,7 @@ pub fn write(report: &impl Formats, out: Outputs) -> anyhow::Result<()> {
         let Some(p) = path else {
             return Ok(());
         };
-        write_atomic(p, &bytes()?).with_context(|| format!("writing the {what} to {}", p.display()))
+        write_output(p, &bytes()?).with_context(|| format!("writing the {what} to {}", p.display()))
     };
     put(out.json, "JSON report", &|| report.json())?;
     put(out.junit, "JUnit report", &|| {

@@ -83,3 +83,97 @@ fn the_report_flags_mean_the_same_in_every_command() {
     assert!(serde_json::from_str::<serde_json::Value>(&read(&json)).is_ok());
     assert!(read(&html).starts_with("<!"), "{}", &read(&html)[..40]);
 }
+
+/// Each file flag is one declaration: wherever `--json` or `--junit` appears, it has the same help, value name and
+/// arity, so `--json -` (or a bare `--json`) prints in every command that writes JSON.
+#[test]
+fn each_output_flag_is_declared_once_and_means_the_same_everywhere() {
+    use clap::CommandFactory;
+    fn walk(c: &clap::Command, path: String, out: &mut Vec<(String, String, String)>) {
+        for a in c.get_arguments() {
+            let id = a.get_id().as_str();
+            if ["json", "junit", "html", "summary_md"].contains(&id) {
+                let shape = format!(
+                    "{:?} {:?} {:?}",
+                    a.get_help().map(|h| h.to_string()),
+                    a.get_value_names(),
+                    a.get_num_args()
+                );
+                out.push((id.to_string(), path.clone(), shape));
+            }
+        }
+        for s in c.get_subcommands() {
+            walk(s, format!("{path} {}", s.get_name()), out);
+        }
+    }
+    let mut found = vec![];
+    walk(
+        &phantom::cli::args::Cli::command(),
+        "phantom".into(),
+        &mut found,
+    );
+    let with = |id: &str| -> Vec<&str> {
+        let mut v: Vec<&str> = found
+            .iter()
+            .filter(|f| f.0 == id)
+            .map(|f| f.1.as_str())
+            .collect();
+        v.sort();
+        v
+    };
+    for cmd in [
+        "onnx",
+        "merge",
+        "diff",
+        "determinism",
+        "check",
+        "scan",
+        "profile",
+        "info",
+        "devices",
+    ] {
+        let c = format!("phantom {cmd}");
+        assert!(with("json").contains(&c.as_str()), "{cmd} takes --json");
+    }
+    assert!(
+        with("junit").contains(&"phantom check"),
+        "check takes --junit"
+    );
+    for id in ["json", "junit", "html", "summary_md"] {
+        let shapes: std::collections::BTreeSet<&str> = found
+            .iter()
+            .filter(|f| f.0 == id)
+            .map(|f| f.2.as_str())
+            .collect();
+        assert_eq!(
+            shapes.len(),
+            1,
+            "--{id} is declared differently: {shapes:?}"
+        );
+    }
+}
+
+/// `--json -` takes standard output: it holds the JSON alone, the summary goes to standard error; two outputs
+/// asking for standard output are refused before anything runs.
+#[test]
+fn json_on_standard_output_moves_the_summary_to_standard_error() {
+    let model = root().join("models/convnet.onnx");
+    let m = model.to_str().unwrap();
+    let (code, out, err) = phantom(&["onnx", m, "--json", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("stdout is the JSON alone");
+    assert_eq!(report["verdict"]["status"], "clean", "{out}");
+    assert!(
+        err.contains("phantom ") && err.contains("CLEAN"),
+        "the summary: {err}"
+    );
+
+    let (code, out, err) = phantom(&["scan", m, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let scan: serde_json::Value = serde_json::from_str(&out).expect("stdout is the scan alone");
+    assert!(scan.is_object(), "{scan}");
+
+    let (code, out, err) = phantom(&["onnx", m, "--json", "-", "--junit", "-"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("--json and --junit"), "{err}");
+}

@@ -148,6 +148,21 @@ pub fn input_budget() -> usize {
     memory_budget() / 4
 }
 
+/// Writes a requested output: `-` is standard output, any other path is written as [`write_atomic`] writes it.
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path.as_os_str() != "-" {
+        return write_atomic(path, bytes);
+    }
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|_| out.flush())
+        .map_err(|e| Error::Write {
+            path: path.to_path_buf(),
+            reason: format!("standard output: {e}"),
+        })
+}
+
 /// Writes `bytes` to `path` through a temporary sibling and a rename; on any failure the temporary file is
 /// removed and the error names `path` (never the temporary).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
