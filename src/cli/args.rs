@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use super::args_groups::{JsonOut, JunitOut, ReportArgs, ToleranceArgs};
+pub use super::args_groups::{JsonOut, JunitOut, ModelOnTarget, ReportArgs, ToleranceArgs};
 pub use super::args_segment::{MergeArgs, PlanArgs, SegmentArgs};
 pub use super::args_tools::{DiffArgs, ProfileArgs, ReduceArgs, ServeArgs};
 
@@ -143,20 +143,8 @@ pub struct RuntimeArgs {
 pub struct OnnxArgs {
     /// The ONNX model (the reference always runs this one).
     pub model: PathBuf,
-    /// Run this model on the target instead (an optimized, converted or quantized version); values matched by name.
-    #[arg(long, value_name = "OTHER.onnx")]
-    pub target_model: Option<PathBuf>,
-    /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (I/O types kept).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "fp32",
-        conflicts_with = "target_model"
-    )]
-    pub precision: PrecisionArg,
-    /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
-    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
-    pub keep_fp32: Vec<String>,
+    #[command(flatten)]
+    pub on_target: ModelOnTarget,
     /// Introduced-vs-inherited error (every node rerun on the target with the reference's inputs: anomalies) and
     /// expected noise (the reference rerun with every value rounded to the target's precision: precision-limited
     /// values). auto: on (with --max-memory, the values they read again wait on disk: PHANTOM_SPILL_DIR).
@@ -368,12 +356,8 @@ pub struct DeterminismArgs {
 /// The target configuration a golden run is recorded or checked with.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// Run this model on the target instead; values matched by name.
-    #[arg(long, value_name = "OTHER.onnx")]
-    pub target_model: Option<PathBuf>,
-    /// Precision of the target: fp16/bf16 run phantom's conversion (ONNX Runtime) or f16 shaders (wgpu).
-    #[arg(long, value_enum, default_value = "fp32")]
-    pub precision: PrecisionArg,
+    #[command(flatten)]
+    pub on_target: ModelOnTarget,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

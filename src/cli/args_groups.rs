@@ -37,6 +37,28 @@ impl ToleranceArgs {
     }
 }
 
+/// Which model the target runs: MODEL, phantom's fp16/bf16 conversion of it, or another file; the same three
+/// flags in every command that runs a target on a model.
+#[derive(Debug, Clone, Args)]
+pub struct ModelOnTarget {
+    /// Run this model on the target instead (an optimized, converted or quantized version of MODEL); values
+    /// matched by name.
+    #[arg(long, value_name = "OTHER.onnx")]
+    pub target_model: Option<PathBuf>,
+    /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (I/O types kept) on ONNX Runtime, f16
+    /// shaders on wgpu.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "fp32",
+        conflicts_with = "target_model"
+    )]
+    pub precision: super::args::PrecisionArg,
+    /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
+    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
+    pub keep_fp32: Vec<String>,
+}
+
 /// `--json [PATH]`, the same flag in every command that writes JSON: a file path, or `-` (or no path) for standard
 /// output, where the command's own summary then goes to standard error.
 #[derive(Debug, Clone, Default, Args)]

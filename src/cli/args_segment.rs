@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::args::{EngineArgs, InputArgs, ReportArgs, Switch, ToleranceArgs};
-use super::args_tools::ModelOnTarget;
+use super::args_groups::ModelOnTarget;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {

@@ -5,26 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{EngineArgs, InputArgs, PrecisionArg, ReportArgs, ToleranceArgs};
-
-/// Which model the target runs: MODEL, phantom's fp16/bf16 conversion of it, or another file.
-#[derive(Debug, Args)]
-pub struct ModelOnTarget {
-    /// Run this model on the target instead (an optimized, converted or quantized version of MODEL).
-    #[arg(long, value_name = "OTHER.onnx")]
-    pub target_model: Option<PathBuf>,
-    /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (I/O types kept).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "fp32",
-        conflicts_with = "target_model"
-    )]
-    pub precision: PrecisionArg,
-    /// Keep this node in float32 in the fp16/bf16 conversion (repeat, or separate with commas).
-    #[arg(long = "keep-fp32", value_name = "NODE", value_delimiter = ',')]
-    pub keep_fp32: Vec<String>,
-}
+use super::args::{EngineArgs, InputArgs, ModelOnTarget, ReportArgs, ToleranceArgs};
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {

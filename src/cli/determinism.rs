@@ -113,7 +113,7 @@ pub fn run(a: DeterminismArgs) -> anyhow::Result<Outcome> {
     // Prepared as every command does, but random ops deliberately not seeded: finding them is the point.
     let (graph, inputs) =
         crate::pipeline::prepared_model("determinism", &a.model, &spec_in, &runtime, false)?;
-    let spec = super::target_flags::one("determinism", &a.engine, a.precision, None)?;
+    let spec = super::target_flags::one("determinism", &a.engine, a.precision, &[], None)?;
     let rt = &a.engine.runtime;
     let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
     let (fresh, same, facts) = trackers(&spec, &graph, &inputs, &lib, a.runs)?;

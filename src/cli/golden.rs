@@ -21,7 +21,14 @@ fn run_target(
     t: &TargetArgs,
     command: &str,
 ) -> anyhow::Result<(RunOutput, Provenance, TargetSpec)> {
-    let spec = super::target_flags::one(command, &t.engine, t.precision, t.target_model.clone())?;
+    let m = &t.on_target;
+    let spec = super::target_flags::one(
+        command,
+        &t.engine,
+        m.precision,
+        &m.keep_fp32,
+        m.target_model.clone(),
+    )?;
     let rt = &t.engine.runtime;
     let lib = ort_lib::locate(rt.ort_lib.as_deref(), rt.no_install)?;
     let mut target = targets::open(&spec, graph, &lib)?;

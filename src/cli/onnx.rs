@@ -188,8 +188,12 @@ fn bisect(settings: &CompareSettings, json: Option<&std::path::Path>) -> anyhow:
 
 /// The command line resolved into the pipeline's settings.
 fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
-    let mut targets =
-        super::target_flags::specs(&a.engine, a.precision, &a.keep_fp32, a.target_model.clone())?;
+    let mut targets = super::target_flags::specs(
+        &a.engine,
+        a.on_target.precision,
+        &a.on_target.keep_fp32,
+        a.on_target.target_model.clone(),
+    )?;
     if targets.len() > 1 {
         refuse_with_several(a)?;
     }

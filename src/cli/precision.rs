@@ -18,7 +18,7 @@ pub fn run(a: PrecisionArgs) -> anyhow::Result<Outcome> {
             a.out.display()
         );
     }
-    let target = super::target_flags::one("precision", &a.engine, a.precision, None)?;
+    let target = super::target_flags::one("precision", &a.engine, a.precision, &[], None)?;
     if target.is_wgpu() {
         bail!(
             "phantom precision writes a mixed fp16/fp32 ONNX model for ONNX Runtime; --ep wgpu computes every node \

@@ -12,7 +12,7 @@ use crate::runner::{ort_lib, reference::ReferenceRunner};
 use crate::targets::{self, Capture};
 
 pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
-    let spec = super::target_flags::one("run", &a.engine, a.precision, None)?;
+    let spec = super::target_flags::one("run", &a.engine, a.precision, &[], None)?;
     let spec_in = super::settings::input_spec(&a.inputs)?;
     // As `phantom onnx` runs it: the dims ONNX Runtime accepts, Ifs and Loops the inputs decide resolved, random
     // ops drawing phantom's noise.

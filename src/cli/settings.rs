@@ -157,7 +157,7 @@ fn image_norm(a: &InputArgs, sources: &[InputSource]) -> anyhow::Result<ImageNor
 /// What the one-target commands built on a comparison (`reduce`, `plan`) share on their command line.
 pub struct OneTarget<'a> {
     pub model: &'a Path,
-    pub on_target: &'a super::args_tools::ModelOnTarget,
+    pub on_target: &'a super::args_groups::ModelOnTarget,
     pub engine: &'a super::args::EngineArgs,
     pub inputs: &'a InputArgs,
     pub tolerance: super::args::ToleranceArgs,

@@ -112,9 +112,10 @@ pub fn one(
     command: &str,
     e: &EngineArgs,
     precision: PrecisionArg,
+    keep_fp32: &[String],
     model: Option<PathBuf>,
 ) -> anyhow::Result<TargetSpec> {
-    let mut all = specs(e, precision, &[], model)?;
+    let mut all = specs(e, precision, keep_fp32, model)?;
     if all.len() != 1 {
         bail!(
             "--ep given {} times: `phantom {command}` runs one target (only `phantom onnx` compares several)",

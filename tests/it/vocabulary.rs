@@ -85,14 +85,14 @@ fn the_report_flags_mean_the_same_in_every_command() {
 }
 
 /// Each file flag is one declaration: wherever `--json` or `--junit` appears, it has the same help, value name and
-/// arity, so `--json -` (or a bare `--json`) prints in every command that writes JSON.
+/// arity, so `--json -` (or a bare `--json`) prints in every command that writes JSON; `--target-model` too.
 #[test]
 fn each_output_flag_is_declared_once_and_means_the_same_everywhere() {
     use clap::CommandFactory;
     fn walk(c: &clap::Command, path: String, out: &mut Vec<(String, String, String)>) {
         for a in c.get_arguments() {
             let id = a.get_id().as_str();
-            if ["json", "junit", "html", "summary_md"].contains(&id) {
+            if ["json", "junit", "html", "summary_md", "target_model"].contains(&id) {
                 let shape = format!(
                     "{:?} {:?} {:?}",
                     a.get_help().map(|h| h.to_string()),
@@ -139,7 +139,7 @@ fn each_output_flag_is_declared_once_and_means_the_same_everywhere() {
         with("junit").contains(&"phantom check"),
         "check takes --junit"
     );
-    for id in ["json", "junit", "html", "summary_md"] {
+    for id in ["json", "junit", "html", "summary_md", "target_model"] {
         let shapes: std::collections::BTreeSet<&str> = found
             .iter()
             .filter(|f| f.0 == id)
