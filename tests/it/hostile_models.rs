@@ -51,75 +51,36 @@ fn invalid_models_are_refused_on_every_path() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    let conv = |file: &str, a: pb::AttributeProto| {
+        one_node(d, file, "Conv", vec![a], vec![conv_weights()])
+    };
+    let alone =
+        |file: &str, op: &str, a: pb::AttributeProto| one_node(d, file, op, vec![a], vec![]);
+    let huge_shape = i64_tensor("s", vec![4], vec![1 << 20, 1 << 20, 8, 8]);
     let cases: Vec<(PathBuf, &str)> = vec![
         (
-            one_node(
-                d,
-                "stride0.onnx",
-                "Conv",
-                vec![attr_ints("strides", &[0, 1])],
-                vec![conv_weights()],
-            ),
+            conv("stride0.onnx", attr_ints("strides", &[0, 1])),
             "strides",
         ),
         (
-            one_node(
-                d,
-                "kernel.onnx",
-                "Conv",
-                vec![attr_ints("kernel_shape", &[])],
-                vec![conv_weights()],
-            ),
+            conv("kernel.onnx", attr_ints("kernel_shape", &[])),
             "kernel_shape",
         ),
+        (conv("pad.onnx", attr_str("auto_pad", "BOGUS")), "BOGUS"),
         (
-            one_node(
-                d,
-                "pad.onnx",
-                "Conv",
-                vec![attr_str("auto_pad", "BOGUS")],
-                vec![conv_weights()],
-            ),
-            "BOGUS",
-        ),
-        (
-            one_node(
-                d,
-                "perm.onnx",
-                "Transpose",
-                vec![attr_ints("perm", &[0, 1, 2, 7])],
-                vec![],
-            ),
+            alone("perm.onnx", "Transpose", attr_ints("perm", &[0, 1, 2, 7])),
             "perm",
         ),
         (
-            one_node(
-                d,
-                "softmax.onnx",
-                "Softmax",
-                vec![attr_int("axis", 99)],
-                vec![],
-            ),
+            alone("softmax.onnx", "Softmax", attr_int("axis", 99)),
             "axis",
         ),
         (
-            one_node(
-                d,
-                "layernorm.onnx",
-                "LayerNormalization",
-                vec![attr_int("axis", -7)],
-                vec![],
-            ),
+            alone("layernorm.onnx", "LayerNormalization", attr_int("axis", -7)),
             "axis",
         ),
         (
-            one_node(
-                d,
-                "expand.onnx",
-                "Expand",
-                vec![],
-                vec![i64_tensor("s", vec![4], vec![1 << 20, 1 << 20, 8, 8])],
-            ),
+            one_node(d, "expand.onnx", "Expand", vec![], vec![huge_shape]),
             "shape",
         ),
     ];
@@ -133,7 +94,13 @@ fn invalid_models_are_refused_on_every_path() {
             refused(&args, &["suspect", attr]);
         }
     }
-    // Opset 99 and an unknown domain.
+}
+
+/// Opset 99 and an unknown domain are refused, naming them.
+#[test]
+fn unknown_opsets_and_domains_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
     let g = |op: &str, domain: &str| pb::GraphProto {
         name: "g".into(),
         node: vec![pb::NodeProto {
@@ -327,144 +294,8 @@ fn bad_indices_and_special_external_data_are_refused() {
 fn what_the_onnx_runtime_loader_refuses_is_refused_everywhere() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let write = |name: &str, g: pb::GraphProto, edit: &dyn Fn(&mut pb::ModelProto)| {
-        let mut m = model_proto(g, 17);
-        edit(&mut m);
-        let p = d.join(name);
-        std::fs::write(&p, m.encode_to_vec()).unwrap();
-        p
-    };
-    let graph = |n: pb::NodeProto, inits: Vec<pb::TensorProto>| pb::GraphProto {
-        name: "g".into(),
-        node: vec![pb::NodeProto {
-            name: "suspect".into(),
-            ..n
-        }],
-        initializer: inits,
-        input: vec![value("x", &[1, 4])],
-        output: vec![value("y", &[1, 4])],
-        ..Default::default()
-    };
-    let relu = || graph(node("Relu", &["x"], "y"), vec![]);
-    let add_w = |w: pb::TensorProto| graph(node("Add", &["x", "w"], "y"), vec![w]);
-    let f64_w = pb::TensorProto {
-        name: "w".into(),
-        data_type: 11,
-        dims: vec![1, 4],
-        double_data: vec![0.5; 4],
-        ..Default::default()
-    };
-    let mut leaky = node("LeakyRelu", &["x"], "y");
-    leaky.attribute = vec![
-        pb::AttributeProto {
-            f: 0.1,
-            ..attr_int("alpha", 0)
-        },
-        pb::AttributeProto {
-            f: 0.2,
-            ..attr_int("alpha", 0)
-        },
-    ];
-    for a in leaky.attribute.iter_mut() {
-        a.r#type = 1;
-    }
-    let relu_with = |a: pb::AttributeProto| pb::NodeProto {
-        attribute: vec![a],
-        ..node("Relu", &["x"], "y")
-    };
-    // `alpha` declared a float that also carries an int (ONNX Runtime: "type field and data field mismatch").
-    let mut leaky_mixed = node("LeakyRelu", &["x"], "y");
-    leaky_mixed.attribute = vec![pb::AttributeProto {
-        f: 0.1,
-        r#type: 1,
-        ..attr_int("alpha", 3)
-    }];
-    let mut pool = node("MaxPool", &["x"], "y");
-    pool.attribute = vec![attr_ints("kernel_shape", &[2]), attr_ints("pads", &[2, 0])];
-    let huge = pb::TensorProto {
-        dims: vec![1 << 40, 1 << 40],
-        ..f32_tensor("h", vec![1, 4], vec![0.0; 4])
-    };
-    let cases: Vec<(PathBuf, &str)> = vec![
-        (
-            write("ir99.onnx", relu(), &|m| m.ir_version = 99),
-            "IR version 99",
-        ),
-        (
-            write("no_outputs.onnx", relu(), &|m| {
-                m.graph.as_mut().unwrap().output.clear()
-            }),
-            "no outputs",
-        ),
-        (
-            write("dup_attr.onnx", graph(leaky.clone(), vec![]), &|_| {}),
-            "`alpha` is given twice",
-        ),
-        (
-            write("init_as_output.onnx", relu(), &|m| {
-                let g = m.graph.as_mut().unwrap();
-                g.initializer
-                    .push(f32_tensor("y", vec![1, 4], vec![0.0; 4]));
-            }),
-            "defined twice",
-        ),
-        (
-            write("input_as_output.onnx", relu(), &|m| {
-                m.graph.as_mut().unwrap().input.push(value("y", &[1, 4]));
-            }),
-            "defined twice",
-        ),
-        (
-            write("f64_init.onnx", add_w(f64_w.clone()), &|_| {}),
-            "`w` is f64 but `x` is f32",
-        ),
-        (
-            write(
-                "f16_input.onnx",
-                add_w(f32_tensor("w", vec![1, 4], vec![0.5; 4])),
-                &|m| {
-                    let g = m.graph.as_mut().unwrap();
-                    if let Some(pb::type_proto::Value::TensorType(t)) =
-                        g.input[0].r#type.as_mut().and_then(|t| t.value.as_mut())
-                    {
-                        t.elem_type = 10;
-                    }
-                },
-            ),
-            "one element type",
-        ),
-        (
-            write("huge_dims.onnx", relu(), &|m| {
-                m.graph.as_mut().unwrap().initializer.push(huge.clone())
-            }),
-            "initializer `h`",
-        ),
-        (
-            write("opset1.onnx", relu(), &|m| m.opset_import[0].version = 1),
-            "opset 1",
-        ),
-        (
-            write(
-                "unknown_attr.onnx",
-                graph(relu_with(attr_ints("perm", &[0, 1])), vec![]),
-                &|_| {},
-            ),
-            "`perm` is not one Relu-14 defines",
-        ),
-        (
-            write(
-                "mixed_attr.onnx",
-                graph(leaky_mixed.clone(), vec![]),
-                &|_| {},
-            ),
-            "carries Int data",
-        ),
-        (
-            write("pool_pads.onnx", graph(pool.clone(), vec![]), &|_| {}),
-            "not smaller than the kernel",
-        ),
-    ];
+    let mut cases = model_level_cases(dir.path());
+    cases.extend(node_level_cases(dir.path()));
     let convnet = model("convnet.onnx");
     for (m, what) in &cases {
         let m = m.to_str().unwrap();
@@ -478,4 +309,133 @@ fn what_the_onnx_runtime_loader_refuses_is_refused_everywhere() {
             refused(&args, &[what]);
         }
     }
+}
+
+/// Writes `g` as `d/name` (opset 17), edited by `edit`.
+fn write_edited(
+    d: &Path,
+    name: &str,
+    g: pb::GraphProto,
+    edit: &dyn Fn(&mut pb::ModelProto),
+) -> PathBuf {
+    let mut m = model_proto(g, 17);
+    edit(&mut m);
+    let p = d.join(name);
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    p
+}
+
+/// A graph of one node named `suspect`, from `x` [1, 4] to `y` [1, 4].
+fn suspect_graph(n: pb::NodeProto, inits: Vec<pb::TensorProto>) -> pb::GraphProto {
+    pb::GraphProto {
+        name: "g".into(),
+        node: vec![pb::NodeProto {
+            name: "suspect".into(),
+            ..n
+        }],
+        initializer: inits,
+        input: vec![value("x", &[1, 4])],
+        output: vec![value("y", &[1, 4])],
+        ..Default::default()
+    }
+}
+
+/// Models the loader refuses for what the model or graph declares, with the words each refusal must say.
+fn model_level_cases(d: &Path) -> Vec<(PathBuf, &'static str)> {
+    let relu = || suspect_graph(node("Relu", &["x"], "y"), vec![]);
+    let write =
+        |name: &str, edit: &dyn Fn(&mut pb::ModelProto)| write_edited(d, name, relu(), edit);
+    let huge = pb::TensorProto {
+        dims: vec![1 << 40, 1 << 40],
+        ..f32_tensor("h", vec![1, 4], vec![0.0; 4])
+    };
+    vec![
+        (write("ir99.onnx", &|m| m.ir_version = 99), "IR version 99"),
+        (
+            write("no_outputs.onnx", &|m| {
+                m.graph.as_mut().unwrap().output.clear()
+            }),
+            "no outputs",
+        ),
+        (
+            write("init_as_output.onnx", &|m| {
+                let g = m.graph.as_mut().unwrap();
+                g.initializer
+                    .push(f32_tensor("y", vec![1, 4], vec![0.0; 4]));
+            }),
+            "defined twice",
+        ),
+        (
+            write("input_as_output.onnx", &|m| {
+                m.graph.as_mut().unwrap().input.push(value("y", &[1, 4]));
+            }),
+            "defined twice",
+        ),
+        (
+            write("huge_dims.onnx", &|m| {
+                m.graph.as_mut().unwrap().initializer.push(huge.clone())
+            }),
+            "initializer `h`",
+        ),
+        (
+            write("opset1.onnx", &|m| m.opset_import[0].version = 1),
+            "opset 1",
+        ),
+    ]
+}
+
+/// Models the loader refuses for one node's attributes or types, with the words each refusal must say.
+fn node_level_cases(d: &Path) -> Vec<(PathBuf, &'static str)> {
+    let write =
+        |name: &str, n: pb::NodeProto| write_edited(d, name, suspect_graph(n, vec![]), &|_| {});
+    let add_w = |w: pb::TensorProto| suspect_graph(node("Add", &["x", "w"], "y"), vec![w]);
+    let f64_w = pb::TensorProto {
+        name: "w".into(),
+        data_type: 11,
+        dims: vec![1, 4],
+        double_data: vec![0.5; 4],
+        ..Default::default()
+    };
+    let float_attr = |name: &str, f: f32, i: i64| pb::AttributeProto {
+        f,
+        r#type: 1,
+        ..attr_int(name, i)
+    };
+    let mut leaky = node("LeakyRelu", &["x"], "y");
+    leaky.attribute = vec![float_attr("alpha", 0.1, 0), float_attr("alpha", 0.2, 0)];
+    // `alpha` declared a float that also carries an int (ONNX Runtime: "type field and data field mismatch").
+    let mut leaky_mixed = node("LeakyRelu", &["x"], "y");
+    leaky_mixed.attribute = vec![float_attr("alpha", 0.1, 3)];
+    let mut pool = node("MaxPool", &["x"], "y");
+    pool.attribute = vec![attr_ints("kernel_shape", &[2]), attr_ints("pads", &[2, 0])];
+    let relu_perm = pb::NodeProto {
+        attribute: vec![attr_ints("perm", &[0, 1])],
+        ..node("Relu", &["x"], "y")
+    };
+    let f16_input = |m: &mut pb::ModelProto| {
+        let g = m.graph.as_mut().unwrap();
+        if let Some(pb::type_proto::Value::TensorType(t)) =
+            g.input[0].r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.elem_type = 10;
+        }
+    };
+    let w32 = f32_tensor("w", vec![1, 4], vec![0.5; 4]);
+    vec![
+        (write("dup_attr.onnx", leaky), "`alpha` is given twice"),
+        (
+            write_edited(d, "f64_init.onnx", add_w(f64_w), &|_| {}),
+            "`w` is f64 but `x` is f32",
+        ),
+        (
+            write_edited(d, "f16_input.onnx", add_w(w32), &f16_input),
+            "one element type",
+        ),
+        (
+            write("unknown_attr.onnx", relu_perm),
+            "`perm` is not one Relu-14 defines",
+        ),
+        (write("mixed_attr.onnx", leaky_mixed), "carries Int data"),
+        (write("pool_pads.onnx", pool), "not smaller than the kernel"),
+    ]
 }

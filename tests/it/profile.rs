@@ -60,6 +60,37 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
         "{out}"
     );
     let p = read_json(&json);
+    profile_adds_up(&p);
+    trace_holds_every_run(&read_json(&trace));
+    // Model Explorer: per node time, keyed by the graph's name and the node names.
+    let me = read_json(&tmp.path().join("me/phantom_time_us.json"));
+    let results = me["stack"]["results"].as_object().unwrap();
+    for i in 0..4 {
+        assert!(
+            results[&format!("mm{i}")]["value"].as_f64().unwrap() > 0.0,
+            "{me}"
+        );
+    }
+    // A second profile (another optimization level) compared with the first.
+    let (code, out, err) = phantom(&[
+        "profile",
+        m.to_str().unwrap(),
+        "--runs",
+        "2",
+        "--ort-opt-level",
+        "disable",
+        "--compare",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("B/A") && out.contains("opt disable") && out.contains("opt all"),
+        "{out}"
+    );
+}
+
+/// The profile's figures agree: kernels inside the run, node medians near it, FLOPs and bytes of each MatMul.
+fn profile_adds_up(p: &serde_json::Value) {
     assert_eq!(p["schema"], "phantom-profile/1");
     assert_eq!(p["runs"], 3);
     let run = p["run"]["median_us"].as_f64().unwrap();
@@ -106,7 +137,10 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
         .unwrap()
         .iter()
         .all(|n| n["provider"] == "CPUExecutionProvider"));
-    let t = read_json(&trace);
+}
+
+/// Every timed run and the warm-up are in the trace, each node inside its run.
+fn trace_holds_every_run(t: &serde_json::Value) {
     let events = t["traceEvents"].as_array().unwrap();
     assert!(events
         .iter()
@@ -127,31 +161,6 @@ fn node_times_add_up_to_onnx_runtimes_run_and_the_trace_parses() {
     assert!(events
         .iter()
         .any(|e| e["name"] == "mm3" && e["args"]["op"] == "MatMul"));
-    // Model Explorer: per node time, keyed by the graph's name and the node names.
-    let me = read_json(&tmp.path().join("me/phantom_time_us.json"));
-    let results = me["stack"]["results"].as_object().unwrap();
-    for i in 0..4 {
-        assert!(
-            results[&format!("mm{i}")]["value"].as_f64().unwrap() > 0.0,
-            "{me}"
-        );
-    }
-    // A second profile (another optimization level) compared with the first.
-    let (code, out, err) = phantom(&[
-        "profile",
-        m.to_str().unwrap(),
-        "--runs",
-        "2",
-        "--ort-opt-level",
-        "disable",
-        "--compare",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert!(
-        out.contains("B/A") && out.contains("opt disable") && out.contains("opt all"),
-        "{out}"
-    );
 }
 
 /// Per timed run of a Chrome trace: every node's event lies inside its run, and they add up to no more than it
