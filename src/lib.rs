@@ -27,50 +27,48 @@
 //! each lane gets its own `Report`, and `analysis::agreement` compares the lanes with each other into
 //! `report::model::multi::MultiReport` (with its own renderers in `report::multi`).
 //!
-//! Dependencies point down, layer by layer. The bottom layers are crates of the workspace, so an import that runs up
-//! from them does not compile; inside this crate `tests/it/layering.rs` holds the order and fails on an import that
-//! runs up or a circle between modules:
+//! Dependencies point down, crate by crate: an import that runs up from one crate to another does not compile, and
+//! inside the crates of several modules `tests/it/layering.rs` holds the order and fails on an import that runs up
+//! or a circle between modules:
 //!
 //! ```text
 //! phantom (this crate):
 //!   cli
 //!   golden, scan, profile, reduce, bisect, replay, segment, diff, advisor (the commands' logic)
 //!   pipeline
-//!   report (renderers)
 //!   targets, bounded
-//!   analysis
-//!   compare, report::model (the report's schema)
-//! phantom-runner   (crates/runner: ONNX Runtime and wgpu runners, nodes run alone, target specs)
+//! phantom-report    (crates/report: the renderers and the emitter)
+//! phantom-analysis  (crates/analysis: analysis; below it compare and report::model, the report's schema)
+//! phantom-runner    (crates/runner: ONNX Runtime and wgpu runners, nodes run alone, target specs)
 //! phantom-reference (crates/reference: the tract f64 reference and its kernels, the runner interface)
 //! phantom-precision (crates/precision: fp16/bf16 conversion)
-//! phantom-model    (crates/model: ONNX import, validation, surgery, cuts, types, tract conversions)
-//! phantom-core     (crates/core: error, fsutil, heap, tensor, spill, units, watchdog, simd)
+//! phantom-model     (crates/model: ONNX import, validation, surgery, cuts, types, tract conversions)
+//! phantom-core      (crates/core: error, fsutil, heap, tensor, spill, units, watchdog, simd)
 //! ```
 //!
 //! This crate re-exports the crates below under the module names the code uses (`phantom::model`,
-//! `phantom::runner`...).
+//! `phantom::runner`, `phantom::analysis`, `phantom::report`...).
 
 pub mod advisor;
-pub mod analysis;
 pub mod bisect;
 pub mod bounded;
 pub mod cli;
-pub mod compare;
 pub mod diff;
 pub mod golden;
 pub mod pipeline;
 pub mod profile;
 pub mod reduce;
 pub mod replay;
-pub mod report;
 pub mod scan;
 pub mod segment;
 pub mod targets;
 
 // The crates below, under the module names the code (and the tests) use.
+pub use phantom_analysis::{analysis, compare};
 pub use phantom_core::{dispatch_tensor, widened};
 pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog};
 pub use phantom_core::{Error, Result};
 pub use phantom_model as model;
 pub use phantom_precision as precision;
+pub use phantom_report::report;
 pub use phantom_runner as runner;

@@ -380,7 +380,7 @@ fn settle_tf32(
     let mut tally = |node: &str, settled| match settled {
         analysis::tf32::Settled::Confirmed => confirmed.push(format!("`{node}`")),
         analysis::tf32::Settled::Refuted(m) => {
-            refuted.push(format!("`{node}` (max |t − r| {})", causes::num(m)))
+            refuted.push(format!("`{node}` (max |t − r| {})", crate::units::num(m)))
         }
     };
     for c in verdict.culprits.iter_mut() {

@@ -1,26 +1,43 @@
-//! Engines below, targets above: no library module imports one above it. The bottom layers are crates of the
-//! workspace (`crates/core`, `model`, `precision`, `reference`, `runner`), so the compiler refuses an import that runs up from
-//! them; the test below keeps their dependencies pointing down. Inside the `phantom` crate the allowed order is
-//! written once, here, bottom first; `report::model` (the report's schema) sits below the analyses that fill it,
-//! the renderers above them. Modules of one layer may import each other, never round in a circle.
+//! Engines below, targets above: no library module imports one above it. The layers are crates of the workspace
+//! (`crates/core`, `model`, `precision`, `reference`, `runner`, `analysis`, `report`, and `phantom` at the root), so
+//! the compiler refuses an import that runs up from one crate to another; the tests below keep their dependencies
+//! pointing down. Inside a crate of several modules the allowed order is written here, bottom first: in
+//! `phantom-analysis`, `compare` and `report::model` (the report's schema) sit below the analyses that fill it; in
+//! `phantom`, the targets below the pipeline, below the commands, below the command line. Modules of one layer may
+//! import each other, never round in a circle.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use crate::common::root;
 
-/// Layers, bottom first: a module may import its own layer and those below.
-const LAYERS: &[&[&str]] = &[
-    &[
-        "error", "fsutil", "heap", "tensor", "spill", "units", "watchdog", "simd",
-    ],
-    &["model"],
-    &["precision"],
-    &["runner"],
-    &["compare", "report::model"],
-    &["analysis"],
+/// What a crate re-exports from the crates below it, under the module names its code uses.
+const BELOW: &[&str] = &[
+    "error",
+    "fsutil",
+    "heap",
+    "tensor",
+    "spill",
+    "units",
+    "watchdog",
+    "simd",
+    "dispatch_tensor",
+    "widened",
+    "model",
+    "precision",
+    "runner",
+    "compare",
+    "analysis",
+    "report",
+    "report::model",
+    "Error",
+    "Result",
+];
+
+/// Layers of `phantom` (the root crate), bottom first: a module may import its own layer and those below.
+const PHANTOM: &[&[&str]] = &[
+    BELOW,
     &["targets", "bounded"],
-    &["report"],
     &["pipeline"],
     &[
         "golden", "scan", "profile", "reduce", "bisect", "replay", "segment", "diff", "advisor",
@@ -28,19 +45,43 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-fn layer(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|l| l.contains(&module))
+/// Layers of `phantom-analysis`, bottom first.
+const ANALYSIS: &[&[&str]] = &[
+    &[
+        "tensor",
+        "spill",
+        "units",
+        "simd",
+        "dispatch_tensor",
+        "widened",
+        "model",
+        "precision",
+        "runner",
+    ],
+    &["compare", "report::model"],
+    &["analysis"],
+];
+
+/// The source directories whose modules are layered, with their layers.
+fn layered() -> [(std::path::PathBuf, &'static [&'static [&'static str]]); 2] {
+    [
+        (root().join("src"), PHANTOM),
+        (root().join("crates/analysis/src"), ANALYSIS),
+    ]
 }
 
-/// The layer a `crate::…` path names: `report::model` is the schema, any other `report::` path a renderer.
-fn named(path: &str) -> Option<(String, usize)> {
+fn layer(layers: &[&[&str]], module: &str) -> Option<usize> {
+    layers.iter().position(|l| l.contains(&module))
+}
+
+/// The module a `crate::…` path names: `report::model` is the schema, any other path its first segment.
+fn named(path: &str) -> Option<String> {
     let mut parts = path.split("::");
-    let top = parts.next()?;
-    let full = match (top, parts.next()) {
+    let top = parts.next().filter(|t| !t.is_empty())?;
+    Some(match (top, parts.next()) {
         ("report", Some("model")) => "report::model".to_string(),
         _ => top.to_string(),
-    };
-    Some((full.clone(), layer(&full)?))
+    })
 }
 
 fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -54,15 +95,14 @@ fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// Every `crate::` import outside `#[cfg(test)]` code: (file, its module, the module it names).
-fn imports() -> Vec<(String, String, String)> {
-    let src = root().join("src");
+/// Every `crate::` import outside `#[cfg(test)]` code under `src`: (file, its module, the module it names).
+fn imports(src: &Path) -> Vec<(String, String, String)> {
     let mut all = vec![];
-    files(&src, &mut all);
+    files(src, &mut all);
     let mut out = vec![];
     for p in all {
         let rel = p
-            .strip_prefix(&src)
+            .strip_prefix(src)
             .unwrap()
             .to_string_lossy()
             .replace('\\', "/");
@@ -86,7 +126,7 @@ fn imports() -> Vec<(String, String, String)> {
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
-            if let Some((name, _)) = named(&path) {
+            if let Some(name) = named(&path) {
                 if name != own {
                     out.push((rel.clone(), own.clone(), name));
                 }
@@ -98,59 +138,77 @@ fn imports() -> Vec<(String, String, String)> {
 
 #[test]
 fn no_library_module_imports_one_above_it() {
-    let all = imports();
-    let up: BTreeSet<(String, String)> = all
-        .iter()
-        .filter(|(_, own, name)| match (layer(own), layer(name)) {
-            (Some(mine), Some(theirs)) => theirs > mine,
-            _ => false,
-        })
-        .map(|(file, _, name)| (file.clone(), name.clone()))
-        .collect();
-    assert!(
-        up.is_empty(),
-        "imports that run up (move the code down, or the import up): {up:?}"
-    );
-    let unplaced: BTreeSet<&String> = all
-        .iter()
-        .flat_map(|(_, own, name)| [own, name])
-        .filter(|m| layer(m).is_none())
-        .collect();
-    assert!(
-        unplaced.is_empty(),
-        "modules with no layer in LAYERS: {unplaced:?}"
-    );
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
-    for m in lib.lines().filter_map(|l| l.strip_prefix("pub mod ")) {
-        let m = m.trim_end_matches(';');
+    for (src, layers) in layered() {
+        let all = imports(&src);
+        let up: BTreeSet<(String, String)> = all
+            .iter()
+            .filter(
+                |(_, own, name)| match (layer(layers, own), layer(layers, name)) {
+                    (Some(mine), Some(theirs)) => theirs > mine,
+                    _ => false,
+                },
+            )
+            .map(|(file, _, name)| (file.clone(), name.clone()))
+            .collect();
         assert!(
-            layer(m).is_some(),
-            "src/lib.rs declares `{m}`, which has no layer in LAYERS"
+            up.is_empty(),
+            "{}: imports that run up (move the code down, or the import up): {up:?}",
+            src.display()
         );
+        let unplaced: BTreeSet<&String> = all
+            .iter()
+            .flat_map(|(_, own, name)| [own, name])
+            .filter(|m| layer(layers, m).is_none())
+            .collect();
+        assert!(
+            unplaced.is_empty(),
+            "{}: modules with no layer: {unplaced:?}",
+            src.display()
+        );
+        let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+        for m in lib.lines().filter_map(|l| l.strip_prefix("pub mod ")) {
+            let m = m.trim_end_matches(';').trim_end_matches(" {");
+            let m = if m == "report" { "report::model" } else { m };
+            assert!(
+                layer(layers, m).is_some(),
+                "{}/lib.rs declares `{m}`, which has no layer",
+                src.display()
+            );
+        }
     }
 }
 
 /// Modules of one layer may import each other, but never both ways round (directly or through others).
 #[test]
 fn no_circle_between_top_level_modules() {
-    let mut edges: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for (_, own, name) in imports() {
-        edges.entry(own).or_default().insert(name);
-    }
-    for start in edges.keys() {
-        let mut seen = BTreeSet::new();
-        let mut todo: Vec<&String> = edges[start].iter().collect();
-        while let Some(m) = todo.pop() {
-            assert!(m != start, "{start} imports itself back through {seen:?}");
-            if seen.insert(m.clone()) {
-                todo.extend(edges.get(m).into_iter().flatten());
+    for (src, _) in layered() {
+        let mut edges: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (_, own, name) in imports(&src) {
+            edges.entry(own).or_default().insert(name);
+        }
+        for start in edges.keys() {
+            let mut seen = BTreeSet::new();
+            let mut todo: Vec<&String> = edges[start].iter().collect();
+            while let Some(m) = todo.pop() {
+                assert!(m != start, "{start} imports itself back through {seen:?}");
+                if seen.insert(m.clone()) {
+                    todo.extend(edges.get(m).into_iter().flatten());
+                }
             }
         }
     }
 }
 
 /// The workspace's crates, bottom first: each depends only on crates before it.
-const CRATES: &[&str] = &["core", "model", "precision", "reference", "runner"];
+const CRATES: &[&str] = &[
+    "core",
+    "model",
+    "precision",
+    "reference",
+    "runner",
+    "analysis",
+    "report",
+];
 
 #[test]
 fn each_crate_depends_only_on_the_crates_below_it() {

@@ -9,7 +9,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
-pub mod model;
+pub use phantom_analysis::report::model;
 pub mod multi;
 pub mod terminal;
 
