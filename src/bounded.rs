@@ -120,6 +120,11 @@ impl<'a> Chunker<'a> {
         self
     }
 
+    /// The expected-noise run's values, when the comparison applies them.
+    pub fn noise(&self) -> Option<&Held> {
+        self.noise.as_deref()
+    }
+
     /// Compares only this slice of each tensor.
     pub fn with_slice(mut self, slice: Option<crate::compare::slice::SliceSpec>) -> Self {
         self.slice = slice;

@@ -7,15 +7,24 @@ use std::sync::Arc;
 
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
-use crate::runner::reference::decide::{self, Adopted, Decision, Decisions, Kept};
+use crate::runner::reference::decide::{self, Adopted, Decision, Decisions, Kept, Measured};
 use crate::runner::reference::{qop, select, thresholds, ReferenceRunner};
 use crate::spill::{Spill, Values};
 use crate::tensor::{DType, Tensor};
 
-/// The noise a decision's input carries, in units in the last place of the target's type (relative to the larger
-/// of the element and the tensor's RMS): the rounding of a deep chain of fp32 ops, not the comparison's tolerance,
-/// which is far looser than the gap between two roundings.
+/// The least noise a decision's input is taken to carry, in units in the last place of the target's type (relative
+/// to the larger of the element and the tensor's RMS): a few roundings, not the comparison's tolerance, which is far
+/// looser than the gap between two roundings. Where the expected-noise run measures more on the input (a deep or
+/// cancelling computation), the window widens to that ([`Measured`]).
 const NOISE_ULPS: f64 = 64.0;
+
+/// The one target's decisions: with their fixed windows (for the expected-noise run) and widened to the noise that
+/// run measures on their inputs (for the reference runs), and where that noise is recorded.
+pub struct Gathered {
+    pub fixed: Arc<Decisions>,
+    pub measured: Arc<Decisions>,
+    pub noise: Arc<Measured>,
+}
 
 /// The outputs of `n` that are decisions: DynamicQuantizeLinear's codes and zero point, a QDQ pair's
 /// DequantizeLinear output, the first of the others.
@@ -46,6 +55,12 @@ fn held<'a>(n: &'a Node, name: &'a str) -> &'a str {
     }
 }
 
+/// The float a decision of `n` is taken on: its first input, or for a QDQ pair the QuantizeLinear's.
+fn decided_input<'g>(graph: &'g Graph, producers: &Producers, n: &'g Node) -> &'g str {
+    let decided = decide::paired_quantize(graph, producers, n).unwrap_or(n);
+    decided.inputs.first().map(String::as_str).unwrap_or("")
+}
+
 /// Value name → the index of the node that computes it.
 type Producers<'g> = HashMap<&'g str, usize>;
 
@@ -58,7 +73,7 @@ fn is_decision(n: &Node, t: DType) -> bool {
 /// The one target's decisions (none with several targets: the reference can follow only one). Bounded runs hold
 /// no captured values, so the decisions are exposed by the target's first cuts and wait on disk for their nodes
 /// (however large: the verdict does not depend on the memory budget).
-pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<Arc<Decisions>> {
+pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<Gathered> {
     let [lane] = lanes else { return None };
     let producers = p.graph.producers();
     if s.own_decisions {
@@ -78,11 +93,15 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         None => None,
         Some(budget) => Some(fetch(p, lane, &wanted, budget)?),
     };
-    let mut d = Decisions::new();
+    let inputs = wanted
+        .iter()
+        .map(|(n, _)| decided_input(&p.graph, &producers, n));
+    let noise = Arc::new(Measured::on(inputs.map(str::to_string)));
+    let (mut fixed, mut measured) = (Decisions::new(), Decisions::new());
     for (n, name) in wanted {
         let held = held(n, name);
         let target = match (lane.out.values.get(held), &fetched) {
-            (Some(t), _) => Kept::Memory(t.clone()),
+            (Some(t), _) => Kept::Memory(Arc::new(t.clone())),
             (None, Some(f)) if f.has(held) => Kept::Disk(f.clone(), held.to_string()),
             _ => continue,
         };
@@ -93,9 +112,7 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         if !is_decision(n, kind) {
             continue;
         }
-        // A QDQ pair decides on the QuantizeLinear's float input.
-        let decided = decide::paired_quantize(&p.graph, &producers, n).unwrap_or(n);
-        let input = decided.inputs.first().map(String::as_str).unwrap_or("");
+        let input = decided_input(&p.graph, &producers, n);
         let dtype = (lane.out.values.get(input).map(Tensor::dtype))
             .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
             .unwrap_or(DType::F32);
@@ -110,16 +127,15 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<A
         }
         // The noise of a value computed in the target's type: NOISE_ULPS of its unit roundoff, relative.
         let rtol = NOISE_ULPS * crate::analysis::anomaly::epsilon(dtype);
-        d.insert(
-            name.clone(),
-            Decision {
-                target,
-                atol: 0.0,
-                rtol,
-            },
-        );
+        let d = Decision::new(target, 0.0, rtol);
+        measured.insert(name.clone(), d.measured_on(input, &noise));
+        fixed.insert(name.clone(), d);
     }
-    Some(Arc::new(d))
+    Some(Gathered {
+        fixed: Arc::new(fixed),
+        measured: Arc::new(measured),
+        noise,
+    })
 }
 
 /// The decisions exposed by the target's cuts (bounded mode), kept on disk until their nodes run; `None` with a
@@ -230,7 +246,8 @@ fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
     );
     if total.flips > 0 {
         s.push_str(&format!(
-            "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type) of one boundary (a rounding, a tree's \
+            "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type, or 8× the expected noise \
+             measured on the input where that is more) of one boundary (a rounding, a tree's \
              threshold, or a tie between the values a selection or comparison chose from), so the two sides computed on from the same decision",
             total.flips,
             fraction(total.within)
@@ -264,5 +281,83 @@ fn fraction(f: f64) -> &'static str {
         f if f <= 1.0 / 1024.0 => "1/1024",
         f if f <= 1.0 / 32.0 => "1/32",
         _ => "all",
+    }
+}
+
+/// The decision values where the reference adopted flips within a window the measured noise widened beyond the
+/// fixed one: the expected-noise run keeps the fixed windows, so it may have decided otherwise there.
+pub fn widened(lane: &Lane, adopted: &HashMap<String, Adopted>) -> Vec<String> {
+    let Some(d) = &lane.decisions else {
+        return vec![];
+    };
+    let mut out: Vec<String> = (adopted.iter())
+        .filter(|(name, a)| a.flips > 0 && d.get(*name).is_some_and(Decision::widened))
+        .map(|(name, _)| name.clone())
+        .collect();
+    out.sort();
+    out
+}
+
+/// `values`, the other outputs of the nodes computing them, and every value computed from those.
+fn downstream(graph: &Graph, values: &[String]) -> std::collections::BTreeSet<String> {
+    let (producers, consumers) = (graph.producers(), graph.consumers());
+    let mut todo: Vec<usize> = values
+        .iter()
+        .filter_map(|v| producers.get(v.as_str()).copied())
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(i) = todo.pop() {
+        for o in graph.nodes[i].outputs.iter().filter(|o| !o.is_empty()) {
+            if seen.insert(o.clone()) {
+                todo.extend(consumers.get(o.as_str()).into_iter().flatten().copied());
+            }
+        }
+    }
+    seen
+}
+
+/// Takes the expected noise off the values computed from decisions the expected-noise run may have taken otherwise
+/// ([`widened`]): its values there are not the target's precision applied to the same decisions. A note says so.
+pub fn without_noise_after(graph: &Graph, lane: &mut Lane) {
+    let decided = std::mem::take(&mut lane.widened);
+    if decided.is_empty() {
+        return;
+    }
+    let after = downstream(graph, &decided);
+    let mut stripped = 0;
+    for name in &after {
+        if let Some(r) = lane.reports.get_mut(name).filter(|r| r.noise.is_some()) {
+            crate::analysis::attribution::without_noise(r);
+            stripped += 1;
+        }
+    }
+    let named: Vec<String> = decided.iter().map(|d| format!("`{d}`")).collect();
+    lane.notes.push(format!(
+        "expected noise: not measured on {stripped} value(s) computed from {}, where the reference took the target's \
+         decisions within the noise measured on their inputs and the correctly rounded run, which keeps the fixed \
+         window, may have decided otherwise",
+        named.join(", ")
+    ));
+    lane.widened = decided;
+}
+
+/// The introduced error of the nodes computing widened decisions ([`widened`]) is not measured: run alone on the
+/// reference's inputs, the target decides for itself, while the reference's value holds the target's decision in
+/// the graph.
+pub fn unmeasured_alone(graph: &Graph, lane: &mut Lane) {
+    let producers = graph.producers();
+    for v in &lane.widened {
+        let Some(&i) = producers.get(v.as_str()) else {
+            continue;
+        };
+        let node = &graph.nodes[i];
+        for o in node.outputs.iter().filter(|o| !o.is_empty()) {
+            if let Some(r) = lane.reports.get_mut(o) {
+                r.introduced = None;
+            }
+        }
+        let why = "the reference took the target's decisions in the graph; alone, on the reference's inputs, the \
+                   target decides for itself";
+        lane.unmeasured.node(&node.name, "introduced error", why);
     }
 }

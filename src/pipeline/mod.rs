@@ -106,8 +106,15 @@ pub struct Lane {
     pub alone: Option<HashSet<String>>,
     /// Figures the optional stages could not measure, per node.
     pub unmeasured: degrade::Unmeasured,
-    /// The target's discrete decisions the reference runs adopt within the noise of their boundaries.
+    /// The target's discrete decisions the reference runs adopt within the noise of their boundaries: the noise
+    /// measured on their inputs ([`Lane::measured`]) where it is larger than their fixed window.
     pub decisions: Option<std::sync::Arc<crate::runner::reference::decide::Decisions>>,
+    /// The same decisions with their fixed windows, for the expected-noise run (it measures that noise).
+    pub noise_decisions: Option<std::sync::Arc<crate::runner::reference::decide::Decisions>>,
+    /// The expected noise measured on the decisions' inputs, recorded as the comparison judges them.
+    pub measured: Option<std::sync::Arc<crate::runner::reference::decide::Measured>>,
+    /// Decision values adopted within a window the measured noise widened ([`decisions::widened`]).
+    pub widened: Vec<String>,
 }
 
 /// Every lane's report, the target-vs-target comparisons, and the inputs they ran on.
@@ -262,7 +269,11 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     }
     let alone = lanes.len() == 1;
     for lane in lanes.iter_mut() {
-        lane.decisions = adopt.clone();
+        if let Some(g) = &adopt {
+            lane.decisions = Some(g.measured.clone());
+            lane.noise_decisions = Some(g.fixed.clone());
+            lane.measured = Some(g.noise.clone());
+        }
         if alone && noise::beside(s, p, lane) {
             continue;
         }
@@ -278,6 +289,8 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
     for lane in lanes.iter_mut() {
         noise::settle(lane);
         decisions::record(lane, &cmp.reference.adopted);
+        lane.widened = decisions::widened(lane, &cmp.reference.adopted);
+        decisions::without_noise_after(&p.graph, lane);
     }
     let held_ms = match attribution && !s.attribute_all {
         true => hold_what_is_needed(s, p, &mut lanes, &mut cmp),
@@ -296,6 +309,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
             let done = degrade::injected("attribution")
                 .and_then(|_| explain::attribute(s, p, &mut lane, &cmp, &round));
             (lane.unmeasured).stage(&mut lane.notes, "introduced error", done);
+            decisions::unmeasured_alone(&p.graph, &mut lane);
             // The reference's second run, when one was needed, counts as attribution (of the first target).
             lane.attribution_ms = ms(t) + if k == 0 { held_ms } else { 0.0 };
         }
@@ -406,6 +420,9 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             alone: None,
             unmeasured: Default::default(),
             decisions: None,
+            noise_decisions: None,
+            measured: None,
+            widened: vec![],
         });
     }
     Ok(lanes)

@@ -11,6 +11,7 @@ use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::attribution;
 use crate::error::{Error, Result};
+use crate::runner::reference::decide::Decisions;
 use crate::runner::reference::paired::Beside;
 use crate::runner::reference::{ReferenceRunner, Rounding, Sink};
 use crate::runner::RunOutput;
@@ -58,7 +59,7 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
     let pb = stage(s.progress, "expected noise: reference with target rounding");
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
-        decisions: lane.decisions.clone(),
+        decisions: lane.noise_decisions.clone(),
         known: known(std::slice::from_ref(lane)),
         ..Default::default()
     };
@@ -104,16 +105,26 @@ pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool
 pub(super) fn arriving(lanes: &[Lane]) -> Option<Arriving> {
     match lanes {
         [lane] => match (&lane.emulated, &lane.rounding, lane.noise_beside) {
-            (Held::Arriving(a), Some(r), Some(shared)) => Some((a.clone(), r.clone(), shared)),
+            (Held::Arriving(a), Some(r), Some(shared)) => Some(Arriving {
+                arrivals: a.clone(),
+                round: r.clone(),
+                shared,
+                decisions: lane.noise_decisions.clone(),
+            }),
             _ => None,
         },
         _ => None,
     }
 }
 
-/// Where the expected-noise run beside the reference hands its values, its rounding, and whether it shares the
-/// reference's plan.
-pub(super) type Arriving = (Arc<Arrivals>, Rounding, bool);
+/// The expected-noise run beside the reference: where it hands its values, its rounding, whether it shares the
+/// reference's plan, and the target's decisions it adopts (with their fixed windows).
+pub(super) struct Arriving {
+    arrivals: Arc<Arrivals>,
+    round: Rounding,
+    shared: bool,
+    decisions: Option<Arc<Decisions>>,
+}
 
 /// The reference's run on `p`, each value handed to `sink`; with the expected-noise run beside it on a second thread
 /// when one is `arriving` ([`ReferenceRunner::run_paired`]).
@@ -123,7 +134,13 @@ pub(super) fn run_reference(
     arriving: Option<&Arriving>,
     sink: &mut Sink<'_>,
 ) -> Result<RunOutput> {
-    let Some(&(ref arrivals, ref round, shared)) = arriving else {
+    let Some(Arriving {
+        arrivals,
+        round,
+        shared,
+        decisions,
+    }) = arriving
+    else {
         return runner.run_streaming(&p.graph, &p.inputs, sink);
     };
     let mut put = |name: &str, v| arrivals.put(name, kept(round, name, v));
@@ -136,8 +153,9 @@ pub(super) fn run_reference(
         round,
         inputs: p.noise_inputs.as_ref().unwrap_or(&p.inputs),
         sink: &mut put,
-        shared,
+        shared: *shared,
         ended: &ended,
+        decisions: decisions.clone(),
     };
     runner.run_paired(&p.graph, &p.inputs, sink, beside)
 }

@@ -97,6 +97,12 @@ pub fn compare(
             let clock = &mut clock;
             super::noise::run_reference(&mut runner(), p, arriving.as_ref(), &mut |name, value| {
                 let c = clock.arrived(name);
+                if let (Ok(v), [lane]) = (&value, &*lanes) {
+                    // Before any decision on this value is taken: the noise it carries widens their windows.
+                    if let Some(m) = &lane.measured {
+                        m.observe(name, v, &lane.emulated);
+                    }
+                }
                 if let Some(d) = dump.as_mut() {
                     dump_value(d, name, &value, lanes);
                 }
@@ -286,8 +292,12 @@ fn bounded(
         ch = ch.keeping(std::mem::take(held));
     }
     let mut failed = None;
+    let measured = lane.measured.clone();
     let reference = super::noise::run_reference(&mut runner, p, arriving, &mut |name, value| {
         let c = clock.arrived(name);
+        if let (Some(m), Some(noise), Ok(v)) = (&measured, ch.noise(), &value) {
+            m.observe(name, v, noise);
+        }
         if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
             failed = k.keep(name, t).err();
         }

@@ -7,6 +7,8 @@ distances are bucketed by `log(d / 8) / log(16) * 8` cast to int64 (truncation),
 float64 round to different sides. The buckets pick a row of a learned bias that is added to the attention scores.
 
 t5_buckets_fault.onnx: the same with the bucket scale 8 read as 8.5 (a fault: buckets move far from any boundary).
+
+router.onnx, deep_ties.onnx and their faults: selections between near-tied scores (see the functions).
 """
 import numpy as np
 import onnx
@@ -179,9 +181,85 @@ def router(fault=1.0):
     return m
 
 
+def deep_ties(fault=1.0):
+    """deep_ties.onnx: a detector's near-tied scores, computed deep and by cancellation as scores many nodes deep
+    are. Features come from four Tanh layers; each score is the small difference of two large dot products
+    (`s0 = h·a − h·b`: |h·a| ≈ 60, |s0| ≈ 0.05). A second score `s1` is the same difference summed in another
+    feature order plus a designed gap `g = h·c` (|g| ≈ 2e-6): far beyond 64 units in the last place of the scores
+    (≈ 2e-7), far within the noise the large terms leave in them (≈ 1e-5), so float32 and float64 rank s0 and s1
+    differently on many rows, and both rankings are faithful. A third score is another dot product. `ArgMax`,
+    `TopK` and `Greater` select as in the router.
+
+    deep_ties_fault.onnx (fault = 1.01): the same with s1 scaled by 1.01 (a gap of ≈ 5e-4), a fault the decisions
+    must not hide."""
+    rng = np.random.default_rng(11)
+    rows, d, layers = 512, 16, 4
+    perm = rng.permutation(d)
+    a = rng.normal(0, 25, (d, 1)).astype(np.float32)
+    b = (a + rng.normal(0, 0.02, (d, 1))).astype(np.float32)
+    inits = [const(f"w{i}", rng.normal(0, 1.2 / d ** 0.5, (d, d)).astype(np.float32)) for i in range(layers)]
+    inits += [
+        const("a", a),
+        const("b", b),
+        const("a_perm", a[perm]),
+        const("b_perm", b[perm]),
+        const("perm", perm.astype(np.int64)),
+        const("c", rng.normal(0, 1e-6, (d, 1)).astype(np.float32)),
+        const("w_other", rng.normal(0, 0.02, (d, 1)).astype(np.float32)),
+        const("table", rng.normal(0, 1, (3, 8)).astype(np.float32)),
+        const("fault", np.array(fault, np.float32)),
+        const("k", np.array([2], np.int64)),
+        const("up", np.array(1.0, np.float32)),
+        const("down", np.array(-1.0, np.float32)),
+    ]
+    n = helper.make_node
+    nodes, h = [], "x"
+    for i in range(layers):
+        nodes += [n("MatMul", [h, f"w{i}"], [f"z{i}"]), n("Tanh", [f"z{i}"], [f"h{i}"])]
+        h = f"h{i}"
+    nodes += [
+        n("MatMul", [h, "a"], ["big_a"]),
+        n("MatMul", [h, "b"], ["big_b"]),
+        n("Sub", ["big_a", "big_b"], ["s0"]),
+        n("Gather", [h, "perm"], ["h_perm"], axis=1),
+        n("MatMul", ["h_perm", "a_perm"], ["big_a1"]),
+        n("MatMul", ["h_perm", "b_perm"], ["big_b1"]),
+        n("Sub", ["big_a1", "big_b1"], ["t1"]),
+        n("MatMul", [h, "c"], ["gap"]),
+        n("Add", ["t1", "gap"], ["s1_raw"]),
+        n("Mul", ["s1_raw", "fault"], ["s1"]),
+        n("MatMul", [h, "w_other"], ["s2"]),
+        n("Concat", ["s0", "s1", "s2"], ["scores"], axis=1),
+        n("ArgMax", ["scores"], ["top"], axis=1, keepdims=0),
+        n("Gather", ["table", "top"], ["picked"], axis=0),
+        n("TopK", ["scores", "k"], ["top2_values", "top2"], axis=1),
+        n("Gather", ["table", "top2"], ["picked2"], axis=0),
+        n("Greater", ["s0", "s1"], ["ahead"]),
+        n("Where", ["ahead", "up", "down"], ["side"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "deep_ties",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d])],
+        [
+            helper.make_tensor_value_info("picked", TensorProto.FLOAT, [rows, 8]),
+            helper.make_tensor_value_info("picked2", TensorProto.FLOAT, [rows, 2, 8]),
+            helper.make_tensor_value_info("top2_values", TensorProto.FLOAT, [rows, 2]),
+            helper.make_tensor_value_info("side", TensorProto.FLOAT, [rows, 1]),
+        ],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 if __name__ == "__main__":
     onnx.save(router(), "router.onnx")
     onnx.save(router(1.01), "router_fault.onnx")
+    onnx.save(deep_ties(), "deep_ties.onnx")
+    onnx.save(deep_ties(1.01), "deep_ties_fault.onnx")
     onnx.save(build(8.0), "t5_buckets.onnx")
     onnx.save(build(8.5), "t5_buckets_fault.onnx")
     quantized_mlp("mlp_dynquant.onnx")

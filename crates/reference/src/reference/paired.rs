@@ -26,6 +26,9 @@ pub struct Beside<'a, 's> {
     /// Called on the noise run's thread when it has ended, with its error if it failed: a consumer waiting for its
     /// values stops waiting.
     pub ended: &'a (dyn Fn(Option<&Error>) + Sync),
+    /// The target's decisions it adopts (with their fixed windows: the reference's may widen to the noise this run
+    /// measures).
+    pub decisions: Option<std::sync::Arc<super::decide::Decisions>>,
 }
 
 impl ReferenceRunner {
@@ -71,7 +74,7 @@ impl ReferenceRunner {
         };
         let mut ideal = ReferenceRunner {
             round: Some(beside.round.clone()),
-            decisions: self.decisions.clone(),
+            decisions: beside.decisions.clone(),
             known: self.known.clone(),
             ..Default::default()
         };

@@ -56,7 +56,7 @@ pub fn settle(
 
 /// The noise of a value of magnitude `v` in a tensor of RMS `rms` (as [`super::decide::radius`]).
 fn noise(d: &Decision, v: f64, rms: f64) -> f64 {
-    d.atol + d.rtol * v.abs().max(rms)
+    d.noise_atol() + d.rtol * v.abs().max(rms)
 }
 
 /// The RMS of the finite elements of `x`.
@@ -237,13 +237,10 @@ mod tests {
     use super::*;
 
     fn decision(v: Vec<f64>, shape: &[usize]) -> Decision {
-        Decision {
-            target: super::super::decide::Kept::Memory(crate::tensor::Tensor::F64(
-                ArrayD::from_shape_vec(shape.to_vec(), v).unwrap(),
-            )),
-            atol: 0.0,
-            rtol: 64.0 * f32::EPSILON as f64 / 2.0,
-        }
+        let target = super::super::decide::Kept::Memory(std::sync::Arc::new(
+            crate::tensor::Tensor::F64(ArrayD::from_shape_vec(shape.to_vec(), v).unwrap()),
+        ));
+        Decision::new(target, 0.0, 64.0 * f32::EPSILON as f64 / 2.0)
     }
 
     #[test]

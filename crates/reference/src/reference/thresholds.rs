@@ -53,7 +53,7 @@ pub fn adopt(
         return vec![];
     };
     let theirs: Vec<f64> = theirs.iter().copied().collect();
-    let r = radius(&x, dec.atol, dec.rtol);
+    let r = radius(&x, dec.noise_atol(), dec.rtol);
     let mut far = 0.0f64;
     let taken: Vec<f64> = (0..x.len())
         .map(|i| match (theirs[i] - x[i]).abs() {

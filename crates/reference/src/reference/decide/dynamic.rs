@@ -124,7 +124,7 @@ fn reconcile(
 /// the minimum, rounds to it.
 fn zero_point(x: &[f64], scale: f64, zp_ours: f64, d: &Decision) -> (f64, Adopted) {
     let lo = x.iter().copied().fold(0.0f64, f64::min);
-    let r_lo = d.atol + d.rtol * lo.abs().max(rms(x));
+    let r_lo = d.noise_atol() + d.rtol * lo.abs().max(rms(x));
     let level = |v: f64| v.round_ties_even().clamp(0.0, 255.0);
     let zp0 = -lo / scale;
     let theirs = target_f64s(d).first().copied().unwrap_or(zp_ours);
@@ -168,7 +168,7 @@ fn codes(
             false => {
                 differs = true;
                 let rms = *spread.get_or_insert_with(|| rms(x));
-                let r = 2.0 * (d.atol + d.rtol * v.abs().max(rms)) / scale;
+                let r = 2.0 * (d.noise_atol() + d.rtol * v.abs().max(rms)) / scale;
                 one(v, (q, r), t, code, &mut a).unwrap_or(mine)
             }
         };
@@ -212,14 +212,10 @@ mod tests {
     use super::*;
 
     fn decision(v: Vec<f64>) -> Decision {
-        let target = super::super::Kept::Memory(crate::tensor::Tensor::F64(
+        let target = super::super::Kept::Memory(std::sync::Arc::new(crate::tensor::Tensor::F64(
             tract_ndarray::ArrayD::from_shape_vec(vec![v.len()], v).unwrap(),
-        ));
-        Decision {
-            target,
-            atol: 1e-4,
-            rtol: 1e-3,
-        }
+        )));
+        Decision::new(target, 1e-4, 1e-3)
     }
 
     #[test]
@@ -309,7 +305,7 @@ mod tests {
         d: &Decision,
     ) -> Option<(Vec<u8>, Adopted)> {
         let q: Vec<f64> = x.iter().map(|v| v / scale).collect();
-        let r: Vec<f64> = (radius(x, d.atol, d.rtol).iter())
+        let r: Vec<f64> = (radius(x, d.noise_atol(), d.rtol).iter())
             .map(|v| 2.0 * v / scale)
             .collect();
         let code = |v: f64| (v.round_ties_even() + zp_taken).clamp(0.0, 255.0);

@@ -10,32 +10,73 @@
 //! never compared as a number.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use tract_onnx::prelude::*;
 
 mod dynamic;
+mod measured;
 pub use dynamic::adopt_dynamic;
+pub use measured::Measured;
 
-/// The target's decision on one value, and the noise of the float the decision rounds (its first input).
+/// The target's decision on one value, and the noise of the float the decision rounds (its first input): a fixed
+/// window (`atol` + `rtol` · max(|x|, RMS of x)) that widens to the noise measured on the input when one is.
+#[derive(Clone)]
 pub struct Decision {
     pub target: Kept,
     pub atol: f64,
     pub rtol: f64,
+    /// The value the decision is taken on, and the noise measured on it as the run goes.
+    measured: Option<(String, Arc<Measured>)>,
 }
 
 /// Where the target's decision waits for its node: in memory, or on disk in a bounded run (read back when the node
 /// runs, so a model's decisions need not fit the memory budget).
+#[derive(Clone)]
 pub enum Kept {
-    Memory(crate::tensor::Tensor),
-    Disk(std::sync::Arc<crate::spill::Spill>, String),
+    Memory(Arc<crate::tensor::Tensor>),
+    Disk(Arc<crate::spill::Spill>, String),
 }
 
 impl Decision {
+    /// The target's decision with a fixed noise window.
+    pub fn new(target: Kept, atol: f64, rtol: f64) -> Decision {
+        Decision {
+            target,
+            atol,
+            rtol,
+            measured: None,
+        }
+    }
+
+    /// The same decision, its window widened to the noise `measured` records on its input `input`.
+    pub fn measured_on(&self, input: &str, measured: &Arc<Measured>) -> Decision {
+        Decision {
+            measured: Some((input.to_string(), measured.clone())),
+            ..self.clone()
+        }
+    }
+
+    /// The absolute part of the window: the fixed `atol`, or [`Measured::FACTOR`] times the noise measured on the
+    /// input when that is larger.
+    pub fn noise_atol(&self) -> f64 {
+        let measured = (self.measured.as_ref()).and_then(|(input, m)| m.get(input));
+        measured.map_or(self.atol, |(n, _)| self.atol.max(Measured::FACTOR * n))
+    }
+
+    /// Whether the measured noise widened the window beyond the fixed one at its input's typical element (one of
+    /// its RMS): flips adopted there may lie beyond what the expected-noise run, which keeps the fixed windows,
+    /// adopts.
+    pub fn widened(&self) -> bool {
+        let measured = (self.measured.as_ref()).and_then(|(input, m)| m.get(input));
+        measured.is_some_and(|(n, rms)| Measured::FACTOR * n > self.atol + self.rtol * rms)
+    }
+
     /// The target's decision: borrowed from memory or read back from disk (`None` when that read fails, which the
     /// store says on stderr: the decision is then not adopted).
     pub fn target(&self) -> Option<std::borrow::Cow<'_, crate::tensor::Tensor>> {
         match &self.target {
-            Kept::Memory(t) => Some(std::borrow::Cow::Borrowed(t)),
+            Kept::Memory(t) => Some(std::borrow::Cow::Borrowed(&**t)),
             Kept::Disk(spill, name) => spill.get(name).map(std::borrow::Cow::Owned),
         }
     }
@@ -247,7 +288,7 @@ pub fn adopt_monotone(
         // The noise only where something differs (most decisions agree everywhere).
         let mut noise: Option<Vec<f64>> = None;
         let bounds = |f: f64| {
-            let r = &*noise.get_or_insert_with(|| radius(&x, dec.atol, dec.rtol));
+            let r = &*noise.get_or_insert_with(|| radius(&x, dec.noise_atol(), dec.rtol));
             let mut at = |s: f64| {
                 let xs = moved(&x, r, f, s);
                 let mut moved_ins = ins.clone();
@@ -325,7 +366,7 @@ pub fn adopt_pair(
     if x.len() != ours.len() || theirs.len() != ours.len() || s == 0.0 {
         return None;
     }
-    let r = radius(&x, d.atol, d.rtol);
+    let r = radius(&x, d.noise_atol(), d.rtol);
     let level = |v: f64| ((v / s).round_ties_even() + zp).clamp(lo, hi);
     let bounds = |f: f64| {
         let at = |sign: f64| moved(&x, &r, f, sign).into_iter().map(level).collect();
