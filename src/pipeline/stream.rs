@@ -97,12 +97,7 @@ pub fn compare(
             let clock = &mut clock;
             super::noise::run_reference(&mut runner(), p, arriving.as_ref(), &mut |name, value| {
                 let c = clock.arrived(name);
-                if let (Ok(v), [lane]) = (&value, &*lanes) {
-                    // Before any decision on this value is taken: the noise it carries widens their windows.
-                    if let Some(m) = &lane.measured {
-                        m.observe(name, v, &lane.emulated);
-                    }
-                }
+                measure(lanes, name, &value);
                 if let Some(d) = dump.as_mut() {
                     dump_value(d, name, &value, lanes);
                 }
@@ -148,6 +143,15 @@ pub fn compare(
         outputs: kept_outputs,
         runner: again,
     })
+}
+
+/// Before any decision on `name` is taken: the noise it carries, for the one lane's decisions to widen to.
+fn measure(lanes: &[Lane], name: &str, value: &std::result::Result<Tensor, String>) {
+    if let (Ok(v), [lane]) = (value, lanes) {
+        if let Some(m) = &lane.measured {
+            m.observe(name, v, &lane.emulated);
+        }
+    }
 }
 
 /// A maker of the reference runner: with the one target's decisions to adopt, and the facts the targets measured.
