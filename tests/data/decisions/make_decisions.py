@@ -125,6 +125,38 @@ def quantized_mlp(path):
         quantize_dynamic(src, path, weight_type=QuantType.QUInt8)
 
 
+def selections(name, nodes, inits, rows, d):
+    """The model `name`: `nodes` computing scores s0, s1 and s2 from `x` [rows, d], then the selections both
+    fixtures share: `ArgMax` over the three picks a row of `table`, `TopK` (k = 2) picks two, `Greater(s0, s1)`
+    selects between two branches with `Where`."""
+    n = helper.make_node
+    nodes = nodes + [
+        n("Concat", ["s0", "s1", "s2"], ["scores"], axis=1),
+        n("ArgMax", ["scores"], ["top"], axis=1, keepdims=0),
+        n("Gather", ["table", "top"], ["picked"], axis=0),
+        n("TopK", ["scores", "k"], ["top2_values", "top2"], axis=1),
+        n("Gather", ["table", "top2"], ["picked2"], axis=0),
+        n("Greater", ["s0", "s1"], ["ahead"]),
+        n("Where", ["ahead", "up", "down"], ["side"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d])],
+        [
+            helper.make_tensor_value_info("picked", TensorProto.FLOAT, [rows, 8]),
+            helper.make_tensor_value_info("picked2", TensorProto.FLOAT, [rows, 2, 8]),
+            helper.make_tensor_value_info("top2_values", TensorProto.FLOAT, [rows, 2]),
+            helper.make_tensor_value_info("side", TensorProto.FLOAT, [rows, 1]),
+        ],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 def router(fault=1.0):
     """router.onnx: selections between scores that are equal but for rounding, as a mixture-of-experts router or
     a classifier's near-tied classes make them. Two scores are the same dot product summed in two feature orders
@@ -155,30 +187,8 @@ def router(fault=1.0):
         n("MatMul", ["x_perm", "w_perm"], ["s1_raw"]),
         n("Mul", ["s1_raw", "fault"], ["s1"]),
         n("MatMul", ["x", "w2"], ["s2"]),
-        n("Concat", ["s0", "s1", "s2"], ["scores"], axis=1),
-        n("ArgMax", ["scores"], ["top"], axis=1, keepdims=0),
-        n("Gather", ["table", "top"], ["picked"], axis=0),
-        n("TopK", ["scores", "k"], ["top2_values", "top2"], axis=1),
-        n("Gather", ["table", "top2"], ["picked2"], axis=0),
-        n("Greater", ["s0", "s1"], ["ahead"]),
-        n("Where", ["ahead", "up", "down"], ["side"]),
     ]
-    g = helper.make_graph(
-        nodes,
-        "router",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d])],
-        [
-            helper.make_tensor_value_info("picked", TensorProto.FLOAT, [rows, 8]),
-            helper.make_tensor_value_info("picked2", TensorProto.FLOAT, [rows, 2, 8]),
-            helper.make_tensor_value_info("top2_values", TensorProto.FLOAT, [rows, 2]),
-            helper.make_tensor_value_info("side", TensorProto.FLOAT, [rows, 1]),
-        ],
-        inits,
-    )
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m
+    return selections("router", nodes, inits, rows, d)
 
 
 def deep_ties(fault=1.0):
@@ -229,30 +239,8 @@ def deep_ties(fault=1.0):
         n("Add", ["t1", "gap"], ["s1_raw"]),
         n("Mul", ["s1_raw", "fault"], ["s1"]),
         n("MatMul", [h, "w_other"], ["s2"]),
-        n("Concat", ["s0", "s1", "s2"], ["scores"], axis=1),
-        n("ArgMax", ["scores"], ["top"], axis=1, keepdims=0),
-        n("Gather", ["table", "top"], ["picked"], axis=0),
-        n("TopK", ["scores", "k"], ["top2_values", "top2"], axis=1),
-        n("Gather", ["table", "top2"], ["picked2"], axis=0),
-        n("Greater", ["s0", "s1"], ["ahead"]),
-        n("Where", ["ahead", "up", "down"], ["side"]),
     ]
-    g = helper.make_graph(
-        nodes,
-        "deep_ties",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d])],
-        [
-            helper.make_tensor_value_info("picked", TensorProto.FLOAT, [rows, 8]),
-            helper.make_tensor_value_info("picked2", TensorProto.FLOAT, [rows, 2, 8]),
-            helper.make_tensor_value_info("top2_values", TensorProto.FLOAT, [rows, 2]),
-            helper.make_tensor_value_info("side", TensorProto.FLOAT, [rows, 1]),
-        ],
-        inits,
-    )
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m
+    return selections("deep_ties", nodes, inits, rows, d)
 
 
 if __name__ == "__main__":
