@@ -352,3 +352,62 @@ fn narrow_outputs_of_the_target_are_decoded_and_compared() {
         assert_eq!(got, want, "type {code}");
     }
 }
+
+/// A float8 value one grid step from the reference where its float32 input sits on a rounding boundary is judged
+/// on float8's grid: `1.0625 + 1e-9` is a tie in float32 (the 1e-9 is lost), rounded to even, 1.0; in f64 it lies
+/// above the tie and rounds up to 1.125. One step is a correct rounding of the target's input: it passes, where
+/// float32's tolerance read it as drift.
+#[test]
+fn a_float8_value_is_judged_on_its_grid() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mut y = value("y", &[4]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        y.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 17;
+    }
+    let cast = pb::NodeProto {
+        attribute: vec![attr_int("to", 17)],
+        ..node("Cast", &["s"], "y")
+    };
+    let g = pb::GraphProto {
+        name: "f8_tie".into(),
+        node: vec![node("Add", &["a", "b"], "s"), cast],
+        input: vec![value("a", &[4]), value("b", &[4])],
+        output: vec![y],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("f8.onnx"), g, 19);
+    let npy = |name: &str, v: &[f64]| {
+        let p = dir.path().join(format!("{name}.npy"));
+        let t = phantom::tensor::Tensor::from_f64(
+            phantom::tensor::DType::F32,
+            ndarray::ArrayD::from_shape_vec(vec![4], v.to_vec()).unwrap(),
+        )
+        .unwrap();
+        phantom::model::npy::write_npy(&p, &t).unwrap();
+        format!("{name}={}", p.display())
+    };
+    let (a, b) = (
+        npy("a", &[1.0625, 1.0625, 2.0, -3.0]),
+        npy("b", &[1e-9, 0.0, 0.0, 0.0]),
+    );
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        &a,
+        "--input",
+        &b,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    let v = value_reports(&r).find(|v| v["name"] == "y").unwrap();
+    assert_eq!(v["status"], "pass", "{v}");
+    assert_eq!(v["metrics"]["max_abs"], 0.125, "one float8 step apart: {v}");
+    assert_eq!(v["tolerance"]["rtol"], 0.125, "float8 e4m3's step: {v}");
+}

@@ -165,3 +165,26 @@ pub fn infer(g: &GraphProto, outer: &HashMap<String, i32>) -> HashMap<String, i3
     }
     known
 }
+
+/// The values of `graph` held in a narrow float format (float8, float4), by name, from the element types [`infer`]
+/// learns (declared types, Cast targets, QuantizeLinear's output type...). Empty for a model whose default-domain
+/// opset is below 19, which has no such type, and when the model cannot be decoded. The weights are not decoded.
+pub fn narrow_floats(graph: &crate::Graph) -> HashMap<String, crate::tensor::formats::Format> {
+    let opset = (graph.opsets.iter())
+        .find(|(d, _)| d.is_empty() || d == "ai.onnx")
+        .map_or(0, |(_, v)| *v);
+    if opset < 19 {
+        return HashMap::new();
+    }
+    // Without its weights: only their element types are needed.
+    let Ok(s) = crate::skeleton::Skeleton::of(graph) else {
+        return HashMap::new();
+    };
+    let types = infer(&s.proto.graph.unwrap_or_default(), &s.types);
+    (types.into_iter())
+        .filter_map(|(name, code)| {
+            let f = crate::tensor::formats::Format::from_onnx(code)?;
+            f.is_float().then_some((name, f))
+        })
+        .collect()
+}

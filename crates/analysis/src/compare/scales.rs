@@ -27,6 +27,8 @@ pub struct Scales {
     copies: HashSet<String>,
     /// For those values: the scaling they were judged with, carried on to what copies them further.
     carried: HashMap<String, Scaling>,
+    /// Values held in a narrow float format ([`crate::model::types::narrow_floats`]).
+    narrow: HashMap<String, crate::tensor::formats::Format>,
 }
 
 /// How a value's tolerance is scaled beyond its own RMS ([`crate::compare::Tolerance::scaled`]).
@@ -39,6 +41,9 @@ pub struct Scaling {
     /// The coarsest float precision its computed operands were judged in ([`source_precision`]); a value finer
     /// than it is judged in it.
     pub source: Option<DType>,
+    /// The narrow float format (float8, float4) the value is held in: it is judged on that format's grid
+    /// ([`crate::compare::Tolerance::on_grid`]).
+    pub grid: Option<crate::tensor::formats::Format>,
 }
 
 impl From<f64> for Scaling {
@@ -117,6 +122,7 @@ impl Scales {
             operands,
             copies,
             carried: HashMap::new(),
+            narrow: crate::model::types::narrow_floats(graph),
         }
     }
 
@@ -161,6 +167,7 @@ impl Scales {
                 s.floor = s.floor.max(rms.max(source.floor));
             }
         }
+        s.grid = self.narrow.get(value).copied();
         s
     }
 

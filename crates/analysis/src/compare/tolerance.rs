@@ -58,6 +58,18 @@ impl Tolerance {
         }
     }
 
+    /// One step of a narrow float format's grid (float8, float4): a value stored in it is correctly rounded when it
+    /// is either grid value around the exact one, up to one step away. `None` for the integer formats, which compare
+    /// exactly.
+    pub fn on_grid(f: crate::tensor::formats::Format) -> Option<Tolerance> {
+        let (rtol, atol) = f.grid_step()?;
+        Some(Tolerance {
+            atol,
+            rtol,
+            floor: 0.0,
+        })
+    }
+
     /// This tolerance for a tensor of RMS `scale` computed from operands of RMS at most `operands`: `atol` capped at
     /// `rtol × max(scale, operands)` (never below a millionth of `atol`), so an absolute tolerance cannot swallow a
     /// tensor much smaller than it (see [`crate::compare::scales`]).
@@ -128,6 +140,13 @@ impl ToleranceSpec {
                 operands: None,
             };
         };
+        if let (Some(grid), true) = (s.grid.and_then(Tolerance::on_grid), self.is_default()) {
+            return Resolved {
+                judged: dtype,
+                tolerance: grid.with_floor(s.floor),
+                operands: None,
+            };
+        }
         let judged = judged_dtype(dtype, s.source);
         Resolved {
             judged,
@@ -163,11 +182,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_float8_value_may_sit_one_step_of_its_grid_away_and_no_more() {
+        use crate::tensor::formats::Format;
+        let t = Tolerance::on_grid(Format::F8E4M3FN).unwrap();
+        assert!(t.accepts(1.125, 1.0, 0.0), "one step (1/8 in [1, 2))");
+        assert!(!t.accepts(1.25, 1.0, 0.0), "two steps");
+        assert!(
+            t.accepts(2f64.powi(-9), 0.0, 0.0),
+            "the smallest subnormal step"
+        );
+        assert!(
+            Tolerance::on_grid(Format::I4).is_none(),
+            "integers compare exactly"
+        );
+        let spec = ToleranceSpec::default();
+        let grid = Scaling {
+            grid: Some(Format::F8E5M2),
+            ..Default::default()
+        };
+        assert_eq!(spec.resolve(DType::F32, Some(grid)).tolerance.rtol, 0.25);
+        let given = ToleranceSpec {
+            rtol: Some(1e-3),
+            ..Default::default()
+        };
+        assert_eq!(
+            given.resolve(DType::F32, Some(grid)).tolerance.rtol,
+            1e-3,
+            "given, taken as given"
+        );
+    }
+
+    #[test]
     fn one_rule_resolves_every_comparison() {
         let scaling = Scaling {
             operands: 3.0,
             floor: 2.0,
             source: Some(DType::F16),
+            grid: None,
         };
         let defaults = ToleranceSpec::default();
         let r = defaults.resolve(DType::F32, Some(scaling));

@@ -228,6 +228,19 @@ impl Format {
         }
     }
 
+    /// One step of the grid of a float format: relative to a value's magnitude (2^−mantissa bits), and at the bottom
+    /// the smallest subnormal step; `None` for the integer formats.
+    pub fn grid_step(self) -> Option<(f64, f64)> {
+        if self == Format::F8E8M0 {
+            return Some((1.0, 2f64.powi(-127)));
+        }
+        let f = self.minifloat()?;
+        Some((
+            2f64.powi(-(f.mbits as i32)),
+            2f64.powi(1 - f.bias - f.mbits as i32),
+        ))
+    }
+
     /// The largest finite value (the test below checks each against the codes' decoding).
     pub fn max(self) -> f64 {
         match self {
