@@ -319,11 +319,10 @@ fn downstream(graph: &Graph, values: &[String]) -> std::collections::BTreeSet<St
 /// Takes the expected noise off the values computed from decisions the expected-noise run may have taken otherwise
 /// ([`widened`]): its values there are not the target's precision applied to the same decisions. A note says so.
 pub fn without_noise_after(graph: &Graph, lane: &mut Lane) {
-    let decided = std::mem::take(&mut lane.widened);
-    if decided.is_empty() {
+    if lane.widened.is_empty() {
         return;
     }
-    let after = downstream(graph, &decided);
+    let after = downstream(graph, &lane.widened);
     let mut stripped = 0;
     for name in &after {
         if let Some(r) = lane.reports.get_mut(name).filter(|r| r.noise.is_some()) {
@@ -331,14 +330,13 @@ pub fn without_noise_after(graph: &Graph, lane: &mut Lane) {
             stripped += 1;
         }
     }
-    let named: Vec<String> = decided.iter().map(|d| format!("`{d}`")).collect();
+    let named: Vec<String> = lane.widened.iter().map(|d| format!("`{d}`")).collect();
     lane.notes.push(format!(
         "expected noise: not measured on {stripped} value(s) computed from {}, where the reference took the target's \
          decisions within the noise measured on their inputs and the correctly rounded run, which keeps the fixed \
          window, may have decided otherwise",
         named.join(", ")
     ));
-    lane.widened = decided;
 }
 
 /// The introduced error of the nodes computing widened decisions ([`widened`]) is not measured: run alone on the
