@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use tract_onnx::data_resolver::{MmapDataResolver, ModelDataResolver};
+use tract_onnx::data_resolver::ModelDataResolver;
 use tract_onnx::pb::{tensor_proto::DataLocation, GraphProto, StringStringEntryProto};
 use tract_onnx::prelude::{TractError, TractResult};
 
@@ -73,7 +73,7 @@ impl ModelDataResolver for Lazy {
         length: Option<usize>,
     ) -> TractResult<()> {
         if p != self.dir {
-            return MmapDataResolver.read_bytes_from_path(buf, p, offset, length);
+            return super::files::Files.read_bytes_from_path(buf, p, offset, length);
         }
         let fail = |why: String| TractError::msg(format!("stored weight {offset}: {why}"));
         let data = (self.store.lock())
@@ -142,7 +142,12 @@ mod tests {
         let want = g.initializer[0].clone();
         let lazy = move_out(&mut g, &HashSet::new(), ".").unwrap();
         let got = tract_onnx::tensor::load_tensor(&*lazy, &g.initializer[0], Some(".")).unwrap();
-        let direct = tract_onnx::tensor::load_tensor(&MmapDataResolver, &want, None).unwrap();
+        let direct = tract_onnx::tensor::load_tensor(
+            &tract_onnx::data_resolver::MmapDataResolver,
+            &want,
+            None,
+        )
+        .unwrap();
         assert_eq!(got, direct);
     }
 }

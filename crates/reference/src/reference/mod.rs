@@ -11,6 +11,7 @@ pub mod decide;
 mod extrema;
 mod faithful;
 pub mod fast;
+mod files;
 mod formats;
 mod hook;
 pub mod kernels;
@@ -364,9 +365,10 @@ impl ReferenceRunner {
     ) -> Result<TractResult<(TypedModel, Vec<String>)>> {
         let dir = model_dir(graph);
         let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
-        if let Some(lazy) = lazy {
-            onnx.provider = lazy;
-        }
+        onnx.provider = match lazy {
+            Some(lazy) => lazy,
+            None => std::sync::Arc::new(files::Files),
+        };
         contrib::register(&mut onnx);
         onnx.op_register.0.insert(stored::OP.into(), stored::build);
         let ParseResult {
