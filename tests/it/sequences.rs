@@ -183,3 +183,60 @@ fn sequences_inside_an_unrolled_loop_are_followed() {
         [8.0, 16.0, 24.0]
     );
 }
+
+/// An `optional(seq(tensor))` input threaded through a Loop whose body asks `OptionalHasElement` and picks the
+/// given sequence in an `If` (`tests/data/sequences/make_sequences.py`): the optional is held as the sequence it
+/// holds, the Loop unrolls with its `If` inside, and every step is computed and compared. y's rows are the given
+/// element, then h ← tanh(x[i] + h) per row of x.
+#[test]
+fn an_optional_sequence_input_is_followed_through_a_loop_and_its_branches() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = root().join("tests/data/sequences/optional_sequence_loop.onnx");
+    let x: Vec<f64> = (0..12).map(|v| f64::from(v as f32 / 10.0)).collect();
+    let first = [0.5f64, -0.5, 1.0];
+    let npy = |name: &str, shape: Vec<usize>, v: &[f64]| {
+        let path = dir.path().join(format!("{name}.npy"));
+        let t = phantom::tensor::Tensor::from_f64(
+            phantom::tensor::DType::F32,
+            ndarray::ArrayD::from_shape_vec(shape, v.to_vec()).unwrap(),
+        )
+        .unwrap();
+        phantom::model::npy::write_npy(&path, &t).unwrap();
+        format!("{name}={}", path.display())
+    };
+    let (xs, s0) = (npy("x", vec![4, 3], &x), npy("opt_seq[0]", vec![3], &first));
+    let (d, json) = (dir.path().join("dump"), dir.path().join("r.json"));
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        &xs,
+        "--input",
+        &s0,
+        "--dump",
+        d.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let mut want = first.to_vec();
+    let mut h = first.to_vec();
+    for row in x.chunks(3) {
+        h = (0..3).map(|j| (row[j] + h[j]).tanh()).collect();
+        want.extend(&h);
+    }
+    let y = phantom::model::npy::read_npy(&d.join("reference/y.npy")).unwrap();
+    let y: Vec<f64> = y.to_f64_array().iter().copied().collect();
+    assert_eq!(y.len(), want.len());
+    for (g, w) in y.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-6, "{y:?} vs {want:?}");
+    }
+    let report = read_json(&json);
+    assert_eq!(report["verdict"]["status"], "clean");
+    assert_eq!(report["coverage"]["unchecked"], 0, "{report:#}");
+    // With nothing given, two elements are generated and the verdict is as complete.
+    let (code, out, err) = phantom(&["onnx", m.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("0 unchecked"), "{out}");
+}

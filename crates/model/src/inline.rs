@@ -130,25 +130,22 @@ fn unrolled_note(op: &str, name: &str, trips: usize, added: usize) -> String {
 fn unroll_scan_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
     let g = m.graph.as_ref()?;
     let producer = producers(g);
+    let opset = opset_of(m);
     let found = g
         .node
         .iter()
         .enumerate()
         .filter(|(_, n)| n.op_type == "Scan")
         .find_map(|(at, n)| {
-            let scan = super::unroll::scan_shape(n)?;
-            let (input, axis) = &scan.first_scan;
+            let scan = super::scan::scan_shape(n, opset)?;
+            let input = &scan.first_scan.0;
             let t = ancestors(g, &producer, input)
                 .and_then(|a| evaluate_tensor(m, g, &a, input, inputs))?;
-            let rank = t.shape().len() as i64;
-            let axis = if *axis < 0 { axis + rank } else { *axis };
-            let trips = *t.shape().get(usize::try_from(axis).ok()?)?;
-            Some((at, trips, n.name.clone()))
+            Some((at, t.shape().to_vec(), n.name.clone()))
         });
-    let (at, trips, name) = found?;
-    let opset = opset_of(m);
-    let added = super::unroll::unroll_scan(m.graph.as_mut()?, at, trips, opset)?;
-    Some(unrolled_note("Scan", &name, trips, added))
+    let (at, dims, name) = found?;
+    let (added, steps) = super::scan::unroll_scan(m.graph.as_mut()?, at, &dims, opset)?;
+    Some(unrolled_note("Scan", &name, steps, added))
 }
 
 pub fn opset_of(m: &ModelProto) -> i64 {

@@ -22,6 +22,7 @@ pub mod onnx_attrs;
 pub mod optional;
 pub mod proto;
 pub mod random;
+pub mod scan;
 pub mod sequences;
 pub mod skeleton;
 pub mod surgery;

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use prost::Message;
-use tract_onnx::pb::{type_proto, TensorProto, TypeProto};
+use tract_onnx::pb::{type_proto, TensorProto};
 
 /// `ModelProto` down to the types of its main graph's values, optional types included.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -49,7 +49,32 @@ struct OptionalOf {
 #[derive(Clone, PartialEq, prost::Message)]
 struct OptionalType {
     #[prost(message, optional, tag = "1")]
-    elem_type: Option<TypeProto>,
+    elem_type: Option<ElemType>,
+}
+
+/// The `TypeProto` of an optional's or a sequence's element, down to a tensor type and a sequence type (a map's
+/// reads as neither).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ElemType {
+    #[prost(message, optional, tag = "1")]
+    tensor_type: Option<type_proto::Tensor>,
+    #[prost(message, optional, boxed, tag = "4")]
+    sequence_type: Option<Box<OptionalType>>,
+}
+
+impl OptionalType {
+    /// The element type of this sequence when it is a sequence of tensors: the tensor type, or the default (element
+    /// type code 0) when none is declared; `None` for a sequence of maps or of sequences.
+    fn tensors(&self) -> Option<type_proto::Tensor> {
+        match &self.elem_type {
+            None => Some(type_proto::Tensor::default()),
+            Some(ElemType {
+                tensor_type: Some(t),
+                ..
+            }) => Some(t.clone()),
+            Some(_) => None,
+        }
+    }
 }
 
 /// The tensor type of every main-graph value (input, output, value_info) the model declares `optional(tensor)`,
@@ -60,33 +85,28 @@ pub fn tensor_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
     };
     (g.input.into_iter().chain(g.output).chain(g.value_info))
         .filter_map(|v| {
-            // tract's `TypeProto` reads a tensor type only: a sequence's or a map's value is `None`.
-            let type_proto::Value::TensorType(t) = v.r#type?.optional_type?.elem_type?.value?;
+            let t = v.r#type?.optional_type?.elem_type?.tensor_type?;
             Some((v.name, t))
         })
         .collect()
 }
 
-/// The element type of every main-graph input and output the model declares `seq(tensor)`, by name (an element
-/// type of code 0 when the model does not declare one; a sequence of maps is not listed); empty when there is
-/// none.
+/// The element type of every main-graph input and output the model declares `seq(tensor)` or
+/// `optional(seq(tensor))`, by name (an element type of code 0 when the model does not declare one; a sequence of
+/// maps or of sequences is not listed); empty when there is none. phantom holds an optional sequence that has a
+/// value as that sequence.
 pub fn sequence_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
     let Some(g) = ModelTypes::decode(model).ok().and_then(|m| m.graph) else {
         return HashMap::new();
     };
     (g.input.into_iter().chain(g.output))
         .filter_map(|v| {
-            let t = match v.r#type?.sequence_type?.elem_type {
-                None => type_proto::Tensor::default(),
-                Some(TypeProto {
-                    value: Some(type_proto::Value::TensorType(t)),
-                    ..
-                }) => t,
-                // A sequence of maps (ZipMap's) or of sequences: tract's types read no such element, and phantom
-                // follows sequences of tensors only.
-                Some(_) => return None,
+            let ty = v.r#type?;
+            let seq = match ty.sequence_type {
+                Some(s) => s,
+                None => *ty.optional_type?.elem_type?.sequence_type?,
             };
-            Some((v.name, t))
+            Some((v.name, seq.tensors()?))
         })
         .collect()
 }
@@ -271,9 +291,9 @@ mod tests {
                     r#type: Some(OptionalOf {
                         sequence_type: None,
                         optional_type: Some(OptionalType {
-                            elem_type: Some(TypeProto {
-                                value: Some(type_proto::Value::TensorType(tensor.clone())),
-                                ..Default::default()
+                            elem_type: Some(ElemType {
+                                tensor_type: Some(tensor.clone()),
+                                sequence_type: None,
                             }),
                         }),
                     }),
@@ -291,5 +311,48 @@ mod tests {
             .unwrap()
             .value
             .is_none());
+    }
+
+    #[test]
+    fn an_optional_sequence_is_read_as_its_sequence() {
+        let tensor = type_proto::Tensor {
+            elem_type: 6,
+            shape: None,
+        };
+        let seq = |elem_type| {
+            Some(Box::new(OptionalType {
+                elem_type: Some(elem_type),
+            }))
+        };
+        let of = |name: &str, elem: ElemType| ValueType {
+            name: name.into(),
+            r#type: Some(OptionalOf {
+                sequence_type: None,
+                optional_type: Some(OptionalType {
+                    elem_type: Some(ElemType {
+                        tensor_type: None,
+                        sequence_type: seq(elem),
+                    }),
+                }),
+            }),
+        };
+        let tensors = ElemType {
+            tensor_type: Some(tensor.clone()),
+            sequence_type: None,
+        };
+        let nested = ElemType {
+            tensor_type: None,
+            sequence_type: seq(tensors.clone()),
+        };
+        let model = ModelTypes {
+            graph: Some(GraphTypes {
+                input: vec![of("s", tensors), of("nested", nested)],
+                ..Default::default()
+            }),
+        };
+        let types = sequence_types(&model.encode_to_vec());
+        assert_eq!(types.get("s"), Some(&tensor));
+        assert!(!types.contains_key("nested"), "{types:?}");
+        assert!(tensor_types(&model.encode_to_vec()).is_empty());
     }
 }

@@ -1,9 +1,9 @@
 //! A top-level `Loop` whose trip count is known before the run and whose condition cannot stop it early (absent,
-//! or passed through unchanged from a true start), or a `Scan` whose scan inputs' length is known, is unrolled: each iteration's body becomes top-level nodes whose
+//! or passed through unchanged from a true start), or a `Scan` whose scan inputs' length is known ([`super::scan`]), is unrolled: each iteration's body becomes top-level nodes whose
 //! values are named `<value>.iter<t>`, loop-carried values are threaded through, scan outputs are stacked with
 //! `Unsqueeze` + `Concat` (a Scan's inputs are sliced per step with `Gather`). tract cannot type `Loop`; unrolled, every iteration's values are computed in f64 and
-//! compared on both sides (the target runs the unrolled model too). Loops with nested bodies, a data-dependent
-//! stop or more than [`MAX_NODES`] unrolled nodes are left as they are.
+//! compared on both sides (the target runs the unrolled model too). Bodies with subgraphs of their own (an `If`
+//! inside) are copied with those subgraphs' names tagged too. Loops with a data-dependent stop or more than [`MAX_NODES`] unrolled nodes are left as they are.
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,9 +25,6 @@ pub fn stops_only_at_trip_count(n: &NodeProto, cond_true: Option<bool>) -> bool 
     let Some(body) = body_of(n) else {
         return false;
     };
-    if nested(body) {
-        return false;
-    }
     let has_cond = n.input.get(1).is_some_and(|c| !c.is_empty());
     if has_cond && cond_true != Some(true) {
         return false;
@@ -45,37 +42,33 @@ pub fn stops_only_at_trip_count(n: &NodeProto, cond_true: Option<bool>) -> bool 
 }
 
 /// A Loop's or Scan's body.
-fn body_of(n: &NodeProto) -> Option<&GraphProto> {
+pub(super) fn body_of(n: &NodeProto) -> Option<&GraphProto> {
     n.attribute
         .iter()
         .find(|a| a.name == "body")
         .and_then(|a| a.g.as_ref())
 }
 
-/// Whether a body holds nodes with bodies of their own (not unrolled).
-fn nested(body: &GraphProto) -> bool {
-    body.node.iter().any(|x| {
-        x.attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-    })
-}
-
 /// Puts `nodes` in place of node `at` and adds `inits`; returns how many nodes were added.
-fn replace(g: &mut GraphProto, at: usize, nodes: Vec<NodeProto>, inits: Vec<TensorProto>) -> usize {
+pub(super) fn replace(
+    g: &mut GraphProto,
+    at: usize,
+    nodes: Vec<NodeProto>,
+    inits: Vec<TensorProto>,
+) -> usize {
     let count = nodes.len();
     g.node.splice(at..at + 1, nodes);
     g.initializer.extend(inits);
     count
 }
 
-fn tag(v: &str, t: usize) -> String {
+pub(super) fn tag(v: &str, t: usize) -> String {
     format!("{v}.iter{t}")
 }
 
 /// Appends iteration `t` of `body` to `nodes`: node names and the body's own values tagged `.iter<t>`, the
 /// body's inputs renamed as `rename` says. Returns the name iteration `t` gives body output `k`.
-fn copy_body<'b>(
+pub(super) fn copy_body<'b>(
     body: &'b GraphProto,
     t: usize,
     rename: &'b mut HashMap<String, String>,
@@ -99,6 +92,11 @@ fn copy_body<'b>(
                 *s = r.clone();
             }
         }
+        for a in &mut y.attribute {
+            for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                retag_subgraph(sub, rename, t);
+            }
+        }
         nodes.push(y);
     }
     let rename: &'b HashMap<String, String> = rename;
@@ -110,8 +108,44 @@ fn copy_body<'b>(
     }
 }
 
+/// A subgraph (an `If` branch, a nested body) of a node copied for iteration `t`: the outer values it reads renamed
+/// as `outer` says, and its own values, inputs and nodes tagged `.iter<t>` (ONNX names are unique across a graph
+/// and its subgraphs, so each copy's subgraphs get names of their own), recursively.
+fn retag_subgraph(g: &mut GraphProto, outer: &HashMap<String, String>, t: usize) {
+    let mut map = outer.clone();
+    let own = (g.input.iter().map(|v| &v.name))
+        .chain(g.initializer.iter().map(|i| &i.name))
+        .chain(g.node.iter().flat_map(|x| x.output.iter()))
+        .filter(|v| !v.is_empty());
+    let own: Vec<String> = own.cloned().collect();
+    map.extend(own.into_iter().map(|v| (v.clone(), tag(&v, t))));
+    let renamed = |s: &mut String| {
+        if let Some(r) = map.get(s.as_str()) {
+            *s = r.clone();
+        }
+    };
+    (g.input
+        .iter_mut()
+        .chain(g.output.iter_mut())
+        .chain(g.value_info.iter_mut()))
+    .for_each(|v| renamed(&mut v.name));
+    g.initializer.iter_mut().for_each(|i| renamed(&mut i.name));
+    for x in &mut g.node {
+        x.name = tag(&x.name, t);
+        x.input
+            .iter_mut()
+            .chain(x.output.iter_mut())
+            .for_each(renamed);
+        for a in &mut x.attribute {
+            for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                retag_subgraph(sub, &map, t);
+            }
+        }
+    }
+}
+
 /// The final values of the carried state, under the node's first outputs.
-fn finals(n: &NodeProto, state: &[String], nodes: &mut Vec<NodeProto>) {
+pub(super) fn finals(n: &NodeProto, state: &[String], nodes: &mut Vec<NodeProto>) {
     for (k, o) in n.output.iter().take(state.len()).enumerate() {
         if !o.is_empty() {
             nodes.push(NodeProto {
@@ -175,7 +209,7 @@ pub(super) fn stack(
 }
 
 /// Whether a tagged body value would take a name the graph already has.
-fn clashes(g: &GraphProto, body: &GraphProto, trips: usize) -> bool {
+pub(super) fn clashes(g: &GraphProto, body: &GraphProto, trips: usize) -> bool {
     let existing: HashSet<&str> = g
         .node
         .iter()
@@ -241,115 +275,6 @@ pub fn unroll(g: &mut GraphProto, at: usize, plan: &Plan, opset: i64) -> Option<
     for (j, parts) in stacked.iter().enumerate() {
         if let Some(o) = n.output.get(carried + j).filter(|o| !o.is_empty()) {
             stack(&n.name, j, parts, o, 0, opset, &mut nodes, &mut inits);
-        }
-    }
-    Some(replace(g, at, nodes, inits))
-}
-
-fn ints(n: &NodeProto, name: &str) -> Vec<i64> {
-    n.attribute
-        .iter()
-        .find(|a| a.name == name)
-        .map(|a| a.ints.clone())
-        .unwrap_or_default()
-}
-
-/// A `Scan` node (opset 9 and later) as unrolling needs it.
-pub struct ScanShape {
-    /// State variables (the node's first inputs and outputs).
-    pub states: usize,
-    /// The first scan input and its scan axis (negative counts from the end).
-    pub first_scan: (String, i64),
-}
-
-/// The states and first scan input of a `Scan` node, `None` when it is not a Scan of opset 9 or later or has a
-/// nested body.
-pub fn scan_shape(n: &NodeProto) -> Option<ScanShape> {
-    let body = body_of(n)?;
-    if nested(body) {
-        return None;
-    }
-    let m = n.attribute.iter().find(|a| a.name == "num_scan_inputs")?.i as usize;
-    let states = n.input.len().checked_sub(m).filter(|_| m > 0)?;
-    let first = n.input.get(states).filter(|s| !s.is_empty())?.clone();
-    let axis = ints(n, "scan_input_axes").first().copied().unwrap_or(0);
-    Some(ScanShape {
-        states,
-        first_scan: (first, axis),
-    })
-}
-
-/// Replaces the `Scan` node at `at` by `trips` copies of its body: scan input j sliced with `Gather` at step t
-/// along its axis (from the end when its direction is 1), scan outputs stacked along their axes (prepended when
-/// their direction is 1). Returns the nodes added, or `None` (graph untouched) as [`unroll`] does.
-pub fn unroll_scan(g: &mut GraphProto, at: usize, trips: usize, opset: i64) -> Option<usize> {
-    let n = g.node[at].clone();
-    let body = body_of(&n).cloned()?;
-    let shape = scan_shape(&n)?;
-    let m = n.input.len() - shape.states;
-    let k_out = body.output.len().checked_sub(shape.states)?;
-    if trips == 0
-        || trips.saturating_mul(body.node.len() + m + 2) > MAX_NODES
-        || opset < 11
-        || clashes(g, &body, trips)
-    {
-        return None;
-    }
-    let attr = |name: &str, j: usize| ints(&n, name).get(j).copied().unwrap_or(0);
-    let mut nodes = vec![];
-    let mut inits: Vec<TensorProto> = body.initializer.clone();
-    let mut state: Vec<String> = n.input[..shape.states].to_vec();
-    let mut stacked: Vec<Vec<String>> = vec![vec![]; k_out];
-    for t in 0..trips {
-        let mut rename: HashMap<String, String> = HashMap::new();
-        for (k, i) in body.input.iter().take(shape.states).enumerate() {
-            rename.insert(i.name.clone(), state[k].clone());
-        }
-        for j in 0..m {
-            let step = if attr("scan_input_directions", j) == 1 {
-                trips - 1 - t
-            } else {
-                t
-            };
-            let (index, slice) = (
-                tag(&format!("{}/step{j}", n.name), t),
-                tag(&format!("{}/in{j}", n.name), t),
-            );
-            inits.push(scalar_i64(&index, step as i64));
-            nodes.push(NodeProto {
-                name: slice.clone(),
-                op_type: "Gather".into(),
-                input: vec![n.input[shape.states + j].clone(), index],
-                output: vec![slice.clone()],
-                attribute: vec![int_attr("axis", attr("scan_input_axes", j))],
-                ..Default::default()
-            });
-            if let Some(i) = body.input.get(shape.states + j) {
-                rename.insert(i.name.clone(), slice);
-            }
-        }
-        let out = copy_body(&body, t, &mut rename, &mut nodes);
-        state = (0..shape.states).map(&out).collect();
-        for (j, s) in stacked.iter_mut().enumerate() {
-            s.push(out(shape.states + j));
-        }
-    }
-    finals(&n, &state, &mut nodes);
-    for (j, parts) in stacked.iter_mut().enumerate() {
-        if attr("scan_output_directions", j) == 1 {
-            parts.reverse();
-        }
-        if let Some(o) = n.output.get(shape.states + j).filter(|o| !o.is_empty()) {
-            stack(
-                &n.name,
-                j,
-                parts,
-                o,
-                attr("scan_output_axes", j),
-                opset,
-                &mut nodes,
-                &mut inits,
-            );
         }
     }
     Some(replace(g, at, nodes, inits))

@@ -263,6 +263,35 @@ def scan(path):
     onnx.save(m, path)
 
 
+def scan8(path):
+    """Opset 8's Scan: a batch axis leads every state, scan input and scan output; no sequence_lens; two scan inputs,
+    the second read backward (`directions`), a carried state and a scan output."""
+    T = TP.FLOAT
+    body = oh.make_graph(
+        [oh.make_node("Mul", ["h_in", "w"], ["hw"], name="body_mul"),
+         oh.make_node("Add", ["hw", "x_t"], ["pre"], name="body_add"),
+         oh.make_node("Sub", ["pre", "y_t"], ["pre2"], name="body_sub"),
+         oh.make_node("Tanh", ["pre2"], ["h_out"], name="body_tanh"),
+         oh.make_node("Identity", ["h_out"], ["h_scan"], name="body_scan")],
+        "body",
+        [oh.make_tensor_value_info("h_in", T, [4]), oh.make_tensor_value_info("x_t", T, [4]),
+         oh.make_tensor_value_info("y_t", T, [4])],
+        [oh.make_tensor_value_info("h_out", T, [4]), oh.make_tensor_value_info("h_scan", T, [4])],
+        [nh.from_array(np.array([0.9, -0.5, 0.3, 1.1], np.float32), "w")])
+    nodes = [oh.make_node("Scan", ["", "h0", "x", "y"], ["h_final", "hs"], name="scan8", body=body,
+                          num_scan_inputs=2, directions=[0, 1])]
+    g = oh.make_graph(nodes, "scan8",
+                      [oh.make_tensor_value_info("h0", T, ["batch", 4]),
+                       oh.make_tensor_value_info("x", T, ["batch", "steps", 4]),
+                       oh.make_tensor_value_info("y", T, ["batch", "steps", 4])],
+                      [oh.make_tensor_value_info("h_final", T, ["batch", 4]),
+                       oh.make_tensor_value_info("hs", T, ["batch", "steps", 4])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 8)])
+    m.ir_version = 4
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def random_ops(path):
     """Random ops as VITS uses them: noise shaped like a computed value, scaled and added; a uniform of fixed shape."""
     T = TP.FLOAT
@@ -413,6 +442,7 @@ if __name__ == "__main__":
     if_unnamed(os.path.join(HERE, "if_unnamed.onnx"))
     random_ops(os.path.join(HERE, "random_ops.onnx"))
     scan(os.path.join(HERE, "scan.onnx"))
+    scan8(os.path.join(HERE, "scan8.onnx"))
     loop_scan(os.path.join(HERE, "loop_scan.onnx"))
     if_sample_rate(os.path.join(HERE, "if_sample_rate.onnx"))
     bert(os.path.join(HERE, "bert_opt.onnx"))

@@ -114,7 +114,7 @@ impl Sequences {
         let reads_seq = n.input.iter().any(|i| self.seqs.contains_key(i));
         match n.op_type.as_str() {
             "SequenceConstruct" | "SequenceEmpty" | "SplitToSequence" => true,
-            "Identity" => reads_seq,
+            "Identity" | "Optional" | "OptionalGetElement" | "OptionalHasElement" => reads_seq,
             op if OPS.contains(&op) => n.input.first().is_some_and(|s| self.seqs.contains_key(s)),
             _ => false,
         }

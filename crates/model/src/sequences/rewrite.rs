@@ -40,9 +40,19 @@ impl Sequences {
             "SequenceConstruct" => {
                 self.seqs.insert(out, n.input.clone());
             }
-            "Identity" => {
+            // An optional that holds a sequence is that sequence: it has an element.
+            "Identity" | "Optional" | "OptionalGetElement" => {
                 let e = self.elements(&n.input[0], n)?;
                 self.seqs.insert(out, e);
+            }
+            "OptionalHasElement" => {
+                self.elements(&n.input[0], n)?;
+                let c = TensorProto {
+                    data_type: 9,
+                    int32_data: vec![1],
+                    ..Default::default()
+                };
+                nodes.push(constant(&n.name, c, &out));
             }
             "SequenceInsert" => {
                 let mut e = self.elements(&n.input[0], n)?;
@@ -73,13 +83,7 @@ impl Sequences {
                 let e = self.elements(&n.input[0], n)?;
                 let mut c = scalar_i64("value", e.len() as i64);
                 c.name = String::new();
-                nodes.push(NodeProto {
-                    name: n.name.clone(),
-                    op_type: "Constant".into(),
-                    output: vec![out],
-                    attribute: vec![tensor_attr(c)],
-                    ..Default::default()
-                });
+                nodes.push(constant(&n.name, c, &out));
             }
             "ConcatFromSequence" => {
                 let e = self.elements(&n.input[0], n)?;
@@ -404,6 +408,17 @@ fn tensor_attr(t: TensorProto) -> tract_onnx::pb::AttributeProto {
         name: "value".into(),
         r#type: tract_onnx::pb::attribute_proto::AttributeType::Tensor as i32,
         t: Some(t),
+        ..Default::default()
+    }
+}
+
+/// A `Constant` node `name` of value `t`, its output `out`.
+fn constant(name: &str, t: TensorProto, out: &str) -> NodeProto {
+    NodeProto {
+        name: name.into(),
+        op_type: "Constant".into(),
+        output: vec![out.into()],
+        attribute: vec![tensor_attr(t)],
         ..Default::default()
     }
 }
