@@ -64,10 +64,26 @@ fn decided_input<'g>(graph: &'g Graph, producers: &Producers, n: &'g Node) -> &'
 /// Value name → the index of the node that computes it.
 type Producers<'g> = HashMap<&'g str, usize>;
 
-/// Whether the target's value of `n`'s output, of type `t`, can be a decision (a `Cast` to an integer type; any
-/// other op).
-fn is_decision(n: &Node, t: DType) -> bool {
-    n.op_type != "Cast" || !(t.is_float() || t == DType::Bool)
+/// Whether the target's value of `n`'s output `name`, of type `t`, can be a decision: a `Cast` to an integer type
+/// or onto a narrow float format (held in a float carrier, named in `narrow`); any other op.
+fn is_decision(n: &Node, name: &str, t: DType, narrow: &mut Narrow) -> bool {
+    n.op_type != "Cast" || !(t.is_float() || t == DType::Bool) || narrow.holds(name)
+}
+
+/// The values the model holds in a narrow float format (float8, float4), inferred once when first asked.
+struct Narrow<'g> {
+    graph: &'g Graph,
+    formats: Option<HashMap<String, crate::tensor::formats::Format>>,
+}
+
+impl Narrow<'_> {
+    fn holds(&mut self, name: &str) -> bool {
+        let graph = self.graph;
+        let formats = self
+            .formats
+            .get_or_insert_with(|| crate::model::types::narrow_floats(graph));
+        formats.get(name).is_some_and(|f| f.is_float())
+    }
 }
 
 /// The one target's decisions (none with several targets: the reference can follow only one). Bounded runs hold
@@ -98,6 +114,10 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<G
         .map(|(n, _)| decided_input(&p.graph, &producers, n));
     let noise = Arc::new(Measured::on(inputs.map(str::to_string)));
     let (mut fixed, mut measured) = (Decisions::new(), Decisions::new());
+    let mut narrow = Narrow {
+        graph: &p.graph,
+        formats: None,
+    };
     for (n, name) in wanted {
         let held = held(n, name);
         let target = match (lane.out.values.get(held), &fetched) {
@@ -109,7 +129,7 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<G
             Kept::Memory(t) => t.dtype(),
             Kept::Disk(f, _) => f.dtype(held).unwrap_or(DType::Other),
         };
-        if !is_decision(n, kind) {
+        if !is_decision(n, name, kind, &mut narrow) {
             continue;
         }
         let input = decided_input(&p.graph, &producers, n);

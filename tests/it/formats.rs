@@ -403,6 +403,8 @@ fn a_float8_value_is_judged_on_its_grid() {
         &b,
         "--json",
         json.to_str().unwrap(),
+        // Its own rounding kept (not the target's, see the next test): judged on the grid.
+        "--own-decisions",
     ]);
     assert_eq!(code, 0, "{out}{err}");
     let r = read_json(&json);
@@ -410,4 +412,73 @@ fn a_float8_value_is_judged_on_its_grid() {
     assert_eq!(v["status"], "pass", "{v}");
     assert_eq!(v["metrics"]["max_abs"], 0.125, "one float8 step apart: {v}");
     assert_eq!(v["tolerance"]["rtol"], 0.125, "float8 e4m3's step: {v}");
+}
+
+/// a + b → Cast to float8 e4m3fn → Cast to float → × 3 (`offset`: the target model adds it before its Cast).
+fn f8_chain(dir: &Path, name: &str, offset: Option<f32>) -> std::path::PathBuf {
+    let mut nodes = vec![node("Add", &["a", "b"], "s")];
+    let mut cast_in = "s";
+    if let Some(o) = offset {
+        nodes.push(node("Add", &["s", "off"], "s_off"));
+        cast_in = "s_off";
+    }
+    let cast = |input: &str, out: &str, to: i64| pb::NodeProto {
+        attribute: vec![attr_int("to", to)],
+        ..node("Cast", &[input], out)
+    };
+    nodes.extend([
+        cast(cast_in, "q", 17),
+        cast("q", "f", 1),
+        node("Mul", &["f", "three"], "z"),
+    ]);
+    let mut initializer = vec![f32_tensor("three", vec![], vec![3.0])];
+    initializer.extend(offset.map(|o| f32_tensor("off", vec![], vec![o])));
+    let g = pb::GraphProto {
+        name: "f8_chain".into(),
+        node: nodes,
+        initializer,
+        input: vec![value("a", &[4]), value("b", &[4])],
+        output: vec![value("z", &[4])],
+        ..Default::default()
+    };
+    write_model(&dir.join(name), g, 19)
+}
+
+/// A Cast onto float8 is a rounding: where its input lies within its noise of a boundary (1.0625 + 1e-9, which
+/// float32 rounds to the tie 1.0625 and then to even), the reference takes the target's level and what follows is
+/// compared like for like. A target whose level differs where the input lies far from any boundary is still drift.
+#[test]
+fn a_cast_onto_float8_is_a_decision_taken_within_its_input_s_noise() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = f8_chain(dir.path(), "f8_chain.onnx", None);
+    let npy = |name: &str, v: &[f64]| {
+        let p = dir.path().join(format!("{name}.npy"));
+        let t = phantom::tensor::Tensor::from_f64(
+            phantom::tensor::DType::F32,
+            ndarray::ArrayD::from_shape_vec(vec![4], v.to_vec()).unwrap(),
+        )
+        .unwrap();
+        phantom::model::npy::write_npy(&p, &t).unwrap();
+        format!("{name}={}", p.display())
+    };
+    let (a, b) = (
+        npy("a", &[1.0625, 1.0625, 2.0, -3.0]),
+        npy("b", &[1e-9, 0.0, 0.0, 0.0]),
+    );
+    let json = dir.path().join("r.json");
+    let args = ["onnx", m.to_str().unwrap(), "--input", &a, "--input", &b];
+    let (code, out, err) = phantom(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("1 flip(s)"), "{out}");
+    let r = read_json(&json);
+    for name in ["q", "f", "z"] {
+        let v = value_reports(&r).find(|v| v["name"] == name).unwrap();
+        assert_eq!(v["metrics"]["max_abs"], 0.0, "compared like for like: {v}");
+    }
+    // The target adds 0.2 before its Cast: 2.2 rounds to 2.25 where the reference's 2.0 lies far from 2.125.
+    let t = f8_chain(dir.path(), "f8_off.onnx", Some(0.2));
+    let (code, out, err) = phantom(&[&args[..], &["--target-model", t.to_str().unwrap()]].concat());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("DRIFT"), "{out}");
 }

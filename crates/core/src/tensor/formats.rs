@@ -316,6 +316,21 @@ impl Format {
         }
     }
 
+    /// Whether `a` and `b`, values of this format, are equal or neighbours on its grid (no value of the format lies
+    /// strictly between them): a rounding whose input moved within its noise can land on either. Any value strictly
+    /// between them is nearer their midpoint than they are, so the midpoint rounds onto one of them exactly when
+    /// they are neighbours.
+    pub fn adjacent(self, a: f64, b: f64) -> bool {
+        if a == b {
+            return true;
+        }
+        if !self.is_float() {
+            return (a - b).abs() <= 1.0;
+        }
+        let m = self.cast((a + b) / 2.0, true, E8m0Round::Nearest);
+        m == a || m == b
+    }
+
     /// `QuantizeLinear`'s rounding of `x` (already divided by the scale and shifted by the zero point) onto this
     /// format: integers round half to even and saturate; float formats round to nearest even, saturating unless
     /// `saturate` is false.
@@ -350,6 +365,19 @@ fn e8m0_code(x: f32, saturate: bool, round: E8m0Round) -> u8 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn neighbours_on_a_grid_have_nothing_between_them() {
+        let f = Format::F8E4M3FN;
+        // e4m3: steps of 1/8 from 1 to 2, of 1/16 below 1.
+        assert!(f.adjacent(1.0, 1.125) && f.adjacent(1.125, 1.0));
+        assert!(!f.adjacent(1.0, 1.25));
+        assert!(f.adjacent(0.9375, 1.0) && !f.adjacent(0.875, 1.0));
+        assert!(f.adjacent(256.0, 288.0) && !f.adjacent(256.0, 320.0));
+        assert!(f.adjacent(-0.001953125, 0.0));
+        assert!(Format::I4.adjacent(3.0, 4.0) && !Format::I4.adjacent(3.0, 5.0));
+    }
+
     use super::*;
 
     #[test]

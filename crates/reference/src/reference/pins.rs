@@ -70,8 +70,13 @@ pub fn folded(
             )?])
         };
         let names = [(0, name.to_string())];
-        let found =
-            decide::adopt_monotone(d, &names, (&ins, node.op_type == "Cast"), &mut out, run);
+        let found = decide::adopt_monotone(
+            d,
+            &names,
+            (&ins, node.op_type == "Cast", None),
+            &mut out,
+            run,
+        );
         if !found.iter().any(|(_, a)| a.flips + a.undefined > 0) {
             adopted.extend(found);
             continue;

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::tensor::formats::Format;
 use tract_onnx::prelude::*;
 
 mod dynamic;
@@ -135,8 +136,20 @@ pub const OPS: &[&str] = &[
 pub fn settle(
     ours: &[f64],
     theirs: &[f64],
+    bounds: impl FnMut(f64) -> Option<(Vec<f64>, Vec<f64>)>,
+    undefined: impl Fn(usize) -> bool,
+) -> Option<(Vec<f64>, Adopted)> {
+    settle_on(ours, theirs, bounds, undefined, |l, h| h - l <= 1.0)
+}
+
+/// [`settle`] for decisions on any grid: `adjacent(l, h)` says whether two decisions are at most one step apart
+/// (for integers, `h − l ≤ 1`; for a narrow float format, [`Format::adjacent`]).
+pub fn settle_on(
+    ours: &[f64],
+    theirs: &[f64],
     mut bounds: impl FnMut(f64) -> Option<(Vec<f64>, Vec<f64>)>,
     undefined: impl Fn(usize) -> bool,
+    adjacent: impl Fn(f64, f64) -> bool,
 ) -> Option<(Vec<f64>, Adopted)> {
     let differ = |a: f64, b: f64| a != b && !(a.is_nan() && b.is_nan());
     let mut open: Vec<usize> = (0..ours.len())
@@ -164,7 +177,7 @@ pub fn settle(
             let (l, h) = (lo[i].min(hi[i]), lo[i].max(hi[i]));
             // Near exactly one boundary: noise that spans more than one step leaves the decision unresolved at this
             // precision (fp16 index arithmetic), a finding of its own, not a flip to adopt.
-            let reached = (l..=h).contains(&theirs[i]) && h - l <= 1.0;
+            let reached = (l..=h).contains(&theirs[i]) && adjacent(l, h);
             if reached {
                 out[i] = theirs[i];
                 a.flips += 1;
@@ -257,12 +270,13 @@ pub fn shaped_like(like: &TValue, values: Vec<f64>) -> TractResult<TValue> {
 }
 
 /// Reconciles the outputs of a node whose decisions are monotone in its first input (a float-to-integer `Cast`,
-/// `Floor`, `Ceil`, `Round`, `QuantizeLinear`): `run` evaluates the node on moved inputs. `cast` marks a `Cast`,
-/// whose out-of-range conversions are undefined (the others saturate). Returns what was adopted, by value name.
+/// `Floor`, `Ceil`, `Round`, `QuantizeLinear`, and a `Cast` or `QuantizeLinear` onto a narrow float format, whose
+/// `grid` it is): `run` evaluates the node on moved inputs. `cast` marks a `Cast`, whose out-of-range conversions
+/// to integers are undefined (the others saturate). Returns what was adopted, by value name.
 pub fn adopt_monotone(
     d: &Decisions,
     names: &[(usize, String)],
-    (ins, cast): (&TVec<TValue>, bool),
+    (ins, cast, grid): (&TVec<TValue>, bool, Option<Format>),
     out: &mut TVec<TValue>,
     mut run: impl FnMut(TVec<TValue>) -> TractResult<TVec<TValue>>,
 ) -> Vec<(String, Adopted)> {
@@ -282,7 +296,8 @@ pub fn adopt_monotone(
             continue;
         }
         let dt = o.datum_type();
-        if cast && !(dt.is_integer() || dt == DatumType::TDim) {
+        let narrow_float = grid.is_some_and(Format::is_float);
+        if cast && !(dt.is_integer() || dt == DatumType::TDim || narrow_float) {
             continue;
         }
         // The noise only where something differs (most decisions agree everywhere).
@@ -297,8 +312,13 @@ pub fn adopt_monotone(
             };
             Some((at(-1.0)?, at(1.0)?))
         };
-        let undefined = |i: usize| x[i].is_nan() || (cast && undefined_to(x[i], dt));
-        match settle(&ours, &theirs, bounds, undefined) {
+        let undefined =
+            |i: usize| x[i].is_nan() || (cast && !narrow_float && undefined_to(x[i], dt));
+        let adjacent = |l: f64, h: f64| match grid {
+            Some(f) => f.adjacent(l, h),
+            None => h - l <= 1.0,
+        };
+        match settle_on(&ours, &theirs, bounds, undefined, adjacent) {
             Some((v, a)) => {
                 if let Ok(t) = shaped_like(o, v) {
                     out[*slot] = t;

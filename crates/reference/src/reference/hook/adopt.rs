@@ -6,6 +6,7 @@ use tract_onnx::tract_core::internal::EvalContext;
 
 use super::super::{decide, kernels, qop, select, thresholds};
 use super::Evaluator;
+use crate::tensor::formats::Format;
 
 /// `node` evaluated again on other inputs (a decision's input moved by its tolerance): phantom's kernel where it
 /// has one, else tract's (decisions are stateless).
@@ -17,6 +18,18 @@ fn reeval(ctx: &EvalContext, node: &TypedNode, mut ins: TVec<TValue>) -> TractRe
         return r;
     }
     tract_onnx::tract_core::plan::eval(ctx, None, node, ins)
+}
+
+/// The narrow format a decision of `node` rounds onto: a `Cast`'s `to`, or the format the model-format pass gave a
+/// `QuantizeLinear` ([`super::super::formats`]); `None` for a decision onto integers of tract's own types.
+fn grid(node: &TypedNode) -> Option<Format> {
+    let c = node.op_as::<super::super::contrib::op::ContribOp>()?;
+    let code = match c.node.op() {
+        "Cast" => c.node.int("to", 0),
+        "QuantizeLinear" => c.node.int(super::super::formats::FORMAT_ATTR, 0),
+        _ => return None,
+    };
+    Format::from_onnx(code as i32)
 }
 
 impl Evaluator<'_, '_> {
@@ -74,12 +87,14 @@ impl Evaluator<'_, '_> {
             "DynamicQuantizeLinear" => decide::adopt_dynamic(d, (&names, &onnx.outputs), ins, out),
             "DequantizeLinear" => self.adopt_pair(onnx, &names, ins, out),
             op if qop::OPS.contains(&op) => {
-                decide::adopt_monotone(d, &names, (ins, false), out, |xs| reeval(ctx, node, xs))
+                decide::adopt_monotone(d, &names, (ins, false, None), out, |xs| {
+                    reeval(ctx, node, xs)
+                })
             }
             op if thresholds::OPS.contains(&op) => {
                 thresholds::adopt(d, &names, ins, out, |xs| reeval(ctx, node, xs))
             }
-            op => decide::adopt_monotone(d, &names, (ins, op == "Cast"), out, |xs| {
+            op => decide::adopt_monotone(d, &names, (ins, op == "Cast", grid(node)), out, |xs| {
                 reeval(ctx, node, xs)
             }),
         };
