@@ -418,7 +418,7 @@ fn a_float8_value_is_judged_on_its_grid() {
 fn f8_chain(dir: &Path, name: &str, offset: Option<f32>) -> std::path::PathBuf {
     let mut nodes = vec![node("Add", &["a", "b"], "s")];
     let mut cast_in = "s";
-    if let Some(o) = offset {
+    if offset.is_some() {
         nodes.push(node("Add", &["s", "off"], "s_off"));
         cast_in = "s_off";
     }
