@@ -104,8 +104,11 @@ pub fn load(dir: &Path) -> Result<SavedRun> {
             dir.display()
         ))
     };
-    let bytes = std::fs::read(&p).map_err(|_| {
-        bad("it has no run.json (save one with `phantom onnx M --save-run DIR`)".into())
+    let bytes = std::fs::read(&p).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            bad("it has no run.json (save one with `phantom onnx M --save-run DIR`)".into())
+        }
+        _ => bad(format!("cannot read its run.json: {e}")),
     })?;
     let run: SavedRun =
         serde_json::from_slice(&bytes).map_err(|e| bad(format!("run.json is corrupt ({e})")))?;

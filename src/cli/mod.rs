@@ -78,6 +78,12 @@ pub fn run() -> ExitCode {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_default();
+        // Standard output full or gone bad (`> /dev/full`, a disk that filled up): the OS's error, not a bug.
+        if let Some(os) = why.strip_prefix("failed printing to stdout: ") {
+            return Err(anyhow::anyhow!(
+                "cannot write to standard output: {os}\n  hint: redirect it to a file system with room, or write the report with --json PATH"
+            ));
+        }
         Err(anyhow::anyhow!(
             "internal error: {why}\n  hint: this is a bug in phantom or an engine it uses; please report it with the model and command"
         ))
@@ -115,9 +121,15 @@ fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Diverged) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("error: {e}");
-            for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+            let mut shown = e.to_string();
+            eprintln!("error: {shown}");
+            // A cause already quoted in the line above it (an OS error inside "cannot read PATH: …") is not
+            // repeated.
+            for cause in e.chain().skip(1).map(|c| c.to_string()) {
+                if !shown.contains(&cause) {
+                    eprintln!("  caused by: {cause}");
+                }
+                shown = cause;
             }
             ExitCode::from(2)
         }

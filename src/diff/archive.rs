@@ -80,7 +80,8 @@ pub fn open(path: &Path, limits: Limits) -> Result<Opened> {
             _tmp: None,
         });
     }
-    let tmp = tempfile::tempdir().map_err(|e| io(path, e))?;
+    let tmp = tempfile::tempdir()
+        .map_err(|e| crate::error::temp_error(&format!("unpacking {}", path.display()), e))?;
     let lower = path.to_string_lossy().to_lowercase();
     if lower.ends_with(".zip") {
         unzip(path, tmp.path(), limits)?;

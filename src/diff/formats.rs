@@ -75,7 +75,7 @@ fn single(load: Loader) -> Item {
 }
 
 fn npz_keys(path: &Path) -> Result<Vec<Item>> {
-    let f = std::fs::File::open(path).map_err(|e| bad(path, e.to_string()))?;
+    let f = std::fs::File::open(path).map_err(|e| bad(path, format!("cannot open it: {e}")))?;
     let z = zip::ZipArchive::new(f).map_err(|e| bad(path, format!("not a readable .npz: {e}")))?;
     Ok(z.file_names()
         .filter(|n| n.ends_with(".npy"))
@@ -87,7 +87,7 @@ fn npz_keys(path: &Path) -> Result<Vec<Item>> {
 }
 
 fn safetensors_keys(path: &Path) -> Result<Vec<Item>> {
-    let mut f = std::fs::File::open(path).map_err(|e| bad(path, e.to_string()))?;
+    let mut f = std::fs::File::open(path).map_err(|e| bad(path, format!("cannot open it: {e}")))?;
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut n = [0u8; 8];
     f.read_exact(&mut n)
@@ -155,12 +155,12 @@ fn check_pickle(path: &Path, what: &str, pickle: &[u8], count: usize) -> Result<
 /// The pickles of a torch file, refused when one names more than tensors and containers (only the pickles are
 /// read: the storages stay on disk).
 fn check_pickles(path: &Path) -> Result<()> {
-    let mut f = std::fs::File::open(path).map_err(|e| bad(path, e.to_string()))?;
+    let mut f = std::fs::File::open(path).map_err(|e| bad(path, format!("cannot open it: {e}")))?;
     let mut magic = [0u8; 4];
     let zip_format = f.read_exact(&mut magic).is_ok() && &magic == b"PK\x03\x04";
     if !zip_format {
         // Legacy: magic number, protocol, system info, the object and its storage keys, then raw storages.
-        let bytes = std::fs::read(path).map_err(|e| bad(path, e.to_string()))?;
+        let bytes = std::fs::read(path).map_err(|e| bad(path, format!("cannot read it: {e}")))?;
         return check_pickle(path, "pickle stream", &bytes, 5);
     }
     let mut z = zip::ZipArchive::new(f)
@@ -281,7 +281,8 @@ impl Loader {
             Loader::Npy(p) => crate::model::npy::read_npy(p),
             Loader::Proto(p) => crate::model::proto::read_tensor_pb(p).map(|(_, t)| t),
             Loader::NpzEntry(p, entry) => {
-                let f = std::fs::File::open(p).map_err(|e| bad(p, e.to_string()))?;
+                let f =
+                    std::fs::File::open(p).map_err(|e| bad(p, format!("cannot open it: {e}")))?;
                 let mut z = zip::ZipArchive::new(f).map_err(|e| bad(p, e.to_string()))?;
                 let mut e = z
                     .by_name(entry)
@@ -299,7 +300,8 @@ impl Loader {
                     )
                 })?;
                 let (a, b) = info.data_offsets;
-                let mut f = std::fs::File::open(path).map_err(|e| bad(path, e.to_string()))?;
+                let mut f = std::fs::File::open(path)
+                    .map_err(|e| bad(path, format!("cannot open it: {e}")))?;
                 f.seek(SeekFrom::Start(start + a as u64))
                     .map_err(|e| bad(path, e.to_string()))?;
                 let mut buf = vec![0u8; b.saturating_sub(a)];

@@ -182,7 +182,13 @@ pub fn serve(s: &Serve) -> crate::error::Result<()> {
     println!("phantom serve: http://{addr}/ (Ctrl-C to stop)");
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let root = tempfile::tempdir().map_err(|e| crate::error::Error::Usage(e.to_string()))?;
+    let root = tempfile::tempdir().map_err(|e| {
+        crate::error::Error::Usage(format!(
+            "cannot create the directory phantom serve keeps uploads in, under {}: {e}\n  hint: set TMPDIR to a \
+             writable directory",
+            std::env::temp_dir().display()
+        ))
+    })?;
     let mut state = State { root, next: 0 };
     for req in server.incoming_requests() {
         handle(&mut state, req, s);

@@ -70,9 +70,9 @@ pub fn prepare(dir: &Path, plan: &Plan, seg: &Segment) -> Result<Fed> {
             .prefix("phantom-segment-target")
             .suffix(".onnx")
             .tempfile()
-            .map_err(|e| Error::Io {
-                path: std::env::temp_dir(),
-                source: e,
+            .map_err(|e| {
+                let what = format!("segment {}'s target model", seg.index);
+                crate::error::temp_error(&what, e)
             })?
             .into_temp_path();
         crate::report::json::write_atomic(&file, &tc.graph.bytes)?;

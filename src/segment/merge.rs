@@ -58,7 +58,15 @@ pub fn read_partials(dir: &Path, plan: &Plan) -> Result<Vec<PartialReport>> {
                 }
                 found.push(p);
             }
-            Err(_) => missing.push(seg.index.to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing.push(seg.index.to_string())
+            }
+            Err(e) => {
+                return Err(Error::Io {
+                    path: path.clone(),
+                    source: e,
+                })
+            }
         }
     }
     if !missing.is_empty() {

@@ -249,3 +249,41 @@ fn target_options_that_do_not_apply_are_refused() {
         assert_error(code, &err, needle);
     }
 }
+
+/// An operating system's error reaches the user with the file and what phantom was doing, once, and a full
+/// standard output is the OS's error, not an internal one.
+#[test]
+fn os_errors_name_the_file_and_the_action_once() {
+    let (code, _, err) = phantom(&["onnx", "/nonexistent/model.onnx"]);
+    assert_error(
+        code,
+        &err,
+        "cannot read /nonexistent/model.onnx: No such file",
+    );
+    assert_eq!(err.matches("os error 2").count(), 1, "said twice:\n{err}");
+    // run.json a directory (EISDIR): the OS's reason, not "it has no run.json".
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("run.json")).unwrap();
+    let (code, _, err) = phantom(&["replay", dir.path().to_str().unwrap()]);
+    assert_error(code, &err, "cannot read its run.json");
+    assert!(!err.contains("has no run.json"), "{err}");
+    if !std::path::Path::new("/dev/full").exists() {
+        return;
+    }
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_phantom"))
+        .args(["info", model("convnet.onnx").to_str().unwrap()])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_error(
+        out.status.code().unwrap_or(-1),
+        &err,
+        "cannot write to standard output",
+    );
+    assert!(!err.contains("internal error"), "{err}");
+}

@@ -51,6 +51,16 @@ pub fn injected(stage: &str) -> Result<()> {
     }
 }
 
+/// The error for a temporary file or directory that could not be made (`what`: what it was for).
+pub fn temp_error(what: &str, e: std::io::Error) -> Error {
+    Error::Write {
+        path: std::env::temp_dir(),
+        reason: format!(
+            "cannot create a temporary file there for {what}: {e}\n  hint: set TMPDIR to a writable directory with room"
+        ),
+    }
+}
+
 /// Shorthand used throughout the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

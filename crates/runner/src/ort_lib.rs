@@ -218,9 +218,12 @@ pub fn install() -> Result<Located> {
         let _ = std::fs::remove_dir_all(&staging);
     } else {
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&staging, &dir).map_err(|source| Error::Io {
+        std::fs::rename(&staging, &dir).map_err(|e| Error::Write {
             path: dir.clone(),
-            source,
+            reason: format!(
+                "cannot move the ONNX Runtime just installed there: {e}\n  hint: set PHANTOM_CACHE_DIR to a \
+                 writable directory"
+            ),
         })?;
     }
     let path = lib_in(&dir.join("onnxruntime/capi")).ok_or_else(|| Error::RuntimeMissing {

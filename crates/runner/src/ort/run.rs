@@ -71,10 +71,8 @@ impl OrtRunner {
     /// Runs the model the target runs `runs` times in one session with ONNX Runtime's profiler on; the trace's
     /// text (a Chrome trace, read back from the file ONNX Runtime writes).
     pub fn profiled(&mut self, graph: &Graph, inputs: &Inputs, runs: usize) -> Result<String> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Io {
-            path: std::env::temp_dir(),
-            source: e,
-        })?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| crate::error::temp_error("ONNX Runtime's profile", e))?;
         self.profiling = Some(dir.path().join("ort"));
         let g = self.target_model.clone().unwrap_or_else(|| graph.clone());
         let session = self.session_for(&g);

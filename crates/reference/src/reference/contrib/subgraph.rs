@@ -113,6 +113,7 @@ pub fn plan(n: &Node, name: &str, feed: &[Tensor], pin: bool) -> TractResult<Pla
         ..Default::default()
     };
     let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
+    onnx.provider = std::sync::Arc::new(super::super::files::Files);
     super::register(&mut onnx);
     let mut model = onnx
         .parse(&proto, None)
