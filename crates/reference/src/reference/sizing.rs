@@ -25,8 +25,12 @@ impl ReferenceRunner {
         graph: &Graph,
         facts: &[InputFact],
     ) -> Result<HashMap<String, u64>> {
-        let (typed, names, _) =
-            crate::error::guard("sizing values (tract)", || self.parse(graph, facts, false))?;
+        // Parsed as float64, as the run parses it: large weights are then kept as stored (memory-mapped, not read),
+        // so sizing costs what typing costs. A model that parses only as it is is sized that way.
+        let (typed, names, _) = crate::error::guard("sizing values (tract)", || {
+            self.parse(graph, facts, true)
+                .or_else(|_| self.parse(graph, facts, false))
+        })?;
         let mut sizes = HashMap::new();
         for (o, name) in typed.outputs.iter().zip(names) {
             let fact = typed
