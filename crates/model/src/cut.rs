@@ -42,13 +42,34 @@ pub struct Boundary<'a> {
 }
 
 /// Cuts `keep` (node indices of `model`, any order) out of `model`; the outputs are those of the nodes in
-/// `expose`. The cut is named `path`.
+/// `expose`. The cut is named `path`. Its initializers hold their data inline: the cut stands alone.
 pub fn cut(
     model: &Graph,
     keep: &HashSet<usize>,
     expose: &HashSet<usize>,
     boundary: &Boundary,
     path: &Path,
+) -> Result<Cut> {
+    cut_as(model, (keep, expose), boundary, path, Weights::Inline)
+}
+
+/// How a cut holds the initializers it reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Data inline (external data read in): the cut stands alone.
+    Inline,
+    /// External data left where the model keeps it (`path` must then lie beside the model): a cut run at once
+    /// copies none of its weights.
+    Referenced,
+}
+
+/// [`cut`], its initializers held as `weights` says.
+pub fn cut_as(
+    model: &Graph,
+    (keep, expose): (&HashSet<usize>, &HashSet<usize>),
+    boundary: &Boundary,
+    path: &Path,
+    weights: Weights,
 ) -> Result<Cut> {
     // The model without its weights; only the initializers the cut reads are decoded (a model's weights are most
     // of its bytes: a cut of a few nodes does not copy them all).
@@ -82,6 +103,7 @@ pub fn cut(
                 continue;
             }
             match skeleton.take(model, &i) {
+                Some(t) if weights == Weights::Referenced => sub.initializer.push(t?),
                 Some(t) => sub.initializer.push(inlined(t?, model)?),
                 None => {
                     let f = feed(&i, &types)?;

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::error::Result;
-use crate::model::cut::{cut, Boundary, Feed};
+use crate::model::cut::{cut_as, Boundary, Feed, Weights};
 use crate::model::inputs::Inputs;
 use crate::model::surgery::base_name;
 use crate::model::Graph;
@@ -208,8 +208,9 @@ impl CutState {
             shape_of: &shape_of,
             embed: &embed,
         };
+        // Beside the model, so that its external data resolves there: the session reads the cut's weights itself.
         let path = self.model.path.with_extension("chunk.onnx");
-        let c = cut(&self.model, &keep, &keep, &boundary, &path)?;
+        let c = cut_as(&self.model, (&keep, &keep), &boundary, &path, Weights::Referenced)?;
         let mut feeds = Inputs::default();
         for f in &c.feeds {
             let t = match inputs.tensors.iter().find(|(n, _)| *n == f.name) {
