@@ -10,6 +10,11 @@ Writes, into OUT_DIR:
   Conv, class token, position embedding, 12 pre-norm encoder blocks with
   LayerNormalization, multi-head attention (3 heads x 64) and an Erf-based GELU
   MLP, final LayerNorm, class-token Gather and a linear head.
+* ``convnext_tiny.onnx`` - torchvision ConvNeXt-T: 4x4 patchify stem, stages of
+  (3, 3, 9, 3) blocks of widths (96, 192, 384, 768) - depthwise 7x7 Conv,
+  channels-last LayerNormalization between Transposes, an inverted MLP (4x)
+  with Erf GELU, layer scale and the residual Add - with LayerNorm + 2x2 Conv
+  downsampling, global average pool, LayerNorm and a linear head.
 
 Both take ``input`` float32 [1,3,224,224] and produce ``output`` [1,1000].
 
@@ -195,6 +200,58 @@ def build_vit_tiny(rng):
     return g.model("vit_tiny", "input", "output", [1, 1000])
 
 
+# --------------------------------------------------------------- ConvNeXt-T --
+def channels_last_norm(g, x, dim, prefix, eps=1e-6):
+    """torchvision's LayerNorm2d as torch exports it: Transpose, LayerNormalization, Transpose."""
+    x = g.op("Transpose", [x], perm=[0, 2, 3, 1])
+    gamma = g.uniform(prefix + ".weight", (dim,), 0.8, 1.2)
+    beta = g.normal(prefix + ".bias", (dim,), 0.02)
+    x = g.op("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=eps)
+    return g.op("Transpose", [x], perm=[0, 3, 1, 2])
+
+
+def cn_block(g, x, dim, prefix):
+    w = g.normal(prefix + ".dwconv.weight", (dim, 1, 7, 7), np.sqrt(2.0 / 49))
+    b = g.normal(prefix + ".dwconv.bias", (dim,), 0.01)
+    y = g.op("Conv", [x, w, b], kernel_shape=[7, 7], strides=[1, 1], pads=[3] * 4, dilations=[1, 1],
+             group=dim)
+    y = g.op("Transpose", [y], perm=[0, 2, 3, 1])
+    gamma = g.uniform(prefix + ".norm.weight", (dim,), 0.8, 1.2)
+    beta = g.normal(prefix + ".norm.bias", (dim,), 0.02)
+    y = g.op("LayerNormalization", [y, gamma, beta], axis=-1, epsilon=1e-6)
+    y = linear(g, y, dim, 4 * dim, prefix + ".pwconv1")
+    y = linear(g, gelu(g, y), 4 * dim, dim, prefix + ".pwconv2")
+    y = g.op("Transpose", [y], perm=[0, 3, 1, 2])
+    y = g.op("Mul", [g.uniform(prefix + ".layer_scale", (dim, 1, 1), 0.05, 0.15), y])
+    return g.op("Add", [y, x])
+
+
+def build_convnext_tiny(rng):
+    g = Graph(rng)
+    dims, depths = [96, 192, 384, 768], [3, 3, 9, 3]
+    w = g.normal("stem.weight", (96, 3, 4, 4), np.sqrt(2.0 / 48))
+    b = g.normal("stem.bias", (96,), 0.01)
+    x = g.op("Conv", ["input", w, b], kernel_shape=[4, 4], strides=[4, 4], pads=[0] * 4, dilations=[1, 1],
+             group=1)
+    x = channels_last_norm(g, x, 96, "stem.norm")
+    for s, (dim, depth) in enumerate(zip(dims, depths)):
+        if s > 0:
+            x = channels_last_norm(g, x, dims[s - 1], f"downsample{s}.norm")
+            w = g.normal(f"downsample{s}.weight", (dim, dims[s - 1], 2, 2), np.sqrt(2.0 / (4 * dims[s - 1])))
+            b = g.normal(f"downsample{s}.bias", (dim,), 0.01)
+            x = g.op("Conv", [x, w, b], kernel_shape=[2, 2], strides=[2, 2], pads=[0] * 4, dilations=[1, 1],
+                     group=1)
+        for i in range(depth):
+            x = cn_block(g, x, dim, f"stages.{s}.{i}")
+    x = channels_last_norm(g, g.op("GlobalAveragePool", [x]), 768, "head.norm")
+    x = g.op("Flatten", [x], axis=1)
+    w = g.normal("head.weight", (1000, 768), np.sqrt(2.0 / (768 + 1000)))
+    b = g.normal("head.bias", (1000,), 0.01)
+    g.nodes.append(helper.make_node("Gemm", [x, w, b], ["output"], name="Gemm_head",
+                                    alpha=1.0, beta=1.0, transB=1))
+    return g.model("convnext_tiny", "input", "output", [1, 1000])
+
+
 # -------------------------------------------------------------------- checks --
 def check_and_run(model, path):
     import onnxruntime as ort
@@ -231,7 +288,8 @@ def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     rng = np.random.default_rng(0)
-    for fname, build in [("resnet18.onnx", build_resnet18), ("vit_tiny.onnx", build_vit_tiny)]:
+    for fname, build in [("resnet18.onnx", build_resnet18), ("vit_tiny.onnx", build_vit_tiny),
+                         ("convnext_tiny.onnx", build_convnext_tiny)]:
         model = build(rng)
         path = os.path.join(out_dir, fname)
         onnx.save(model, path)
