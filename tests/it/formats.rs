@@ -379,20 +379,7 @@ fn a_float8_value_is_judged_on_its_grid() {
         ..Default::default()
     };
     let m = write_model(&dir.path().join("f8.onnx"), g, 19);
-    let npy = |name: &str, v: &[f64]| {
-        let p = dir.path().join(format!("{name}.npy"));
-        let t = phantom::tensor::Tensor::from_f64(
-            phantom::tensor::DType::F32,
-            ndarray::ArrayD::from_shape_vec(vec![4], v.to_vec()).unwrap(),
-        )
-        .unwrap();
-        phantom::model::npy::write_npy(&p, &t).unwrap();
-        format!("{name}={}", p.display())
-    };
-    let (a, b) = (
-        npy("a", &[1.0625, 1.0625, 2.0, -3.0]),
-        npy("b", &[1e-9, 0.0, 0.0, 0.0]),
-    );
+    let (a, b) = tie_inputs(dir.path());
     let json = dir.path().join("r.json");
     let (code, out, err) = phantom(&[
         "onnx",
@@ -452,20 +439,7 @@ fn a_cast_onto_float8_is_a_decision_taken_within_its_input_s_noise() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let m = f8_chain(dir.path(), "f8_chain.onnx", None);
-    let npy = |name: &str, v: &[f64]| {
-        let p = dir.path().join(format!("{name}.npy"));
-        let t = phantom::tensor::Tensor::from_f64(
-            phantom::tensor::DType::F32,
-            ndarray::ArrayD::from_shape_vec(vec![4], v.to_vec()).unwrap(),
-        )
-        .unwrap();
-        phantom::model::npy::write_npy(&p, &t).unwrap();
-        format!("{name}={}", p.display())
-    };
-    let (a, b) = (
-        npy("a", &[1.0625, 1.0625, 2.0, -3.0]),
-        npy("b", &[1e-9, 0.0, 0.0, 0.0]),
-    );
+    let (a, b) = tie_inputs(dir.path());
     let json = dir.path().join("r.json");
     let args = ["onnx", m.to_str().unwrap(), "--input", &a, "--input", &b];
     let (code, out, err) = phantom(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
@@ -481,4 +455,23 @@ fn a_cast_onto_float8_is_a_decision_taken_within_its_input_s_noise() {
     let (code, out, err) = phantom(&[&args[..], &["--target-model", t.to_str().unwrap()]].concat());
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("DRIFT"), "{out}");
+}
+
+/// `--input` arguments for a and b of the float8 models: 1.0625 + 1e-9 (float32 rounds it to the tie 1.0625, which
+/// float8 e4m3 rounds to even, 1.0; f64 rounds it up, 1.125), then values on the grid.
+fn tie_inputs(dir: &Path) -> (String, String) {
+    let npy = |name: &str, v: &[f64]| {
+        let p = dir.join(format!("{name}.npy"));
+        let t = phantom::tensor::Tensor::from_f64(
+            phantom::tensor::DType::F32,
+            ndarray::ArrayD::from_shape_vec(vec![4], v.to_vec()).unwrap(),
+        )
+        .unwrap();
+        phantom::model::npy::write_npy(&p, &t).unwrap();
+        format!("{name}={}", p.display())
+    };
+    (
+        npy("a", &[1.0625, 1.0625, 2.0, -3.0]),
+        npy("b", &[1e-9, 0.0, 0.0, 0.0]),
+    )
 }

@@ -210,7 +210,13 @@ impl CutState {
         };
         // Beside the model, so that its external data resolves there: the session reads the cut's weights itself.
         let path = self.model.path.with_extension("chunk.onnx");
-        let c = cut_as(&self.model, (&keep, &keep), &boundary, &path, Weights::Referenced)?;
+        let c = cut_as(
+            &self.model,
+            (&keep, &keep),
+            &boundary,
+            &path,
+            Weights::Referenced,
+        )?;
         let mut feeds = Inputs::default();
         for f in &c.feeds {
             let t = match inputs.tensors.iter().find(|(n, _)| *n == f.name) {
