@@ -234,21 +234,27 @@ def loop_scan(path):
     onnx.save(m, path)
 
 
-def scan(path):
-    """A recurrence written as a Scan: one input scanned forward along axis 0, one backward along axis 1, a carried
-    state, a scan output stacked backward along axis 1."""
+def recurrence_body(state):
+    """A Scan body: h ← tanh(h·w + x_t − y_t), h also scanned out; the state shaped `state`, the slices [4]."""
     T = TP.FLOAT
-    body = oh.make_graph(
+    return oh.make_graph(
         [oh.make_node("Mul", ["h_in", "w"], ["hw"], name="body_mul"),
          oh.make_node("Add", ["hw", "x_t"], ["pre"], name="body_add"),
          oh.make_node("Sub", ["pre", "y_t"], ["pre2"], name="body_sub"),
          oh.make_node("Tanh", ["pre2"], ["h_out"], name="body_tanh"),
          oh.make_node("Identity", ["h_out"], ["h_scan"], name="body_scan")],
         "body",
-        [oh.make_tensor_value_info("h_in", T, [1, 4]), oh.make_tensor_value_info("x_t", T, [4]),
+        [oh.make_tensor_value_info("h_in", T, state), oh.make_tensor_value_info("x_t", T, [4]),
          oh.make_tensor_value_info("y_t", T, [4])],
-        [oh.make_tensor_value_info("h_out", T, [1, 4]), oh.make_tensor_value_info("h_scan", T, [1, 4])],
+        [oh.make_tensor_value_info("h_out", T, state), oh.make_tensor_value_info("h_scan", T, state)],
         [nh.from_array(np.array([0.9, -0.5, 0.3, 1.1], np.float32), "w")])
+
+
+def scan(path):
+    """A recurrence written as a Scan: one input scanned forward along axis 0, one backward along axis 1, a carried
+    state, a scan output stacked backward along axis 1."""
+    T = TP.FLOAT
+    body = recurrence_body([1, 4])
     nodes = [oh.make_node("Scan", ["h0", "x", "y"], ["h_final", "hs"], name="scan", body=body, num_scan_inputs=2,
                           scan_input_axes=[0, 1], scan_input_directions=[0, 1], scan_output_axes=[1],
                           scan_output_directions=[1])]
@@ -267,17 +273,7 @@ def scan8(path):
     """Opset 8's Scan: a batch axis leads every state, scan input and scan output; no sequence_lens; two scan inputs,
     the second read backward (`directions`), a carried state and a scan output."""
     T = TP.FLOAT
-    body = oh.make_graph(
-        [oh.make_node("Mul", ["h_in", "w"], ["hw"], name="body_mul"),
-         oh.make_node("Add", ["hw", "x_t"], ["pre"], name="body_add"),
-         oh.make_node("Sub", ["pre", "y_t"], ["pre2"], name="body_sub"),
-         oh.make_node("Tanh", ["pre2"], ["h_out"], name="body_tanh"),
-         oh.make_node("Identity", ["h_out"], ["h_scan"], name="body_scan")],
-        "body",
-        [oh.make_tensor_value_info("h_in", T, [4]), oh.make_tensor_value_info("x_t", T, [4]),
-         oh.make_tensor_value_info("y_t", T, [4])],
-        [oh.make_tensor_value_info("h_out", T, [4]), oh.make_tensor_value_info("h_scan", T, [4])],
-        [nh.from_array(np.array([0.9, -0.5, 0.3, 1.1], np.float32), "w")])
+    body = recurrence_body([4])
     nodes = [oh.make_node("Scan", ["", "h0", "x", "y"], ["h_final", "hs"], name="scan8", body=body,
                           num_scan_inputs=2, directions=[0, 1])]
     g = oh.make_graph(nodes, "scan8",
