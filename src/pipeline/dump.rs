@@ -117,7 +117,16 @@ impl Dump {
         let path = self.tmp.join(&rel);
         let written = std::fs::create_dir_all(self.tmp.join(sub))
             .map_err(|e| write_error(&self.dir, e))
-            .and_then(|_| crate::model::npy::write_npy(&path, t));
+            .and_then(|_| {
+                // Named in the dump the user asked for, not the hidden directory being filled.
+                crate::model::npy::write_npy(&path, t).map_err(|e| match e {
+                    crate::error::Error::Write { reason, .. } => crate::error::Error::Write {
+                        path: self.dir.join(&rel),
+                        reason,
+                    },
+                    e => e,
+                })
+            });
         match written {
             Ok(()) => Some(rel),
             Err(e) => {

@@ -8,6 +8,8 @@ use crate::error::{Error, Result};
 /// Writes files into a directory being built, adding up their sizes.
 pub struct DirWriter {
     root: PathBuf,
+    /// The directory the user named, which errors name (not the hidden one being filled).
+    shown: PathBuf,
     pub bytes: u64,
 }
 
@@ -15,10 +17,12 @@ impl DirWriter {
     /// Writes `rel` (a path inside the directory; parents are created).
     pub fn write(&mut self, rel: &str, bytes: &[u8]) -> Result<()> {
         let p = self.root.join(rel);
+        let shown = self.shown.join(rel);
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| write_error(parent, e))?;
+            let shown_parent = shown.parent().unwrap_or(&self.shown);
+            std::fs::create_dir_all(parent).map_err(|e| write_error(shown_parent, e))?;
         }
-        std::fs::write(&p, bytes).map_err(|e| write_error(&p, e))?;
+        std::fs::write(&p, bytes).map_err(|e| write_error(&shown, e))?;
         self.bytes += bytes.len() as u64;
         Ok(())
     }
@@ -48,6 +52,7 @@ pub fn write_dir_atomically(
     std::fs::create_dir_all(&tmp).map_err(|e| write_error(dir, e))?;
     let mut w = DirWriter {
         root: tmp.clone(),
+        shown: dir.to_path_buf(),
         bytes: 0,
     };
     let placed = fill(&mut w).and_then(|_| replace_dir(&tmp, dir));
