@@ -62,6 +62,12 @@ fn unrolled_loops_and_inlined_ifs_compute_what_ort_computes_on_the_original() {
         ("if_sample_rate.onnx", vec![("samples", 9)], "If `top_if`"),
         ("scan.onnx", vec![("steps", 5)], "Scan `scan`: 5 iterations"),
         (
+            "scan8.onnx",
+            vec![("batch", 2), ("steps", 3)],
+            "Scan `scan8`: 6 iterations",
+        ),
+        ("loop_if_short.onnx", vec![], "If `branch.iter4`"),
+        (
             "if_unnamed.onnx",
             vec![("samples", 8)],
             "If `inner`: its condition is true",
@@ -94,6 +100,30 @@ fn unrolled_loops_and_inlined_ifs_compute_what_ort_computes_on_the_original() {
             );
         }
     }
+}
+
+/// A Loop whose copies would leave an `If` no condition evaluation reaches (150 steps, each condition hanging on
+/// every step before it) stays whole, and the reference runs it as it is: the same result as ONNX Runtime's.
+#[test]
+fn a_loop_whose_unrolled_branches_cannot_all_be_resolved_stays_whole() {
+    ensure_runtime();
+    let lib = phantom::runner::ort_lib::locate(None, false).unwrap();
+    let graph = phantom::model::load(&contrib_model("loop_if_long.onnx")).unwrap();
+    let inputs = prepared(&graph, &[]);
+    let resolved = phantom::model::inline::taken_branches(graph.clone(), &inputs).unwrap();
+    assert!(
+        resolved.nodes.iter().any(|n| n.op_type == "Loop"),
+        "{:?}",
+        resolved.notes
+    );
+    let original = OrtRunner::cpu(&lib).unwrap().run(&graph, &inputs).unwrap();
+    let reference = ReferenceRunner::default().run(&resolved, &inputs).unwrap();
+    let e = rel_err(
+        &reference.values["h"],
+        &original.values["h"].to_f64_array(),
+        "loop_if_long",
+    );
+    assert!(e < 1e-5, "off ORT's by {e:.2e}");
 }
 
 /// Mean and standard deviation.

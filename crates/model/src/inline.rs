@@ -35,15 +35,47 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     {
         return Ok(graph);
     }
-    let Ok(mut proto) = ModelProto::decode(graph.bytes.as_slice()) else {
+    let Ok(proto) = ModelProto::decode(graph.bytes.as_slice()) else {
         return Ok(graph);
     };
+    // Bodies with control flow of their own are unrolled when every copy of it is then resolved; where one is left
+    // (a condition beyond what can be computed before the run), those loops stay whole, as tract runs them.
+    match resolved(proto.clone(), inputs, sequences.clone(), true) {
+        Ok((p, notes)) if !left_in_copies(&p) => reimported(graph, p, notes),
+        _ => {
+            let (p, notes) = resolved(proto, inputs, sequences, false)?;
+            reimported(graph, p, notes)
+        }
+    }
+}
+
+/// Whether an unrolled loop's copy of a body left an `If`, `Loop` or `Scan` at the top level (named `….iter<t>`).
+fn left_in_copies(m: &ModelProto) -> bool {
+    let tagged = |name: &str| {
+        name.rsplit_once(".iter")
+            .is_some_and(|(_, t)| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+    };
+    m.graph.as_ref().is_some_and(|g| {
+        g.node
+            .iter()
+            .any(|n| matches!(n.op_type.as_str(), "If" | "Loop" | "Scan") && tagged(&n.name))
+    })
+}
+
+/// The model with the control flow the inputs decide resolved ([`taken_branches`]), and a note per change;
+/// `nested`: whether loops whose bodies hold control flow are unrolled.
+fn resolved(
+    mut proto: ModelProto,
+    inputs: &Inputs,
+    sequences: HashMap<String, tract_onnx::pb::type_proto::Tensor>,
+    nested: bool,
+) -> Result<(ModelProto, Vec<String>)> {
     let mut sequences = super::sequences::Sequences::new(&proto, sequences);
     let reference = |reason| crate::error::Error::Reference { reason };
     let mut notes = vec![];
     while notes.len() < MAX_INLINED {
-        if let Some(note) =
-            unroll_one(&mut proto, inputs).or_else(|| unroll_scan_one(&mut proto, inputs))
+        if let Some(note) = unroll_one(&mut proto, inputs, nested)
+            .or_else(|| unroll_scan_one(&mut proto, inputs, nested))
         {
             notes.push(note);
             continue;
@@ -66,7 +98,7 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
         ));
     }
     notes.extend(sequences.finish(&mut proto).map_err(reference)?);
-    reimported(graph, proto, notes)
+    Ok((proto, notes))
 }
 
 /// `proto`, changed from `graph` as `notes` say, imported in its place (the report keeps naming the file as read);
@@ -83,7 +115,7 @@ pub fn reimported(graph: Graph, proto: ModelProto, notes: Vec<String>) -> Result
 }
 
 /// Unrolls the first top-level `Loop` whose trip count the inputs decide and that nothing else can stop.
-fn unroll_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
+fn unroll_one(m: &mut ModelProto, inputs: &Inputs, nested: bool) -> Option<String> {
     let g = m.graph.as_ref()?;
     let producer = producers(g);
     let opset = opset_of(m);
@@ -107,8 +139,9 @@ fn unroll_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
             .filter(|c| !c.is_empty())
             .and_then(|c| value(c))
             .map(|c| c != 0.0);
+        let flat = nested || !super::unroll::nested(n);
         if let Some(t) =
-            trips.filter(|&t| t >= 0.0 && super::unroll::stops_only_at_trip_count(n, cond))
+            trips.filter(|&t| t >= 0.0 && flat && super::unroll::stops_only_at_trip_count(n, cond))
         {
             found = Some((at, t as usize, n.name.clone()));
             break;
@@ -127,7 +160,7 @@ fn unrolled_note(op: &str, name: &str, trips: usize, added: usize) -> String {
 }
 
 /// Unrolls the first top-level `Scan` whose scan length the inputs decide.
-fn unroll_scan_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
+fn unroll_scan_one(m: &mut ModelProto, inputs: &Inputs, nested: bool) -> Option<String> {
     let g = m.graph.as_ref()?;
     let producer = producers(g);
     let opset = opset_of(m);
@@ -135,7 +168,7 @@ fn unroll_scan_one(m: &mut ModelProto, inputs: &Inputs) -> Option<String> {
         .node
         .iter()
         .enumerate()
-        .filter(|(_, n)| n.op_type == "Scan")
+        .filter(|(_, n)| n.op_type == "Scan" && (nested || !super::unroll::nested(n)))
         .find_map(|(at, n)| {
             let scan = super::scan::scan_shape(n, opset)?;
             let input = &scan.first_scan.0;

@@ -3,7 +3,8 @@
 //! values are named `<value>.iter<t>`, loop-carried values are threaded through, scan outputs are stacked with
 //! `Unsqueeze` + `Concat` (a Scan's inputs are sliced per step with `Gather`). tract cannot type `Loop`; unrolled, every iteration's values are computed in f64 and
 //! compared on both sides (the target runs the unrolled model too). Bodies with subgraphs of their own (an `If`
-//! inside) are copied with those subgraphs' names tagged too. Loops with a data-dependent stop or more than [`MAX_NODES`] unrolled nodes are left as they are.
+//! inside) are copied with those subgraphs' names tagged too, when asked ([`super::inline`] asks first, and unrolls
+//! without them when a copy's `If` is left unresolved). Loops with a data-dependent stop or more than [`MAX_NODES`] unrolled nodes are left as they are.
 
 use std::collections::{HashMap, HashSet};
 
@@ -47,6 +48,17 @@ pub(super) fn body_of(n: &NodeProto) -> Option<&GraphProto> {
         .iter()
         .find(|a| a.name == "body")
         .and_then(|a| a.g.as_ref())
+}
+
+/// Whether a Loop's or Scan's body holds nodes with bodies of their own.
+pub fn nested(n: &NodeProto) -> bool {
+    body_of(n).is_some_and(|body| {
+        body.node.iter().any(|x| {
+            x.attribute
+                .iter()
+                .any(|a| a.g.is_some() || !a.graphs.is_empty())
+        })
+    })
 }
 
 /// Puts `nodes` in place of node `at` and adds `inits`; returns how many nodes were added.

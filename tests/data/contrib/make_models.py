@@ -288,6 +288,37 @@ def scan8(path):
     onnx.save(m, path)
 
 
+def loop_if(path, trips):
+    """A Loop whose body branches on its own state (an If inside: double h when its sum is positive, else negate it),
+    `trips` iterations: unrolled with each copy of the If resolved when the conditions can all be computed before the
+    run; kept whole when they cannot (150 steps: the last conditions hang on more nodes than are evaluated)."""
+    T = TP.FLOAT
+    then_b = oh.make_graph([oh.make_node("Mul", ["h_in", "two"], ["y_then"], name="dbl")], "then", [],
+                           [oh.make_tensor_value_info("y_then", T, [4])])
+    else_b = oh.make_graph([oh.make_node("Neg", ["h_in"], ["y_else"], name="neg")], "else", [],
+                           [oh.make_tensor_value_info("y_else", T, [4])])
+    body = oh.make_graph(
+        [oh.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"),
+         oh.make_node("ReduceSum", ["h_in"], ["s"], name="sum", keepdims=0),
+         oh.make_node("Greater", ["s", "zero"], ["pos"], name="pos"),
+         oh.make_node("If", ["pos"], ["b"], name="branch", then_branch=then_b, else_branch=else_b),
+         oh.make_node("Tanh", ["b"], ["t"], name="squash"),
+         oh.make_node("Add", ["t", "x"], ["h_out"], name="step")],
+        "body",
+        [oh.make_tensor_value_info("i", TP.INT64, []), oh.make_tensor_value_info("cond_in", TP.BOOL, []),
+         oh.make_tensor_value_info("h_in", T, [4])],
+        [oh.make_tensor_value_info("cond_out", TP.BOOL, []), oh.make_tensor_value_info("h_out", T, [4])])
+    g = oh.make_graph([oh.make_node("Loop", ["n", "", "h0"], ["h"], name="loop", body=body)], "loop_if",
+                      [oh.make_tensor_value_info("x", T, [4]), oh.make_tensor_value_info("h0", T, [4])],
+                      [oh.make_tensor_value_info("h", T, [4])],
+                      [nh.from_array(np.array(trips, np.int64), "n"), nh.from_array(np.array(2.0, np.float32), "two"),
+                       nh.from_array(np.array(0.0, np.float32), "zero")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def random_ops(path):
     """Random ops as VITS uses them: noise shaped like a computed value, scaled and added; a uniform of fixed shape."""
     T = TP.FLOAT
@@ -439,6 +470,8 @@ if __name__ == "__main__":
     random_ops(os.path.join(HERE, "random_ops.onnx"))
     scan(os.path.join(HERE, "scan.onnx"))
     scan8(os.path.join(HERE, "scan8.onnx"))
+    loop_if(os.path.join(HERE, "loop_if_short.onnx"), 5)
+    loop_if(os.path.join(HERE, "loop_if_long.onnx"), 150)
     loop_scan(os.path.join(HERE, "loop_scan.onnx"))
     if_sample_rate(os.path.join(HERE, "if_sample_rate.onnx"))
     bert(os.path.join(HERE, "bert_opt.onnx"))
