@@ -291,7 +291,10 @@ fn evaluate_tensor(
         .iter()
         .filter(|i| used.contains(i.name.as_str()))
         .cloned()
-        .map(bfloat16_as_float)
+        .map(|mut v| {
+            bfloat16_as_float(&mut v);
+            v
+        })
         .collect();
     let sub = GraphProto {
         // Unique names: tract refuses a node named like another node or an initializer.
@@ -346,14 +349,13 @@ fn evaluate_tensor(
 
 /// A bfloat16 graph input declared float32 for the evaluation (tract has no bfloat16; phantom holds such inputs in
 /// float32, exactly): the casts a computed condition or trip count applies to it read it the same.
-fn bfloat16_as_float(mut v: ValueInfoProto) -> ValueInfoProto {
+fn bfloat16_as_float(v: &mut ValueInfoProto) {
     use tract_onnx::pb::type_proto::Value;
     if let Some(Value::TensorType(t)) = v.r#type.as_mut().and_then(|t| t.value.as_mut()) {
         if t.elem_type == 16 {
             t.elem_type = 1;
         }
     }
-    v
 }
 
 /// Replaces node `at` (an `If`) by the nodes of its `then` (`taken`) or `else` branch; returns how many.
