@@ -59,7 +59,7 @@ pub enum Weights {
     /// Data inline (external data read in): the cut stands alone.
     Inline,
     /// External data left where the model keeps it (`path` must then lie beside the model): a cut run at once
-    /// copies none of its weights.
+    /// copies none of those weights, and its bytes are not hashed (no report names it).
     Referenced,
 }
 
@@ -140,7 +140,10 @@ pub fn cut_as(
         graph: Some(sub),
         ..Default::default()
     };
-    let graph = surgery::finish(path, out)?;
+    let graph = match weights {
+        Weights::Inline => surgery::finish(path, out)?,
+        Weights::Referenced => surgery::finish_unnamed(path, out)?,
+    };
     Ok(Cut {
         graph,
         feeds,

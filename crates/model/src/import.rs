@@ -25,8 +25,16 @@ pub fn load(path: &Path) -> Result<Graph> {
 
 /// Decodes model bytes; `path` is used for messages and to resolve external data.
 pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
-    let mut model = decode_model(path, &bytes)?;
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
+    let mut g = from_bytes_unhashed(path, bytes)?;
+    g.sha256 = sha256;
+    Ok(g)
+}
+
+/// [`from_bytes`] without the bytes' SHA-256 (left empty): for models no report names.
+pub fn from_bytes_unhashed(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
+    let mut model = decode_model(path, &bytes)?;
+    let sha256 = String::new();
     // tract's protobuf types drop optional types: an `optional(tensor)` value is read as its tensor.
     let optional = super::optional::tensor_types(&bytes);
     // Model-local functions become nodes of the graph before anything reads it (both runtimes run the result).

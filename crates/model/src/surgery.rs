@@ -35,6 +35,13 @@ pub fn finish(path: &Path, mut proto: ModelProto) -> Result<Graph> {
     import::from_bytes(path, proto.encode_to_vec())
 }
 
+/// [`finish`] for a model run at once and named by no report (a cut of the target's chunked run): its bytes are
+/// not hashed, and its `sha256` is empty.
+pub fn finish_unnamed(path: &Path, mut proto: ModelProto) -> Result<Graph> {
+    legalize(&mut proto);
+    import::from_bytes_unhashed(path, proto.encode_to_vec())
+}
+
 /// Applies the rules above to `proto` in place.
 pub fn legalize(proto: &mut ModelProto) {
     proto.ir_version = proto.ir_version.max(IR_STANDALONE_INITIALIZERS);
