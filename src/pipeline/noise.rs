@@ -3,7 +3,7 @@
 //! a second thread, each value taken by the comparison as it arrives ([`beside`], [`run_reference`]): on the
 //! reference's own plan where the rounding changes no weight (a model run in its own precision), else on a plan of
 //! its own when twice the weights fit the memory budget. Otherwise it runs first, on its own ([`expected`]). Its
-//! values wait in memory, or on disk when the run is bounded.
+//! values wait in memory; when the run is bounded, on disk beyond a share of one chunk ([`store`]).
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::attribution;
 use crate::error::{Error, Result};
+use crate::model::Graph;
 use crate::runner::reference::decide::Decisions;
 use crate::runner::reference::paired::Beside;
 use crate::runner::reference::{ReferenceRunner, Rounding, Sink};
@@ -31,10 +32,15 @@ pub(super) fn known(
     Some(Arc::new(k.collect()))
 }
 
-/// Where the expected-noise run's values wait: on disk when the run is bounded in memory.
-fn store(s: &CompareSettings) -> Result<Held> {
+/// Where the expected-noise run's values wait: when the run is bounded in memory, in memory up to three quarters of
+/// a chunk of reference values (a chunk's values in the target's type, taken as the chunk is compared), on disk
+/// beyond.
+fn store(s: &CompareSettings, graph: &Graph) -> Result<Held> {
     Ok(match s.budget() {
-        Some(_) => Held::Disk(Spill::new("noise")?),
+        Some(budget) => {
+            let front = crate::bounded::chunk_bytes(budget, graph) / 4 * 3;
+            Held::Disk(Spill::new("noise")?.with_memory(front))
+        }
         None => Held::default(),
     })
 }
@@ -55,7 +61,7 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
     let Some(round) = lane.rounding.as_ref() else {
         return Ok(Held::default());
     };
-    let mut emulated = store(s)?;
+    let mut emulated = store(s, &p.graph)?;
     let pb = stage(s.progress, "expected noise: reference with target rounding");
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
@@ -92,7 +98,7 @@ pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool
     let two_fit = 2 * p.graph.reference_weight_bytes() <= crate::fsutil::memory_budget() as u64;
     let can = asked && crate::error::injected("noise").is_ok() && (shared || two_fit);
     // A store that cannot be made fails the same way on its own: the stage says so there.
-    let Some(held) = can.then(|| store(s).ok()).flatten() else {
+    let Some(held) = can.then(|| store(s, &p.graph).ok()).flatten() else {
         return false;
     };
     lane.emulated = Held::Arriving(Arc::new(Arrivals::new(held)));

@@ -18,7 +18,7 @@ use crate::report::model::{OpTiming, ValueReport};
 use crate::report::multi::PairValue;
 use crate::runner::reference::ReferenceRunner;
 use crate::runner::RunOutput;
-use crate::spill::Held;
+use crate::spill::{Held, Kept};
 use crate::tensor::Tensor;
 use crate::units::fmt_size;
 
@@ -347,7 +347,7 @@ fn bounded_note(
     budget: usize,
     (chunks, ran): (usize, String),
     (attributed, reference): (bool, Option<(u64, std::path::PathBuf)>),
-    noise: Option<u64>,
+    noise: Option<Kept>,
 ) -> String {
     let head = format!(
         "bounded memory ({}): values compared in {chunks} chunk(s); {ran}",
@@ -358,29 +358,38 @@ fn bounded_note(
             "{head}; introduced error and expected noise are not measured (--attribution off)"
         );
     }
-    let noise = noise.unwrap_or(0);
+    let noise = noise_waited(noise.unwrap_or_default());
     let Some((bytes, dir)) = reference else {
-        let dir = noise_dir(noise);
         return format!(
-            "{head}; the expected-noise run's values ({}) waited on disk{dir} (PHANTOM_SPILL_DIR), removed after \
-             the run; the reference's are held again only if attribution or causes need them",
-            fmt_size(noise as usize)
+            "{head}; the expected-noise run's values {noise}; the reference's are held again only if attribution or \
+             causes need them"
         );
     };
-    let root = dir.parent().unwrap_or(&dir).display().to_string();
     format!(
-        "{head}; for expected noise and introduced error, the reference values ({}) and the expected-noise run's \
-         ({}) waited on disk under {root} (PHANTOM_SPILL_DIR), removed after the run",
+        "{head}; for expected noise and introduced error, the reference values ({}) waited on disk under {} \
+         (PHANTOM_SPILL_DIR), removed after the run, and the expected-noise run's {noise}",
         fmt_size(bytes as usize),
-        fmt_size(noise as usize),
+        dir.parent().unwrap_or(&dir).display(),
     )
 }
 
-/// Where the expected-noise run's values waited (empty when it spilled nothing).
-fn noise_dir(bytes: u64) -> String {
-    match bytes {
-        0 => String::new(),
-        _ => format!(" under {}", crate::spill::root().display()),
+/// Where the expected-noise run's values waited until compared: in memory up to a share of the budget, on disk
+/// beyond it.
+fn noise_waited(k: Kept) -> String {
+    let total = fmt_size((k.memory + k.disk) as usize);
+    let root = crate::spill::root();
+    match (k.memory, k.disk) {
+        (_, 0) => format!("({total}) waited in memory until compared"),
+        (0, _) => format!(
+            "({total}) waited on disk under {} (PHANTOM_SPILL_DIR), removed after the run",
+            root.display()
+        ),
+        (_, d) => format!(
+            "({total}) waited in memory until compared, {} of them on disk under {} (PHANTOM_SPILL_DIR), removed \
+             after the run",
+            fmt_size(d as usize),
+            root.display()
+        ),
     }
 }
 

@@ -62,7 +62,7 @@ fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
     // Attribution too: the expected-noise run's values waited on disk, and the reference's (held again: values
     // fail), so the culprits, their causes and every value's introduced error and expected noise are the whole run's.
     assert!(
-        note.contains("the reference's too where attribution"),
+        note.contains("the reference's on disk where attribution"),
         "{note}"
     );
     let bounded = auto["notes"].to_string();

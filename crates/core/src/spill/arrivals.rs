@@ -100,9 +100,9 @@ impl Arrivals {
         f(&self.arrived(name).held)
     }
 
-    /// Bytes spilled to disk so far (0 when the values wait in memory).
-    pub fn spilled_bytes(&self) -> u64 {
-        self.lock().held.spilled().map_or(0, |s| s.bytes)
+    /// Bytes kept in memory and spilled to disk so far (None when the values wait in memory only).
+    pub fn spilled_bytes(&self) -> Option<super::Kept> {
+        self.lock().held.spilled_bytes()
     }
 
     /// The store and the run's outcome, once it has ended (`None` if it never did).

@@ -5,16 +5,15 @@
 //! them again (introduced error, causes, the fusion check) work on either.
 
 pub mod arrivals;
+mod raw;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use half::slice::HalfFloatSliceExt;
-use ndarray::ArrayD;
-
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
+use raw::{read_elements, write_elements};
 
 /// Values by name, read from wherever they are kept.
 pub trait Values: Sync {
@@ -94,6 +93,38 @@ pub struct Spill {
     end: u64,
     /// Bytes written so far.
     pub bytes: u64,
+    /// Bytes kept in memory instead, so far.
+    pub held: u64,
+    /// Values kept in memory instead of written ([`Spill::with_memory`]).
+    front: Front,
+}
+
+/// Values a store keeps in memory instead of writing them, up to `cap` bytes at a time: values taken soon after they
+/// are put (the expected-noise run's, read as the comparison reaches them) then never touch the disk.
+#[derive(Default)]
+struct Front {
+    values: HashMap<String, Tensor>,
+    bytes: usize,
+    cap: usize,
+}
+
+impl Front {
+    fn fits(&self, t: &Tensor) -> bool {
+        self.bytes.saturating_add(t.nbytes()) <= self.cap
+    }
+
+    fn insert(&mut self, name: &str, t: Tensor) {
+        self.bytes += t.nbytes();
+        if let Some(old) = self.values.insert(name.to_string(), t) {
+            self.bytes -= old.nbytes();
+        }
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Tensor> {
+        let t = self.values.remove(name)?;
+        self.bytes -= t.nbytes();
+        Some(t)
+    }
 }
 
 impl Spill {
@@ -117,7 +148,15 @@ impl Spill {
             index: HashMap::new(),
             end: 0,
             bytes: 0,
+            held: 0,
+            front: Front::default(),
         })
+    }
+
+    /// The store keeping values in memory while they take at most `cap` bytes at a time, writing only those beyond.
+    pub fn with_memory(mut self, cap: usize) -> Spill {
+        self.front.cap = cap;
+        self
     }
 
     /// The directory the values are in.
@@ -125,8 +164,26 @@ impl Spill {
         self.dir.path()
     }
 
-    /// Writes `t` as `name` (replacing an earlier value of that name).
+    /// Keeps `t` as `name` (replacing an earlier value of that name): in memory while there is room, else on disk.
+    pub fn put_owned(&mut self, name: &str, t: Tensor) -> Result<()> {
+        match self.front.fits(&t) {
+            true => {
+                self.forget(name);
+                self.held += t.nbytes() as u64;
+                self.front.insert(name, t);
+                Ok(())
+            }
+            false => self.put(name, &t),
+        }
+    }
+
+    /// Keeps a copy of `t` as `name` (replacing an earlier value of that name): in memory while there is room, else
+    /// written to disk.
     pub fn put(&mut self, name: &str, t: &Tensor) -> Result<()> {
+        if self.front.fits(t) {
+            return self.put_owned(name, t.clone());
+        }
+        self.front.remove(name);
         let offset = self.end;
         write_elements(&self.file, offset, t).map_err(|e| spill_error(&self.path(), e))?;
         let entry = Entry {
@@ -144,6 +201,14 @@ impl Spill {
 
     /// Reads `name` back; `None` when it was not spilled (or cannot be read, which is said on stderr).
     pub fn get(&self, name: &str) -> Option<Tensor> {
+        if let Some(t) = self.front.values.get(name) {
+            return Some(t.clone());
+        }
+        self.read(name)
+    }
+
+    /// Reads `name` back from disk.
+    fn read(&self, name: &str) -> Option<Tensor> {
         let e = self.index.get(name)?;
         match read_elements(&self.file, e.offset, e.dtype, &e.shape) {
             Ok(t) => Some(t),
@@ -159,11 +224,20 @@ impl Spill {
 
     /// Reads `name` back and forgets it, giving its bytes back to the disk.
     pub fn take(&mut self, name: &str) -> Option<Tensor> {
-        let t = self.get(name);
+        if let Some(t) = self.front.remove(name) {
+            return Some(t);
+        }
+        let t = self.read(name);
+        self.forget(name);
+        t
+    }
+
+    /// Forgets `name` wherever it is kept.
+    fn forget(&mut self, name: &str) {
+        self.front.remove(name);
         if let Some(e) = self.index.remove(name) {
             self.release(&e);
         }
-        t
     }
 
     /// Gives a forgotten value's bytes back to the filesystem (a hole punched in the file, where it can): whether
@@ -191,17 +265,26 @@ impl Spill {
 
 impl Values for Spill {
     fn tensor(&self, name: &str) -> Option<Cow<'_, Tensor>> {
-        self.get(name).map(Cow::Owned)
+        match self.front.values.get(name) {
+            Some(t) => Some(Cow::Borrowed(t)),
+            None => self.read(name).map(Cow::Owned),
+        }
     }
     fn has(&self, name: &str) -> bool {
-        self.index.contains_key(name)
+        self.front.values.contains_key(name) || self.index.contains_key(name)
     }
     fn nbytes(&self, name: &str) -> usize {
+        if let Some(t) = self.front.values.get(name) {
+            return t.nbytes();
+        }
         self.index
             .get(name)
             .map_or(0, |e| e.shape.iter().product::<usize>() * e.dtype.size())
     }
     fn dtype(&self, name: &str) -> Option<DType> {
+        if let Some(t) = self.front.values.get(name) {
+            return Some(t.dtype());
+        }
         self.index.get(name).map(|e| e.dtype)
     }
 }
@@ -215,120 +298,11 @@ fn spill_error(path: &Path, e: std::io::Error) -> Error {
     ))
 }
 
-/// Writes the elements of `t` in native byte order at `offset` of `f`.
-fn write_elements(f: &std::fs::File, offset: u64, t: &Tensor) -> std::io::Result<()> {
-    macro_rules! raw {
-        ($a:expr) => {{
-            let a = $a.as_standard_layout();
-            write_at(
-                f,
-                bytemuck::cast_slice(a.as_slice().expect("standard layout")),
-                offset,
-            )
-        }};
-    }
-    match t {
-        Tensor::F64(a) => raw!(a),
-        Tensor::F32(a) => raw!(a),
-        Tensor::F16(a) => {
-            let a = a.as_standard_layout();
-            let bits: &[u16] = a.as_slice().expect("standard layout").reinterpret_cast();
-            write_at(f, bytemuck::cast_slice(bits), offset)
-        }
-        Tensor::Bf16(a) => {
-            let a = a.as_standard_layout();
-            let bits: &[u16] = a.as_slice().expect("standard layout").reinterpret_cast();
-            write_at(f, bytemuck::cast_slice(bits), offset)
-        }
-        Tensor::I64(a) => raw!(a),
-        Tensor::I32(a) => raw!(a),
-        Tensor::I16(a) => raw!(a),
-        Tensor::I8(a) => raw!(a),
-        Tensor::U64(a) => raw!(a),
-        Tensor::U32(a) => raw!(a),
-        Tensor::U16(a) => raw!(a),
-        Tensor::U8(a) => raw!(a),
-        Tensor::Bool(a) => {
-            let bytes = a.mapv(u8::from);
-            raw!(bytes)
-        }
-        Tensor::Str(_) => Err(std::io::Error::other("string values are not spilled")),
-    }
-}
-
-/// Reads `shape`'s elements of `dtype` at `offset` of `f`, written by [`write_elements`].
-fn read_elements(
-    f: &std::fs::File,
-    offset: u64,
-    dtype: DType,
-    shape: &[usize],
-) -> std::io::Result<Tensor> {
-    let n: usize = shape.iter().product();
-    macro_rules! read {
-        ($t:ty) => {{
-            let mut v: Vec<$t> = vec![<$t>::default(); n];
-            read_at(f, bytemuck::cast_slice_mut(&mut v), offset)?;
-            ArrayD::from_shape_vec(shape.to_vec(), v).map_err(std::io::Error::other)?
-        }};
-    }
-    Ok(match dtype {
-        DType::F64 => Tensor::F64(read!(f64)),
-        DType::F32 => Tensor::F32(read!(f32)),
-        DType::F16 => Tensor::F16(read!(u16).mapv(half::f16::from_bits)),
-        DType::Bf16 => Tensor::Bf16(read!(u16).mapv(half::bf16::from_bits)),
-        DType::I64 => Tensor::I64(read!(i64)),
-        DType::I32 => Tensor::I32(read!(i32)),
-        DType::I16 => Tensor::I16(read!(i16)),
-        DType::I8 => Tensor::I8(read!(i8)),
-        DType::U64 => Tensor::U64(read!(u64)),
-        DType::U32 => Tensor::U32(read!(u32)),
-        DType::U16 => Tensor::U16(read!(u16)),
-        DType::U8 => Tensor::U8(read!(u8)),
-        DType::Bool => Tensor::Bool(read!(u8).mapv(|b| b != 0)),
-        DType::String | DType::Other => {
-            return Err(std::io::Error::other(format!(
-                "{dtype} values are not spilled"
-            )))
-        }
-    })
-}
-
-/// Writes all of `buf` at `offset` (positional: the file's cursor is not used).
-#[cfg(unix)]
-fn write_at(f: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(f, buf, offset)
-}
-
-/// Fills `buf` from `offset` (positional, so readers on several threads need no lock).
-#[cfg(unix)]
-fn read_at(f: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(f, buf, offset)
-}
-
-/// Writes all of `buf` at `offset`.
-#[cfg(windows)]
-fn write_at(f: &std::fs::File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        let n = std::os::windows::fs::FileExt::seek_write(f, buf, offset)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        (buf, offset) = (&buf[n..], offset + n as u64);
-    }
-    Ok(())
-}
-
-/// Fills `buf` from `offset`.
-#[cfg(windows)]
-fn read_at(f: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        let n = std::os::windows::fs::FileExt::seek_read(f, buf, offset)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        (buf, offset) = (&mut buf[n..], offset + n as u64);
-    }
-    Ok(())
+/// Where the values of a store that may spill waited: bytes kept in memory, bytes written to disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub memory: u64,
+    pub disk: u64,
 }
 
 /// Reference values kept for the stages that read them again: in memory, or spilled to disk (bounded memory).
@@ -353,7 +327,7 @@ impl Held {
                 m.insert(name.to_string(), t);
                 Ok(())
             }
-            Held::Disk(s) => s.put(name, &t),
+            Held::Disk(s) => s.put_owned(name, t),
             Held::Arriving(a) => {
                 a.put(name, Some(t));
                 Ok(())
@@ -385,12 +359,15 @@ impl Held {
         }
     }
 
-    /// Bytes of values spilled to disk (None when they wait in memory).
-    pub fn spilled_bytes(&self) -> Option<u64> {
+    /// Bytes of values a store that may spill kept in memory and wrote to disk (None for a store in memory only).
+    pub fn spilled_bytes(&self) -> Option<Kept> {
         match self {
             Held::Memory(_) => None,
-            Held::Disk(s) => Some(s.bytes),
-            Held::Arriving(a) => Some(a.spilled_bytes()),
+            Held::Disk(s) => Some(Kept {
+                memory: s.held,
+                disk: s.bytes,
+            }),
+            Held::Arriving(a) => a.spilled_bytes(),
         }
     }
 
@@ -439,6 +416,7 @@ impl Values for Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray::ArrayD;
 
     #[test]
     fn every_type_reads_back_as_written() {
@@ -494,5 +472,26 @@ mod tests {
         assert_eq!(s.get("2").unwrap().dtype(), DType::F16);
         drop(s);
         assert!(!dir.exists(), "the spill directory is removed on drop");
+    }
+
+    #[test]
+    fn values_wait_in_memory_up_to_the_cap_and_on_disk_beyond() {
+        let value = |x: f64| Tensor::F64(ArrayD::from_elem(ndarray::IxDyn(&[4]), x));
+        let mut s = Spill::new("test").unwrap().with_memory(64);
+        s.put_owned("a", value(1.0)).unwrap();
+        s.put("b", &value(2.0)).unwrap();
+        // 64 bytes are held: the third value goes to disk.
+        s.put_owned("c", value(3.0)).unwrap();
+        assert_eq!((s.held, s.bytes), (64, 32));
+        assert!(s.has("a") && s.has("c") && s.nbytes("c") == 32);
+        assert_eq!(s.take("a").unwrap().to_f64_array()[0], 1.0);
+        assert!(!s.has("a"));
+        // Taking one frees its room: the next value is held again, and replacing one on disk forgets the old copy.
+        s.put_owned("c", value(4.0)).unwrap();
+        assert_eq!((s.held, s.bytes), (96, 32));
+        assert_eq!(s.tensor("c").unwrap().to_f64_array()[0], 4.0);
+        assert!(s.index.is_empty());
+        assert_eq!(s.take("b").unwrap().to_f64_array()[0], 2.0);
+        assert_eq!(s.get("c").unwrap().to_f64_array()[0], 4.0);
     }
 }
