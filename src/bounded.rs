@@ -68,6 +68,11 @@ pub struct Chunker<'a> {
     writing: bool,
     /// A value compared so far fails: culprits will be sought, and every value read again.
     drifting: bool,
+    /// Each computed value's producer, by its place in the graph's order, and whether the value depends on the
+    /// model's input data ([`Self::take_chunk`]).
+    position: HashMap<&'a str, (usize, bool)>,
+    /// The reference has handed over every value: nothing is left for a later chunk.
+    last: bool,
 }
 
 impl<'a> Chunker<'a> {
@@ -99,6 +104,8 @@ impl<'a> Chunker<'a> {
             keep: None,
             writing: true,
             drifting: false,
+            position: positions(graph),
+            last: false,
         }
     }
 
@@ -143,13 +150,45 @@ impl<'a> Chunker<'a> {
         }
     }
 
+    /// Compares what is still pending once the reference has handed over every value.
+    pub fn finish(&mut self) {
+        self.last = true;
+        self.flush();
+    }
+
+    /// The pending values to compare now. Values that do not depend on the input data (shapes, and what the graph
+    /// computes from them and from constants), computed further down the graph than every value of the chunk that
+    /// does, stay pending for a later chunk: the reference hands them over before the run, and a cut exposing one
+    /// would run every node before it at once. They are compared now when they take half a chunk.
+    fn take_chunk(&mut self) -> Vec<(String, std::result::Result<Tensor, String>)> {
+        let all = std::mem::take(&mut self.pending);
+        self.bytes = 0;
+        let size = |v: &std::result::Result<Tensor, String>| v.as_ref().map_or(0, Tensor::nbytes);
+        let at = |n: &str| self.position.get(n).copied();
+        let frontier = (all.iter())
+            .filter_map(|(n, _)| at(n).filter(|&(_, data)| data))
+            .map(|(p, _)| p)
+            .max();
+        let Some(frontier) = frontier.filter(|_| !self.last) else {
+            return all;
+        };
+        let ahead = |n: &str| at(n).is_some_and(|(p, data)| !data && p > frontier);
+        let (later, now): (Vec<_>, Vec<_>) = all.into_iter().partition(|(n, _)| ahead(n));
+        let bytes = later.iter().map(|(_, v)| size(v)).sum();
+        if bytes >= self.limit / 2 {
+            return now.into_iter().chain(later).collect();
+        }
+        self.bytes = bytes;
+        self.pending = later;
+        now
+    }
+
     /// Compares what is pending against one target run exposing it.
     pub fn flush(&mut self) {
         if self.pending.is_empty() {
             return;
         }
-        let pending = std::mem::take(&mut self.pending);
-        self.bytes = 0;
+        let pending = self.take_chunk();
         let names: Vec<&str> = pending
             .iter()
             .filter(|(_, v)| v.is_ok())
@@ -243,6 +282,29 @@ impl<'a> Chunker<'a> {
     }
 }
 
+/// Each value a node computes, by its producer's place in the graph's order, and whether it depends on the input
+/// data: on a graph input through anything but the shape of a value (`Shape`, `Size`). A node with a body is taken
+/// to depend on the data.
+fn positions(graph: &Graph) -> HashMap<&str, (usize, bool)> {
+    let mut data: std::collections::HashSet<&str> = (graph.inputs.iter())
+        .map(|i| i.name.as_str())
+        .filter(|n| !graph.initializers.contains_key(*n))
+        .collect();
+    let mut out = HashMap::new();
+    for n in &graph.nodes {
+        let shape_only = matches!(n.op_type.as_str(), "Shape" | "Size") && n.domain.is_empty();
+        let reads = n.subgraph_nodes > 0 || n.inputs.iter().any(|i| data.contains(i.as_str()));
+        let depends = reads && !shape_only;
+        for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+            if depends {
+                data.insert(o);
+            }
+            out.insert(o.as_str(), (n.index, depends));
+        }
+    }
+    out
+}
+
 /// `t`, or the part of it `slice` selects.
 fn sliced<'t>(slice: Option<&crate::compare::slice::SliceSpec>, t: &'t Tensor) -> Cow<'t, Tensor> {
     match slice {
@@ -253,6 +315,33 @@ fn sliced<'t>(slice: Option<&crate::compare::slice::SliceSpec>, t: &'t Tensor) -
 
 #[cfg(test)]
 mod tests {
+    /// BERT's position ids and token types come from the shape of its input ids: they wait for the chunk that
+    /// reaches their readers, while what is computed from the ids' values does not.
+    #[test]
+    fn values_computed_from_shapes_alone_do_not_depend_on_the_data() {
+        let path = std::path::Path::new("tests/data/contrib/bert_opt.onnx");
+        let g = crate::model::import::load(path).unwrap();
+        let p = super::positions(&g);
+        for shape_only in [
+            "ids_shape",
+            "seq_len",
+            "position_ids",
+            "token_types",
+            "position_ids_int32",
+        ] {
+            assert!(!p[shape_only].1, "{shape_only}");
+        }
+        for data in [
+            "input_ids_int32",
+            "attention_mask_int32",
+            "EmbedLayerNormalization_0_output",
+            "l1_ln2",
+        ] {
+            assert!(p[data].1, "{data}");
+        }
+        assert!(p["l1_ln2"].0 > p["position_ids"].0);
+    }
+
     #[test]
     fn a_chunk_is_a_quarter_of_what_the_model_leaves() {
         let g = crate::model::import::load(std::path::Path::new("models/convnet.onnx")).unwrap();

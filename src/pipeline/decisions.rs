@@ -70,6 +70,34 @@ fn is_decision(n: &Node, name: &str, t: DType, narrow: &mut Narrow) -> bool {
     n.op_type != "Cast" || !(t.is_float() || t == DType::Bool) || narrow.holds(name)
 }
 
+/// Whether `n`'s output `name` may be a decision, from the element types the graph states (an unknown type may):
+/// its decided input is a float, and a `Cast` goes to an integer type or a narrow float format. An integer or
+/// boolean input holds no rounding to reconcile, and a `Cast` to a float or bool is no decision ([`is_decision`]).
+/// A QOperator node's first input is quantized: its decision is on the float it computes.
+fn may_decide(
+    graph: &Graph,
+    producers: &Producers,
+    (n, name): (&Node, &str),
+    types: &HashMap<String, i32>,
+) -> bool {
+    if qop::OPS.contains(&n.op_type.as_str()) {
+        return true;
+    }
+    let float = |code: i32| {
+        DType::from_onnx(code).is_float()
+            || crate::tensor::formats::Format::from_onnx(code).is_some_and(|f| f.is_float())
+    };
+    let input = types.get(decided_input(graph, producers, n));
+    if input.is_some_and(|&c| !float(c)) {
+        return false;
+    }
+    let plain = |code: i32| {
+        let d = DType::from_onnx(code);
+        d == DType::Bool || matches!(d, DType::F32 | DType::F16 | DType::Bf16 | DType::F64)
+    };
+    n.op_type != "Cast" || !types.get(name).is_some_and(|&c| plain(c))
+}
+
 /// The values the model holds in a narrow float format (float8, float4), inferred once when first asked.
 struct Narrow<'g> {
     graph: &'g Graph,
@@ -95,13 +123,18 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<G
     if s.own_decisions {
         return None;
     }
-    let wanted: Vec<(&Node, &String)> = (p.graph.nodes.iter())
+    let mut wanted: Vec<(&Node, &String)> = (p.graph.nodes.iter())
         .flat_map(|n| {
             decision_outputs(&p.graph, &producers, n)
                 .into_iter()
                 .map(move |o| (n, o))
         })
         .collect();
+    if !wanted.is_empty() {
+        // Before any target value is exposed for them (in bounded mode, cuts of their own).
+        let types = crate::model::types::element_types(&p.graph);
+        wanted.retain(|(n, o)| may_decide(&p.graph, &producers, (n, o), &types));
+    }
     if wanted.is_empty() {
         return None;
     }
@@ -377,5 +410,25 @@ pub fn unmeasured_alone(graph: &Graph, lane: &mut Lane) {
         let why = "the reference took the target's decisions in the graph; alone, on the reference's inputs, the \
                    target decides for itself";
         lane.unmeasured.node(&node.name, "introduced error", why);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// BERT's casts of its integer ids to int32 decide nothing: no target value is exposed for them.
+    #[test]
+    fn casts_of_integers_are_no_decisions() {
+        let path = std::path::Path::new("tests/data/contrib/bert_opt.onnx");
+        let g = crate::model::import::load(path).unwrap();
+        let (producers, types) = (g.producers(), crate::model::types::element_types(&g));
+        let casts: Vec<_> = (g.nodes.iter()).filter(|n| n.op_type == "Cast").collect();
+        assert_eq!(casts.len(), 4);
+        for n in casts {
+            assert!(
+                !super::may_decide(&g, &producers, (n, &n.outputs[0]), &types),
+                "{}",
+                n.name
+            );
+        }
     }
 }

@@ -334,7 +334,7 @@ fn bounded(
 
 /// Compares the last chunk; the value reports and how many chunks there were.
 fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, usize)> {
-    ch.flush();
+    ch.finish();
     if let Some(e) = ch.error.take() {
         return Err(e);
     }

@@ -166,6 +166,15 @@ pub fn infer(g: &GraphProto, outer: &HashMap<String, i32>) -> HashMap<String, i3
     known
 }
 
+/// The element type (an ONNX code) of every value of `graph` that [`infer`] learns; empty when the model cannot be
+/// decoded. The weights are not decoded: only their element types are needed.
+pub fn element_types(graph: &crate::Graph) -> HashMap<String, i32> {
+    match crate::skeleton::Skeleton::of(graph) {
+        Ok(s) => infer(&s.proto.graph.unwrap_or_default(), &s.types),
+        Err(_) => HashMap::new(),
+    }
+}
+
 /// The values of `graph` held in a narrow float format (float8, float4), by name, from the element types [`infer`]
 /// learns (declared types, Cast targets, QuantizeLinear's output type...). Empty for a model whose default-domain
 /// opset is below 19, which has no such type, and when the model cannot be decoded. The weights are not decoded.
@@ -176,12 +185,7 @@ pub fn narrow_floats(graph: &crate::Graph) -> HashMap<String, crate::tensor::for
     if opset < 19 {
         return HashMap::new();
     }
-    // Without its weights: only their element types are needed.
-    let Ok(s) = crate::skeleton::Skeleton::of(graph) else {
-        return HashMap::new();
-    };
-    let types = infer(&s.proto.graph.unwrap_or_default(), &s.types);
-    (types.into_iter())
+    (element_types(graph).into_iter())
         .filter_map(|(name, code)| {
             let f = crate::tensor::formats::Format::from_onnx(code)?;
             f.is_float().then_some((name, f))
