@@ -19,6 +19,7 @@ mod lazy;
 mod messages;
 mod overrides;
 pub mod paired;
+mod parsed;
 mod pins;
 mod planned;
 pub use hook::Sink;
@@ -148,6 +149,11 @@ impl ReferenceRunner {
         facts: &[InputFact],
         wide: bool,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
+        if wide && self.parse_is_plain() {
+            if let Some(p) = parsed::take(graph, facts) {
+                return Ok(p);
+            }
+        }
         self.parse_with(graph, facts, wide, Weights::Stored)
     }
 

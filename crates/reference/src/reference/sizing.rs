@@ -27,18 +27,25 @@ impl ReferenceRunner {
     ) -> Result<HashMap<String, u64>> {
         // Parsed as float64, as the run parses it: large weights are then kept as stored (memory-mapped, not read),
         // so sizing costs what typing costs. A model that parses only as it is is sized that way.
-        let (typed, names, _) = crate::error::guard("sizing values (tract)", || {
-            self.parse(graph, facts, true)
-                .or_else(|_| self.parse(graph, facts, false))
+        let (parse, wide) = crate::error::guard("sizing values (tract)", || {
+            match self.parse(graph, facts, true) {
+                Ok(p) => Ok((p, true)),
+                Err(_) => self.parse(graph, facts, false).map(|p| (p, false)),
+            }
         })?;
+        let (typed, names, _) = &parse;
         let mut sizes = HashMap::new();
         for (o, name) in typed.outputs.iter().zip(names) {
             let fact = typed
                 .outlet_fact(*o)
                 .map_err(|e| ref_err(graph, "sizing", e))?;
             if let Some(dims) = fact.shape.as_concrete() {
-                sizes.insert(name, 8 * dims.iter().product::<usize>() as u64);
+                sizes.insert(name.clone(), 8 * dims.iter().product::<usize>() as u64);
             }
+        }
+        // The run that follows parses the model as this one did: it takes this parse.
+        if wide && self.parse_is_plain() {
+            super::parsed::keep(graph, facts, parse);
         }
         Ok(sizes)
     }
