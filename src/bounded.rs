@@ -223,14 +223,17 @@ impl<'a> Chunker<'a> {
         let slice = self.slice.as_ref();
         let r = r.as_ref().map(|r| sliced(slice, r));
         let t = t.as_ref().map(|t| sliced(slice, t));
+        let judged = |o: &str| self.reports.get(o).and_then(ValueReport::judged_dtype);
         let mut report = analysis::compare_pair(
             name,
             r.as_deref().map_err(|e| e.as_str()),
             t.as_deref().ok_or("not produced"),
             self.tol,
-            self.scales.scaling_from(name, |o| {
-                self.reports.get(o).and_then(ValueReport::judged_dtype)
-            }),
+            // The value's RMS was measured as it arrived: not again, unless a slice of it is compared.
+            match slice {
+                None => self.scales.own(name, judged),
+                Some(_) => self.scales.scaling_from(name, judged),
+            },
             self.outputs.contains(name),
             self.heatmaps,
         );

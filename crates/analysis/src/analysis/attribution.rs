@@ -94,18 +94,19 @@ fn noise_pass<T: ToF64 + Sync>(
     (scale, stored): (f64, DType),
 ) -> NoisePass {
     const CHUNK: usize = 1 << 16;
-    r.par_chunks(CHUNK)
-        .zip(e.par_chunks(CHUNK))
+    // Joined in order: the same sums whatever the threads did.
+    let parts: Vec<NoisePass> = (r.par_chunks(CHUNK).zip(e.par_chunks(CHUNK)))
         .map(|(rc, ec)| noise_chunk(rc, ec, tol, scale, stored))
-        .reduce(NoisePass::default, |a, b| NoisePass {
-            max_abs: a.max_abs.max(b.max_abs),
-            sq: a.sq + b.sq,
-            n: a.n + b.n,
-            used: a.used.max(b.used),
-            nonfinite: a.nonfinite + b.nonfinite,
-            rounding: a.rounding.max(b.rounding),
-            largest: a.largest.max(b.largest),
-        })
+        .collect();
+    (parts.into_iter()).fold(NoisePass::default(), |a, b| NoisePass {
+        max_abs: a.max_abs.max(b.max_abs),
+        sq: a.sq + b.sq,
+        n: a.n + b.n,
+        used: a.used.max(b.used),
+        nonfinite: a.nonfinite + b.nonfinite,
+        rounding: a.rounding.max(b.rounding),
+        largest: a.largest.max(b.largest),
+    })
 }
 
 crate::widened! {

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::compare::{compare, detail, Scaling, ToleranceSpec};
+use crate::compare::{compare_at, detail, Scaling, ToleranceSpec};
 use crate::model::Graph;
 use crate::report::model::{
     Coverage, NodeRef, NodeReport, RefPrecision, Status, ValueReport, ValueStatus, Verdict,
@@ -76,7 +76,7 @@ pub fn compare_pair(
         return strings_compared(v, d);
     }
     let rf = r.as_f64();
-    let c = compare(&rf, t, tolerance, rule.operands);
+    let c = compare_at(&rf, t, tolerance, (rule.operands, scaling.rms));
     let (m, rs, ts, worst, tolerance) = (c.metrics, c.reference, c.target, c.worst, c.tolerance);
     let spread = c.spread;
     v.tolerance = Some(tolerance);

@@ -93,6 +93,16 @@ pub fn compare(
     tol: Tolerance,
     operands: Option<f64>,
 ) -> Compared {
+    compare_at(reference, target, tol, (operands, None))
+}
+
+/// [`compare`], with the reference's RMS when it was measured already (`rms`).
+pub fn compare_at(
+    reference: &ArrayD<f64>,
+    target: &Tensor,
+    tol: Tolerance,
+    (operands, rms_known): (Option<f64>, Option<f64>),
+) -> Compared {
     let r_owned;
     let r = match reference.as_slice() {
         Some(s) => s,
@@ -102,7 +112,7 @@ pub fn compare(
         }
     };
     let dtype = target.dtype();
-    let scale = rms(r);
+    let scale = rms_known.unwrap_or_else(|| rms(r));
     let tol = match operands {
         Some(o) => tol.scaled(scale, o),
         None => tol,

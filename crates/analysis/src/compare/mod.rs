@@ -12,6 +12,6 @@ pub mod tolerance;
 mod ulp;
 
 pub use detail::{detail, Detail};
-pub use metrics::{compare, Compared, Metrics, Stats, Worst};
+pub use metrics::{compare, compare_at, Compared, Metrics, Stats, Worst};
 pub use scales::{Scales, Scaling};
 pub use tolerance::{Tolerance, ToleranceSpec};

@@ -88,12 +88,11 @@ fn chunk_len(n: usize) -> usize {
     share.next_multiple_of(BLOCK).clamp(8 * BLOCK, CHUNK)
 }
 
-/// RMS of the finite elements (0 when there are none).
+/// RMS of the finite elements (0 when there are none). The chunks' sums are added in order, so the result does
+/// not depend on how the threads shared the work.
 pub fn rms<T: ToF64 + Sync>(r: &[T]) -> f64 {
-    let (sum, n) = r
-        .par_chunks(CHUNK)
-        .map(squares)
-        .reduce(|| (0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let parts: Vec<(f64, u64)> = r.par_chunks(CHUNK).map(squares).collect();
+    let (sum, n) = (parts.into_iter()).fold((0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     if n == 0 {
         0.0
     } else {
@@ -130,7 +129,8 @@ fn squares_in<T: ToF64>(c: &[T]) -> (f64, u64) {
 /// Elements per block of the fast path: both sides widened to f64 and the shares of tolerance fit in L1.
 const BLOCK: usize = 512;
 
-/// Every metric, the statistics of both sides and the [`Spread`], in one parallel pass.
+/// Every metric, the statistics of both sides and the [`Spread`], in one parallel pass; the chunks' sums are joined
+/// in order (the same figures whatever the threads did).
 pub(super) fn run<T: ToF64 + Sync>(
     r: &[f64],
     t: &[T],
@@ -143,7 +143,9 @@ pub(super) fn run<T: ToF64 + Sync>(
         .zip(t.par_chunks(chunk))
         .enumerate()
         .map(|(c, (rc, tc))| accumulate(rc, tc, c * chunk, dtype, tol, scale))
-        .reduce(Acc::new, Acc::merge)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .fold(Acc::new(), Acc::merge)
 }
 
 crate::widened! {
@@ -341,6 +343,45 @@ impl Acc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sums over many chunks come out the same, bit for bit, however many threads share them (the RMS), and run
+    /// after run on one pool (every sum of the pass).
+    #[test]
+    fn sums_do_not_depend_on_the_threads() {
+        let n = 40 * CHUNK + 17;
+        let r: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * i as f64)
+            .collect();
+        let t: Vec<f32> = r.iter().map(|&v| (v * 1.0001) as f32).collect();
+        let tol = Tolerance {
+            atol: 1e-3,
+            rtol: 1e-3,
+            floor: 0.0,
+        };
+        let pool = |k| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(k)
+                .build()
+                .unwrap()
+        };
+        let squares = pool(1).install(|| rms(&r).to_bits());
+        for k in [2, 3, 5, 8] {
+            assert_eq!(
+                pool(k).install(|| rms(&r).to_bits()),
+                squares,
+                "{k} threads"
+            );
+        }
+        let once = || {
+            let a = run(&r, &t, DType::F32, tol, 1.0);
+            (a.sum_sq.to_bits(), a.dot.to_bits(), a.r.sumsq.to_bits())
+        };
+        let eight = pool(8);
+        let first = eight.install(once);
+        for _ in 0..30 {
+            assert_eq!(eight.install(once), first);
+        }
+    }
 
     /// The chunk compiled for this CPU's widest vector instructions (`crate::simd`) gives bit for bit what the
     /// baseline build of the same body gives: sums, extremes, counts and worst elements, on a NaN block too.

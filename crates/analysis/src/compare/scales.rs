@@ -44,6 +44,9 @@ pub struct Scaling {
     /// The narrow float format (float8, float4) the value is held in: it is judged on that format's grid
     /// ([`crate::compare::Tolerance::on_grid`]).
     pub grid: Option<crate::tensor::formats::Format>,
+    /// The value's own RMS, when it was measured as the value arrived ([`Scales::own`]): the comparison does not
+    /// measure it again.
+    pub rms: Option<f64>,
 }
 
 impl From<f64> for Scaling {
@@ -169,6 +172,14 @@ impl Scales {
         }
         s.grid = self.narrow.get(value).copied();
         s
+    }
+
+    /// [`Scales::scaling_from`] with `value`'s own RMS as recorded ([`Scales::record`]).
+    pub fn own(&self, value: &str, judged: impl Fn(&str) -> Option<DType>) -> Scaling {
+        Scaling {
+            rms: self.rms.get(value).copied(),
+            ..self.scaling_from(value, judged)
+        }
     }
 
     /// [`Scales::scaling`] with the precision `value`'s computed operands were judged in, as `judged` gives it

@@ -219,6 +219,7 @@ mod tests {
             floor: 2.0,
             source: Some(DType::F16),
             grid: None,
+            rms: None,
         };
         let defaults = ToleranceSpec::default();
         let r = defaults.resolve(DType::F32, Some(scaling));
