@@ -216,4 +216,43 @@ mod tests {
         assert_eq!(ts.nan, 0);
         assert!((m.max_rel - 0.25).abs() < 1e-12);
     }
+
+    /// Sums over many chunks come out the same, bit for bit, however many threads share them (the RMS), and run
+    /// after run on one pool (every sum of the pass).
+    #[test]
+    fn sums_do_not_depend_on_the_threads() {
+        let n: usize = 40 * (1 << 16) + 17;
+        let r: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * i as f64)
+            .collect();
+        let t: Vec<f32> = r.iter().map(|&v| (v * 1.0001) as f32).collect();
+        let tol = Tolerance {
+            atol: 1e-3,
+            rtol: 1e-3,
+            floor: 0.0,
+        };
+        let pool = |k| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(k)
+                .build()
+                .unwrap()
+        };
+        let squares = pool(1).install(|| super::super::pass::rms(&r).to_bits());
+        for k in [2, 3, 5, 8] {
+            assert_eq!(
+                pool(k).install(|| super::super::pass::rms(&r).to_bits()),
+                squares,
+                "{k} threads"
+            );
+        }
+        let once = || {
+            let a = super::super::pass::run(&r, &t, crate::tensor::DType::F32, tol, 1.0);
+            (a.sum_sq.to_bits(), a.dot.to_bits(), a.r.sumsq.to_bits())
+        };
+        let eight = pool(8);
+        let first = eight.install(once);
+        for _ in 0..30 {
+            assert_eq!(eight.install(once), first);
+        }
+    }
 }

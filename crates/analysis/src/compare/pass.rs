@@ -344,45 +344,6 @@ impl Acc {
 mod tests {
     use super::*;
 
-    /// Sums over many chunks come out the same, bit for bit, however many threads share them (the RMS), and run
-    /// after run on one pool (every sum of the pass).
-    #[test]
-    fn sums_do_not_depend_on_the_threads() {
-        let n = 40 * CHUNK + 17;
-        let r: Vec<f64> = (0..n)
-            .map(|i| ((i * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * i as f64)
-            .collect();
-        let t: Vec<f32> = r.iter().map(|&v| (v * 1.0001) as f32).collect();
-        let tol = Tolerance {
-            atol: 1e-3,
-            rtol: 1e-3,
-            floor: 0.0,
-        };
-        let pool = |k| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(k)
-                .build()
-                .unwrap()
-        };
-        let squares = pool(1).install(|| rms(&r).to_bits());
-        for k in [2, 3, 5, 8] {
-            assert_eq!(
-                pool(k).install(|| rms(&r).to_bits()),
-                squares,
-                "{k} threads"
-            );
-        }
-        let once = || {
-            let a = run(&r, &t, DType::F32, tol, 1.0);
-            (a.sum_sq.to_bits(), a.dot.to_bits(), a.r.sumsq.to_bits())
-        };
-        let eight = pool(8);
-        let first = eight.install(once);
-        for _ in 0..30 {
-            assert_eq!(eight.install(once), first);
-        }
-    }
-
     /// The chunk compiled for this CPU's widest vector instructions (`crate::simd`) gives bit for bit what the
     /// baseline build of the same body gives: sums, extremes, counts and worst elements, on a NaN block too.
     #[test]
