@@ -217,8 +217,8 @@ mod tests {
         assert!((m.max_rel - 0.25).abs() < 1e-12);
     }
 
-    /// Sums over many chunks come out the same, bit for bit, however many threads share them (the RMS), and run
-    /// after run on one pool (every sum of the pass).
+    /// Sums over many chunks come out the same, bit for bit, however many threads share them: the RMS and every
+    /// sum of the comparison pass.
     #[test]
     fn sums_do_not_depend_on_the_threads() {
         let n: usize = 40 * (1 << 16) + 17;
@@ -245,14 +245,17 @@ mod tests {
                 "{k} threads"
             );
         }
-        let once = || {
-            let a = super::super::pass::run(&r, &t, crate::tensor::DType::F32, tol, 1.0);
-            (a.sum_sq.to_bits(), a.dot.to_bits(), a.r.sumsq.to_bits())
-        };
-        let eight = pool(8);
-        let first = eight.install(once);
-        for _ in 0..30 {
-            assert_eq!(eight.install(once), first);
+        // A large value, and one whose chunks a thread count could size (under 16 × 64K elements).
+        for n in [r.len(), 200_003] {
+            let once = || {
+                let a =
+                    super::super::pass::run(&r[..n], &t[..n], crate::tensor::DType::F32, tol, 1.0);
+                (a.sum_sq.to_bits(), a.dot.to_bits(), a.r.sumsq.to_bits())
+            };
+            let first = pool(1).install(once);
+            for k in [2, 3, 5, 8, 8, 8] {
+                assert_eq!(pool(k).install(once), first, "{n} elements, {k} threads");
+            }
         }
     }
 }

@@ -81,11 +81,16 @@ impl Acc {
 
 const CHUNK: usize = 1 << 16;
 
-/// Elements per parallel chunk: [`CHUNK`] for large values, fewer for small ones so that every thread gets a share
-/// (most activations of a small transformer hold under 64K elements), never below a few blocks.
+/// Shares a value of fewer than `SHARES` × [`CHUNK`] elements is cut into.
+const SHARES: usize = 16;
+
+/// Elements per parallel chunk: [`CHUNK`] for large values, fewer for small ones so that several threads get a share
+/// (most activations of a small transformer hold under 64K elements), never below a few blocks. It depends on the
+/// value's size alone, not on the machine's threads: the chunks' sums, joined in order, come out the same anywhere.
 fn chunk_len(n: usize) -> usize {
-    let share = n.div_ceil(4 * rayon::current_num_threads());
-    share.next_multiple_of(BLOCK).clamp(8 * BLOCK, CHUNK)
+    n.div_ceil(SHARES)
+        .next_multiple_of(BLOCK)
+        .clamp(8 * BLOCK, CHUNK)
 }
 
 /// RMS of the finite elements (0 when there are none). The chunks' sums are added in order, so the result does
