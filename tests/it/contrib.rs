@@ -378,3 +378,52 @@ fn decoder_steps_feed_each_side_its_own_cache() {
     );
     assert!(notes[0].contains("this report is step 0"), "{notes:#?}");
 }
+
+/// A length computed from the data (NonZero's count, as a VITS duration predictor's) reaches Softplus, one of
+/// phantom's own kernels, as a symbol while tract types the model: the kernel's shape passes the symbol through,
+/// the model runs, and the values are Softplus of the indices in f64.
+#[test]
+fn own_kernels_take_a_length_computed_from_the_data() {
+    use crate::common::{attr_int, node, value, write_model};
+    use tract_onnx::pb;
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cast = node("Cast", &["idx"], "f");
+    cast.attribute.push(attr_int("to", 1));
+    let g = pb::GraphProto {
+        name: "data_length".into(),
+        node: vec![
+            node("NonZero", &["x"], "idx"),
+            cast,
+            node("Softplus", &["f"], "o"),
+        ],
+        input: vec![value("x", &[6])],
+        output: vec![pb::ValueInfoProto {
+            name: "o".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let model = write_model(&dir.path().join("m.onnx"), g, 17);
+    let graph = phantom::model::load(&model).unwrap();
+    let mut inputs = Inputs::default();
+    let x = ndarray::arr1(&[0.5, 0.0, -1.0, 2.0, 0.0, 3.0]).into_dyn();
+    let x = Tensor::from_f64(phantom::tensor::DType::F32, x).unwrap();
+    inputs.tensors.push(("x".into(), x));
+    let out = ReferenceRunner::default().run(&graph, &inputs).unwrap();
+    let got: Vec<f64> = out.values["o"].to_f64_array().iter().copied().collect();
+    let want: Vec<f64> = [0.0f64, 2.0, 3.0, 5.0]
+        .iter()
+        .map(|&i| i.exp().ln_1p())
+        .collect();
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-15 * w, "got {got:?}, want {want:?}");
+    }
+    let (code, out, r) = onnx_report(&model, &[]);
+    assert_eq!(code, 0, "{out}");
+    let softplus = (r["nodes"].as_array().unwrap().iter())
+        .find(|n| n["op_type"] == "Softplus")
+        .unwrap();
+    assert_eq!(softplus["reference"]["kind"], "f64_phantom", "{softplus}");
+}

@@ -64,6 +64,7 @@ mod strings;
 mod subgraph;
 mod svm;
 mod svm_cls;
+mod symbolic;
 mod tensor_scatter;
 mod tfidf;
 mod trees;

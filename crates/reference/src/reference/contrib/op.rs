@@ -7,6 +7,7 @@ use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_hir::internal::*;
 
+use super::symbolic::{self, SymFact};
 use super::{kernel, Fact, Kernel, Node};
 
 /// Builds the tract op of a claimed node (registered under `phantom.<Op>`).
@@ -123,23 +124,12 @@ impl EvalOp for ContribOp {
 
 impl TypedOp for ContribOp {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
-        let ins = inputs
-            .iter()
-            .map(|f| {
-                let shape = f.shape.as_concrete().ok_or_else(|| {
-                    anyhow!(
-                        "{} `{}` needs concrete input shapes (got {:?}): give input dims with --dim/--shape",
-                        self.node.op(),
-                        self.node.proto.name,
-                        f.shape
-                    )
-                })?;
-                Ok((f.datum_type, shape.to_vec()))
-            })
-            .collect::<TractResult<Vec<Fact>>>()?;
+        let ins: Vec<SymFact> = (inputs.iter())
+            .map(|f| (f.datum_type, f.shape.to_tvec()))
+            .collect();
         let values: Vec<Option<&Tensor>> = inputs.iter().map(|f| f.konst.as_deref()).collect();
         Ok(self
-            .facts(&ins, &values)?
+            .sym_facts(&ins, &values)?
             .into_iter()
             .map(|(dt, shape)| dt.fact(shape))
             .collect())
@@ -149,20 +139,29 @@ impl TypedOp for ContribOp {
 }
 
 impl ContribOp {
+    /// The facts of [`ContribOp::facts`] for inputs whose shapes may hold symbolic dims (see [`symbolic`]).
+    fn sym_facts(&self, ins: &[SymFact], values: &[Option<&Tensor>]) -> TractResult<Vec<SymFact>> {
+        symbolic::facts(ins, |concrete| self.facts(concrete, values)).map_err(|e| {
+            let shapes: Vec<_> = ins.iter().map(|(_, s)| s).collect();
+            anyhow!(
+                "{} `{}` needs concrete input shapes (got {shapes:?}: {e}): give input dims with --dim/--shape",
+                self.node.op(),
+                self.node.proto.name,
+            )
+        })
+    }
+
     /// Sets the outputs' types and shapes in the solver to the kernel's facts.
     fn equate<'r>(
         &self,
         s: &mut Solver<'r>,
         outputs: &'r [TensorProxy],
-        ins: &[Fact],
+        ins: &[SymFact],
         values: &[Option<&Tensor>],
     ) -> InferenceResult {
-        for (o, (dt, shape)) in outputs.iter().zip(self.facts(ins, values)?) {
+        for (o, (dt, shape)) in outputs.iter().zip(self.sym_facts(ins, values)?) {
             s.equals(&o.datum_type, dt)?;
-            s.equals(
-                &o.shape,
-                ShapeFactoid::from(shape.iter().map(|&d| d.to_dim()).collect::<TVec<_>>()),
-            )?;
+            s.equals(&o.shape, ShapeFactoid::from(shape))?;
         }
         Ok(())
     }
@@ -201,17 +200,7 @@ impl Expansion for ContribOp {
                 s.given_all(
                     inputs.iter().map(|i| &i.shape),
                     move |s, shapes: Vec<TVec<TDim>>| {
-                        let ins = dts
-                            .iter()
-                            .zip(&shapes)
-                            .map(|(&dt, shape)| {
-                                let dims = shape
-                                    .iter()
-                                    .map(|d| d.to_usize().map_err(|e| anyhow!("{e:?}")))
-                                    .collect::<TractResult<Vec<usize>>>()?;
-                                Ok((dt, dims))
-                            })
-                            .collect::<TractResult<Vec<Fact>>>()?;
+                        let ins: Vec<SymFact> = dts.iter().copied().zip(shapes).collect();
                         if self.kernel.value_slots().is_empty() {
                             return self.equate(s, outputs, &ins, &[]);
                         }
