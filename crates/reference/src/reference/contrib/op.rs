@@ -141,12 +141,18 @@ impl TypedOp for ContribOp {
 impl ContribOp {
     /// The facts of [`ContribOp::facts`] for inputs whose shapes may hold symbolic dims (see [`symbolic`]).
     fn sym_facts(&self, ins: &[SymFact], values: &[Option<&Tensor>]) -> TractResult<Vec<SymFact>> {
-        symbolic::facts(ins, |concrete| self.facts(concrete, values)).map_err(|e| {
-            let shapes: Vec<_> = ins.iter().map(|(_, s)| s).collect();
+        let facts = symbolic::facts(ins, |concrete| self.facts(concrete, values));
+        if !symbolic::any(ins) {
+            return facts;
+        }
+        facts.map_err(|e| {
+            let shape = |s: &TVec<TDim>| s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("×");
+            let shapes: Vec<String> = ins.iter().map(|(_, s)| shape(s)).collect();
             anyhow!(
-                "{} `{}` needs concrete input shapes (got {shapes:?}: {e}): give input dims with --dim/--shape",
+                "{} `{}` needs concrete input shapes (got {}: {e}): give input dims with --dim/--shape",
                 self.node.op(),
                 self.node.proto.name,
+                shapes.join(", "),
             )
         })
     }

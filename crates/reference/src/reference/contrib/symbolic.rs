@@ -50,6 +50,11 @@ pub fn facts(
         .collect()
 }
 
+/// Whether any input has a symbolic dim.
+pub fn any(ins: &[SymFact]) -> bool {
+    (ins.iter()).any(|(_, s)| s.iter().any(|d| d.to_usize().is_err()))
+}
+
 /// A concrete fact in tract's terms.
 fn widen((dt, shape): Fact) -> SymFact {
     (dt, shape.iter().map(|&d| d.to_dim()).collect())
