@@ -78,3 +78,23 @@ fn piper_vits_with_a_length_computed_from_the_data_is_clean_on_every_value() {
         assert_eq!(n["status"], "pass", "{n}");
     }
 }
+
+/// Silero VAD v6 keeps its 8 kHz and 16 kHz branches in nested `If`s whose conditions are computed from its inputs:
+/// resolved before the run, the branches taken are compared value by value, clean.
+#[test]
+fn silero_vad_with_its_sample_rate_branch_is_clean() {
+    ensure_runtime();
+    let model = fetched("silero_vad");
+    let (code, out, r) = crate::contrib::onnx_report(&model, &["-q"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["verdict"]["status"], "clean", "{}", r["verdict"]);
+    assert_eq!(r["coverage"]["values"], 216, "{}", r["coverage"]);
+    assert_eq!(r["coverage"]["compared"], 215, "{}", r["coverage"]);
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains(
+            "If `If_0`: its condition is true for these inputs, so its then branch (113 nodes)"
+        ),
+        "{notes}"
+    );
+}
