@@ -387,3 +387,18 @@ pub fn pip_install(python: impl AsRef<std::ffi::OsStr>) -> Command {
     ]);
     c
 }
+
+/// `python3 -m venv DIR`: a fresh virtual environment (with its own `pip`) for the tests' Python tools.
+pub fn python_venv(dir: &Path) {
+    let out = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(dir)
+        .output()
+        .expect("start python3");
+    assert!(
+        out.status.success(),
+        "python3 -m venv {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -33,7 +33,7 @@ pub fn cases(work: &Path) -> (PathBuf, PathBuf) {
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(&PACKAGES.join("\n")) {
         let _ = std::fs::remove_dir_all(&venv);
         let _ = std::fs::remove_dir_all(&cases);
-        run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+        crate::common::python_venv(&venv);
         run(pip_install(&python).args(PACKAGES));
         std::fs::write(&stamp, PACKAGES.join("\n")).unwrap();
     }

@@ -27,7 +27,7 @@ fn pip_install(bin: &Path, what: &[&str]) {
 /// `python3 -m venv DIR` with maturin, pytest and numpy, from PyPI.
 fn venv(dir: &Path) -> PathBuf {
     let _ = std::fs::remove_dir_all(dir);
-    run(Command::new("python3").args(["-m", "venv"]).arg(dir));
+    crate::common::python_venv(dir);
     let bin = dir.join("bin");
     pip_install(&bin, &["maturin>=1.9,<2", "pytest", "numpy"]);
     bin

@@ -13,16 +13,7 @@ fn pip_env(work: &Path) -> PathBuf {
     let venv = work.join("venv");
     if !venv.join("bin/pip").exists() {
         let _ = std::fs::remove_dir_all(&venv);
-        let out = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-            .expect("start python3");
-        assert!(
-            out.status.success(),
-            "python3 -m venv: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::common::python_venv(&venv);
     }
     venv.join("bin")
 }
