@@ -74,6 +74,15 @@ pub enum Switch {
     Off,
 }
 
+/// When the expected-noise run runs (`--expected-noise`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NoiseWhen {
+    /// When the verdict needs it: a value fails, or it may (see `--expected-noise`).
+    Auto,
+    /// On every run with attribution.
+    Always,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
     Fp32,
@@ -155,6 +164,13 @@ pub struct OnnxArgs {
     /// how many); a run with a failing value runs every node.
     #[arg(long)]
     pub attribute_all: bool,
+    /// When the expected-noise run (part of attribution) runs. auto: whenever the verdict may need it — the target
+    /// stores values in another precision than the model's, the model has discrete decisions, or (after a first
+    /// pass without it) a value fails; a run in the model's own precision whose values all pass skips it, and its
+    /// noise figures are "not measured". always: on every run (each passing value's share of its tolerance that the
+    /// precision alone uses).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub expected_noise: NoiseWhen,
     /// Exit 1 on a precision-limited verdict too (by default only drift and anomalies fail).
     #[arg(long)]
     pub strict: bool,

@@ -226,6 +226,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
         super::args::Switch::Auto => true,
     };
     s.attribute_all = a.attribute_all;
+    s.noise_always = a.expected_noise == super::args::NoiseWhen::Always;
     s.save_target_model = a.save_target_model.clone();
     s.keep_control_flow = a.keep_control_flow;
     s.own_decisions = a.own_decisions;

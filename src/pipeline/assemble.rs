@@ -27,6 +27,7 @@ pub fn report(
 ) -> Report {
     let mut coverage = analysis::coverage(&p.graph, &found.nodes);
     coverage.introduced = lane.introduced_scope;
+    coverage.noise_skipped = lane.noise_skipped.clone();
     let mut found = found;
     analysis::incomplete(&mut found.verdict, &coverage, s.accept_incomplete);
     let notes = notes(p, lane, cmp);

@@ -99,6 +99,11 @@ pub struct Lane {
     /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]): `Some(shared)`,
     /// whether it shares the reference's plan.
     pub noise_beside: Option<bool>,
+    /// The comparison's first pass runs without the expected noise ([`noise::deferred`]): the target's values are
+    /// kept for a second pass, should a value fail.
+    pub noise_deferred: bool,
+    /// Why the expected-noise run did not run ([`noise::skipped`]).
+    pub noise_skipped: Option<String>,
     pub attribution_ms: f64,
     /// Which values the attribution stage ran alone (when it ran).
     pub introduced_scope: Option<crate::report::model::IntroducedScope>,
@@ -153,7 +158,7 @@ pub fn compare_targets(s: &CompareSettings) -> Result<(MultiReport, Inputs)> {
 /// value held. A segment may compare nothing (it holds only values no runtime agrees on, such as a ZipMap's map):
 /// `merge` judges the segments together.
 pub fn compare_prepared(s: &CompareSettings, p: &mut Prepared) -> Result<Report> {
-    let f = stages(s, p, Instant::now())?;
+    let f = stages(s, p, Instant::now(), false)?;
     f.reports
         .into_iter()
         .next()
@@ -169,7 +174,7 @@ fn run(s: &CompareSettings) -> Result<Finished> {
     p.import_ms += ms(t);
     let s = &resolved;
     let summaries = p.inputs.summaries.clone();
-    let f = stages(s, &mut p, t_all).map_err(|e| shapes::with_dims_hint(e, &summaries))?;
+    let f = stages(s, &mut p, t_all, true).map_err(|e| shapes::with_dims_hint(e, &summaries))?;
     compared_something(s, &f)?;
     Ok(f)
 }
@@ -258,7 +263,8 @@ fn hold_what_is_needed(
 
 /// Capture, expected noise, stream-compare, then per lane attribute, explain and assemble.
 /// The targets go back into `p` afterwards, so the stages can run again (`--steps`).
-fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finished> {
+/// `defer`: the comparison may run a first pass without the expected noise ([`noise::deferred`]).
+fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) -> Result<Finished> {
     let attribution = s.attribution;
     let mut lanes = capture(s, p, attribution)?;
     let t = Instant::now();
@@ -267,25 +273,19 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
         // Bounded runs fetch the target's decisions in runs of their own: the target's time.
         lane.ms += ms(t);
     }
-    let alone = lanes.len() == 1;
     for lane in lanes.iter_mut() {
         if let Some(g) = &adopt {
             lane.decisions = Some(g.measured.clone());
             lane.noise_decisions = Some(g.fixed.clone());
             lane.measured = Some(g.noise.clone());
         }
-        if alone && noise::beside(s, p, lane) {
-            continue;
-        }
-        let t = Instant::now();
-        let noise = degrade::injected("noise").and_then(|_| noise::expected(s, p, lane));
-        lane.emulated = (lane.unmeasured)
-            .stage(&mut lane.notes, "expected noise", noise)
-            .unwrap_or_default();
-        lane.noise_ms = ms(t);
     }
-    // Every node alone reads every value: hold them as they stream. Otherwise what the verdict needs decides.
-    let mut cmp = stream::compare(s, p, &mut lanes, attribution && s.attribute_all)?;
+    let alone = lanes.len() == 1;
+    let deferred = alone && noise::deferred(s, p, &mut lanes[0], defer);
+    if !deferred {
+        expected_noise(s, p, &mut lanes);
+    }
+    let mut cmp = compare_once_or_twice(s, p, &mut lanes)?;
     for lane in lanes.iter_mut() {
         noise::settle(lane);
         decisions::record(lane, &cmp.reference.adopted);
@@ -339,6 +339,56 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant) -> Result<Finis
         ref_outputs: std::mem::take(&mut cmp.outputs),
         target_outputs,
     })
+}
+
+/// Each lane's expected noise: beside the reference where it can ([`noise::beside`]), else run first on its own.
+fn expected_noise(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) {
+    let alone = lanes.len() == 1;
+    for lane in lanes.iter_mut() {
+        if alone && noise::beside(s, p, lane) {
+            continue;
+        }
+        let t = Instant::now();
+        let noise = degrade::injected("noise").and_then(|_| noise::expected(s, p, lane));
+        lane.emulated = (lane.unmeasured)
+            .stage(&mut lane.notes, "expected noise", noise)
+            .unwrap_or_default();
+        lane.noise_ms = ms(t);
+    }
+}
+
+/// The stream-compare stage; when its first pass went without the expected noise and a value failed, again with
+/// it (the first pass's time counts as the noise's). Every node alone reads every value: they are held as they
+/// stream. Otherwise what the verdict needs decides.
+fn compare_once_or_twice(
+    s: &CompareSettings,
+    p: &mut Prepared,
+    lanes: &mut [Lane],
+) -> Result<stream::Compared> {
+    let keep = s.attribution && s.attribute_all;
+    let notes: Vec<usize> = lanes.iter().map(|l| l.notes.len()).collect();
+    let t = Instant::now();
+    let cmp = stream::compare(s, p, lanes, keep)?;
+    if !noise::needed_after(lanes) {
+        lanes.iter_mut().for_each(noise::skipped);
+        return Ok(cmp);
+    }
+    drop(cmp);
+    let first = ms(t);
+    for (lane, n) in lanes.iter_mut().zip(notes) {
+        (lane.noise_deferred, lane.reports) = (false, HashMap::new());
+        lane.notes.truncate(n);
+    }
+    expected_noise(s, p, lanes);
+    for lane in lanes.iter_mut() {
+        lane.noise_ms += first;
+        lane.notes.push(
+            "a value failed in a first pass without the expected noise: the comparison ran again with it (the first \
+             pass's time counts as the noise's)"
+                .into(),
+        );
+    }
+    stream::compare(s, p, lanes, keep)
 }
 
 /// Loads the model, makes the inputs, finds ONNX Runtime and opens the targets (converting the model where asked).
@@ -415,6 +465,8 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             notes: vec![],
             noise_ms: 0.0,
             noise_beside: None,
+            noise_deferred: false,
+            noise_skipped: None,
             attribution_ms: 0.0,
             introduced_scope: None,
             alone: None,

@@ -12,13 +12,14 @@ use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::attribution;
 use crate::error::{Error, Result};
 use crate::model::Graph;
+use crate::report::model::ValueStatus;
 use crate::runner::reference::decide::Decisions;
 use crate::runner::reference::paired::Beside;
 use crate::runner::reference::{ReferenceRunner, Rounding, Sink};
 use crate::runner::RunOutput;
 use crate::spill::arrivals::Arrivals;
 use crate::spill::{Held, Spill};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// Element types and shapes of the values the (first) target computed, for the reference to stand in for nodes
 /// tract cannot type ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
@@ -81,6 +82,45 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
         Some(e) => Err(e),
         None => Ok(emulated),
     }
+}
+
+/// Leaves the expected-noise run out of the comparison's first pass where the verdict may not need it
+/// (`--expected-noise auto`): one target storing every float value in float32 or wider, on the reference's own plan
+/// (its rounding changes no weight), with no discrete decisions to widen and nothing written as values arrive
+/// (`--dump`, `--steps`). Such a run rarely fails; if a value does, the comparison runs again with the noise
+/// ([`needed_after`]). `defer`: the caller can run the comparison again (a segment's cannot).
+pub(super) fn deferred(s: &CompareSettings, p: &Prepared, lane: &mut Lane, defer: bool) -> bool {
+    let Some(round) = lane.rounding.as_ref() else {
+        return false;
+    };
+    let wide = round.values().all(|d| matches!(d, DType::F32 | DType::F64));
+    let plain = defer && !s.noise_always && s.dump.is_none() && s.steps <= 1;
+    let alone = plain && p.noise_inputs.is_none() && lane.decisions.is_none();
+    lane.noise_deferred =
+        alone && wide && ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, &p.inputs));
+    lane.noise_deferred
+}
+
+/// After a first pass without the expected noise ([`deferred`]): whether a value failed, so that the verdict needs
+/// the noise (a failure it explains is precision, not drift) and the comparison runs again with it.
+pub(super) fn needed_after(lanes: &[Lane]) -> bool {
+    (lanes.iter())
+        .any(|l| l.noise_deferred && (l.reports.values()).any(|v| v.status == ValueStatus::Fail))
+}
+
+/// A first pass without the expected noise in which no value failed: the run is not needed, and the report says
+/// so; the target's values, kept for a second pass, go.
+pub(super) fn skipped(lane: &mut Lane) {
+    if !lane.noise_deferred {
+        return;
+    }
+    lane.out.values.clear();
+    lane.noise_skipped = Some(
+        "every value passed, so no failure needed telling apart from rounding (a target storing every value in \
+         float32 or wider, and its weights as the model does); each value's error of correct rounding was measured \
+         for the anomaly screen instead (--expected-noise always runs it)"
+            .into(),
+    );
 }
 
 /// Sets the lane's expected noise to run beside the reference, when it can: on the reference's plan (its rounding
@@ -176,7 +216,7 @@ pub(super) fn settle(lane: &mut Lane) {
     let done = Arc::try_unwrap(a).ok().and_then(Arrivals::finished);
     let (held, error) = match done {
         Some(d) => {
-            lane.noise_ms = d.ms;
+            lane.noise_ms += d.ms;
             (d.held, d.error)
         }
         None => (

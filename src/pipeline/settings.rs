@@ -52,6 +52,9 @@ pub struct CompareSettings {
     /// Run every node alone (`--attribute-all`), not only those whose values fail or may be anomalous.
     #[serde(default)]
     pub attribute_all: bool,
+    /// Run the expected-noise run on every run (`--expected-noise always`), not only where the verdict may need it.
+    #[serde(default)]
+    pub noise_always: bool,
     /// Compare only this slice of each tensor (`--slice`).
     pub slice: Option<SliceSpec>,
     /// Draw |t − r| heatmaps (for the HTML report).
@@ -99,6 +102,7 @@ impl CompareSettings {
             strategy: Strategy::Whole,
             attribution: false,
             attribute_all: false,
+            noise_always: false,
             slice: None,
             heatmaps: false,
             save_target_model: None,

@@ -201,7 +201,7 @@ pub fn compare_steps(s: &CompareSettings) -> Result<(Report, Inputs)> {
     let mut shown: Option<(usize, Report, Inputs)> = None;
     for step in 0..s.steps {
         let began = std::time::Instant::now();
-        let f = stages(s, &mut p, t_all)?;
+        let f = stages(s, &mut p, t_all, false)?;
         let took = began.elapsed().as_secs_f64();
         let report = f.reports.into_iter().next().expect("one target");
         let logits = |o: &HashMap<String, Tensor>| o.get(&decoder.logits).and_then(greedy);

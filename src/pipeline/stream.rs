@@ -283,7 +283,9 @@ fn bounded(
         (s.heatmaps, scales),
     );
     let mut ch = c.with_slice(s.slice.clone());
-    if attributed {
+    if attributed && lane.noise_deferred {
+        ch = ch.with_rounding();
+    } else if attributed {
         ch = ch.with_noise(&mut lane.emulated);
     }
     // Every value as it arrives (every node runs alone), or the chunker's from the first that fails.
@@ -431,12 +433,14 @@ fn judge(
         .get(name)
         .map(String::as_str)
         .unwrap_or("not produced");
-    let tgt = target.values.remove(name);
-    if let (true, Some(v)) = (s.steps > 1 && is_output, &tgt) {
-        // `--steps` feeds the graph outputs (cache, logits) to the next step.
-        target.values.insert(name.to_string(), v.clone());
-    }
-    let tgt = tgt.map(cut);
+    // `--steps` feeds the graph outputs (cache, logits) to the next step; a first pass without the expected noise
+    // keeps every value for a second pass.
+    let kept = (s.steps > 1 && is_output) || lane.noise_deferred;
+    let tgt: Option<Cow<Tensor>> = match (kept, &s.slice) {
+        (true, Some(sp)) => target.values.get(name).map(|t| Cow::Owned(sp.apply(t))),
+        (true, None) => target.values.get(name).map(Cow::Borrowed),
+        (false, _) => target.values.remove(name).map(|t| Cow::Owned(cut(t))),
+    };
     let sliced = s
         .slice
         .as_ref()
@@ -445,7 +449,7 @@ fn judge(
     let mut report = analysis::compare_pair(
         name,
         r.as_ref().map_err(String::as_str),
-        tgt.as_ref().ok_or(why_not),
+        tgt.as_deref().ok_or(why_not),
         &s.tolerance,
         scaling,
         is_output,
@@ -453,6 +457,9 @@ fn judge(
     );
     if let Ok(r) = r {
         attribution::with_noise(&mut report, r, emulated.take(name).map(cut), &s.tolerance);
+        if lane.noise_deferred {
+            attribution::with_rounding(&mut report, r);
+        }
     }
     report
 }

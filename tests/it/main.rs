@@ -18,6 +18,7 @@ mod diff_pairing;
 mod docs;
 mod dump;
 mod errors;
+mod expected_noise;
 mod explorer;
 mod formats;
 mod functions;

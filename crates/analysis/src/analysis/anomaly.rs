@@ -95,7 +95,8 @@ pub const SCREEN: f64 = 1.0 / 8.0;
 /// Whether the error of value `v` in the graph leaves room for its node to be anomalous when run alone: at least
 /// [`SCREEN`] of both thresholds of [`anomaly`], its error in the graph standing for the error alone. Values no float
 /// type stores, whose discrete decisions the reference adopted, or whose correct rounding is exact are never
-/// anomalous; a value without expected noise (the stage did not run) may be.
+/// anomalous; a value without the error of its correct rounding (from the expected noise, or measured on its own when
+/// no value failed) may be.
 pub fn may_be_anomalous(v: &ValueReport, operands: Operands) -> bool {
     let (Some(m), Some(own)) = (&v.metrics, v.target_dtype.filter(|d| d.is_float())) else {
         return false;
@@ -103,13 +104,13 @@ pub fn may_be_anomalous(v: &ValueReport, operands: Operands) -> bool {
     if v.adopted.is_some() {
         return false;
     }
-    let Some(noise) = &v.noise else {
+    let Some(correct) = v.noise.as_ref().map(|n| n.rounding).or(v.rounding) else {
         return true;
     };
     let eps = epsilon(own).max(operands.coarsest.map(epsilon).unwrap_or(0.0));
-    let rounding = ROUNDING_FACTOR * noise.rounding * eps / epsilon(own);
+    let rounding = ROUNDING_FACTOR * correct * eps / epsilon(own);
     let relative = RELATIVE_EPS * eps * m.scale.max(operands.rms);
-    noise.rounding > 0.0 && m.max_abs > SCREEN * rounding && m.max_abs > SCREEN * relative
+    correct > 0.0 && m.max_abs > SCREEN * rounding && m.max_abs > SCREEN * relative
 }
 
 /// How an anomaly's summary ends while nothing more specific explains it.

@@ -274,26 +274,43 @@ pub fn apply_noise(v: &mut ValueReport, mut noise: Noise, spec: &ToleranceSpec) 
     v.noise = Some(noise);
 }
 
+/// The largest |round(r) − r| over the finite elements of `r` rounded to `stored`: the error of one correct
+/// rounding (0 for values no float type stores).
+pub fn rounding_error(r: &Tensor, stored: DType) -> Option<f64> {
+    if !r.dtype().is_float() || !stored.is_float() {
+        return Some(0.0);
+    }
+    let ra = r.as_f64();
+    let ra = ra.as_standard_layout();
+    let largest = ra
+        .as_slice()?
+        .par_chunks(1 << 14)
+        .map(|c| {
+            c.iter()
+                .filter(|v| v.is_finite())
+                .map(|&v| (round_one(v, stored) - v).abs())
+                .filter(|d| d.is_finite())
+                .fold(0.0, f64::max)
+        })
+        .reduce(|| 0.0, f64::max);
+    Some(largest)
+}
+
+/// Where no expected-noise run ran (no value failed): the error of correctly rounding `r` to the type the target
+/// stores the value in, for the anomaly screen ([`crate::analysis::anomaly::may_be_anomalous`]).
+pub fn with_rounding(v: &mut ValueReport, r: &Tensor) {
+    if let (None, Some(d), Some(_)) = (&v.noise, v.target_dtype, &v.metrics) {
+        v.rounding = rounding_error(r, d);
+    }
+}
+
 /// The introduced error of a value: `iso` (the isolated target node's output) against `r`, where `stored` is the
 /// element type the target keeps this value in.
 pub fn introduced(iso: &ValueReport, r: &Tensor, stored: Option<DType>) -> Option<Introduced> {
     let metrics = iso.metrics.clone()?;
     let expected = match stored {
-        Some(d) if r.dtype().is_float() => {
-            let ra = r.as_f64();
-            let ra = ra.as_standard_layout();
-            ra.as_slice()?
-                .par_chunks(1 << 14)
-                .map(|c| {
-                    c.iter()
-                        .filter(|v| v.is_finite())
-                        .map(|&v| (round_one(v, d) - v).abs())
-                        .filter(|d| d.is_finite())
-                        .fold(0.0, f64::max)
-                })
-                .reduce(|| 0.0, f64::max)
-        }
-        _ => 0.0,
+        Some(d) => rounding_error(r, d)?,
+        None => 0.0,
     };
     Some(Introduced {
         status: iso.status,
@@ -331,6 +348,7 @@ mod tests {
             worst: None,
             detail: None,
             noise: None,
+            rounding: None,
             introduced: None,
             is_output: false,
             sample: None,

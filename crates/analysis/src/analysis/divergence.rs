@@ -26,6 +26,7 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
         worst: None,
         detail: None,
         noise: None,
+        rounding: None,
         introduced: None,
         is_output,
         sample: None,

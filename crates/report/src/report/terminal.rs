@@ -223,6 +223,9 @@ fn coverage_lines(c: &Coverage) -> String {
             i.measured, i.compared
         );
     }
+    if let Some(why) = &c.noise_skipped {
+        let _ = writeln!(s, "expected noise: not run: {why}");
+    }
     s
 }
 

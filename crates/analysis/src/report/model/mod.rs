@@ -251,6 +251,10 @@ pub struct Coverage {
     /// attribution was off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub introduced: Option<IntroducedScope>,
+    /// Why the expected-noise run did not run although attribution was on (`--expected-noise auto` and no value
+    /// failed); the values then carry `rounding` instead of `noise`. Absent when it ran or attribution was off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_skipped: Option<String>,
 }
 
 /// The values whose node ran alone on the target, fed with the reference's inputs.
@@ -302,6 +306,11 @@ pub struct ValueReport {
     /// rerun with each value rounded to the target's element type) ends up from f64 here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noise: Option<Noise>,
+    /// Largest |round(r) − r| rounding the f64 value to the type the target stores it in (the error of one correct
+    /// rounding, which the anomaly screen measures against), where the expected-noise run did not run because no
+    /// value failed; with expected noise it is `noise.rounding`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounding: Option<f64>,
     /// The error this node makes on its own: the target's node fed with the reference's inputs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub introduced: Option<Introduced>,
