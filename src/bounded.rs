@@ -62,9 +62,6 @@ pub struct Chunker<'a> {
     scales: &'a mut Scales,
     /// The expected-noise run's values, applied to each value as it is compared (with attribution).
     noise: Option<&'a mut Held>,
-    /// No expected-noise run ran (none is needed while no value fails): each value's correct rounding error is
-    /// measured instead, for the anomaly screen.
-    rounding: bool,
     /// Where the reference's values go from the first chunk holding a value that fails on ([`Self::keeping`]).
     keep: Option<Held>,
     /// Whether values still go to `keep` (a write that fails ends it: those values are computed again).
@@ -104,7 +101,6 @@ impl<'a> Chunker<'a> {
             error: None,
             slice: None,
             noise: None,
-            rounding: false,
             keep: None,
             writing: true,
             drifting: false,
@@ -128,12 +124,6 @@ impl<'a> Chunker<'a> {
     /// Applies the expected noise of each value (the reference rerun with the target's rounding) as it is compared.
     pub fn with_noise(mut self, noise: &'a mut Held) -> Self {
         self.noise = Some(noise);
-        self
-    }
-
-    /// Measures each value's correct rounding error instead of its expected noise ([`Self::rounding`]).
-    pub fn with_rounding(mut self) -> Self {
-        self.rounding = true;
         self
     }
 
@@ -253,9 +243,6 @@ impl<'a> Chunker<'a> {
                 None => e,
             });
             analysis::attribution::with_noise(&mut report, r, e, self.tol);
-        }
-        if let (true, Ok(r)) = (self.rounding, &r) {
-            analysis::attribution::with_rounding(&mut report, r);
         }
         report
     }

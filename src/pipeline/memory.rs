@@ -110,8 +110,8 @@ fn held_at_once(f64_bytes: u64, attribution: bool) -> u64 {
 
 fn note(need: u64, (budget, source): (usize, &str), no_spill: Option<String>) -> String {
     let attribution = match no_spill {
-        None => "the expected-noise run's values waited in memory up to a share of it and on disk beyond, and the \
-                 reference's on disk where attribution or causes needed them"
+        None => "the values read again waited in memory up to a share of it and on disk beyond (the expected-noise \
+                 run's, where it ran, and the reference's where attribution or causes needed them)"
             .to_string(),
         Some(why) => format!(
             "expected noise and introduced error were not measured ({why}), so culprits rest on the first divergence"

@@ -283,9 +283,7 @@ fn bounded(
         (s.heatmaps, scales),
     );
     let mut ch = c.with_slice(s.slice.clone());
-    if attributed && lane.noise_deferred {
-        ch = ch.with_rounding();
-    } else if attributed {
+    if attributed {
         ch = ch.with_noise(&mut lane.emulated);
     }
     // Every value as it arrives (every node runs alone), or the chunker's from the first that fails.
@@ -329,7 +327,7 @@ fn bounded(
         budget,
         (chunks, ran),
         (attributed, spilled),
-        lane.emulated.spilled_bytes(),
+        (!lane.noise_deferred).then(|| lane.emulated.spilled_bytes().unwrap_or_default()),
     ));
     Ok(reference)
 }
@@ -344,7 +342,7 @@ fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, 
 }
 
 /// The note on a bounded run: the budget, the chunks and how the target ran for them, and what was spilled to
-/// disk for attribution.
+/// disk for attribution (`noise`: none when the expected-noise run was left for a failure, [`super::noise::deferred`]).
 fn bounded_note(
     budget: usize,
     (chunks, ran): (usize, String),
@@ -360,7 +358,10 @@ fn bounded_note(
             "{head}; introduced error and expected noise are not measured (--attribution off)"
         );
     }
-    let noise = noise_waited(noise.unwrap_or_default());
+    let noise = match noise {
+        Some(kept) => noise_waited(kept),
+        None => "(none: it runs only once a value fails)".to_string(),
+    };
     let Some((bytes, dir)) = reference else {
         return format!(
             "{head}; the expected-noise run's values {noise}; the reference's are held again only if attribution or \
@@ -457,9 +458,6 @@ fn judge(
     );
     if let Ok(r) = r {
         attribution::with_noise(&mut report, r, emulated.take(name).map(cut), &s.tolerance);
-        if lane.noise_deferred {
-            attribution::with_rounding(&mut report, r);
-        }
     }
     report
 }

@@ -61,10 +61,7 @@ fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
     );
     // Attribution too: the expected-noise run's values waited on disk, and the reference's (held again: values
     // fail), so the culprits, their causes and every value's introduced error and expected noise are the whole run's.
-    assert!(
-        note.contains("the reference's on disk where attribution"),
-        "{note}"
-    );
+    assert!(note.contains("the reference's where attribution"), "{note}");
     let bounded = auto["notes"].to_string();
     assert!(bounded.contains("waited on disk"), "{bounded}");
     // The noise run spilled its values (beside the reference: counted once it has ended, not before).

@@ -257,6 +257,8 @@ pub fn apply_noise(v: &mut ValueReport, mut noise: Noise, spec: &ToleranceSpec) 
         return;
     };
     noise.ratio = (noise.max_abs > 0.0).then(|| m.max_abs / noise.max_abs);
+    // The noise carries the error of correct rounding.
+    v.rounding = None;
     if spec.is_default()
         && v.status == ValueStatus::Fail
         && m.nonfinite_mismatch == 0
@@ -294,14 +296,6 @@ pub fn rounding_error(r: &Tensor, stored: DType) -> Option<f64> {
         })
         .reduce(|| 0.0, f64::max);
     Some(largest)
-}
-
-/// Where no expected-noise run ran (no value failed): the error of correctly rounding `r` to the type the target
-/// stores the value in, for the anomaly screen ([`crate::analysis::anomaly::may_be_anomalous`]).
-pub fn with_rounding(v: &mut ValueReport, r: &Tensor) {
-    if let (None, Some(d), Some(_)) = (&v.noise, v.target_dtype, &v.metrics) {
-        v.rounding = rounding_error(r, d);
-    }
 }
 
 /// The introduced error of a value: `iso` (the isolated target node's output) against `r`, where `stored` is the

@@ -95,6 +95,7 @@ pub fn compare_pair(
     } else {
         ValueStatus::Pass
     };
+    v.rounding = (r.dtype().is_float() && t.dtype().is_float()).then_some(c.rounding);
     v.metrics = Some(m);
     v.reference_stats = Some(rs);
     v.target_stats = Some(ts);

@@ -82,6 +82,9 @@ pub struct Compared {
     pub tolerance: Tolerance,
     /// The histogram and worst elements, for [`super::detail`].
     pub spread: Spread,
+    /// The largest |round(r) − r| rounding a finite reference element to the target's element type: the error of
+    /// one correct rounding (0 for types wider than float32 or not floating-point).
+    pub rounding: f64,
 }
 
 /// Compares `target` with `reference` (same shape, checked by the caller) under `tol`; with `operands` (the largest
@@ -179,6 +182,7 @@ pub fn compare_at(
         worst,
         tolerance: tol,
         spread: acc.spread,
+        rounding: acc.rounding,
     }
 }
 

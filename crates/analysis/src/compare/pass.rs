@@ -10,6 +10,7 @@ use super::lanes::{Lanes, LANES};
 use super::side::Side;
 use super::ulp::{ulp_distance, ulps, ulps_narrow};
 use super::Tolerance;
+use crate::tensor::narrow::{self, round_one};
 use crate::tensor::{DType, ToF64};
 
 #[derive(Clone)]
@@ -30,6 +31,9 @@ pub(super) struct Acc {
     pub(super) max_ulp: u64,
     pub(super) first_nonfinite_at: usize,
     pub(super) tol_used: f64,
+    /// The largest |round(r) − r| rounding a finite reference element to the target's type (0 for types wider
+    /// than float32 or not floating-point); a rounding that overflows counts 0.
+    pub(super) rounding: f64,
     pub(super) spread: Spread,
 }
 
@@ -52,6 +56,7 @@ impl Acc {
             max_ulp: 0,
             first_nonfinite_at: usize::MAX,
             tol_used: 0.0,
+            rounding: 0.0,
             spread: Spread::new(),
         }
     }
@@ -74,6 +79,7 @@ impl Acc {
         self.max_ulp = self.max_ulp.max(o.max_ulp);
         self.first_nonfinite_at = self.first_nonfinite_at.min(o.first_nonfinite_at);
         self.tol_used = self.tol_used.max(o.tol_used);
+        self.rounding = self.rounding.max(o.rounding);
         self.spread = self.spread.merge(o.spread);
         self
     }
@@ -271,13 +277,47 @@ impl Acc {
         self.spread.add_block(u, base);
     }
 
-    /// The largest ULP distance over a finite block (the element type matched once, not per element).
+    /// The largest ULP distance over a finite block, and the largest error of rounding its reference elements to
+    /// `dtype` (the element type matched once, not per element).
     #[inline(always)]
     fn block_ulps(&mut self, r: &[f64], t: &[f64], dtype: DType) {
         #[inline(always)]
         fn most(r: &[f64], t: &[f64], f: impl Fn(f64, f64) -> u64) -> u64 {
             r.iter().zip(t).fold(0, |m, (&a, &b)| m.max(f(a, b)))
         }
+        /// Over [`LANES`] interleaved maxima (independent chains the compiler vectorizes); a rounding that
+        /// overflows (an infinite difference) is skipped.
+        #[inline(always)]
+        fn rounding(r: &[f64], round: impl Fn(f64) -> f64) -> f64 {
+            let mut m = [0.0f64; LANES];
+            let mut quads = r.chunks_exact(LANES);
+            for q in &mut quads {
+                for k in 0..LANES {
+                    let d = (round(q[k]) - q[k]).abs();
+                    m[k] = if d > m[k] && d < f64::INFINITY {
+                        d
+                    } else {
+                        m[k]
+                    };
+                }
+            }
+            for &a in quads.remainder() {
+                let d = (round(a) - a).abs();
+                m[0] = if d > m[0] && d < f64::INFINITY {
+                    d
+                } else {
+                    m[0]
+                };
+            }
+            m.into_iter().fold(0.0, larger)
+        }
+        let off = match dtype {
+            DType::F32 => rounding(r, |a| a as f32 as f64),
+            DType::F16 => rounding(r, narrow::round::<narrow::F16>),
+            DType::Bf16 => rounding(r, narrow::round::<narrow::Bf16>),
+            _ => 0.0,
+        };
+        self.rounding = larger(self.rounding, off);
         let m = match dtype {
             DType::F64 => most(r, t, |a, b| ulps(a.to_bits(), b.to_bits(), 1 << 63)),
             DType::F32 => most(r, t, |a, b| {
@@ -303,6 +343,9 @@ impl Acc {
         self.n += 1;
         self.r.add(rv);
         self.t.add(tv);
+        // A non-finite element, or one whose rounding overflows, has no error of rounding.
+        let off = (round_one(rv, dtype) - rv).abs();
+        self.rounding = larger(self.rounding, if off.is_finite() { off } else { 0.0 });
         if !(rv.is_finite() && tv.is_finite()) {
             if rv == tv || (rv.is_nan() && tv.is_nan()) {
                 self.spread.add(0.0, at);
@@ -459,6 +502,10 @@ mod tests {
             format!("{:?}", slow.spread.histogram())
         );
         assert_eq!(fast.failed, 1);
+        // The error of correctly rounding the reference to float32, on both paths.
+        let direct = (r.iter()).fold(0.0, |m: f64, &v| m.max((v as f32 as f64 - v).abs()));
+        assert!(direct > 0.0);
+        assert_eq!((fast.rounding, slow.rounding), (direct, direct));
         // A NaN in the second block sends that block down the per-element path.
         t[BLOCK + 3] = f32::NAN;
         let with_nan = run(&r, &t, DType::F32, tol, 1.0);

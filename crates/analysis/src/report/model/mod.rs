@@ -307,8 +307,8 @@ pub struct ValueReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noise: Option<Noise>,
     /// Largest |round(r) − r| rounding the f64 value to the type the target stores it in (the error of one correct
-    /// rounding, which the anomaly screen measures against), where the expected-noise run did not run because no
-    /// value failed; with expected noise it is `noise.rounding`.
+    /// rounding, which the anomaly screen measures against), measured as the value is compared; absent where
+    /// `noise` carries it (`noise.rounding`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounding: Option<f64>,
     /// The error this node makes on its own: the target's node fed with the reference's inputs.
