@@ -14,8 +14,10 @@
 //! Bounded memory is a capture strategy ([`Strategy::Bounded`]): the target runs chunk by chunk inside the
 //! stream-compare stage. Bisection reuses [`prepare`].
 
+mod ahead;
 mod alone;
 mod assemble;
+mod clock;
 mod decisions;
 pub mod degrade;
 pub mod dump;

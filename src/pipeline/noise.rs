@@ -11,6 +11,7 @@ use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::attribution;
 use crate::error::{Error, Result};
+use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::report::model::ValueStatus;
 use crate::runner::reference::decide::Decisions;
@@ -172,11 +173,12 @@ pub(super) struct Arriving {
     decisions: Option<Arc<Decisions>>,
 }
 
-/// The reference's run on `p`, each value handed to `sink`; with the expected-noise run beside it on a second thread
+/// The reference's run on a graph and its inputs (and the noise run's, where they differ), each value handed to
+/// `sink`; with the expected-noise run beside it on a second thread
 /// when one is `arriving` ([`ReferenceRunner::run_paired`]).
 pub(super) fn run_reference(
     runner: &mut ReferenceRunner,
-    p: &Prepared,
+    (graph, inputs, noise_inputs): (&Graph, &Inputs, Option<&Inputs>),
     arriving: Option<&Arriving>,
     sink: &mut Sink<'_>,
 ) -> Result<RunOutput> {
@@ -187,7 +189,7 @@ pub(super) fn run_reference(
         decisions,
     }) = arriving
     else {
-        return runner.run_streaming(&p.graph, &p.inputs, sink);
+        return runner.run_streaming(graph, inputs, sink);
     };
     let mut put = |name: &str, v| arrivals.put(name, kept(round, name, v));
     // `PHANTOM_INJECT_FAILURE=noise-beside`: the run fails after handing over every value (tests the undoing).
@@ -197,13 +199,13 @@ pub(super) fn run_reference(
     };
     let beside = Beside {
         round,
-        inputs: p.noise_inputs.as_ref().unwrap_or(&p.inputs),
+        inputs: noise_inputs.unwrap_or(inputs),
         sink: &mut put,
         shared: *shared,
         ended: &ended,
         decisions: decisions.clone(),
     };
-    runner.run_paired(&p.graph, &p.inputs, sink, beside)
+    runner.run_paired(graph, inputs, sink, beside)
 }
 
 /// After the comparison: the noise that arrived beside the reference becomes the lane's held noise, with the run's

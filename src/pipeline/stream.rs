@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use super::clock::OpClock;
 use super::hold::{held_store, keeps_from_drift};
 use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
@@ -95,8 +96,10 @@ pub fn compare(
         (_, lanes) => {
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
             let clock = &mut clock;
-            super::noise::run_reference(&mut runner(), p, arriving.as_ref(), &mut |name, value| {
-                let c = clock.arrived(name);
+            let feedback = lanes.iter().any(|l| l.measured.is_some());
+            let reference = (&mut runner(), arriving.as_ref());
+            streamed(p, reference, (None, feedback), &mut |name, value, spent| {
+                let c = clock.arrived(name, spent);
                 measure(lanes, name, &value);
                 if let Some(d) = dump.as_mut() {
                     dump_value(d, name, &value, lanes);
@@ -136,12 +139,37 @@ pub fn compare(
         held,
         reference,
         compare_time,
-        reference_ms: t.elapsed().as_secs_f64() * 1e3 - compare_time.as_secs_f64() * 1e3,
+        reference_ms: clock.reference_ms(t, compare_time),
         by_op: clock.by_op,
         pairs,
         scales,
         outputs: kept_outputs,
         runner: again,
+    })
+}
+
+/// The reference's run, each value handed to `sink` with the time the reference spent on it: on its own thread,
+/// ahead of the comparison ([`super::ahead`]), unless the comparison feeds it back (`feedback`: the target's
+/// decisions widen to the noise measured as values arrive) or `PHANTOM_REFERENCE_AHEAD` is `0`; `budget`: a
+/// bounded run's, which caps the values ahead.
+fn streamed(
+    p: &Prepared,
+    (runner, arriving): (&mut ReferenceRunner, Option<&super::noise::Arriving>),
+    (budget, feedback): (Option<usize>, bool),
+    sink: &mut dyn FnMut(&str, super::ahead::Value, Option<Duration>),
+) -> Result<RunOutput> {
+    let parts = (&p.graph, &p.inputs, p.noise_inputs.as_ref());
+    let asked = std::env::var("PHANTOM_REFERENCE_AHEAD").map_or(true, |v| v != "0");
+    if feedback || !asked {
+        let sink = &mut |name: &str, value| sink(name, value, None);
+        return super::noise::run_reference(runner, parts, arriving, sink);
+    }
+    let reference = move |hand: &mut crate::runner::reference::Sink<'_>| {
+        super::noise::run_reference(runner, parts, arriving, hand)
+    };
+    let cap = super::ahead::cap(budget);
+    super::ahead::run(cap, reference, &mut |name, value, spent| {
+        sink(name, value, Some(spent))
     })
 }
 
@@ -207,59 +235,6 @@ fn refused(s: &CompareSettings, lanes: &[Lane]) -> Result<()> {
     }
 }
 
-/// The reference's streamed time and the comparisons' by the op type that produced each value: the time since the
-/// previous value arrived is the reference's, the time spent on the value before the next one starts the
-/// comparison's.
-struct OpClock<'g> {
-    op_of: HashMap<&'g str, &'g str>,
-    last: Instant,
-    by_op: BTreeMap<String, OpTiming>,
-}
-
-impl<'g> OpClock<'g> {
-    fn new(g: &'g crate::model::Graph) -> OpClock<'g> {
-        let op_of = g
-            .nodes
-            .iter()
-            .flat_map(|n| {
-                n.outputs
-                    .iter()
-                    .map(move |o| (o.as_str(), n.op_type.as_str()))
-            })
-            .collect();
-        OpClock {
-            op_of,
-            last: Instant::now(),
-            by_op: BTreeMap::new(),
-        }
-    }
-
-    fn entry(&mut self, name: &str) -> &mut OpTiming {
-        let op = self.op_of.get(name).copied().unwrap_or("(input)");
-        self.by_op.entry(op.to_string()).or_default()
-    }
-
-    /// `name` arrived from the reference: its time since the previous value is the reference's. Returns now.
-    fn arrived(&mut self, name: &str) -> Instant {
-        let now = Instant::now();
-        let since = (now - self.last).as_secs_f64() * 1e3;
-        let t = self.entry(name);
-        t.values += 1;
-        t.reference_ms += since;
-        now
-    }
-
-    /// Done with `name`, which arrived at `at`; `compared`: the time went into comparing it (a bounded run
-    /// spends it on the target's chunks instead, which are not this value's).
-    fn compared(&mut self, name: &str, at: Instant, compared: bool) {
-        self.last = Instant::now();
-        if compared {
-            let spent = (self.last - at).as_secs_f64() * 1e3;
-            self.entry(name).compare_ms += spent;
-        }
-    }
-}
-
 /// The reference's runner, and the expected-noise run to go beside it.
 type Reference<'a> = (ReferenceRunner, Option<&'a super::noise::Arriving>);
 
@@ -297,18 +272,24 @@ fn bounded(
     }
     let mut failed = None;
     let measured = lane.measured.clone();
-    let reference = super::noise::run_reference(&mut runner, p, arriving, &mut |name, value| {
-        let c = clock.arrived(name);
-        if let (Some(m), Some(noise), Ok(v)) = (&measured, ch.noise(), &value) {
-            m.observe(name, v, noise);
-        }
-        if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
-            failed = k.keep(name, t).err();
-        }
-        ch.push(name, value);
-        *compare_time += c.elapsed();
-        clock.compared(name, c, false);
-    })?;
+    let feedback = (Some(budget), measured.is_some());
+    let reference = streamed(
+        p,
+        (&mut runner, arriving),
+        feedback,
+        &mut |name, value, spent| {
+            let c = clock.arrived(name, spent);
+            if let (Some(m), Some(noise), Ok(v)) = (&measured, ch.noise(), &value) {
+                m.observe(name, v, noise);
+            }
+            if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
+                failed = k.keep(name, t).err();
+            }
+            ch.push(name, value);
+            *compare_time += c.elapsed();
+            clock.compared(name, c, false);
+        },
+    )?;
     if let Some(e) = failed {
         return Err(e);
     }

@@ -91,3 +91,42 @@ fn slice_compares_part_of_each_tensor() {
     assert_eq!(code, 2);
     assert!(err.contains("--slice ::0"), "{err}");
 }
+
+/// The reference runs ahead of the comparison on its own thread (`PHANTOM_REFERENCE_AHEAD`, on by default): the
+/// report is the one the reference gives in step with it, whole and bounded, and its op timings still count every
+/// value.
+#[test]
+fn the_reference_ahead_of_the_comparison_gives_the_same_report() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("p.onnx");
+    perturbed_copy(&model("convnet.onnx"), "dwconv3", 1.01, &target);
+    let run = |ahead: &str, extra: &[&str]| {
+        let json = dir.path().join(format!("r{ahead}.json"));
+        let (m, t, j) = (model("convnet.onnx"), target.clone(), json.clone());
+        let mut args = vec![
+            "onnx".to_string(),
+            m.display().to_string(),
+            "--target-model".into(),
+            t.display().to_string(),
+            "--json".into(),
+            j.display().to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = phantom_env(&args, &[("PHANTOM_REFERENCE_AHEAD", ahead)]);
+        assert_eq!(code, 1, "{out}{err}");
+        read_json(&json)
+    };
+    for extra in [&[][..], &["--max-memory", "64KiB"][..]] {
+        let (ahead, step) = (run("1", extra), run("0", extra));
+        assert_eq!(ahead["verdict"], step["verdict"], "{extra:?}");
+        assert_eq!(ahead["nodes"], step["nodes"], "{extra:?}");
+        let values = |r: &serde_json::Value| -> u64 {
+            let ops = r["timings"]["by_op"].as_object().unwrap();
+            ops.values().map(|o| o["values"].as_u64().unwrap()).sum()
+        };
+        assert_eq!(values(&ahead), values(&step), "{extra:?}");
+        assert!(ahead["timings"]["reference_ms"].as_f64().unwrap() > 0.0);
+    }
+}
