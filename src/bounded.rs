@@ -116,6 +116,11 @@ impl<'a> Chunker<'a> {
         self
     }
 
+    /// Whether a value compared so far fails ([`culprit::sought`]).
+    pub fn drifting(&self) -> bool {
+        self.drifting
+    }
+
     /// The store given to [`Self::keeping`], with what it kept.
     pub fn kept(&mut self) -> Option<Held> {
         self.keep.take()

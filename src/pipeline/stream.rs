@@ -62,7 +62,8 @@ pub fn compare(
     );
     let pb = stage(s.progress, &msg);
     // Every value kept as it arrives when every node is to run alone, else from the first that fails on.
-    let from_drift = keeps_from_drift(s, lanes);
+    // A first pass without the expected noise keeps nothing: a failure runs the comparison again.
+    let from_drift = keeps_from_drift(s, lanes) && !lanes.iter().any(|l| l.noise_deferred);
     let mut held = held_store(p, keep || from_drift, s.budget().is_some())?;
     let mut drifting = false;
     let mut pairs = vec![];
@@ -98,21 +99,19 @@ pub fn compare(
             let clock = &mut clock;
             let feedback = lanes.iter().any(|l| l.measured.is_some());
             let reference = (&mut runner(), arriving.as_ref());
+            let mut abandoned = false;
             streamed(p, reference, (None, feedback), &mut |name, value, spent| {
                 let c = clock.arrived(name, spent);
+                if abandoned {
+                    return clock.compared(name, c, false);
+                }
                 measure(lanes, name, &value);
                 if let Some(d) = dump.as_mut() {
                     dump_value(d, name, &value, lanes);
                 }
                 let scaling = scales.scaling(name);
                 pairs.extend(pair_up(s, name, lanes, scaling));
-                for lane in lanes.iter_mut() {
-                    let scaling = scales.scaling_from(name, |o| {
-                        lane.reports.get(o).and_then(ValueReport::judged_dtype)
-                    });
-                    let report = judge(s, name, &value, lane, (scaling, outputs.contains(name)));
-                    lane.reports.insert(name.to_string(), report);
-                }
+                abandoned = judge_all(s, (name, &value), lanes, (&scales, outputs.contains(name)));
                 if let Ok(v) = &value {
                     rescale(s, name, v, lanes, &mut scales);
                     if s.steps > 1 && outputs.contains(name) {
@@ -271,7 +270,7 @@ fn bounded(
         ch = ch.keeping(std::mem::take(held));
     }
     let mut failed = None;
-    let measured = lane.measured.clone();
+    let (measured, lane_deferred) = (lane.measured.clone(), lane.noise_deferred);
     let feedback = (Some(budget), measured.is_some());
     let reference = streamed(
         p,
@@ -285,7 +284,10 @@ fn bounded(
             if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
                 failed = k.keep(name, t).err();
             }
-            ch.push(name, value);
+            // A first pass without the expected noise that fails is abandoned: the comparison runs again.
+            if !(lane_deferred && ch.drifting()) {
+                ch.push(name, value);
+            }
             *compare_time += c.elapsed();
             clock.compared(name, c, false);
         },
@@ -395,6 +397,27 @@ fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], scaling: Scaling) ->
     let values: Vec<(String, Option<&Tensor>)> =
         cut.iter().map(|(l, v)| (l.clone(), v.as_deref())).collect();
     agreement::pairs(name, &values, &s.tolerance, scaling)
+}
+
+/// Value `name` judged on every lane (its scale from `scales`, `is_output` when a graph output); true when a first
+/// pass without the expected noise fails on it: the rest of that pass is abandoned, as the comparison runs again
+/// with the noise ([`super::noise::needed_after`]).
+fn judge_all(
+    s: &CompareSettings,
+    (name, value): (&str, &std::result::Result<Tensor, String>),
+    lanes: &mut [Lane],
+    (scales, is_output): (&Scales, bool),
+) -> bool {
+    let mut abandoned = false;
+    for lane in lanes.iter_mut() {
+        let judged = |o: &str| lane.reports.get(o).and_then(ValueReport::judged_dtype);
+        let scaling = scales.scaling_from(name, judged);
+        let report = judge(s, name, value, lane, (scaling, is_output));
+        abandoned |=
+            lane.noise_deferred && report.status == crate::report::model::ValueStatus::Fail;
+        lane.reports.insert(name.to_string(), report);
+    }
+    abandoned
 }
 
 /// One value judged: the reference's against the target's (sliced when asked), with the expected noise.
