@@ -114,27 +114,42 @@ impl Narrow<'_> {
     }
 }
 
+/// The values of `graph` whose discrete decisions the reference may adopt from the target (none with
+/// `--own-decisions`), before any target value is exposed for them (in bounded mode, cuts of their own).
+fn wanted<'g>(
+    s: &CompareSettings,
+    graph: &'g Graph,
+    producers: &HashMap<&'g str, usize>,
+) -> Vec<(&'g Node, &'g String)> {
+    if s.own_decisions {
+        return vec![];
+    }
+    let mut wanted: Vec<(&Node, &String)> = (graph.nodes.iter())
+        .flat_map(|n| {
+            decision_outputs(graph, producers, n)
+                .into_iter()
+                .map(move |o| (n, o))
+        })
+        .collect();
+    if !wanted.is_empty() {
+        let types = crate::model::types::element_types(graph);
+        wanted.retain(|(n, o)| may_decide(graph, producers, (n, o), &types));
+    }
+    wanted
+}
+
+/// Whether a run of `s` on `graph` may adopt any of the target's decisions ([`gather`]).
+pub fn any(s: &CompareSettings, graph: &Graph) -> bool {
+    !wanted(s, graph, &graph.producers()).is_empty()
+}
+
 /// The one target's decisions (none with several targets: the reference can follow only one). Bounded runs hold
 /// no captured values, so the decisions are exposed by the target's first cuts and wait on disk for their nodes
 /// (however large: the verdict does not depend on the memory budget).
 pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<Gathered> {
     let [lane] = lanes else { return None };
     let producers = p.graph.producers();
-    if s.own_decisions {
-        return None;
-    }
-    let mut wanted: Vec<(&Node, &String)> = (p.graph.nodes.iter())
-        .flat_map(|n| {
-            decision_outputs(&p.graph, &producers, n)
-                .into_iter()
-                .map(move |o| (n, o))
-        })
-        .collect();
-    if !wanted.is_empty() {
-        // Before any target value is exposed for them (in bounded mode, cuts of their own).
-        let types = crate::model::types::element_types(&p.graph);
-        wanted.retain(|(n, o)| may_decide(&p.graph, &producers, (n, o), &types));
-    }
+    let wanted = wanted(s, &p.graph, &producers);
     if wanted.is_empty() {
         return None;
     }

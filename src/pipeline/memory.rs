@@ -32,6 +32,10 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
         return s;
     }
     let spill = spill_room(f64_bytes);
+    if spill.is_ok() && first_pass_fits(&s, p, (f64_bytes, budget)) {
+        s.bounded_after_failure = Some(budget);
+        return s;
+    }
     let half = crate::fsutil::memory_budget();
     match spill {
         // Without a spill directory a run that fits half the machine is held whole rather than bounded without
@@ -49,6 +53,30 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
         }
     }
     s
+}
+
+/// Whether a whole first pass without the expected noise ([`super::noise::deferred`]) fits `budget`: it holds the
+/// target's values and the reference's few ahead of the comparison, nothing else. Where a value fails, the
+/// comparison runs again bounded ([`CompareSettings::bounded_after_failure`]).
+fn first_pass_fits(s: &CompareSettings, p: &Prepared, (f64_bytes, budget): (u64, usize)) -> bool {
+    let held = held_at_once(f64_bytes, false) + super::ahead::cap(Some(budget));
+    let Some(Ok(round)) = (s.attribution && held <= budget as u64)
+        .then(|| p.targets.first().map(|t| t.rounding(&p.graph)))
+        .flatten()
+    else {
+        return false;
+    };
+    super::noise::deferrable(s, p, &round) && !super::decisions::any(s, &p.graph)
+}
+
+/// The note of a whole run that had to run again bounded: a value failed in its first pass.
+pub(super) fn bounded_again(budget: usize) -> String {
+    format!(
+        "memory: the first pass held the target's values whole (without the expected noise, within phantom's \
+         default budget of {}); a value failed, and holding what attribution needs would exceed that budget, so the \
+         comparison ran again with the target's values exposed chunk by chunk within it",
+        fmt_size(budget)
+    )
 }
 
 /// The budget a run's values may take before the run is chunked, on `engine`, and where it comes from. Chunks on

@@ -26,6 +26,7 @@ mod hold;
 mod memory;
 mod noise;
 mod parts;
+mod passes;
 mod prepare;
 mod samples;
 mod settings;
@@ -101,8 +102,8 @@ pub struct Lane {
     /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]): `Some(shared)`,
     /// whether it shares the reference's plan.
     pub noise_beside: Option<bool>,
-    /// The comparison's first pass runs without the expected noise ([`noise::deferred`]): the target's values are
-    /// kept for a second pass, should a value fail.
+    /// The comparison's first pass runs without the expected noise ([`noise::deferred`]); should a value fail, it
+    /// runs again with it.
     pub noise_deferred: bool,
     /// Why the expected-noise run did not run ([`noise::skipped`]).
     pub noise_skipped: Option<String>,
@@ -285,9 +286,11 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
     let alone = lanes.len() == 1;
     let deferred = alone && noise::deferred(s, p, &mut lanes[0], defer);
     if !deferred {
-        expected_noise(s, p, &mut lanes);
+        passes::expected_noise(s, p, &mut lanes);
     }
-    let mut cmp = compare_once_or_twice(s, p, &mut lanes)?;
+    let (mut cmp, again) = passes::compare_once_or_twice(s, p, &mut lanes)?;
+    // A first pass that failed may have run again bounded: the stages after it follow.
+    let s = again.as_ref().unwrap_or(s);
     for lane in lanes.iter_mut() {
         noise::settle(lane);
         decisions::record(lane, &cmp.reference.adopted);
@@ -341,56 +344,6 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
         ref_outputs: std::mem::take(&mut cmp.outputs),
         target_outputs,
     })
-}
-
-/// Each lane's expected noise: beside the reference where it can ([`noise::beside`]), else run first on its own.
-fn expected_noise(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) {
-    let alone = lanes.len() == 1;
-    for lane in lanes.iter_mut() {
-        if alone && noise::beside(s, p, lane) {
-            continue;
-        }
-        let t = Instant::now();
-        let noise = degrade::injected("noise").and_then(|_| noise::expected(s, p, lane));
-        lane.emulated = (lane.unmeasured)
-            .stage(&mut lane.notes, "expected noise", noise)
-            .unwrap_or_default();
-        lane.noise_ms = ms(t);
-    }
-}
-
-/// The stream-compare stage; when its first pass went without the expected noise and a value failed, again with
-/// it (the first pass's time counts as the noise's). Every node alone reads every value: they are held as they
-/// stream. Otherwise what the verdict needs decides.
-fn compare_once_or_twice(
-    s: &CompareSettings,
-    p: &mut Prepared,
-    lanes: &mut [Lane],
-) -> Result<stream::Compared> {
-    let keep = s.attribution && s.attribute_all;
-    let notes: Vec<usize> = lanes.iter().map(|l| l.notes.len()).collect();
-    let t = Instant::now();
-    let cmp = stream::compare(s, p, lanes, keep)?;
-    if !noise::needed_after(lanes) {
-        lanes.iter_mut().for_each(noise::skipped);
-        return Ok(cmp);
-    }
-    drop(cmp);
-    let first = ms(t);
-    for (lane, n) in lanes.iter_mut().zip(notes) {
-        (lane.noise_deferred, lane.reports) = (false, HashMap::new());
-        lane.notes.truncate(n);
-    }
-    expected_noise(s, p, lanes);
-    for lane in lanes.iter_mut() {
-        lane.noise_ms += first;
-        lane.notes.push(
-            "a value failed in a first pass without the expected noise: the comparison ran again with it (the first \
-             pass's time counts as the noise's)"
-                .into(),
-        );
-    }
-    stream::compare(s, p, lanes, keep)
 }
 
 /// Loads the model, makes the inputs, finds ONNX Runtime and opens the targets (converting the model where asked).

@@ -91,15 +91,22 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
 /// (`--dump`, `--steps`). Such a run rarely fails; if a value does, the comparison runs again with the noise
 /// ([`needed_after`]). `defer`: the caller can run the comparison again (a segment's cannot).
 pub(super) fn deferred(s: &CompareSettings, p: &Prepared, lane: &mut Lane, defer: bool) -> bool {
-    let Some(round) = lane.rounding.as_ref() else {
-        return false;
+    lane.noise_deferred = match &lane.rounding {
+        Some(round) => defer && lane.decisions.is_none() && deferrable(s, p, round),
+        None => false,
     };
-    let wide = round.values().all(|d| matches!(d, DType::F32 | DType::F64));
-    let plain = defer && !s.noise_always && s.dump.is_none() && s.steps <= 1;
-    let alone = plain && p.noise_inputs.is_none() && lane.decisions.is_none();
-    lane.noise_deferred =
-        alone && wide && ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, &p.inputs));
     lane.noise_deferred
+}
+
+/// Whether [`deferred`] may leave the noise out of a run of `s` on `p` whose target rounds as `round`, decisions
+/// aside.
+pub(super) fn deferrable(s: &CompareSettings, p: &Prepared, round: &Rounding) -> bool {
+    let wide = round.values().all(|d| matches!(d, DType::F32 | DType::F64));
+    let plain = !s.noise_always && s.dump.is_none() && s.steps <= 1 && s.targets.len() == 1;
+    plain
+        && wide
+        && p.noise_inputs.is_none()
+        && ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, &p.inputs))
 }
 
 /// After a first pass without the expected noise ([`deferred`]): whether a value failed, so that the verdict needs
@@ -110,12 +117,11 @@ pub(super) fn needed_after(lanes: &[Lane]) -> bool {
 }
 
 /// A first pass without the expected noise in which no value failed: the run is not needed, and the report says
-/// so; the target's values, kept for a second pass, go.
+/// so.
 pub(super) fn skipped(lane: &mut Lane) {
     if !lane.noise_deferred {
         return;
     }
-    lane.out.values.clear();
     lane.noise_skipped = Some(
         "every value passed, so no failure needed telling apart from rounding (a target storing every value in \
          float32 or wider, and its weights as the model does); each value's error of correct rounding was measured \

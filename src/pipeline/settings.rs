@@ -55,6 +55,10 @@ pub struct CompareSettings {
     /// Run the expected-noise run on every run (`--expected-noise always`), not only where the verdict may need it.
     #[serde(default)]
     pub noise_always: bool,
+    /// A whole run whose first pass goes without the expected noise, though holding everything that needs would
+    /// exceed this budget: should a value fail, the comparison runs again bounded to it ([`super::memory::resolve`]).
+    #[serde(skip)]
+    pub bounded_after_failure: Option<usize>,
     /// Compare only this slice of each tensor (`--slice`).
     pub slice: Option<SliceSpec>,
     /// Draw |t − r| heatmaps (for the HTML report).
@@ -103,6 +107,7 @@ impl CompareSettings {
             attribution: false,
             attribute_all: false,
             noise_always: false,
+            bounded_after_failure: None,
             slice: None,
             heatmaps: false,
             save_target_model: None,

@@ -67,17 +67,11 @@ pub fn compare(
     let mut held = held_store(p, keep || from_drift, s.budget().is_some())?;
     let mut drifting = false;
     let mut pairs = vec![];
-    let mut scales = Scales::new(&p.graph);
-    for (n, t) in p.inputs.tensors.iter().chain(&p.upstream) {
-        scales.record(n, t);
-    }
+    let mut scales = input_scales(p);
     let mut compare_time = Duration::ZERO;
     let mut clock = OpClock::new(&p.graph);
     let mut kept_outputs: HashMap<String, Tensor> = HashMap::new();
-    let mut dump = match &s.dump {
-        Some((dir, force)) => Some(super::dump::Dump::create(dir, *force)?),
-        None => None,
-    };
+    let mut dump = open_dump(s)?;
     let arriving = super::noise::arriving(lanes);
     let runner = reference_runner(lanes);
     let again = runner();
@@ -100,34 +94,40 @@ pub fn compare(
             let feedback = lanes.iter().any(|l| l.measured.is_some());
             let reference = (&mut runner(), arriving.as_ref());
             let mut abandoned = false;
-            streamed(p, reference, (None, feedback), &mut |name, value, spent| {
-                let c = clock.arrived(name, spent);
-                if abandoned {
-                    return clock.compared(name, c, false);
-                }
-                measure(lanes, name, &value);
-                if let Some(d) = dump.as_mut() {
-                    dump_value(d, name, &value, lanes);
-                }
-                let scaling = scales.scaling(name);
-                pairs.extend(pair_up(s, name, lanes, scaling));
-                abandoned = judge_all(s, (name, &value), lanes, (&scales, outputs.contains(name)));
-                if let Ok(v) = &value {
-                    rescale(s, name, v, lanes, &mut scales);
-                    if s.steps > 1 && outputs.contains(name) {
-                        kept_outputs.insert(name.to_string(), v.clone());
+            streamed(
+                p,
+                reference,
+                (s.bounded_after_failure, feedback),
+                &mut |name, value, spent| {
+                    let c = clock.arrived(name, spent);
+                    if abandoned {
+                        return clock.compared(name, c, false);
                     }
-                }
-                drifting |= from_drift
-                    && lanes
-                        .iter()
-                        .any(|l| l.reports.get(name).is_some_and(culprit::sought));
-                if let (true, Ok(r), Held::Memory(m)) = (keep || drifting, value, &mut held) {
-                    m.insert(name.to_string(), r);
-                }
-                compare_time += c.elapsed();
-                clock.compared(name, c, true);
-            })?
+                    measure(lanes, name, &value);
+                    if let Some(d) = dump.as_mut() {
+                        dump_value(d, name, &value, lanes);
+                    }
+                    let scaling = scales.scaling(name);
+                    pairs.extend(pair_up(s, name, lanes, scaling));
+                    abandoned =
+                        judge_all(s, (name, &value), lanes, (&scales, outputs.contains(name)));
+                    if let Ok(v) = &value {
+                        rescale(s, name, v, lanes, &mut scales);
+                        if s.steps > 1 && outputs.contains(name) {
+                            kept_outputs.insert(name.to_string(), v.clone());
+                        }
+                    }
+                    drifting |= from_drift
+                        && lanes
+                            .iter()
+                            .any(|l| l.reports.get(name).is_some_and(culprit::sought));
+                    if let (true, Ok(r), Held::Memory(m)) = (keep || drifting, value, &mut held) {
+                        m.insert(name.to_string(), r);
+                    }
+                    compare_time += c.elapsed();
+                    clock.compared(name, c, true);
+                },
+            )?
         }
     };
     pb.finish_and_clear();
@@ -147,10 +147,27 @@ pub fn compare(
     })
 }
 
+/// `--dump DIR`'s folder, made (or replaced with `--force`) before the run.
+fn open_dump(s: &CompareSettings) -> Result<Option<super::dump::Dump>> {
+    let dump = s.dump.as_ref();
+    dump.map(|(dir, force)| super::dump::Dump::create(dir, *force))
+        .transpose()
+}
+
+/// The scales of the model's inputs and of the values computed upstream of a segment, recorded before any value
+/// arrives.
+fn input_scales(p: &Prepared) -> Scales {
+    let mut scales = Scales::new(&p.graph);
+    for (n, t) in p.inputs.tensors.iter().chain(&p.upstream) {
+        scales.record(n, t);
+    }
+    scales
+}
+
 /// The reference's run, each value handed to `sink` with the time the reference spent on it: on its own thread,
 /// ahead of the comparison ([`super::ahead`]), unless the comparison feeds it back (`feedback`: the target's
 /// decisions widen to the noise measured as values arrive) or `PHANTOM_REFERENCE_AHEAD` is `0`; `budget`: a
-/// bounded run's, which caps the values ahead.
+/// bounded run's (or the one a whole first pass keeps within), which caps the values ahead.
 fn streamed(
     p: &Prepared,
     (runner, arriving): (&mut ReferenceRunner, Option<&super::noise::Arriving>),
@@ -438,9 +455,8 @@ fn judge(
         .get(name)
         .map(String::as_str)
         .unwrap_or("not produced");
-    // `--steps` feeds the graph outputs (cache, logits) to the next step; a first pass without the expected noise
-    // keeps every value for a second pass.
-    let kept = (s.steps > 1 && is_output) || lane.noise_deferred;
+    // `--steps` feeds the graph outputs (cache, logits) to the next step.
+    let kept = s.steps > 1 && is_output;
     let tgt: Option<Cow<Tensor>> = match (kept, &s.slice) {
         (true, Some(sp)) => target.values.get(name).map(|t| Cow::Owned(sp.apply(t))),
         (true, None) => target.values.get(name).map(Cow::Borrowed),

@@ -7,12 +7,21 @@ use crate::common::*;
 /// `phantom onnx` on the demo CNN against a copy with `dwconv3` scaled by 1.01, with `env` set: the JSON report and
 /// stdout (exit 1: the perturbation is found).
 fn perturbed_run(dir: &Path, env: &[(&str, &str)]) -> (serde_json::Value, String) {
+    perturbed_run_with(dir, env, &[])
+}
+
+/// [`perturbed_run`] with `extra` flags.
+fn perturbed_run_with(
+    dir: &Path,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> (serde_json::Value, String) {
     let (target, json) = (dir.join("p.onnx"), dir.join("r.json"));
     if !target.exists() {
         perturbed_copy(&model("convnet.onnx"), "dwconv3", 1.01, &target);
     }
     let m = model("convnet.onnx");
-    let args = [
+    let mut args = vec![
         "onnx",
         m.to_str().unwrap(),
         "--target-model",
@@ -20,6 +29,7 @@ fn perturbed_run(dir: &Path, env: &[(&str, &str)]) -> (serde_json::Value, String
         "--json",
         json.to_str().unwrap(),
     ];
+    args.extend(extra);
     let (code, out, err) = phantom_env(&args, env);
     assert_eq!(code, 1, "{out}{err}");
     (read_json(&json), out)
@@ -76,6 +86,36 @@ fn a_run_over_the_default_memory_budget_is_bounded_by_itself() {
         .as_array()
         .is_some_and(|c| !c.is_empty()));
     assert_same_attribution(&whole, &auto);
+}
+
+/// A run whose expected noise and attribution would exceed the budget, while its first pass without the noise
+/// (`--expected-noise auto`) holds only the target's values, runs that pass whole: clean, it is never bounded; with
+/// a failing value it compares again bounded, and the verdict, culprits and every value's figures are those of a
+/// run bounded from the start (`--expected-noise always` never leaves the noise out).
+#[test]
+fn a_whole_first_pass_runs_again_bounded_when_a_value_fails() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let budget = [("PHANTOM_MEMORY_BUDGET", "1MiB")];
+    let m = model("convnet.onnx");
+    let (code, clean, err) = phantom_env(&["onnx", m.to_str().unwrap()], &budget);
+    assert_eq!(code, 0, "{clean}{err}");
+    assert!(!clean.contains("bounded memory"), "{clean}");
+    assert!(clean.contains("expected noise: not run"), "{clean}");
+    let (again, out) = perturbed_run(dir.path(), &budget);
+    let always = ["--expected-noise", "always"];
+    let (bounded, from_start) = perturbed_run_with(dir.path(), &budget, &always);
+    assert!(
+        out.contains("memory: the first pass held the target's values whole"),
+        "{out}"
+    );
+    assert!(out.contains("bounded memory (1 MiB)"), "{out}");
+    assert!(
+        from_start.contains("memory: holding this run's values at once"),
+        "{from_start}"
+    );
+    assert_eq!(again["verdict"], bounded["verdict"]);
+    assert_same_attribution(&again, &bounded);
 }
 
 /// The reference values attribution reads are kept by the comparison from the first failing value on, and only the
