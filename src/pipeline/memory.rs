@@ -56,11 +56,13 @@ pub fn resolve(s: &CompareSettings, p: &mut Prepared) -> CompareSettings {
 }
 
 /// Whether a whole first pass without the expected noise ([`super::noise::deferred`]) fits `budget`: it holds the
-/// target's values and the reference's few ahead of the comparison, nothing else. Where a value fails, the
+/// target's values and the reference's few ahead of the comparison, nothing else (unless every node is to run alone:
+/// then it holds every reference value as well). Where a value fails, the
 /// comparison runs again bounded ([`CompareSettings::bounded_after_failure`]).
 fn first_pass_fits(s: &CompareSettings, p: &Prepared, (f64_bytes, budget): (u64, usize)) -> bool {
     let held = held_at_once(f64_bytes, false) + super::ahead::cap(Some(budget));
-    let Some(Ok(round)) = (s.attribution && held <= budget as u64)
+    // With --attribute-all the first pass holds every reference value too.
+    let Some(Ok(round)) = (s.attribution && !s.attribute_all && held <= budget as u64)
         .then(|| p.targets.first().map(|t| t.rounding(&p.graph)))
         .flatten()
     else {

@@ -102,6 +102,11 @@ fn a_whole_first_pass_runs_again_bounded_when_a_value_fails() {
     assert_eq!(code, 0, "{clean}{err}");
     assert!(!clean.contains("bounded memory"), "{clean}");
     assert!(clean.contains("expected noise: not run"), "{clean}");
+    // Every node run alone reads every reference value, which the first pass then holds: bounded from the start.
+    let all = ["onnx", m.to_str().unwrap(), "--attribute-all"];
+    let (code, all, err) = phantom_env(&all, &budget);
+    assert_eq!(code, 0, "{all}{err}");
+    assert!(all.contains("bounded memory (1 MiB)"), "{all}");
     let (again, out) = perturbed_run(dir.path(), &budget);
     let always = ["--expected-noise", "always"];
     let (bounded, from_start) = perturbed_run_with(dir.path(), &budget, &always);
