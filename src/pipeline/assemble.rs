@@ -73,6 +73,7 @@ pub fn report(
             target_ms: lane.ms,
             noise_ms: lane.noise_ms,
             noise_beside: lane.noise_beside.is_some(),
+            reference_ahead: cmp.reference_ahead,
             compare_ms: cmp.compare_time.as_secs_f64() * 1e3,
             attribution_ms: lane.attribution_ms,
             explain_ms: ms(t_explain),

@@ -13,7 +13,7 @@ pub(super) struct OpClock<'g> {
     last: Instant,
     pub(super) by_op: BTreeMap<String, OpTiming>,
     /// The reference ran ahead on its own thread ([`super::ahead`]).
-    ahead: bool,
+    pub(super) ahead: bool,
 }
 
 impl<'g> OpClock<'g> {

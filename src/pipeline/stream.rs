@@ -33,6 +33,8 @@ pub struct Compared {
     pub compare_time: Duration,
     /// The reference's time without the comparisons.
     pub reference_ms: f64,
+    /// The reference ran on its own thread, ahead of the comparison ([`super::ahead`]).
+    pub reference_ahead: bool,
     /// The reference and the comparisons by op type (streamed runs only).
     pub by_op: BTreeMap<String, OpTiming>,
     /// Target-vs-target comparisons of every value (several targets only).
@@ -139,6 +141,7 @@ pub fn compare(
         reference,
         compare_time,
         reference_ms: clock.reference_ms(t, compare_time),
+        reference_ahead: clock.ahead,
         by_op: clock.by_op,
         pairs,
         scales,

@@ -218,6 +218,7 @@ fn summed(partials: &[PartialReport]) -> Timings {
         let s = &p.report.timings;
         t.import_ms += s.import_ms;
         t.reference_ms += s.reference_ms;
+        t.reference_ahead |= s.reference_ahead;
         t.target_ms += s.target_ms;
         t.noise_ms += s.noise_ms;
         t.compare_ms += s.compare_ms;

@@ -128,5 +128,7 @@ fn the_reference_ahead_of_the_comparison_gives_the_same_report() {
         };
         assert_eq!(values(&ahead), values(&step), "{extra:?}");
         assert!(ahead["timings"]["reference_ms"].as_f64().unwrap() > 0.0);
+        assert_eq!(ahead["timings"]["reference_ahead"], true, "{extra:?}");
+        assert!(step["timings"]["reference_ahead"].is_null(), "{extra:?}");
     }
 }

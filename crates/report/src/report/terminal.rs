@@ -305,11 +305,12 @@ fn instrumentation_line(r: &Report) -> String {
 /// The time each stage took.
 fn timing_line(t: &Timings) -> String {
     format!(
-        "time: {:.0} ms (import {:.0}, reference {:.0}, target {:.0}, expected noise {:.0}{}, compare {:.0}, \
+        "time: {:.0} ms (import {:.0}, reference {:.0}{}, target {:.0}, expected noise {:.0}{}, compare {:.0}, \
          attribution {:.0}, explain {:.0})\n",
         t.total_ms,
         t.import_ms,
         t.reference_ms,
+        if t.reference_ahead { " alongside the comparison" } else { "" },
         t.target_ms,
         t.noise_ms,
         if t.noise_beside { " beside the reference" } else { "" },

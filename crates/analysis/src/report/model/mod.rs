@@ -370,6 +370,10 @@ pub struct Timings {
     /// the comparison's instead of adding to them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub noise_beside: bool,
+    /// The reference ran on its own thread, ahead of the comparison: `reference_ms` is its own time and overlaps
+    /// `compare_ms` instead of adding to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reference_ahead: bool,
     /// Comparing the values as the reference produced them.
     pub compare_ms: f64,
     /// Every node alone on the target, and those runs compared (0 without attribution).
