@@ -77,7 +77,7 @@ pub enum Switch {
 /// When the expected-noise run runs (`--expected-noise`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum NoiseWhen {
-    /// When the verdict needs it: a value fails, or it may (see `--expected-noise`).
+    /// Where the verdict may need it (see `--expected-noise`).
     Auto,
     /// On every run with attribution.
     Always,
@@ -165,9 +165,9 @@ pub struct OnnxArgs {
     #[arg(long)]
     pub attribute_all: bool,
     /// When the expected-noise run (part of attribution) runs. auto: whenever the verdict may need it — the target
-    /// stores values in another precision than the model's, the model has discrete decisions, or (after a first
-    /// pass without it) a value fails; a run in the model's own precision whose values all pass skips it, and its
-    /// noise figures are "not measured". always: on every run (each passing value's share of its tolerance that the
+    /// stores values below float32 or rounds the model's weights, several targets, discrete decisions, or (after a
+    /// first pass without it) a value fails; otherwise a run whose values all pass skips it (the report's
+    /// `coverage.noise_skipped` says so). always: on every run (each passing value's share of its tolerance that the
     /// precision alone uses).
     #[arg(long, value_enum, default_value = "auto")]
     pub expected_noise: NoiseWhen,

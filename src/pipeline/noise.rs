@@ -98,11 +98,11 @@ pub(super) fn deferred(s: &CompareSettings, p: &Prepared, lane: &mut Lane, defer
     lane.noise_deferred
 }
 
-/// Whether [`deferred`] may leave the noise out of a run of `s` on `p` whose target rounds as `round`, decisions
-/// aside.
+/// Whether [`deferred`] may leave the noise out of a run of `s` on `p` with one target, which rounds as `round`
+/// (decisions aside: the callers check them and the number of targets).
 pub(super) fn deferrable(s: &CompareSettings, p: &Prepared, round: &Rounding) -> bool {
     let wide = round.values().all(|d| matches!(d, DType::F32 | DType::F64));
-    let plain = !s.noise_always && s.dump.is_none() && s.steps <= 1 && s.targets.len() == 1;
+    let plain = !s.noise_always && s.dump.is_none() && s.steps <= 1;
     plain
         && wide
         && p.noise_inputs.is_none()

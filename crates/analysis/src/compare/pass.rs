@@ -285,26 +285,24 @@ impl Acc {
         fn most(r: &[f64], t: &[f64], f: impl Fn(f64, f64) -> u64) -> u64 {
             r.iter().zip(t).fold(0, |m, (&a, &b)| m.max(f(a, b)))
         }
-        let off = match dtype {
-            DType::F32 => {
-                let (m, off) = block_f32(r, t);
-                self.max_ulp = self.max_ulp.max(m);
-                off
-            }
-            DType::F16 => rounding(r, narrow::round::<narrow::F16>),
-            DType::Bf16 => rounding(r, narrow::round::<narrow::Bf16>),
-            _ => 0.0,
+        let others = |a: f64, b: f64| if a == b { 0 } else { ulp_distance(dtype, a, b) };
+        let (m, off) = match dtype {
+            DType::F32 => block_f32(r, t),
+            DType::F64 => (
+                most(r, t, |a, b| ulps(a.to_bits(), b.to_bits(), 1 << 63)),
+                0.0,
+            ),
+            DType::F16 => (
+                most(r, t, others),
+                rounding(r, narrow::round::<narrow::F16>),
+            ),
+            DType::Bf16 => (
+                most(r, t, others),
+                rounding(r, narrow::round::<narrow::Bf16>),
+            ),
+            _ => (most(r, t, others), 0.0),
         };
         self.rounding = larger(self.rounding, off);
-        let m = match dtype {
-            DType::F64 => most(r, t, |a, b| ulps(a.to_bits(), b.to_bits(), 1 << 63)),
-            DType::F32 => 0,
-            _ => most(
-                r,
-                t,
-                |a, b| if a == b { 0 } else { ulp_distance(dtype, a, b) },
-            ),
-        };
         self.max_ulp = self.max_ulp.max(m);
     }
 }
