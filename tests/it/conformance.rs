@@ -9,10 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{ensure_runtime, file_lock, pip_install, root};
-
-/// The `onnx` package whose generators define the suite, and the ONNX Runtime phantom pins.
-const PACKAGES: &[&str] = &["onnx==1.23.2", "numpy", "onnxruntime==1.31.1"];
+use crate::common::{ensure_runtime, file_lock, root};
 
 fn run(c: &mut Command) -> String {
     let out = c.output().expect("start the command");
@@ -28,14 +25,12 @@ fn run(c: &mut Command) -> String {
 /// The suite's virtual environment and its cases, made once under `work`.
 pub fn cases(work: &Path) -> (PathBuf, PathBuf) {
     let (venv, cases) = (work.join("venv"), work.join("cases"));
-    let python = venv.join("bin/python");
-    let stamp = work.join("packages.txt");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(&PACKAGES.join("\n")) {
-        let _ = std::fs::remove_dir_all(&venv);
+    // The `onnx` package whose generators define the suite, and the ONNX Runtime phantom pins, as locked.
+    let python = crate::locks::venv(&venv, "conformance").join("python");
+    let stamp = cases.join("lock.used");
+    let lock = std::fs::read(crate::locks::lock("conformance")).unwrap();
+    if std::fs::read(&stamp).ok().as_ref() != Some(&lock) {
         let _ = std::fs::remove_dir_all(&cases);
-        crate::common::python_venv(&venv);
-        run(pip_install(&python).args(PACKAGES));
-        std::fs::write(&stamp, PACKAGES.join("\n")).unwrap();
     }
     // The cases are rewritten whenever the script that writes them changes.
     let script = root().join("scripts/conformance/cases.py");
@@ -45,6 +40,7 @@ pub fn cases(work: &Path) -> (PathBuf, PathBuf) {
         let _ = std::fs::remove_dir_all(&cases);
         run(Command::new(&python).arg(&script).arg(&cases));
         std::fs::write(&used, current).unwrap();
+        std::fs::write(&stamp, lock).unwrap();
     }
     (python, cases)
 }

@@ -31,6 +31,7 @@ mod hostile_shapes;
 mod house;
 mod inputs;
 mod layering;
+mod locks;
 mod memory;
 mod ml;
 mod ml_strings;

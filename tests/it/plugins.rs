@@ -2,7 +2,6 @@
 //! cannot run is refused with exit 2 naming the plugin or library and what it needs, never a CPU fallback.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::{ensure_runtime, model, phantom, phantom_env, root};
 
@@ -167,29 +166,10 @@ fn the_webgpu_plugin_runs_or_names_what_it_needs() {
 /// `target/test-plugins/onnxruntime_ep_webgpu/libonnxruntime_providers_webgpu.so`, downloaded once.
 fn webgpu_plugin() -> Option<PathBuf> {
     let dir = root().join("target/test-plugins");
-    let lib = dir.join("onnxruntime_ep_webgpu/libonnxruntime_providers_webgpu.so");
-    if lib.is_file() {
-        return Some(lib);
-    }
     let _lock = crate::common::file_lock(&root().join("target/test-plugins.lock"));
-    if lib.is_file() {
-        return Some(lib);
-    }
-    let ok = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "--target",
-        ])
-        .arg(&dir)
-        .arg("onnxruntime-ep-webgpu==0.4.0")
-        .status()
-        .is_ok_and(|s| s.success());
-    (ok && lib.is_file()).then_some(lib)
+    crate::locks::target("python3", &dir, "webgpu-plugin");
+    let lib = dir.join("onnxruntime_ep_webgpu/libonnxruntime_providers_webgpu.so");
+    lib.is_file().then_some(lib)
 }
 
 /// Without the `nvidia-*` pip packages the CUDA provider's libraries are named one by one (on a machine with the

@@ -19,18 +19,9 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// `pip install` into the virtual environment whose `bin/` is `bin`.
-fn pip_install(bin: &Path, what: &[&str]) {
-    run(crate::common::pip_install(bin.join("python")).args(what));
-}
-
-/// `python3 -m venv DIR` with maturin, pytest and numpy, from PyPI.
+/// The locked environment `python-api` (maturin, pytest, and the wheel's own dependencies) at `dir`.
 fn venv(dir: &Path) -> PathBuf {
-    let _ = std::fs::remove_dir_all(dir);
-    crate::common::python_venv(dir);
-    let bin = dir.join("bin");
-    pip_install(&bin, &["maturin>=1.9,<2", "pytest", "numpy"]);
-    bin
+    crate::locks::venv(dir, "python-api")
 }
 
 /// Builds the wheel into `out` and returns its path. maturin runs cargo in the dev profile on a hard-linked copy
@@ -67,7 +58,7 @@ fn the_wheel_installs_phantom_and_its_python_tests_pass() {
     let _lock = file_lock(&work.with_extension("lock"));
     let bin = venv(&work.join("venv"));
     let whl = wheel(&bin, &work, &work.join("wheels"));
-    pip_install(&bin, &[whl.to_str().unwrap()]);
+    crate::locks::wheel_alone(&bin, &whl);
     // The venv first on PATH, as an activated environment: its python3 holds the pinned onnxruntime.
     let path = format!(
         "{}:{}",

@@ -62,19 +62,7 @@ fn numpy_dir() -> Option<&'static Path> {
         }
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from)?;
         let dir = home.join(".cache/phantom/test-numpy");
-        if !has(Some(&dir)) {
-            let ok = crate::common::pip_install("python3")
-                .args(["--target"])
-                .arg(&dir)
-                .arg("numpy<3")
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(
-                ok,
-                "cannot install numpy for the repro scripts into {}",
-                dir.display()
-            );
-        }
+        crate::locks::target("python3", &dir, "repro-numpy");
         Some(dir)
     })
     .as_deref()

@@ -4,8 +4,9 @@
 //! phantom holds a value of such a format in a wider *carrier* that represents every value of the format exactly:
 //! float32 for the float formats, int8/uint8 for the integer ones. The format itself is remembered where it matters
 //! (graph inputs, `Cast` targets, quantized types), so values are rounded onto its grid as the spec says:
-//! [`Format::cast`] follows `Cast` (its saturation tables, `round_mode` for E8M0; integers wrap, as the suite's
-//! casts do), [`Format::quantize`] follows `QuantizeLinear` (round half to even, saturating).
+//! [`Format::cast`] follows `Cast` (its saturation tables, `round_mode` for E8M0; to the integer formats, where the
+//! spec leaves values out of range undefined, as ONNX Runtime's CPU kernel does: rounded half away from zero, then
+//! wrapped), [`Format::quantize`] follows `QuantizeLinear` (round half to even, saturating).
 
 use serde::{Deserialize, Serialize};
 
@@ -277,15 +278,17 @@ impl Format {
     }
 
     /// `Cast` of `x` to this format (its value, held in f64): float8 by the spec's saturation tables, float4
-    /// saturating (NaN has no float4 code: the suite writes −0), E8M0 by `round`, integers truncated and wrapped
-    /// (two's complement; NaN and infinities give 0, as the suite's casts do).
+    /// saturating (NaN has no float4 code: the suite writes −0), E8M0 by `round`. To int4/uint4/int2/uint2 the
+    /// spec's `Cast` leaves a value out of range undefined and its int4 note rounds to nearest; phantom does what
+    /// ONNX Runtime's CPU kernel does (measured on 1.31.1): round half away from zero, then keep the low bits (two's
+    /// complement wrap); NaN and infinities give 0.
     pub fn cast(self, x: f64, saturate: bool, round: E8m0Round) -> f64 {
         if let Some((lo, _)) = self.int_range() {
             if !x.is_finite() {
                 return 0.0;
             }
             let span = 1i64 << self.bits();
-            let w = (x.trunc() as i64).rem_euclid(span);
+            let w = (x.round() as i64).rem_euclid(span);
             return match lo < 0.0 && w >= span / 2 {
                 true => (w - span) as f64,
                 false => w as f64,
@@ -445,7 +448,32 @@ mod tests {
     }
 
     #[test]
-    fn integer_casts_wrap_and_quantization_saturates() {
+    fn integer_casts_round_and_wrap_as_onnx_runtime_and_quantization_saturates() {
+        // ONNX Runtime 1.31.1's CPU Cast to int4 of these inputs: -4 7 7 -4 -3 -1 1 3 4 -7 4 0.
+        let x = [
+            -20.0,
+            -9.0,
+            -8.5,
+            -3.7,
+            -2.5,
+            -0.5,
+            0.5,
+            2.5,
+            3.7,
+            9.0,
+            20.0,
+            f64::NAN,
+        ];
+        let ort = [
+            -4.0, 7.0, 7.0, -4.0, -3.0, -1.0, 1.0, 3.0, 4.0, -7.0, 4.0, 0.0,
+        ];
+        for (x, want) in x.iter().zip(ort) {
+            assert_eq!(Format::I4.cast(*x, true, E8m0Round::Up), want, "{x}");
+        }
+        // uint4 and uint2 (ONNX Runtime: 12 13 15 and 0 1 3).
+        assert_eq!(Format::U4.cast(-3.7, true, E8m0Round::Up), 12.0);
+        assert_eq!(Format::U4.cast(-0.5, true, E8m0Round::Up), 15.0);
+        assert_eq!(Format::U2.cast(-2.5, true, E8m0Round::Up), 1.0);
         assert_eq!(Format::I4.cast(-9.0, true, E8m0Round::Up), 7.0);
         assert_eq!(Format::I4.cast(8.0, true, E8m0Round::Up), -8.0);
         assert_eq!(Format::U2.cast(-3.0, true, E8m0Round::Up), 1.0);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Regenerates the lock files of the Python environments the tests build (tests/locks/NAME.txt from NAME.in): every
+# package, transitive ones included, pinned to one version with the sha256 of each of its files on PyPI. The tests
+# install a lock with `pip install --require-hashes`, so pip refuses a package the lock does not name.
+#
+# usage: scripts/lock.sh [NAME...]        (default: every tests/locks/*.in)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TOOLS=${TMPDIR:-/tmp}/phantom-lock-tools
+if [ ! -x "$TOOLS/bin/pip-compile" ]; then
+  python3 -m venv "$TOOLS"
+  "$TOOLS/bin/pip" install --quiet --disable-pip-version-check "pip-tools==7.7.0"
+fi
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=($(cd tests/locks && ls *.in | sed 's/\.in$//'))
+for n in "${names[@]}"; do
+  (cd tests/locks && "$TOOLS/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
+     --no-emit-index-url --no-emit-find-links --output-file "$n.txt" "$n.in")
+  echo "tests/locks/$n.txt"
+done
