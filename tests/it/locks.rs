@@ -53,14 +53,17 @@ pub fn venv(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// The lock `name` installed with `pip install --target dir` by `python` (for a library loaded from a folder, or
-/// added to `PYTHONPATH`); made again when the lock changed.
+/// added to `PYTHONPATH`; a `NAME-nodeps` lock with `--no-deps`); made again when the lock changed.
 pub fn target(python: &str, dir: &Path, name: &str) {
     if current(dir, name) {
         return;
     }
     let _ = std::fs::remove_dir_all(dir);
+    // A `-nodeps` lock names packages whose declared dependencies are not what the tests use.
+    let no_deps = name.ends_with("-nodeps").then_some("--no-deps");
     run(pip_install(python)
         .arg("--require-hashes")
+        .args(no_deps)
         .arg("--target")
         .arg(dir)
         .arg("-r")

@@ -358,11 +358,74 @@ fn bfloat16_as_float(v: &mut ValueInfoProto) {
     }
 }
 
+/// Every value name the graph `g` defines or reads, and the outputs of `n` (the `If` being inlined, already taken out
+/// of `g`).
+fn outer_names(g: &GraphProto, n: &NodeProto) -> HashSet<String> {
+    let values = g.node.iter().flat_map(|x| x.input.iter().chain(&x.output));
+    (g.input.iter().chain(&g.output).map(|v| &v.name))
+        .chain(g.initializer.iter().map(|t| &t.name))
+        .chain(values)
+        .chain(&n.output)
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .collect()
+}
+
+/// A branch is a scope of its own: it may define a name the outer graph defines too (optimum's merged decoders
+/// write `logits` inside each branch and as the `If`'s output). Before its nodes join the outer graph, each value it
+/// defines under a name in `outer` is renamed `{at}/{name}`, wherever the branch (and the graphs inside it) read it.
+fn rename_shadowed(body: &mut GraphProto, outer: &HashSet<String>, at: &str) {
+    let defined = (body.node.iter().flat_map(|x| x.output.iter()))
+        .chain(body.initializer.iter().map(|t| &t.name))
+        .filter(|v| !v.is_empty() && outer.contains(*v));
+    let mut renames: HashMap<String, String> = HashMap::new();
+    for v in defined {
+        let base = format!("{at}/{v}");
+        let fresh = (0..)
+            .map(|k| {
+                if k == 0 {
+                    base.clone()
+                } else {
+                    format!("{base}.{k}")
+                }
+            })
+            .find(|c| !outer.contains(c) && !renames.values().any(|r| r == c))
+            .expect("a free name");
+        renames.insert(v.clone(), fresh);
+    }
+    if !renames.is_empty() {
+        rename_in(body, &renames);
+    }
+}
+
+/// Applies `renames` to every definition and use in `g` and in the graphs inside it.
+fn rename_in(g: &mut GraphProto, renames: &HashMap<String, String>) {
+    let swap = |v: &mut String| {
+        if let Some(r) = renames.get(v.as_str()) {
+            *v = r.clone();
+        }
+    };
+    for x in g.node.iter_mut() {
+        x.input.iter_mut().chain(x.output.iter_mut()).for_each(swap);
+        for a in x.attribute.iter_mut() {
+            for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                rename_in(sub, renames);
+            }
+        }
+    }
+    g.initializer.iter_mut().for_each(|t| swap(&mut t.name));
+    (g.input
+        .iter_mut()
+        .chain(g.output.iter_mut())
+        .chain(g.value_info.iter_mut()))
+    .for_each(|v| swap(&mut v.name));
+}
+
 /// Replaces node `at` (an `If`) by the nodes of its `then` (`taken`) or `else` branch; returns how many.
 fn inline(g: &mut GraphProto, at: usize, taken: bool) -> usize {
     let n = g.node.remove(at);
     let name = if taken { "then_branch" } else { "else_branch" };
-    let Some(body) = n
+    let Some(mut body) = n
         .attribute
         .iter()
         .find(|a| a.name == name)
@@ -370,6 +433,7 @@ fn inline(g: &mut GraphProto, at: usize, taken: bool) -> usize {
     else {
         return 0;
     };
+    rename_shadowed(&mut body, &outer_names(g, &n), &n.name);
     let mut names: HashSet<String> = g.node.iter().map(|x| x.name.clone()).collect();
     let mut nodes: Vec<NodeProto> = body
         .node

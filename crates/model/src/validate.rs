@@ -247,7 +247,7 @@ impl Ctx<'_> {
 fn attributes(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
     let rank = n
         .input
-        .first()
+        .get(data_input(n))
         .and_then(|i| known.dims.get(i.as_str()))
         .map(Vec::len);
     for a in &n.attribute {
@@ -297,6 +297,15 @@ fn attributes(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The input whose axes a node's axis attributes count, as its schema orders the inputs: `QLinearConcat`'s tensors
+/// come after the output's scale and zero point (then every third input), every other op's first.
+fn data_input(n: &NodeProto) -> usize {
+    match (n.domain.as_str(), n.op_type.as_str()) {
+        ("com.microsoft", "QLinearConcat") => 2,
+        _ => 0,
+    }
 }
 
 /// The number of positions an axis attribute counts in: the input's rank, one more for ops that add an axis or

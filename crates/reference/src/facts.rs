@@ -54,11 +54,25 @@ pub struct OrtFacts {
     /// Where ONNX Runtime placed the nodes (from its session log), or the provider registered with
     /// `error_on_failure` when the log says nothing.
     pub ep_used: String,
+    /// Which provider ran which nodes, per provider, from ONNX Runtime's session log (empty when it logged none).
+    #[serde(default)]
+    pub placement: Vec<Placed>,
     pub opt_level: OptLevel,
     /// Deterministic compute was asked for.
     pub deterministic: bool,
     /// The model ONNX Runtime ran.
     pub model: String,
+}
+
+/// The nodes one ONNX Runtime provider ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Placed {
+    /// ONNX Runtime's name of the provider (`CPUExecutionProvider`, `ggml`...).
+    pub provider: String,
+    /// How many nodes of the session's graph (after ONNX Runtime's own fusions) it ran.
+    pub count: usize,
+    /// `OpType (name)` of each, where ONNX Runtime listed them (it does not when one provider ran every node).
+    pub nodes: Vec<String>,
 }
 
 /// phantom's wgpu shaders.

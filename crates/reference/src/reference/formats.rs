@@ -4,6 +4,9 @@
 //! The format stays known where it decides a result: `Cast` keeps its target (phantom's kernel rounds onto it,
 //! [`super::contrib`]), a `CastLike` to such a type becomes that `Cast`, and `QuantizeLinear`/`DequantizeLinear`
 //! (and ORT's `GatherBlockQuantized`) of such a type are told their format in an attribute phantom's kernel reads.
+//! A `Cast` or `CastLike` that narrows a value to float16, bfloat16 or float32 (from a wider float, or from an
+//! integer) is marked with [`ROUND_ATTR`]: widening makes every float f64, and phantom's kernel then rounds the
+//! value onto the type the model asks for, as the model computes it.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,6 +23,29 @@ use crate::tensor::formats::Format;
 
 /// The attribute that tells a Q/DQ node the narrow format of its quantized side.
 pub const FORMAT_ATTR: &str = "phantom_format";
+
+/// The attribute that tells a widened `Cast` the float type (its ONNX code) it rounds onto.
+pub const ROUND_ATTR: &str = "phantom_round_to";
+
+const FLOAT: i32 = 1;
+const FLOAT16: i32 = 10;
+const DOUBLE: i32 = 11;
+const BFLOAT16: i32 = 16;
+
+/// Whether a `Cast` from element type `from` to `to` rounds a value: onto float16 or bfloat16 from any type that
+/// holds values they do not (a wider float, the other 16-bit float, an integer, a narrow format whose range is
+/// wider, as float8 E8M0's; not from strings or booleans), onto float32 from double. An integer cast to float32 is
+/// left to tract: it is exact below 2^24, and shape arithmetic (lengths, sizes) runs through such casts, which tract
+/// must see through. A float32 to float32
+/// cast rounds nothing: the reference computes the model's float32 values exactly, in f64.
+fn narrows(from: i32, to: i32) -> bool {
+    let rounds = match to {
+        FLOAT16 | BFLOAT16 => from != to && from != 0,
+        FLOAT => from == DOUBLE,
+        _ => false,
+    };
+    rounds && from != 8 && from != 9
+}
 
 /// Rewrites `model` as described above; returns how many tensors were decoded.
 pub fn carry(model: &mut ModelProto, base: Option<&Path>) -> Result<usize> {
@@ -100,12 +126,33 @@ fn mark(node: &mut NodeProto, types: &HashMap<String, i32>) {
             .and_then(|i| types.get(i))
             .and_then(|&c| Format::from_onnx(c))
     };
+    let type_of = |k: usize| node.input.get(k).and_then(|i| types.get(i)).copied();
     match node.op_type.as_str() {
         "CastLike" => {
             if let Some(f) = format_of(1) {
                 node.op_type = "Cast".into();
                 node.input.truncate(1);
                 node.attribute.push(int_attr("to", f.onnx_code() as i64));
+            } else if let (Some(from), Some(to)) = (type_of(0), type_of(1)) {
+                if narrows(from, to) {
+                    node.op_type = "Cast".into();
+                    node.input.truncate(1);
+                    node.attribute.retain(|a| a.name == "saturate");
+                    node.attribute.push(int_attr("to", to as i64));
+                    node.attribute.push(int_attr(ROUND_ATTR, to as i64));
+                }
+            }
+        }
+        "Cast" => {
+            let to = node
+                .attribute
+                .iter()
+                .find(|a| a.name == "to")
+                .map(|a| a.i as i32);
+            if let (Some(from), Some(to)) = (type_of(0), to) {
+                if narrows(from, to) {
+                    node.attribute.push(int_attr(ROUND_ATTR, to as i64));
+                }
             }
         }
         "QuantizeLinear" => {

@@ -384,6 +384,12 @@ pub fn target_lines(r: &Report) -> String {
                 o.ep_requested,
                 o.opt_level.name()
             );
+            // Where the requested provider did not run every node: which provider ran what.
+            if o.placement.iter().any(|p| p.provider != o.ep_requested)
+                && o.ep_requested != "CPUExecutionProvider"
+            {
+                let _ = writeln!(s, "placement     {}", o.ep_used);
+            }
         }
     }
     s

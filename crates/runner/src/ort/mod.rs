@@ -4,6 +4,7 @@
 //! [`run`] holds the runs (plain, every value, chosen values) and the session cache.
 
 mod narrow;
+pub mod placement;
 mod run;
 
 use std::collections::HashMap;
@@ -105,8 +106,10 @@ pub struct OrtRunner {
     /// Sessions built while set have ONNX Runtime's profiler on, writing to this path prefix.
     pub profiling: Option<std::path::PathBuf>,
     cache: HashMap<String, Session>,
-    /// Where ORT placed the nodes, from the last session built with the placement log.
+    /// Where ORT placed the nodes, from the last session built with the placement log: in one line, and per
+    /// provider.
     placed: String,
+    placement: Vec<placement::Placed>,
 }
 
 impl OrtRunner {
@@ -129,6 +132,7 @@ impl OrtRunner {
             profiling: None,
             cache: HashMap::new(),
             placed: String::new(),
+            placement: Vec::new(),
         })
     }
 
@@ -145,6 +149,20 @@ impl OrtRunner {
 
     fn ep_name(&self) -> &'static str {
         self.provider.ort_name
+    }
+
+    /// What may make the provider take nodes it left to the CPU provider.
+    fn widen_hint(&self) -> String {
+        let own = match self.provider.ort_name {
+            "ggml" if !self.options.iter().any(|(k, _)| k == "partial") => {
+                "onnxruntime-ggml takes a graph only whole unless `--ep-option partial=1`; "
+            }
+            _ => "",
+        };
+        format!(
+            "{own}check the provider's options (`--ep-option KEY=VALUE`) and the model's ops against what it \
+             supports, or compare with `--ep cpu`"
+        )
     }
 
     fn session(
@@ -432,6 +450,7 @@ impl OrtRunner {
             } else {
                 placed.to_string()
             },
+            placement: self.placement.clone(),
             opt_level: self.opt_level,
             deterministic: self.deterministic,
             model: graph.path.display().to_string(),

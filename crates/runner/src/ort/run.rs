@@ -45,9 +45,13 @@ impl OrtRunner {
             data.as_deref().unwrap_or(&graph.bytes),
             placements.clone(),
         )?;
-        let placed = placements.lock().expect("placement log").join("; ");
+        let placed = super::placement::parse(&placements.lock().expect("placement log"));
+        if let Some(e) = super::placement::refused(&placed, self.ep_name(), &self.widen_hint()) {
+            return Err(e);
+        }
         if !placed.is_empty() {
-            self.placed = placed;
+            self.placed = super::placement::summary(&placed, self.ep_name());
+            self.placement = placed;
         }
         let out = run_session(&mut session, inputs, graph)?;
         if self.reuse {

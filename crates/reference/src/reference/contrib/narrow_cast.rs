@@ -1,23 +1,37 @@
 //! `Cast` to a narrow number format (float8 E4M3FN/E4M3FNUZ/E5M2/E5M2FNUZ/E8M0, float4 E2M1, int4/uint4,
 //! int2/uint2), which tract cannot hold: the result is the format's value, rounded as the spec says
 //! ([`Format::cast`]: `saturate`, E8M0's `round_mode`), held exactly in the format's carrier (f64 for the float
-//! formats, int8/uint8 for the integer ones). Casts *from* such a format read the carrier and stay tract's.
+//! formats, int8/uint8 for the integer ones). Casts *from* such a format read the carrier and stay tract's. A `Cast`
+//! that narrows to float16, bfloat16 or float32 (marked before widening, [`ROUND_ATTR`]) rounds onto that type here,
+//! its result held in f64.
 
 use tract_onnx::pb::NodeProto;
 use tract_onnx::prelude::*;
 
 use super::util::{f64s, fact, string};
 use super::{Fact, Kernel, Node};
+use crate::reference::formats::ROUND_ATTR;
 use crate::tensor::formats::{E8m0Round, Format};
+use crate::tensor::DType;
 
 pub const OPS: &[&str] = &["Cast"];
 
-/// Whether phantom evaluates `n`: a `Cast` whose target is a narrow format.
+/// Whether phantom evaluates `n`: a `Cast` whose target is a narrow format, or one that rounds onto a float type.
 pub fn claims(n: &NodeProto) -> bool {
     n.op_type == "Cast"
-        && n.attribute
-            .iter()
-            .any(|a| a.name == "to" && Format::from_onnx(a.i as i32).is_some())
+        && n.attribute.iter().any(|a| {
+            (a.name == "to" && Format::from_onnx(a.i as i32).is_some()) || a.name == ROUND_ATTR
+        })
+}
+
+/// The float type a widened `Cast` rounds onto ([`ROUND_ATTR`]), if it is one.
+fn rounds_to(n: &Node) -> Option<DType> {
+    match n.int(ROUND_ATTR, 0) {
+        1 => Some(DType::F32),
+        10 => Some(DType::F16),
+        16 => Some(DType::Bf16),
+        _ => None,
+    }
 }
 
 /// The carrier tract holds a format's values in.
@@ -48,10 +62,18 @@ impl NarrowCast {
 impl Kernel for NarrowCast {
     fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         let (_, shape) = fact(n, ins, 0)?;
+        if rounds_to(n).is_some() {
+            return Ok(vec![(DatumType::F64, shape.clone())]);
+        }
         Ok(vec![(carrier(Self::target(n)?), shape.clone())])
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
+        if let Some(d) = rounds_to(n) {
+            let mut x = f64s(n, ins, 0)?;
+            x.mapv_inplace(|v| crate::tensor::narrow::round_one(v, d));
+            return Ok(vec![x.into_tensor()]);
+        }
         let f = Self::target(n)?;
         let saturate = n.int("saturate", 1) != 0;
         let mode = string(n, "round_mode", "up");

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Writes the models of tests/data/toolchains/ with the toolchains themselves, at their defaults, in a virtual
+# environment made from the locks tests/locks/toolchains.txt and toolchains-nodeps.txt.
+#
+# usage: tests/data/toolchains/make.sh [VENV]      (default VENV: target/toolchains-venv)
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+VENV=${1:-target/toolchains-venv}
+if [ "$(cat "$VENV/.phantom-lock" 2>/dev/null)" != "$(cat tests/locks/toolchains.txt tests/locks/toolchains-nodeps.txt)" ]; then
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --require-hashes -r tests/locks/toolchains.txt
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --require-hashes \
+    -r tests/locks/toolchains-nodeps.txt
+  cat tests/locks/toolchains.txt tests/locks/toolchains-nodeps.txt > "$VENV/.phantom-lock"
+fi
+"$VENV/bin/python" tests/data/toolchains/make.py tests/data/toolchains

@@ -1,0 +1,89 @@
+//! A second real runtime on the CPU: onnxruntime-ggml (PyPI; ggml's CPU kernels behind ONNX Runtime's plugin
+//! interface), its library loaded into phantom's ONNX Runtime. Where it runs no node, phantom refuses to name it; where
+//! it runs, it is compared beside ONNX Runtime's CPU provider in one run, with f64 as the arbiter.
+
+use std::path::PathBuf;
+
+use crate::common::{ensure_runtime, model, phantom, read_json, root};
+
+/// `target/test-plugins-ggml/onnxruntime_ggml/lib/libonnxruntime_ggml.so`, installed once from its lock.
+fn ggml() -> PathBuf {
+    let dir = root().join("target/test-plugins-ggml");
+    let _lock = crate::common::file_lock(&root().join("target/test-plugins-ggml.lock"));
+    crate::locks::target("python3", &dir, "ggml-plugin-nodeps");
+    let lib = dir.join("onnxruntime_ggml/lib/libonnxruntime_ggml.so");
+    assert!(lib.is_file(), "{} is not in the wheel", lib.display());
+    lib
+}
+
+/// On the demo convnet ggml claims nothing (it lacks MaxPool and GlobalAveragePool and takes graphs whole by
+/// default), and ONNX Runtime would run every node on its CPU provider: `--ep ggml` is refused, naming the provider
+/// that ran them and the option that changes it.
+#[test]
+fn a_plugin_that_runs_no_node_is_refused() {
+    ensure_runtime();
+    let spec = format!("ggml={}", ggml().display());
+    let m = model("convnet.onnx");
+    let (code, _, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "ggml",
+        "--ep-library",
+        &spec,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--ep ggml: the provider ran none of the")
+            && err.contains("CPUExecutionProvider ran all")
+            && err.contains("partial=1"),
+        "{err}"
+    );
+}
+
+/// On the encoder ggml runs the whole graph (one fused node, as ONNX Runtime's placement says): beside the CPU
+/// provider in one comparison, the CPU is clean and ggml drifts from the first MatMul (ggml holds MatMul weights in
+/// fp16 by default), and f64 names ggml as the target that goes wrong.
+#[test]
+fn ggml_and_the_cpu_provider_are_compared_in_one_run() {
+    ensure_runtime();
+    let spec = format!("ggml={}", ggml().display());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = model("encoder.onnx");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "cpu",
+        "--ep",
+        "ggml",
+        "--ep-library",
+        &spec,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let r = read_json(&json);
+    let (cpu, gg) = (&r["targets"][0], &r["targets"][1]);
+    assert_eq!(cpu["verdict"]["status"], "clean", "{}", cpu["verdict"]);
+    assert_eq!(gg["verdict"]["status"], "drift", "{}", gg["verdict"]);
+    let placement = &gg["target"]["details"]["placement"];
+    assert_eq!(placement[0]["provider"], "ggml", "{placement}");
+    assert!(
+        placement
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["provider"] == "ggml"),
+        "{placement}"
+    );
+    let cpu_placed = &cpu["target"]["details"]["placement"];
+    assert_eq!(
+        cpu_placed[0]["provider"], "CPUExecutionProvider",
+        "{cpu_placed}"
+    );
+    let first = &r["agreement"]["first_disagreement"];
+    assert_eq!(first["wrong"], "ort-ggml", "{first}");
+    assert_eq!(first["at"]["op_type"], "MatMul", "{first}");
+}
