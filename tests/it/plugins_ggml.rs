@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::{ensure_runtime, model, phantom, read_json, root};
+use crate::common::{ensure_runtime, model, phantom, phantom_env, read_json, root};
 
 /// `target/test-plugins-ggml/onnxruntime_ggml/lib/libonnxruntime_ggml.so`, installed once from its lock.
 fn ggml() -> PathBuf {
@@ -86,4 +86,27 @@ fn ggml_and_the_cpu_provider_are_compared_in_one_run() {
     let first = &r["agreement"]["first_disagreement"];
     assert_eq!(first["wrong"], "ort-ggml", "{first}");
     assert_eq!(first["at"]["op_type"], "MatMul", "{first}");
+}
+
+/// Found by what it is: with its package importable (here through `PYTHONPATH`) and no `--ep-library`, the library
+/// that exports ONNX Runtime's plugin entry point is found, though the package is not named `onnxruntime_ep_*`:
+/// `phantom runtimes` lists it with its device, and `--ep ggml` runs on it.
+#[test]
+fn the_ggml_plugin_is_found_by_its_entry_point() {
+    ensure_runtime();
+    let lib = ggml();
+    let site = root().join("target/test-plugins-ggml");
+    let env = [("PYTHONPATH", site.to_str().unwrap())];
+    let (code, out, err) = phantom_env(&["runtimes"], &env);
+    assert_eq!(code, 0, "{err}");
+    let line = format!("plugin    ggml ({}", lib.display());
+    assert!(
+        out.contains(&line) && out.contains("by its entry point"),
+        "{out}"
+    );
+    assert!(out.contains("ggml on"), "no device listed:\n{out}");
+    let m = model("encoder.onnx");
+    let (code, out, err) = phantom_env(&["onnx", m.to_str().unwrap(), "--ep", "ggml"], &env);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("· ggml ·") && out.contains("DRIFT"), "{out}");
 }

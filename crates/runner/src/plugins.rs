@@ -2,7 +2,10 @@
 //! TensorRT RTX plugin, the OpenVINO plugin) instead of compiled into `libonnxruntime`.
 //!
 //! Where they come from: `--ep-library NAME=PATH` (NAME is an `--ep` name or an ONNX Runtime provider name), then
-//! the `onnxruntime_ep_*` Python packages python3 can import (their `get_library_path()`). A plugin is registered
+//! the `onnxruntime_ep_*` Python packages python3 can import (their `get_library_path()`), then any other package
+//! holding a library named for ONNX Runtime that exports the plugin entry point `CreateEpFactories`, whatever the
+//! package's name (`onnxruntime_ggml`'s `lib/libonnxruntime_ggml.so` is `--ep ggml`: the package name without
+//! `onnxruntime_`). A plugin is registered
 //! with the environment the first time a session asks for its provider and the loaded library has no built-in one;
 //! the session then runs on the devices the plugin reports. A plugin with no device is an error naming it and what
 //! it needs, never a fallback.
@@ -46,8 +49,9 @@ static DYNAMIC: Mutex<Vec<&'static Provider>> = Mutex::new(Vec::new());
 
 /// The provider `--ep NAME` names when only `--ep-library NAME=PATH` knows it (NAME is ONNX Runtime's name for it).
 pub fn provider(name: &str) -> Option<&'static Provider> {
-    let req = REQUESTED.lock().unwrap_or_else(|e| e.into_inner());
-    let plugin = req.iter().find(|p| p.name == name)?;
+    let requested = REQUESTED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let plugin = (requested.iter().chain(discovered()))
+        .find(|p| p.name == name && (p.eps.is_empty() || p.eps.iter().any(|e| e == name)))?;
     let mut dynamic = DYNAMIC.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = dynamic.iter().find(|p| p.ort_name == plugin.name) {
         return Some(p);
@@ -93,16 +97,32 @@ pub fn request(specs: &[String]) -> Result<()> {
     Ok(())
 }
 
-const PY_DISCOVER: &str = "import importlib, pkgutil
-for m in pkgutil.iter_modules():
-    if not m.name.startswith('onnxruntime_ep_'):
-        continue
+const PY_DISCOVER: &str = "import importlib, mmap, os, pkgutil
+def exports_entry_point(path):
     try:
-        mod = importlib.import_module(m.name)
-        eps = mod.get_ep_names() if hasattr(mod, 'get_ep_names') else [mod.get_ep_name()]
-        print(m.name + '\\t' + ','.join(eps) + '\\t' + mod.get_library_path())
-    except Exception as e:
-        pass
+        with open(path, 'rb') as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(b'CreateEpFactories\\0') >= 0
+    except Exception:
+        return False
+for m in pkgutil.iter_modules():
+    if m.name.startswith('onnxruntime_ep_'):
+        try:
+            mod = importlib.import_module(m.name)
+            eps = mod.get_ep_names() if hasattr(mod, 'get_ep_names') else [mod.get_ep_name()]
+            print(m.name + '\\t' + ','.join(eps) + '\\t' + mod.get_library_path())
+        except Exception as e:
+            pass
+        continue
+    if not m.ispkg or m.name == 'onnxruntime' or not hasattr(m.module_finder, 'path'):
+        continue
+    root = os.path.join(m.module_finder.path, m.name)
+    for d, dirs, files in os.walk(root):
+        if d[len(root):].count(os.sep) >= 2:
+            dirs[:] = []
+        for f in files:
+            if 'onnxruntime' in f and f.endswith(('.so', '.dylib', '.dll')) and exports_entry_point(os.path.join(d, f)):
+                name = m.name.replace('onnxruntime_', '', 1).replace('ep_', '', 1) or m.name
+                print(name + '\\t\\t' + os.path.join(d, f) + '\\t' + m.name)
 ";
 
 /// The `onnxruntime_ep_*` Python packages python3 can import (asked once per process).
@@ -116,6 +136,10 @@ fn discovered() -> &'static [Plugin] {
             .filter_map(|l| {
                 let mut f = l.split('\t');
                 let (name, eps, path) = (f.next()?, f.next()?, f.next()?);
+                let source = match f.next() {
+                    Some(package) => format!("python package {package}, by its entry point"),
+                    None => format!("python package {name}"),
+                };
                 Some(Plugin {
                     name: name.to_string(),
                     eps: eps
@@ -124,7 +148,7 @@ fn discovered() -> &'static [Plugin] {
                         .map(String::from)
                         .collect(),
                     path: PathBuf::from(path),
-                    source: format!("python package {name}"),
+                    source,
                 })
             })
             .filter(|p| p.path.is_file())
