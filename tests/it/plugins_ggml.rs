@@ -110,3 +110,36 @@ fn the_ggml_plugin_is_found_by_its_entry_point() {
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(out.contains("· ggml ·") && out.contains("DRIFT"), "{out}");
 }
+
+/// Where ggml runs part of the graph (`partial=1`; it lacks GlobalAveragePool), the placement says which provider
+/// ran which node, in the JSON and on the terminal's `placement` line.
+#[test]
+fn a_partial_placement_is_reported_per_provider_and_node() {
+    ensure_runtime();
+    let spec = format!("ggml={}", ggml().display());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let m = root().join("tests/data/plugins/gap_fc.onnx");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--ep",
+        "ggml",
+        "--ep-library",
+        &spec,
+        "--ep-option",
+        "partial=1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    assert!(
+        out.contains("placement     ggml 1 of 2 nodes; CPUExecutionProvider 1: GlobalAveragePool"),
+        "{out}"
+    );
+    let placement = &read_json(&json)["target"]["details"]["placement"];
+    let cpu = (placement.as_array().unwrap().iter())
+        .find(|p| p["provider"] == "CPUExecutionProvider")
+        .unwrap_or_else(|| panic!("{placement}"));
+    assert_eq!(cpu["nodes"][0], "GlobalAveragePool (gap)", "{placement}");
+}

@@ -220,11 +220,7 @@ impl OrtRunner {
             let sink = placements.clone();
             let b = b
                 .with_logger(Arc::new(move |_l, _c, _i, _loc, msg: &str| {
-                    if msg.contains("placed on [") {
-                        sink.lock()
-                            .expect("placement log")
-                            .push(msg.trim().to_string());
-                    }
+                    placement::capture(&mut sink.lock().expect("placement log"), msg)
                 }))
                 .map_err(|e| fail(e.into()))?;
             let mut b = match graph.path.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -6,11 +6,28 @@
 use crate::error::Error;
 pub use crate::facts::Placed;
 
+/// Keeps the placement messages of ONNX Runtime's session log in `kept`: each provider's header, with the node lines
+/// ONNX Runtime logs after it one message each (`  OpType (name)`) appended to it.
+pub fn capture(kept: &mut Vec<String>, msg: &str) {
+    if msg.contains("placed on [") {
+        kept.push(msg.to_string());
+    } else if let Some(last) = kept.last_mut().filter(|l| !l.ends_with('\u{0}')) {
+        match msg.starts_with("  ") && msg.trim_end().ends_with(')') {
+            true => {
+                last.push('\n');
+                last.push_str(msg.trim_end());
+            }
+            // Anything else ends the block: later messages are not node lines.
+            false => last.push('\u{0}'),
+        }
+    }
+}
+
 /// Reads the placement messages of one session.
 pub fn parse(messages: &[String]) -> Vec<Placed> {
     let mut out: Vec<Placed> = Vec::new();
     for m in messages {
-        let mut lines = m.lines();
+        let mut lines = m.trim_end_matches('\u{0}').lines();
         while let Some(line) = lines.next() {
             let Some((provider, count)) = header(line) else {
                 continue;
@@ -121,6 +138,29 @@ mod tests {
             "ggml 2 of 5 nodes; CPUExecutionProvider 3: Shape, Gather"
         );
         assert!(refused(&p, "ggml", "").is_none());
+    }
+
+    #[test]
+    fn node_lines_logged_one_by_one_join_their_header() {
+        let mut kept = Vec::new();
+        for m in [
+            "Node placements",
+            " Node(s) placed on [ggml]. Number of nodes: 1",
+            "  ggml_171_0 (ggml_ggml_171_0_0)",
+            " Node(s) placed on [CPUExecutionProvider]. Number of nodes: 1",
+            "  GlobalAveragePool (gap)",
+            "SaveMLValueNameIndexMapping",
+            "  Later (message)",
+        ] {
+            capture(&mut kept, m);
+        }
+        let p = parse(&kept);
+        assert_eq!(p[0].nodes, ["ggml_171_0 (ggml_ggml_171_0_0)"]);
+        assert_eq!(p[1].nodes, ["GlobalAveragePool (gap)"]);
+        assert_eq!(
+            summary(&p, "ggml"),
+            "ggml 1 of 2 nodes; CPUExecutionProvider 1: GlobalAveragePool"
+        );
     }
 
     #[test]
