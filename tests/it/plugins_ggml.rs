@@ -112,7 +112,7 @@ fn the_ggml_plugin_is_found_by_its_entry_point() {
 }
 
 /// Where ggml runs part of the graph (`partial=1`; it lacks GlobalAveragePool), the placement says which provider
-/// ran which node, in the JSON and on the terminal's `placement` line.
+/// ran which node, in the JSON and on the terminal's `placement` line, and the culprit or anomaly says where it ran.
 #[test]
 fn a_partial_placement_is_reported_per_provider_and_node() {
     ensure_runtime();
@@ -135,6 +135,11 @@ fn a_partial_placement_is_reported_per_provider_and_node() {
     assert!(code == 0 || code == 1, "{out}\n{err}");
     assert!(
         out.contains("placement     ggml 1 of 2 nodes; CPUExecutionProvider 1: GlobalAveragePool"),
+        "{out}"
+    );
+    // ggml's MatMul holds its weights in fp16: the node that shows it says where it ran.
+    assert!(
+        out.contains("MatMul `fc` → `mm` (ran on ggml, inside a node it fused)"),
         "{out}"
     );
     let placement = &read_json(&json)["target"]["details"]["placement"];

@@ -79,6 +79,8 @@ pub fn request(specs: &[String]) -> Result<()> {
                 path.display()
             )));
         }
+        // ONNX Runtime resolves a relative path against its own folder, not the working directory.
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
         let eps = super::providers::PROVIDERS
             .iter()
             .find(|p| p.cli == name || p.ort_name == name)

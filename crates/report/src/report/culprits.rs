@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Basis, Culprit, Report};
+use super::model::{Basis, Culprit, Report, TargetFacts};
 use crate::units::num;
 
 fn basis(c: &Culprit) -> String {
@@ -35,18 +35,50 @@ fn basis(c: &Culprit) -> String {
     }
 }
 
+/// ` (ran on P)` where ONNX Runtime split the graph between providers and its placement lists the node under P;
+/// ` (fused by ONNX Runtime; not in its placement)` where it lists the node under none; empty where one provider ran
+/// everything.
+fn ran_on(r: &Report, node: &str) -> String {
+    let TargetFacts::Ort(o) = &r.target.details else {
+        return String::new();
+    };
+    if o.placement.len() < 2 {
+        return String::new();
+    }
+    let suffix = format!(" ({node})");
+    if let Some(p) = (o.placement.iter()).find(|p| p.nodes.iter().any(|n| n.ends_with(&suffix))) {
+        return format!(" (ran on {})", p.provider);
+    }
+    // Not listed: fused. Where one provider alone lists nodes the model does not have (a compiled subgraph, a fusion),
+    // the node is inside one of them.
+    let ours = |n: &String| {
+        r.nodes
+            .iter()
+            .any(|m| n.ends_with(&format!(" ({})", m.name)))
+    };
+    let fusing: Vec<&str> = (o.placement.iter())
+        .filter(|p| p.nodes.iter().any(|n| !ours(n)))
+        .map(|p| p.provider.as_str())
+        .collect();
+    match fusing.as_slice() {
+        [p] => format!(" (ran on {p}, inside a node it fused)"),
+        _ => " (fused by ONNX Runtime; not in its placement)".into(),
+    }
+}
+
 /// The culprits, one block each: node, basis, causes with confidence and fix, what it spoils.
 pub fn render(r: &Report) -> String {
     let mut s = String::new();
     for (k, c) in r.verdict.culprits.iter().enumerate() {
         let _ = writeln!(
             s,
-            "culprit {}: node #{} {} `{}` → `{}`: {}",
+            "culprit {}: node #{} {} `{}` → `{}`{}: {}",
             k + 1,
             c.node_index,
             c.op_type,
             c.node,
             c.value,
+            ran_on(r, &c.node),
             basis(c)
         );
         for cause in &c.causes {
@@ -71,12 +103,13 @@ pub fn render(r: &Report) -> String {
     for (k, a) in r.verdict.anomalies.iter().enumerate() {
         let _ = writeln!(
             s,
-            "anomaly {}: node #{} {} `{}` → `{}`: {}",
+            "anomaly {}: node #{} {} `{}` → `{}`{}: {}",
             k + 1,
             a.node_index,
             a.op_type,
             a.node,
             a.value,
+            ran_on(r, &a.node),
             a.summary
         );
         for cause in &a.causes {
