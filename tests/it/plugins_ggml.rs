@@ -16,22 +16,21 @@ fn ggml() -> PathBuf {
     lib
 }
 
+/// `phantom onnx MODEL --ep-library ggml=… ARGS`: (exit code, stdout, stderr).
+fn onnx_with_ggml(model: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let spec = format!("ggml={}", ggml().display());
+    let mut all = vec!["onnx", model.to_str().unwrap(), "--ep-library", &spec];
+    all.extend_from_slice(args);
+    phantom(&all)
+}
+
 /// On the demo convnet ggml claims nothing (it lacks MaxPool and GlobalAveragePool and takes graphs whole by
 /// default), and ONNX Runtime would run every node on its CPU provider: `--ep ggml` is refused, naming the provider
 /// that ran them and the option that changes it.
 #[test]
 fn a_plugin_that_runs_no_node_is_refused() {
     ensure_runtime();
-    let spec = format!("ggml={}", ggml().display());
-    let m = model("convnet.onnx");
-    let (code, _, err) = phantom(&[
-        "onnx",
-        m.to_str().unwrap(),
-        "--ep",
-        "ggml",
-        "--ep-library",
-        &spec,
-    ]);
+    let (code, _, err) = onnx_with_ggml(&model("convnet.onnx"), &["--ep", "ggml"]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("--ep ggml: the provider ran none of the")
@@ -47,22 +46,17 @@ fn a_plugin_that_runs_no_node_is_refused() {
 #[test]
 fn ggml_and_the_cpu_provider_are_compared_in_one_run() {
     ensure_runtime();
-    let spec = format!("ggml={}", ggml().display());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let m = model("encoder.onnx");
-    let (code, out, err) = phantom(&[
-        "onnx",
-        m.to_str().unwrap(),
+    let args = [
         "--ep",
         "cpu",
         "--ep",
         "ggml",
-        "--ep-library",
-        &spec,
         "--json",
         json.to_str().unwrap(),
-    ]);
+    ];
+    let (code, out, err) = onnx_with_ggml(&model("encoder.onnx"), &args);
     assert_eq!(code, 1, "{out}\n{err}");
     let r = read_json(&json);
     let (cpu, gg) = (&r["targets"][0], &r["targets"][1]);
@@ -116,22 +110,18 @@ fn the_ggml_plugin_is_found_by_its_entry_point() {
 #[test]
 fn a_partial_placement_is_reported_per_provider_and_node() {
     ensure_runtime();
-    let spec = format!("ggml={}", ggml().display());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let m = root().join("tests/data/plugins/gap_fc.onnx");
-    let (code, out, err) = phantom(&[
-        "onnx",
-        m.to_str().unwrap(),
+    let args = [
         "--ep",
         "ggml",
-        "--ep-library",
-        &spec,
         "--ep-option",
         "partial=1",
         "--json",
         json.to_str().unwrap(),
-    ]);
+    ];
+    let (code, out, err) = onnx_with_ggml(&m, &args);
     assert!(code == 0 || code == 1, "{out}\n{err}");
     assert!(
         out.contains("placement     ggml 1 of 2 nodes; CPUExecutionProvider 1: GlobalAveragePool"),

@@ -118,6 +118,13 @@ fn int_attr(name: &str, i: i64) -> AttributeProto {
     }
 }
 
+/// Marks a `Cast` from element type `from` to `to` with [`ROUND_ATTR`] where it narrows.
+fn mark_rounding(node: &mut NodeProto, from: Option<i32>, to: i32) {
+    if from.is_some_and(|from| narrows(from, to)) {
+        node.attribute.push(int_attr(ROUND_ATTR, to as i64));
+    }
+}
+
 /// The format-deciding rewrites of one node, given the element types of the values around it.
 fn mark(node: &mut NodeProto, types: &HashMap<String, i32>) {
     let format_of = |k: usize| {
@@ -129,18 +136,16 @@ fn mark(node: &mut NodeProto, types: &HashMap<String, i32>) {
     let type_of = |k: usize| node.input.get(k).and_then(|i| types.get(i)).copied();
     match node.op_type.as_str() {
         "CastLike" => {
-            if let Some(f) = format_of(1) {
+            let from = type_of(0);
+            let to = match format_of(1) {
+                Some(f) => Some(f.onnx_code()),
+                None => type_of(1).filter(|&to| from.is_some_and(|from| narrows(from, to))),
+            };
+            if let Some(to) = to {
                 node.op_type = "Cast".into();
                 node.input.truncate(1);
-                node.attribute.push(int_attr("to", f.onnx_code() as i64));
-            } else if let (Some(from), Some(to)) = (type_of(0), type_of(1)) {
-                if narrows(from, to) {
-                    node.op_type = "Cast".into();
-                    node.input.truncate(1);
-                    node.attribute.retain(|a| a.name == "saturate");
-                    node.attribute.push(int_attr("to", to as i64));
-                    node.attribute.push(int_attr(ROUND_ATTR, to as i64));
-                }
+                node.attribute.push(int_attr("to", to as i64));
+                mark_rounding(node, from, to);
             }
         }
         "Cast" => {
@@ -149,10 +154,8 @@ fn mark(node: &mut NodeProto, types: &HashMap<String, i32>) {
                 .iter()
                 .find(|a| a.name == "to")
                 .map(|a| a.i as i32);
-            if let (Some(from), Some(to)) = (type_of(0), to) {
-                if narrows(from, to) {
-                    node.attribute.push(int_attr(ROUND_ATTR, to as i64));
-                }
+            if let Some(to) = to {
+                mark_rounding(node, type_of(0), to);
             }
         }
         "QuantizeLinear" => {

@@ -45,19 +45,21 @@ fn ran_on(r: &Report, node: &str) -> String {
     if o.placement.len() < 2 {
         return String::new();
     }
-    let suffix = format!(" ({node})");
-    if let Some(p) = (o.placement.iter()).find(|p| p.nodes.iter().any(|n| n.ends_with(&suffix))) {
+    // `OpType (name)` → `name`.
+    let name = |n: &str| {
+        n.rsplit_once(" (")
+            .map(|(_, r)| r.trim_end_matches(')').to_string())
+    };
+    let listed =
+        (o.placement.iter()).find(|p| p.nodes.iter().any(|n| name(n).as_deref() == Some(node)));
+    if let Some(p) = listed {
         return format!(" (ran on {})", p.provider);
     }
     // Not listed: fused. Where one provider alone lists nodes the model does not have (a compiled subgraph, a fusion),
     // the node is inside one of them.
-    let ours = |n: &String| {
-        r.nodes
-            .iter()
-            .any(|m| n.ends_with(&format!(" ({})", m.name)))
-    };
+    let model: std::collections::HashSet<&str> = r.nodes.iter().map(|m| m.name.as_str()).collect();
     let fusing: Vec<&str> = (o.placement.iter())
-        .filter(|p| p.nodes.iter().any(|n| !ours(n)))
+        .filter(|p| (p.nodes.iter()).any(|n| name(n).is_none_or(|n| !model.contains(n.as_str()))))
         .map(|p| p.provider.as_str())
         .collect();
     match fusing.as_slice() {

@@ -169,7 +169,7 @@ impl OrtRunner {
         &self,
         graph: &Graph,
         bytes: &[u8],
-        placements: Arc<Mutex<Vec<String>>>,
+        placements: Arc<Mutex<placement::Log>>,
     ) -> Result<Session> {
         let fail = |e: ort::Error| Error::Ort {
             reason: format!("{}: {e}", graph.path.display()),
@@ -220,7 +220,7 @@ impl OrtRunner {
             let sink = placements.clone();
             let b = b
                 .with_logger(Arc::new(move |_l, _c, _i, _loc, msg: &str| {
-                    placement::capture(&mut sink.lock().expect("placement log"), msg)
+                    sink.lock().expect("placement log").capture(msg)
                 }))
                 .map_err(|e| fail(e.into()))?;
             let mut b = match graph.path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -412,22 +412,17 @@ impl OrtRunner {
     /// A session on the target model with every computed value exposed as an output.
     pub fn instrumented_session(&self, graph: &Graph) -> Result<Session> {
         let graph = self.target_model.as_ref().unwrap_or(graph);
-        self.session(
-            graph,
-            &instrumented_bytes(graph),
-            Arc::new(Mutex::new(Vec::new())),
-        )
+        self.session(graph, &instrumented_bytes(graph), Arc::default())
     }
 
     /// A session on `graph` as it is, with this runner's EP and options.
     pub fn session_for(&self, graph: &Graph) -> Result<Session> {
-        self.session(graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))
+        self.session(graph, &graph.bytes, Arc::default())
     }
 
     /// Whether ONNX Runtime accepts `graph` (creates a session and drops it).
     pub fn check_loads(&self, graph: &Graph) -> Result<()> {
-        self.session(graph, &graph.bytes, Arc::new(Mutex::new(Vec::new())))
-            .map(drop)
+        self.session(graph, &graph.bytes, Arc::default()).map(drop)
     }
 }
 

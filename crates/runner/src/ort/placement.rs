@@ -6,19 +6,28 @@
 use crate::error::Error;
 pub use crate::facts::Placed;
 
-/// Keeps the placement messages of ONNX Runtime's session log in `kept`: each provider's header, with the node lines
-/// ONNX Runtime logs after it one message each (`  OpType (name)`) appended to it.
-pub fn capture(kept: &mut Vec<String>, msg: &str) {
-    if msg.contains("placed on [") {
-        kept.push(msg.to_string());
-    } else if let Some(last) = kept.last_mut().filter(|l| !l.ends_with('\u{0}')) {
-        match msg.starts_with("  ") && msg.trim_end().ends_with(')') {
-            true => {
-                last.push('\n');
-                last.push_str(msg.trim_end());
-            }
+/// The placement messages of one session's log: each provider's header, with the node lines ONNX Runtime logs after
+/// it one message each (`  OpType (name)`) joined to it.
+#[derive(Debug, Default)]
+pub struct Log {
+    pub messages: Vec<String>,
+    /// The last message kept was a header or a node line: a node line may follow.
+    open: bool,
+}
+
+impl Log {
+    /// Takes one message of the session's log.
+    pub fn capture(&mut self, msg: &str) {
+        let node_line = msg.starts_with("  ") && msg.trim_end().ends_with(')');
+        if msg.contains("placed on [") {
+            self.messages.push(msg.to_string());
+            self.open = true;
+        } else if let (true, true, Some(last)) = (self.open, node_line, self.messages.last_mut()) {
+            last.push('\n');
+            last.push_str(msg.trim_end());
+        } else {
             // Anything else ends the block: later messages are not node lines.
-            false => last.push('\u{0}'),
+            self.open = false;
         }
     }
 }
@@ -27,7 +36,7 @@ pub fn capture(kept: &mut Vec<String>, msg: &str) {
 pub fn parse(messages: &[String]) -> Vec<Placed> {
     let mut out: Vec<Placed> = Vec::new();
     for m in messages {
-        let mut lines = m.trim_end_matches('\u{0}').lines();
+        let mut lines = m.lines();
         while let Some(line) = lines.next() {
             let Some((provider, count)) = header(line) else {
                 continue;
@@ -142,7 +151,7 @@ mod tests {
 
     #[test]
     fn node_lines_logged_one_by_one_join_their_header() {
-        let mut kept = Vec::new();
+        let mut log = Log::default();
         for m in [
             "Node placements",
             " Node(s) placed on [ggml]. Number of nodes: 1",
@@ -152,9 +161,9 @@ mod tests {
             "SaveMLValueNameIndexMapping",
             "  Later (message)",
         ] {
-            capture(&mut kept, m);
+            log.capture(m);
         }
-        let p = parse(&kept);
+        let p = parse(&log.messages);
         assert_eq!(p[0].nodes, ["ggml_171_0 (ggml_ggml_171_0_0)"]);
         assert_eq!(p[1].nodes, ["GlobalAveragePool (gap)"]);
         assert_eq!(

@@ -39,13 +39,13 @@ impl OrtRunner {
             Bytes::Instrumented => Some(instrumented_bytes(graph)),
             Bytes::Extra(n) => Some(with_outputs(&graph.bytes, n)),
         };
-        let placements = Arc::new(Mutex::new(Vec::new()));
+        let placements: Arc<Mutex<super::placement::Log>> = Arc::default();
         let mut session = self.session(
             graph,
             data.as_deref().unwrap_or(&graph.bytes),
             placements.clone(),
         )?;
-        let placed = super::placement::parse(&placements.lock().expect("placement log"));
+        let placed = super::placement::parse(&placements.lock().expect("placement log").messages);
         if let Some(e) = super::placement::refused(&placed, self.ep_name(), &self.widen_hint()) {
             return Err(e);
         }
