@@ -16,7 +16,7 @@ use crate::tensor::{DType, Tensor};
 /// to the larger of the element and the tensor's RMS): a few roundings, not the comparison's tolerance, which is far
 /// looser than the gap between two roundings. Where the expected-noise run measures more on the input (a deep or
 /// cancelling computation), the window widens to that ([`Measured`]).
-const NOISE_ULPS: f64 = 64.0;
+pub(super) const NOISE_ULPS: f64 = 64.0;
 
 /// The one target's decisions: with their fixed windows (for the expected-noise run) and widened to the noise that
 /// run measures on their inputs (for the reference runs), and where that noise is recorded.

@@ -33,6 +33,7 @@ mod settings;
 mod shapes;
 mod steps;
 mod stream;
+mod variation;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -296,6 +297,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
         decisions::record(lane, &cmp.reference.adopted);
         lane.widened = decisions::widened(lane, &cmp.reference.adopted);
         decisions::without_noise_after(&p.graph, lane);
+        variation::settle(s, p, lane);
     }
     let held_ms = match attribution && !s.attribute_all {
         true => hold_what_is_needed(s, p, &mut lanes, &mut cmp),

@@ -48,6 +48,7 @@ mod prepare;
 mod profile;
 mod python;
 mod qdq;
+mod qdq_fused;
 mod real_fetched;
 mod recipes;
 mod reduce;

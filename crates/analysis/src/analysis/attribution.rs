@@ -347,6 +347,7 @@ mod tests {
             is_output: false,
             sample: None,
             adopted: None,
+            variation: None,
         }
     }
 

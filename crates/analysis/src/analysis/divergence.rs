@@ -31,6 +31,7 @@ fn unchecked(name: &str, reason: String, is_output: bool) -> ValueReport {
         is_output,
         sample: None,
         adopted: None,
+        variation: None,
     }
 }
 

@@ -75,6 +75,9 @@ pub struct Evaluator<'g, 's> {
     pairs: HashMap<usize, usize>,
     /// Selections (ArgMax, TopK, comparisons) the target decided, by the decided value's name ([`super::select`]).
     selections: HashMap<String, super::select::Selection>,
+    /// Near-ties of every quantization rounded the other way ([`decide::Ties`]), and how many elements moved.
+    ties: Option<decide::Ties>,
+    pub flipped: u64,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -110,6 +113,8 @@ impl<'g, 's> Evaluator<'g, 's> {
             adopted: HashMap::new(),
             pairs: HashMap::new(),
             selections: HashMap::new(),
+            ties: None,
+            flipped: 0,
         }
     }
 
@@ -259,10 +264,14 @@ impl<'g, 's> Evaluator<'g, 's> {
             .map(|v| super::symbols::resolved(v, ctx.symbols))
             .collect::<TractResult<TVec<_>>>()?;
         let decides = self.decides(node).then(|| ins.clone());
+        let ties = self.ties_at(node).then(|| ins.clone());
         let mut out = self.eval_node(ctx, st, node, ins)?;
         self.round_outputs(node.id, &mut out)?;
         if let Some(ins) = decides {
             self.adopt(ctx, node, &ins, &mut out);
+        }
+        if let Some(ins) = ties {
+            self.flip_ties(ctx, node, &ins, &mut out);
         }
         self.adopt_selections(node.id, &mut out);
         if node.inputs.is_empty() && self.needed.contains(&node.name) {

@@ -101,6 +101,7 @@ impl ReferenceRunner {
             .with_rounding(self.round.as_ref())
             .with_unfaithful(planned.unfaithful.clone())
             .with_decisions(self.decisions.as_deref())
+            .with_ties(self.ties)
             .with_selections(planned.selections.clone())
             .with_constants(plan.model());
         let stopped =
@@ -124,6 +125,10 @@ impl ReferenceRunner {
         out.details
             .insert("weights".into(), planned.weights.clone());
         out.adopted = adopted;
+        if self.ties.is_some() {
+            out.details
+                .insert(decide::TIES_FLIPPED.into(), ev.flipped.to_string());
+        }
         Ok(out)
     }
 }

@@ -326,6 +326,24 @@ pub struct ValueReport {
     /// target's decision because its input lay within its tolerance of the boundary, or the conversion is undefined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopted: Option<crate::runner::reference::decide::Adopted>,
+    /// A graph output of a quantized model read from ONNX Runtime's fused run, judged against the variation of
+    /// faithful integer kernels (a reference run rounding every quantization's near-ties the other way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variation: Option<Variation>,
+}
+
+/// How far another faithful execution of a quantized graph carries a value: the reference rerun with every
+/// quantization's near-ties (inputs within a few roundings of a boundary) rounded to the other neighbour.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Variation {
+    /// Quantized elements that run moved by one level, in the whole graph.
+    pub flips: u64,
+    /// The largest |v − ref| of that run on this value.
+    pub max_abs: f64,
+    /// The largest |target − ref| on this value (the reference on its own decisions, none adopted).
+    pub error: f64,
+    /// The target's error lies within the allowed multiple of `max_abs`: passed as a faithful variation.
+    pub excused: bool,
 }
 
 impl ValueReport {

@@ -17,8 +17,10 @@ use tract_onnx::prelude::*;
 
 mod dynamic;
 mod measured;
+mod ties;
 pub use dynamic::adopt_dynamic;
 pub use measured::Measured;
+pub use ties::{flip as flip_ties, Ties, TIES_FLIPPED};
 
 /// The target's decision on one value, and the noise of the float the decision rounds (its first input): a fixed
 /// window (`atol` + `rtol` · max(|x|, RMS of x)) that widens to the noise measured on the input when one is.

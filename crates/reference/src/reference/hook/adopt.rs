@@ -33,6 +33,32 @@ fn grid(node: &TypedNode) -> Option<Format> {
 }
 
 impl Evaluator<'_, '_> {
+    /// Rounds near-ties to the other way on `node`'s quantization when asked to ([`decide::Ties`]).
+    pub fn with_ties(mut self, ties: Option<decide::Ties>) -> Self {
+        self.ties = ties;
+        self
+    }
+
+    /// Whether `node` is a quantization whose near-ties this run rounds the other way.
+    pub(super) fn ties_at(&self, node: &TypedNode) -> bool {
+        self.ties.is_some()
+            && (node.op_as::<super::super::contrib::op::ContribOp>())
+                .is_some_and(|c| c.node.op() == "QuantizeLinear")
+    }
+
+    /// Rounds the near-ties of quantization `node` to the other neighbour.
+    pub(super) fn flip_ties(
+        &mut self,
+        ctx: &EvalContext,
+        node: &TypedNode,
+        ins: &TVec<TValue>,
+        out: &mut TVec<TValue>,
+    ) {
+        if let Some(t) = self.ties {
+            self.flipped += decide::flip_ties(t, ins, out, |xs| reeval(ctx, node, xs));
+        }
+    }
+
     /// Whether tract node `node` computes an ONNX decision the target made too, from that decision's own input.
     pub(super) fn decides(&self, node: &TypedNode) -> bool {
         let (Some(d), Some(onnx)) = (
