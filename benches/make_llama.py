@@ -10,7 +10,7 @@ fp32, 4.7 GiB), `--preset 3b` (hidden 3072, intermediate 8192, 28 layers, 3.4B, 
 numpy's default_rng(seed) with 1/sqrt(fan-in) scaling. Nothing here is committed: run it where the model is needed.
 
 usage: python3 benches/make_llama.py OUT_DIR [--preset tiny|1b|3b|7b] [--hidden H] [--intermediate I]
-       [--layers L] [--heads N] [--vocab V] [--tokens T] [--dtype fp32|fp16] [--seed S]
+       [--layers L] [--heads N] [--vocab V] [--tokens T] [--dtype fp32|fp16] [--seed S] [--cache | --rope-in-graph]
 """
 import argparse
 import os
@@ -131,13 +131,19 @@ def constants(b, c, t):
     ang = np.outer(np.arange(2 * t if c.get("cache") else t, dtype=np.float64), inv)
     ang = np.concatenate([ang, ang], axis=-1)
     suffix = "_table" if c.get("cache") else ""
-    b.const("cos" + suffix, np.cos(ang).astype(f)[None, None])
-    b.const("sin" + suffix, np.sin(ang).astype(f)[None, None])
-    if c.get("cache"):
+    if c.get("rope_in_graph"):
+        b.const("inv_freq", inv.astype(f)[None])
+    else:
+        b.const("cos" + suffix, np.cos(ang).astype(f)[None, None])
+        b.const("sin" + suffix, np.sin(ang).astype(f)[None, None])
+    if c.get("cache") or c.get("rope_in_graph"):
         b.const("one_i", np.array(1, np.int64))
+        b.const("zero_two", np.array([0, 1], np.int64))
+    if c.get("rope_in_graph"):
+        b.const("zero_i", np.array(0, np.int64))
+    if c.get("cache"):
         b.const("two_i", np.array(2, np.int64))
         b.const("two_1", np.array([2], np.int64))
-        b.const("zero_two", np.array([0, 1], np.int64))
     else:
         b.const("mask", np.triu(np.full((t, t), np.finfo(f).min, dtype=f), 1)[None, None])
     b.const("two", np.array(2.0, f))
@@ -150,6 +156,20 @@ def constants(b, c, t):
     b.const("minus_one_1", np.array([-1], np.int64))
     b.const("heads_shape", np.array([1, -1 if c.get("cache") else t, c["heads"], d], np.int64))
     b.const("hidden_shape", np.array([1, -1 if c.get("cache") else t, c["hidden"]], np.int64))
+
+
+def rotary_in_graph(b):
+    """Rotary tables computed in the graph in the model's precision, as Hugging Face's LlamaRotaryEmbedding exports:
+    positions from the input's length, angles = positions x inv_freq (a MatMul), cos and sin of them."""
+    seq = b.node("Gather", "/rotary/seq", [b.node("Shape", "/rotary/ids_shape", ["input_ids"]), "one_i"], axis=0)
+    pos = b.node("Range", "/rotary/Range", ["zero_i", seq, "one_i"])
+    pos = b.node("Cast", "/rotary/Cast", [pos], to=b.elem)
+    pos = b.node("Unsqueeze", "/rotary/Unsqueeze", [pos, "minus_one_1"])
+    freqs = b.node("MatMul", "/rotary/MatMul", [pos, "inv_freq"])
+    emb = b.node("Concat", "/rotary/Concat", [freqs, freqs], axis=-1)
+    for name, op in (("cos", "Cos"), ("sin", "Sin")):
+        v = b.node(op, f"/rotary/{op}", [emb])
+        b.nodes.append(helper.make_node("Unsqueeze", [v, "zero_two"], [name], name=f"/rotary/{name}"))
 
 
 def cached_positions(b, c, t):
@@ -182,15 +202,23 @@ def main():
     ap.add_argument("--cache", action="store_true",
                     help="a KV-cache decoder (past_key_values.I.key/value in, present.I.key/value out, dynamic "
                          "lengths; rotary tables for twice --tokens positions), for `phantom onnx --steps`")
+    ap.add_argument("--rope-in-graph", action="store_true",
+                    help="rotary tables computed in the graph in the model's precision (positions x inv_freq, "
+                         "then cos and sin) instead of stored ones; not with --cache")
     a = ap.parse_args()
     c = dict(PRESETS[a.preset])
     c["cache"] = a.cache
+    c["rope_in_graph"] = a.rope_in_graph
+    if a.cache and a.rope_in_graph:
+        ap.error("--rope-in-graph is not made with --cache")
     c.update({k: getattr(a, k) for k in ("hidden", "intermediate", "layers", "heads", "vocab", "dtype") if getattr(a, k)})
     os.makedirs(a.out, exist_ok=True)
     b, t, h = Builder(a.out, c["dtype"], a.seed), a.tokens, c["hidden"]
     constants(b, c, t)
     if c["cache"]:
         cached_positions(b, c, t)
+    if c["rope_in_graph"]:
+        rotary_in_graph(b)
     emb = b.weight("model.embed_tokens.weight", [c["vocab"], h], scale=1.0)
     x = b.node("Gather", "/model/embed_tokens/Gather", [emb, "input_ids"])
     for i in range(c["layers"]):

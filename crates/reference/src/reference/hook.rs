@@ -15,6 +15,7 @@ use fallback::{first_line, zeros_for};
 
 mod adopt;
 mod fallback;
+mod rounded;
 use crate::model::Graph;
 use crate::RefPrecision;
 
@@ -78,6 +79,10 @@ pub struct Evaluator<'g, 's> {
     /// Near-ties of every quantization rounded the other way ([`decide::Ties`]), and how many elements moved.
     ties: Option<decide::Ties>,
     pub flipped: u64,
+    /// The folded float nodes a rounding run computes again ([`super::folded`]), and the rounded constants fed in
+    /// place of the folded ones, by tract outlet.
+    folded: Option<&'g super::folded::Folded>,
+    substitute: HashMap<OutletId, TValue>,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -115,6 +120,8 @@ impl<'g, 's> Evaluator<'g, 's> {
             selections: HashMap::new(),
             ties: None,
             flipped: 0,
+            folded: None,
+            substitute: HashMap::new(),
         }
     }
 
@@ -192,6 +199,7 @@ impl<'g, 's> Evaluator<'g, 's> {
         // In the ONNX graph's order, as computed values arrive: a constant's operands are handed on before it (the
         // comparison scales a value's tolerance by its operands'), the same way in every run.
         consts.sort_by_key(|(id, _)| (self.onnx_of.get(id).copied().unwrap_or(usize::MAX), *id));
+        self.round_constants(&mut consts);
         for (id, v) in consts {
             // A constant tract folded from a node it imports unfaithfully is not a value to hand on.
             let idx = self.onnx_of.get(&id).copied();
@@ -259,10 +267,11 @@ impl<'g, 's> Evaluator<'g, 's> {
         crate::error::at_node(&node.name);
         // Few entries: the placeholders of nodes not computed need them (see `zeros_for`).
         self.symbols = ctx.symbols.clone();
-        let ins = ins
+        let mut ins = ins
             .into_iter()
             .map(|v| super::symbols::resolved(v, ctx.symbols))
             .collect::<TractResult<TVec<_>>>()?;
+        self.substituted(node, &mut ins);
         let decides = self.decides(node).then(|| ins.clone());
         let ties = self.ties_at(node).then(|| ins.clone());
         let mut out = self.eval_node(ctx, st, node, ins)?;

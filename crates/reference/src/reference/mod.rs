@@ -12,6 +12,7 @@ mod extrema;
 mod faithful;
 pub mod fast;
 mod files;
+mod folded;
 mod formats;
 mod hook;
 pub mod kernels;

@@ -8,8 +8,8 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::SimpleState;
 
 use super::{
-    capture, decide, faithful, hook, overrides, pins, ref_err, select, stored, symbols, to_f64,
-    InputFact, ReferenceRunner,
+    capture, decide, faithful, folded, hook, overrides, pins, ref_err, select, stored, symbols,
+    to_f64, InputFact, ReferenceRunner,
 };
 use crate::error::Result;
 use crate::model::inputs::Inputs;
@@ -33,6 +33,8 @@ pub(super) struct Planned {
     pub(super) adopted_folded: Vec<(String, decide::Adopted)>,
     /// How the plan holds the model's weights, for the report's reference details ([`stored::held`]).
     pub(super) weights: String,
+    /// The float nodes tract folded, for a run that rounds ([`folded`]).
+    pub(super) folded: folded::Folded,
 }
 
 impl ReferenceRunner {
@@ -62,7 +64,9 @@ impl ReferenceRunner {
         let weights = stored::held(plan.model());
         let onnx_of = capture::onnx_nodes(plan.model(), &producers);
         // The rewritten model holds every weight in f64 again: not kept through the run.
+        let folded = folded::Folded::collect(graph, plan.model(), &onnx_of, &proto);
         let planned = Planned {
+            folded,
             names,
             labels,
             onnx_of,
@@ -102,6 +106,7 @@ impl ReferenceRunner {
             .with_unfaithful(planned.unfaithful.clone())
             .with_decisions(self.decisions.as_deref())
             .with_ties(self.ties)
+            .with_folded(&planned.folded)
             .with_selections(planned.selections.clone())
             .with_constants(plan.model());
         let stopped =

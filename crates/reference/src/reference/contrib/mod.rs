@@ -61,7 +61,7 @@ mod squeeze;
 pub mod standin;
 mod stft;
 mod strings;
-mod subgraph;
+pub(super) mod subgraph;
 mod svm;
 mod svm_cls;
 mod symbolic;

@@ -112,13 +112,16 @@ pub fn plan(n: &Node, name: &str, feed: &[Tensor], pin: bool) -> TractResult<Pla
         graph: Some(g),
         ..Default::default()
     };
+    plan_model(&proto, feed, pin).with_context(|| what.clone())
+}
+
+/// A one-graph model (its inputs typed or not) as a runnable tract model, typed for `feed` (with `pin`, the small
+/// integer inputs as values) and widened to f64, phantom's kernels registered.
+pub fn plan_model(proto: &ModelProto, feed: &[Tensor], pin: bool) -> TractResult<Plan> {
     let mut onnx = tract_onnx::onnx().with_ignore_value_info(true);
     onnx.provider = std::sync::Arc::new(super::super::files::Files);
     super::register(&mut onnx);
-    let mut model = onnx
-        .parse(&proto, None)
-        .with_context(|| format!("parsing {what}"))?
-        .model;
+    let mut model = onnx.parse(proto, None).context("parsing")?.model;
     for (ix, t) in feed.iter().enumerate() {
         let f = match pin && pinned(t) {
             true => InferenceFact::from(t.clone()),
@@ -129,7 +132,7 @@ pub fn plan(n: &Node, name: &str, feed: &[Tensor], pin: bool) -> TractResult<Pla
         };
         model.set_input_fact(ix, f)?;
     }
-    typed(model).with_context(|| format!("typing {what}"))
+    typed(model).context("typing")
 }
 
 /// `model` typed and widened to f64, every value an output (after the graph's own): as in the whole run, tract
