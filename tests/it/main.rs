@@ -35,6 +35,7 @@ mod locks;
 mod memory;
 mod ml;
 mod ml_strings;
+mod model_dims;
 mod multi;
 mod nan_semantics;
 mod optional;

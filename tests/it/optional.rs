@@ -159,3 +159,32 @@ fn an_empty_optional_input_is_refused_by_name() {
         &["input_0.pb", "empty optional `x`"],
     );
 }
+
+/// The models phantom derives keep an optional input's type (tract's protobuf types drop it): the fp16 conversion of
+/// the optional model loads in ONNX Runtime and compares.
+#[test]
+fn an_optional_input_keeps_its_type_in_the_fp16_conversion() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = optional_model(dir.path());
+    let data = data(dir.path(), Some(&X));
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--input",
+        data.to_str().unwrap(),
+        "--precision",
+        "fp16",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let y = (r["nodes"].as_array().unwrap().iter())
+        .flat_map(|n| n["values"].as_array().unwrap())
+        .find(|v| v["name"] == "y")
+        .unwrap();
+    assert_eq!(y["status"], "pass", "{y}");
+}

@@ -1,5 +1,6 @@
 //! Sizes for the symbolic dims of generated inputs, before defaulting to 1: what the model says (ultralytics'
-//! `imgsz` metadata), then what real models of that input kind use — batch 1, image spatial dims 320 (a multiple of
+//! `imgsz` metadata; its weights, position tables and the files beside it, [`super::dims_model`]), then what real
+//! models of that input kind use — batch 1, image spatial dims 320 (a multiple of
 //! 32 that detectors, classifiers and OCR recognisers accept; a text line of fixed height gets width 320; a square
 //! image whose other side is fixed gets the same size), sequences 128 — each with the reason, so the report can say
 //! where every dim came from. A dim none of these covers is 1, said in a note.
@@ -41,6 +42,8 @@ pub struct Chosen {
 pub struct Hints {
     /// ultralytics' `imgsz`: (height, width).
     pub imgsz: Option<(usize, usize)>,
+    /// What the model's weights and the files beside it say.
+    pub model: super::dims_model::FromModel,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -58,7 +61,10 @@ impl Hints {
             .iter()
             .find(|p| p.key == "imgsz")
             .and_then(|p| parse_imgsz(&p.value));
-        Hints { imgsz }
+        Hints {
+            imgsz,
+            model: super::dims_model::FromModel::of(graph),
+        }
     }
 }
 
@@ -120,7 +126,12 @@ pub fn choose(hints: &Hints, info: &ValueInfo, axis: usize, symbol: Option<&str>
     if (axis == 0 && rank >= 2) || name.contains("batch") || name == "n" {
         return chosen(1, "batch");
     }
-    if let Some((h, w)) = spatial_axes(info).filter(|(h, w)| axis == *h || axis == *w) {
+    let stated = hints.model.by_axis.get(&(info.name.clone(), axis));
+    if let (Some(c), None) = (stated, hints.imgsz.filter(|_| axis >= 2)) {
+        return c.clone();
+    }
+    let spatial = spatial_axes(info).or_else(|| hints.model.spatial.get(&info.name).copied());
+    if let Some((h, w)) = spatial.filter(|(h, w)| axis == *h || axis == *w) {
         let (is_h, other) = (axis == h, if axis == h { w } else { h });
         if let Some((mh, mw)) = hints.imgsz {
             return chosen(if is_h { mh } else { mw }, "the model's imgsz metadata");
@@ -139,7 +150,10 @@ pub fn choose(hints: &Hints, info: &ValueInfo, axis: usize, symbol: Option<&str>
         "wav", "signal", "phoneme", "char",
     ];
     if sequence.iter().any(|k| name.contains(k)) {
-        return chosen(128, GUESSED_LENGTH);
+        return match &hints.model.max_len {
+            Some((rows, from)) if *rows < 128 => chosen(*rows, from),
+            _ => chosen(128, GUESSED_LENGTH),
+        };
     }
     chosen(1, "no better guess")
 }
@@ -213,6 +227,7 @@ mod tests {
         let yolo = info(vec![sym("b"), Dim::Fixed(3), sym("h"), sym("w")]);
         let meta = Hints {
             imgsz: parse_imgsz("[320, 416]"),
+            ..Default::default()
         };
         assert_eq!(choose(&meta, &yolo, 2, Some("h")).value, 320);
         assert_eq!(choose(&meta, &yolo, 3, Some("w")).value, 416);

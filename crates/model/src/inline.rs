@@ -107,7 +107,7 @@ pub fn reimported(graph: Graph, proto: ModelProto, notes: Vec<String>) -> Result
     if notes.is_empty() {
         return Ok(graph);
     }
-    let mut changed = super::surgery::finish(&graph.path, proto)?;
+    let mut changed = super::surgery::finish_like(&graph.path, proto, &graph)?;
     changed.sha256 = graph.sha256.clone();
     changed.was_unsorted |= graph.was_unsorted;
     changed.notes = graph.notes.iter().cloned().chain(notes).collect();

@@ -9,6 +9,7 @@ pub(crate) use phantom_core::{error, fsutil, tensor, units};
 pub mod budget;
 pub mod cut;
 pub mod dims;
+pub mod dims_model;
 pub mod external;
 pub mod functions;
 pub mod image;

@@ -91,6 +91,106 @@ pub fn tensor_types(model: &[u8]) -> HashMap<String, type_proto::Tensor> {
         .collect()
 }
 
+/// The main graph's inputs and outputs `source` declares optional or sequence, with their types.
+fn typed_io(source: &[u8]) -> (Vec<ValueType>, Vec<ValueType>) {
+    let Some(g) = ModelTypes::decode(source).ok().and_then(|m| m.graph) else {
+        return (vec![], vec![]);
+    };
+    let typed = |v: &ValueType| {
+        v.r#type
+            .as_ref()
+            .is_some_and(|t| t.optional_type.is_some() || t.sequence_type.is_some())
+    };
+    (
+        g.input.into_iter().filter(typed).collect(),
+        g.output.into_iter().filter(typed).collect(),
+    )
+}
+
+/// Declares, in `model`'s main graph, the tensor type of each `OptionalGetElement` output that unwraps an input
+/// `source` declares `optional(tensor)`: a pass that rewrites tensor types (a precision conversion) then knows what
+/// the unwrapped value is.
+pub fn declare_unwrapped(model: &mut tract_onnx::pb::ModelProto, source: &[u8]) {
+    let optional = tensor_types(source);
+    let Some(g) = model.graph.as_mut() else {
+        return;
+    };
+    let unwrapped: Vec<(String, type_proto::Tensor)> = (g.node.iter())
+        .filter(|n| n.op_type == "OptionalGetElement")
+        .filter_map(|n| {
+            Some((
+                n.output.first()?.clone(),
+                optional.get(n.input.first()?)?.clone(),
+            ))
+        })
+        .collect();
+    for (name, t) in unwrapped {
+        if g.value_info.iter().any(|v| v.name == name) {
+            continue;
+        }
+        g.value_info.push(tract_onnx::pb::ValueInfoProto {
+            name,
+            r#type: Some(tract_onnx::pb::TypeProto {
+                value: Some(type_proto::Value::TensorType(t)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+}
+
+/// `bytes` (a model phantom derived from `source` and encoded with tract's protobuf types) with the optional and
+/// sequence types `source` declares on its main graph's inputs and outputs put back: an optional whose tensor type
+/// the derived model states is that tensor's optional, any other keeps the type `source` declares. Those inputs and outputs are written again, with their types, after the rest (protobuf
+/// merges a repeated field written twice; ONNX Runtime binds inputs by name).
+pub fn restore(bytes: Vec<u8>, source: &[u8]) -> Vec<u8> {
+    let (inputs, outputs) = typed_io(source);
+    if inputs.is_empty() && outputs.is_empty() {
+        return bytes;
+    }
+    let Ok(mut model) = tract_onnx::pb::ModelProto::decode(bytes.as_slice()) else {
+        return bytes;
+    };
+    let Some(graph) = model.graph.as_mut() else {
+        return bytes;
+    };
+    let extra = GraphTypes {
+        input: retyped(&mut graph.input, &inputs),
+        output: retyped(&mut graph.output, &outputs),
+        value_info: vec![],
+    };
+    let mut out = model.encode_to_vec();
+    out.extend(ModelTypes { graph: Some(extra) }.encode_to_vec());
+    out
+}
+
+/// Takes the values of `of` out of `values`, typed as [`restore`] says.
+fn retyped(values: &mut Vec<tract_onnx::pb::ValueInfoProto>, of: &[ValueType]) -> Vec<ValueType> {
+    let mut out = vec![];
+    values.retain(|v| {
+        let Some(source) = of.iter().find(|o| o.name == v.name) else {
+            return true;
+        };
+        let mut typed = source.clone();
+        let tensor = v.r#type.as_ref().and_then(|t| match &t.value {
+            Some(type_proto::Value::TensorType(t)) => Some(t.clone()),
+            _ => None,
+        });
+        if let (Some(t), Some(opt)) = (
+            tensor,
+            typed.r#type.as_mut().and_then(|t| t.optional_type.as_mut()),
+        ) {
+            opt.elem_type = Some(ElemType {
+                tensor_type: Some(t),
+                sequence_type: None,
+            });
+        }
+        out.push(typed);
+        false
+    });
+    out
+}
+
 /// The element type of every main-graph input and output the model declares `seq(tensor)` or
 /// `optional(seq(tensor))`, by name (an element type of code 0 when the model does not declare one; a sequence of
 /// maps or of sequences is not listed); empty when there is none. phantom holds an optional sequence that has a

@@ -35,6 +35,14 @@ pub fn finish(path: &Path, mut proto: ModelProto) -> Result<Graph> {
     import::from_bytes(path, proto.encode_to_vec())
 }
 
+/// [`finish`] for a model derived from `source`, keeping the optional and sequence types of `source`'s inputs and
+/// outputs, which tract's protobuf types drop ([`super::optional::restore`]).
+pub fn finish_like(path: &Path, mut proto: ModelProto, source: &Graph) -> Result<Graph> {
+    legalize(&mut proto);
+    let bytes = super::optional::restore(proto.encode_to_vec(), &source.bytes);
+    import::from_bytes(path, bytes)
+}
+
 /// [`finish`] for a model run at once and named by no report (a cut of the target's chunked run): its bytes are
 /// not hashed, and its `sha256` is empty.
 pub fn finish_unnamed(path: &Path, mut proto: ModelProto) -> Result<Graph> {

@@ -143,6 +143,11 @@ fn kept_why(n: &NodeProto, opts: &ConvertOptions) -> Option<String> {
         Some("asked to keep it in float32".into())
     } else if opts.keep_ops.contains(&n.op_type) {
         Some(format!("{} kept in float32", n.op_type))
+    } else if n.op_type == "OptionalGetElement" {
+        Some(
+            "it unwraps an optional value, which keeps its type (a cast cannot read an optional)"
+                .into(),
+        )
     } else if KEEP_OPS.contains(&n.op_type.as_str()) {
         Some(format!("{} has no reduced-precision form", n.op_type))
     } else {

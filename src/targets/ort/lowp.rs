@@ -71,10 +71,12 @@ const FUNCTION_OPS: &[&str] = &[
 
 /// Converts `graph` as `opts` says and makes sure `ort` loads it.
 pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result<LowTarget> {
-    let proto = ModelProto::decode(graph.bytes.as_slice()).map_err(|e| Error::MalformedModel {
-        path: graph.path.clone(),
-        reason: format!("not an ONNX model: {e}"),
-    })?;
+    let mut proto =
+        ModelProto::decode(graph.bytes.as_slice()).map_err(|e| Error::MalformedModel {
+            path: graph.path.clone(),
+            reason: format!("not an ONNX model: {e}"),
+        })?;
+    model::optional::declare_unwrapped(&mut proto, &graph.bytes);
     let suffix = match opts.to {
         LowPrecision::F16 => "fp16",
         LowPrecision::Bf16 => "bf16",
@@ -100,7 +102,7 @@ pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result
         if data_dir.is_some() {
             external::externalize(&mut conversion.model, graph.path.parent(), &path)?;
         }
-        let mut low = model::surgery::finish(&path, conversion.model.clone())?;
+        let mut low = model::surgery::finish_like(&path, conversion.model.clone(), graph)?;
         low.handed_on = graph.handed_on.clone();
         match ort.check_loads(&low) {
             Ok(()) => {

@@ -81,9 +81,7 @@ pub struct ReferenceRunner {
     /// Set (by the sink) once the caller has every value it wants: the run then ends before its next node,
     /// successfully, the rest of its values not computed.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-    /// Round every quantization's near-ties to the other neighbour ([`decide::Ties`]): another faithful execution
-    /// of a quantized graph, whose distance from the correctly rounded one bounds what fused integer kernels may
-    /// give. The elements moved are counted in the run's details (`ties flipped`).
+    /// Round every quantization's near-ties to the other neighbour ([`decide::Ties`]; counted in the details).
     pub ties: Option<decide::Ties>,
 }
 
