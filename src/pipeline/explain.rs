@@ -233,6 +233,7 @@ fn find(
         .map(|t| causes::differ::Models::new(&p.graph, t));
     let differs = |v: &str| models.as_ref().is_some_and(|m| !m.explain(v).is_empty());
     analysis::origin::blame(&p.graph, &nodes, &mut verdict.culprits, &differs);
+    origin_weights(p, cmp, lane, &nodes, &mut verdict);
     verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, |v| operands_of(cmp, rounding, v));
     anomaly::classify(&mut verdict, &nodes);
     if let Some(models) = &models {
@@ -266,8 +267,56 @@ fn explain_causes(
         .iter()
         .map(|c| causes::explain(c, &ev))
         .collect();
-    for (c, f) in verdict.culprits.iter_mut().zip(found) {
+    let narrows = narrows_weights(lane);
+    for (c, mut f) in verdict.culprits.iter_mut().zip(found) {
+        f.retain(|k| narrows || k.kind != CauseKind::WeightsNarrowed);
         c.causes = f;
+    }
+}
+
+/// Whether the target may hold weights in a narrower type than the model's: an ONNX Runtime provider other than its
+/// CPU one ran nodes (the CPU provider, and phantom's shaders, hold them as the model does).
+fn narrows_weights(lane: &Lane) -> bool {
+    let Some(crate::runner::facts::TargetFacts::Ort(o)) = lane.out.facts.as_ref() else {
+        return false;
+    };
+    match o.placement.is_empty() {
+        true => o.ep_requested != "CPUExecutionProvider",
+        false => (o.placement.iter()).any(|p| p.provider != "CPUExecutionProvider"),
+    }
+}
+
+/// The weights hypothesis ([`causes::weights_narrowed`]) for the origins of amplified errors, first among their
+/// causes where it explains their own error.
+fn origin_weights(
+    p: &Prepared,
+    cmp: &Compared,
+    lane: &Lane,
+    nodes: &[NodeReport],
+    verdict: &mut Verdict,
+) {
+    let origin =
+        |c: &&crate::report::model::Culprit| c.basis == crate::report::model::Basis::Origin;
+    let origins: Vec<_> = verdict.culprits.iter().filter(origin).cloned().collect();
+    let Some(rounding) =
+        (lane.rounding.as_ref()).filter(|_| !origins.is_empty() && narrows_weights(lane))
+    else {
+        return;
+    };
+    let values = &cmp.held as &dyn Values;
+    let issues = lane.target.range_issues();
+    let ev = causes::Evidence::new(
+        &p.graph,
+        Some(values),
+        Some(rounding),
+        issues,
+        nodes,
+        &origins,
+    );
+    for c in verdict.culprits.iter_mut().filter(|c| origin(&&**c)) {
+        if let Some(cause) = causes::weights_narrowed(c, &ev) {
+            c.causes.insert(0, cause);
+        }
     }
 }
 

@@ -80,6 +80,44 @@ fn ggml_and_the_cpu_provider_are_compared_in_one_run() {
     let first = &r["agreement"]["first_disagreement"];
     assert_eq!(first["wrong"], "ort-ggml", "{first}");
     assert_eq!(first["at"]["op_type"], "MatMul", "{first}");
+    // Why: ggml holds MatMul weights in fp16, and the weights rounded to fp16 alone move each culprit's output by
+    // as much as its error (0.5 to 2 times); the CPU provider holds them as the model does, so it is never said.
+    let culprits = gg["verdict"]["culprits"].as_array().unwrap();
+    let narrowed: Vec<&serde_json::Value> = (culprits.iter())
+        .filter(|c| c["op_type"] == "MatMul")
+        .filter_map(|c| c["causes"].as_array().unwrap().first())
+        .filter(|k| k["kind"] == "weights_narrowed")
+        .collect();
+    assert!(narrowed.len() >= 2, "{}", gg["verdict"]);
+    for k in narrowed {
+        let ratio = k["evidence"]["ratio"].as_f64().unwrap();
+        assert!(
+            (0.5..=2.0).contains(&ratio) && k["fix"].as_str().unwrap().contains("weights=F32"),
+            "{k}"
+        );
+    }
+}
+
+/// ggml with its weights kept in float32 (`--ep-option weights=F32`): the MatMuls agree with f64, nothing is
+/// blamed on narrowed weights.
+#[test]
+fn ggml_with_float32_weights_has_no_narrowed_weights() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let args = [
+        "--ep",
+        "ggml",
+        "--ep-option",
+        "weights=F32",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let (code, out, err) = onnx_with_ggml(&model("encoder.onnx"), &args);
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    assert!(!out.contains("weights_narrowed"), "{out}");
+    let r = read_json(&json);
+    assert_ne!(r["verdict"]["status"], "drift", "{out}");
 }
 
 /// Found by what it is: with its package importable (here through `PYTHONPATH`) and no `--ep-library`, the library

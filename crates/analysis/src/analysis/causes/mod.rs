@@ -10,6 +10,7 @@ pub mod differ;
 mod numeric;
 mod quant;
 mod range;
+mod weights;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -236,8 +237,8 @@ pub(super) struct Site<'e> {
     pub r_out: Option<ArrayD<f64>>,
 }
 
-/// The likely causes of `c`, most confident first.
-pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
+/// The culprit's node and value as the cause families read them.
+fn site<'e>(c: &Culprit, ev: &'e Evidence) -> Site<'e> {
     let i = c.node_index;
     let node = &ev.graph.nodes[i];
     let op = node.op_type.as_str();
@@ -254,8 +255,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
     let report = ev.report(i);
     let vr = report.and_then(|r| r.values.iter().find(|v| v.name == c.value));
     let r_out = ev.value(&c.value);
-
-    let s = Site {
+    Site {
         i,
         node,
         op,
@@ -264,7 +264,20 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
         keep,
         vr,
         r_out,
-    };
+    }
+}
+
+/// Whether the provider holding `c`'s weights in a narrower type explains its error ([`weights`]): for the
+/// origins of amplified errors, whose causes are not sought otherwise.
+pub fn weights_narrowed(c: &Culprit, ev: &Evidence) -> Option<Cause> {
+    let mut out = vec![];
+    weights::explain(c, ev, &site(c, ev), &mut out);
+    out.pop()
+}
+
+/// The likely causes of `c`, most confident first.
+pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
+    let s = site(c, ev);
     let mut out: Vec<Cause> = vec![];
     for family in [
         range::initializers,
@@ -277,6 +290,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
         super::index_flip::explain,
         quant::explain,
         accuracy::explain,
+        weights::explain,
         range::underflow,
     ] {
         family(c, ev, &s, &mut out);

@@ -125,6 +125,9 @@ pub enum CauseKind {
     /// ONNX Runtime's `MatMulNBits` with `accuracy_level = 4` quantizes its activations to int8 per block inside
     /// the kernel (named from the attribute, with the error that quantization alone makes).
     AccuracyLevel,
+    /// The provider holds the node's weights in a narrower type (fp16, bf16): the weights rounded so explain the
+    /// node's error.
+    WeightsNarrowed,
     /// The target precision itself: nothing more specific explains the error.
     Precision,
     /// The node's own error is far beyond what rounding in its type explains: the kernel or the data differ.
@@ -161,6 +164,7 @@ impl CauseKind {
             Inherited => "inherited",
             Tf32 => "tf32",
             AccuracyLevel => "accuracy_level",
+            WeightsNarrowed => "weights_narrowed",
             Precision => "precision",
             BeyondRounding => "beyond_rounding",
             WeightsDiffer => "weights_differ",
