@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use super::degrade;
 use super::parts::{prune_heatmaps, stage};
+use super::reasons::{explain_causes, model_differences, origin_weights};
 use super::stream::Compared;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::{self, anomaly, attribution, causes, culprit};
@@ -210,8 +211,15 @@ fn find(
         let why = missing.get(n).map(String::as_str).unwrap_or("not produced");
         format!("reference: {why}")
     });
+    let placement = match lane.out.facts.as_ref() {
+        Some(crate::runner::facts::TargetFacts::Ort(o)) => o.placement.as_slice(),
+        _ => &[],
+    };
+    let names: std::collections::HashSet<&str> =
+        p.graph.nodes.iter().map(|n| n.name.as_str()).collect();
     for n in nodes.iter_mut() {
         n.target_placement = lane.out.placement.get(&n.name).cloned();
+        n.ran_on = analysis::placed::ran_on(placement, &names, &n.name);
     }
     prune_heatmaps(&mut nodes);
     let mut verdict = analysis::verdict(&p.graph, &nodes);
@@ -240,97 +248,6 @@ fn find(
         model_differences(models, &mut verdict);
     }
     Ok((Found { nodes, verdict }, causes, settled))
-}
-
-/// The likely causes of each culprit.
-fn explain_causes(
-    p: &Prepared,
-    cmp: &Compared,
-    lane: &Lane,
-    nodes: &[NodeReport],
-    verdict: &mut Verdict,
-) {
-    if verdict.culprits.is_empty() {
-        return;
-    }
-    let rounding = lane.rounding.as_ref();
-    let ev = causes::Evidence::new(
-        &p.graph,
-        rounding.map(|_| &cmp.held as &dyn Values),
-        rounding,
-        lane.target.range_issues(),
-        nodes,
-        &verdict.culprits,
-    );
-    let found: Vec<_> = verdict
-        .culprits
-        .iter()
-        .map(|c| causes::explain(c, &ev))
-        .collect();
-    let narrows = narrows_weights(lane);
-    for (c, mut f) in verdict.culprits.iter_mut().zip(found) {
-        f.retain(|k| narrows || k.kind != CauseKind::WeightsNarrowed);
-        c.causes = f;
-    }
-}
-
-/// Whether the target may hold weights in a narrower type than the model's: an ONNX Runtime provider other than its
-/// CPU one ran nodes (the CPU provider, and phantom's shaders, hold them as the model does).
-fn narrows_weights(lane: &Lane) -> bool {
-    let Some(crate::runner::facts::TargetFacts::Ort(o)) = lane.out.facts.as_ref() else {
-        return false;
-    };
-    match o.placement.is_empty() {
-        true => o.ep_requested != "CPUExecutionProvider",
-        false => (o.placement.iter()).any(|p| p.provider != "CPUExecutionProvider"),
-    }
-}
-
-/// The weights hypothesis ([`causes::weights_narrowed`]) for the origins of amplified errors, first among their
-/// causes where it explains their own error.
-fn origin_weights(
-    p: &Prepared,
-    cmp: &Compared,
-    lane: &Lane,
-    nodes: &[NodeReport],
-    verdict: &mut Verdict,
-) {
-    let origin =
-        |c: &&crate::report::model::Culprit| c.basis == crate::report::model::Basis::Origin;
-    let origins: Vec<_> = verdict.culprits.iter().filter(origin).cloned().collect();
-    let Some(rounding) =
-        (lane.rounding.as_ref()).filter(|_| !origins.is_empty() && narrows_weights(lane))
-    else {
-        return;
-    };
-    let values = &cmp.held as &dyn Values;
-    let issues = lane.target.range_issues();
-    let ev = causes::Evidence::new(
-        &p.graph,
-        Some(values),
-        Some(rounding),
-        issues,
-        nodes,
-        &origins,
-    );
-    for c in verdict.culprits.iter_mut().filter(|c| origin(&&**c)) {
-        if let Some(cause) = causes::weights_narrowed(c, &ev) {
-            c.causes.insert(0, cause);
-        }
-    }
-}
-
-/// With `--target-model`: what differs between the two models at each culprit and anomaly, as their first causes.
-fn model_differences(models: &causes::differ::Models, verdict: &mut Verdict) {
-    for c in verdict.culprits.iter_mut() {
-        let mut found = models.explain(&c.value);
-        found.append(&mut c.causes);
-        found.sort_by_key(|k| k.confidence);
-        c.causes = found;
-    }
-    for a in verdict.anomalies.iter_mut() {
-        a.causes = models.explain(&a.value);
-    }
 }
 
 /// A fusion cause is settled by rerunning the target with graph optimizations off: confirmed, or turned into

@@ -28,6 +28,7 @@ mod noise;
 mod parts;
 mod passes;
 mod prepare;
+mod reasons;
 mod samples;
 mod settings;
 mod shapes;

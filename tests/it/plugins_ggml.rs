@@ -170,9 +170,35 @@ fn a_partial_placement_is_reported_per_provider_and_node() {
         out.contains("MatMul `fc` → `mm` (ran on ggml, inside a node it fused)"),
         "{out}"
     );
-    let placement = &read_json(&json)["target"]["details"]["placement"];
+    let r = read_json(&json);
+    let placement = &r["target"]["details"]["placement"];
     let cpu = (placement.as_array().unwrap().iter())
         .find(|p| p["provider"] == "CPUExecutionProvider")
         .unwrap_or_else(|| panic!("{placement}"));
     assert_eq!(cpu["nodes"][0], "GlobalAveragePool (gap)", "{placement}");
+    // Per node, in the JSON and in the HTML node table.
+    let ran_on = |name: &str| {
+        (r["nodes"].as_array().unwrap().iter())
+            .find(|n| n["name"] == name)
+            .map(|n| n["ran_on"].clone())
+            .unwrap()
+    };
+    assert_eq!(ran_on("gap"), "CPUExecutionProvider");
+    assert_eq!(ran_on("fc"), "ggml, inside a node it fused");
+    let html = dir.path().join("r.html");
+    let args = [
+        "--ep",
+        "ggml",
+        "--ep-option",
+        "partial=1",
+        "--html",
+        html.to_str().unwrap(),
+    ];
+    let (code, out, err) = onnx_with_ggml(&m, &args);
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<th data-k=\"ran\">ran on</th>")
+            && page.contains("<td>CPUExecutionProvider</td>")
+    );
 }

@@ -128,14 +128,8 @@ pub fn declare_unwrapped(model: &mut tract_onnx::pb::ModelProto, source: &[u8]) 
         if g.value_info.iter().any(|v| v.name == name) {
             continue;
         }
-        g.value_info.push(tract_onnx::pb::ValueInfoProto {
-            name,
-            r#type: Some(tract_onnx::pb::TypeProto {
-                value: Some(type_proto::Value::TensorType(t)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        g.value_info
+            .push(super::surgery::value_info(&name, t.elem_type, None));
     }
 }
 

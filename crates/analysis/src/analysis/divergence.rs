@@ -182,6 +182,7 @@ pub fn assemble(
                 status,
                 values,
                 target_placement: None,
+                ran_on: None,
                 not_measured: Default::default(),
             }
         })

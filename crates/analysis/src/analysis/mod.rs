@@ -10,6 +10,7 @@ pub mod divergence;
 pub mod fusion;
 pub mod index_flip;
 pub mod origin;
+pub mod placed;
 pub mod tf32;
 
 pub use divergence::{assemble, compare_pair, coverage, hides, incomplete, verdict};

@@ -35,9 +35,8 @@ fn basis(c: &Culprit) -> String {
     }
 }
 
-/// ` (ran on P)` where ONNX Runtime split the graph between providers and its placement lists the node under P;
-/// ` (fused by ONNX Runtime; not in its placement)` where it lists the node under none; empty where one provider ran
-/// everything.
+/// ` (ran on P)` where ONNX Runtime split the graph between providers (the node's `ran_on`); empty where one
+/// provider ran everything.
 fn ran_on(r: &Report, node: &str) -> String {
     let TargetFacts::Ort(o) = &r.target.details else {
         return String::new();
@@ -45,26 +44,13 @@ fn ran_on(r: &Report, node: &str) -> String {
     if o.placement.len() < 2 {
         return String::new();
     }
-    // `OpType (name)` → `name`.
-    let name = |n: &str| {
-        n.rsplit_once(" (")
-            .map(|(_, r)| r.trim_end_matches(')').to_string())
-    };
-    let listed =
-        (o.placement.iter()).find(|p| p.nodes.iter().any(|n| name(n).as_deref() == Some(node)));
-    if let Some(p) = listed {
-        return format!(" (ran on {})", p.provider);
-    }
-    // Not listed: fused. Where one provider alone lists nodes the model does not have (a compiled subgraph, a fusion),
-    // the node is inside one of them.
-    let model: std::collections::HashSet<&str> = r.nodes.iter().map(|m| m.name.as_str()).collect();
-    let fusing: Vec<&str> = (o.placement.iter())
-        .filter(|p| (p.nodes.iter()).any(|n| name(n).is_none_or(|n| !model.contains(n.as_str()))))
-        .map(|p| p.provider.as_str())
-        .collect();
-    match fusing.as_slice() {
-        [p] => format!(" (ran on {p}, inside a node it fused)"),
-        _ => " (fused by ONNX Runtime; not in its placement)".into(),
+    let on = (r.nodes.iter())
+        .find(|n| n.name == node)
+        .and_then(|n| n.ran_on.as_deref());
+    match on {
+        Some(p) if p.starts_with("fused by") => format!(" ({p})"),
+        Some(p) => format!(" (ran on {p})"),
+        None => String::new(),
     }
 }
 

@@ -303,7 +303,7 @@ pub fn render(r: &Report) -> String {
                 "max_rel": max_rel.unwrap_or(0.0), "max_rel_text": max_rel.map(num).unwrap_or_default(),
                 "fail": fail.unwrap_or(0.0), "fail_text": fail.map(|f| format!("{:.2}%", 100.0 * f)).unwrap_or_default(),
                 "ulp": ulp.map(|u| if u == u64::MAX { "nan/inf".into() } else { u.to_string() }).unwrap_or_default(),
-                "reference": reference, "reduced": reduced,
+                "reference": reference, "reduced": reduced, "ran_on": n.ran_on.clone().unwrap_or_default(),
             })
         })
         .collect();
@@ -316,6 +316,7 @@ pub fn render(r: &Report) -> String {
         .replace("</", "<\\/");
     data["rows"] = json!(rows);
     data["ops"] = json!(ops);
+    data["ran_on_column"] = json!(r.nodes.iter().any(|n| n.ran_on.is_some()));
     data["chart"] = json!(chart(r));
     data["graph"] = json!(graph_view(r));
     data["culprits"] = json!(culprits(r));

@@ -368,6 +368,10 @@ pub struct NodeReport {
     /// Where the target computed this node when not on its device, and why (wgpu target).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_placement: Option<HostPlacement>,
+    /// The execution provider ONNX Runtime ran this node on, from its placement log (`P, inside a node it fused`
+    /// where a provider compiled it into a node of its own); absent for other targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_on: Option<String>,
     /// Figures of this node an optional stage could not measure, by figure (`introduced error`, `expected noise`,
     /// `causes`, `the fusion check`), with the reason. The verdict stands on the compared values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
