@@ -120,5 +120,11 @@ fn an_fp16_decoder_with_rotary_tables_computed_in_the_graph_is_not_drift() {
     for culprit in r["verdict"]["culprits"].as_array().unwrap() {
         assert_ne!(culprit["op_type"], "Cos", "{stdout}");
         assert_ne!(culprit["op_type"], "Sin", "{stdout}");
+        // The model is fp16 itself: phantom's --keep-fp32 (for its own conversion) would be refused.
+        for cause in culprit["causes"].as_array().unwrap() {
+            let fix = cause["fix"].as_str().unwrap();
+            assert!(!fix.contains("--keep-fp32 '"), "{fix}");
+        }
     }
+    assert!(stdout.contains("the model itself computes"), "{stdout}");
 }

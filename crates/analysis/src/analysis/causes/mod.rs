@@ -244,7 +244,14 @@ fn site<'e>(c: &Culprit, ev: &'e Evidence) -> Site<'e> {
     let op = node.op_type.as_str();
     let d = ev.dtype(&c.value);
     let l = limits(d);
-    let keep = if d.size() < 4 {
+    let keep = if d.size() < 4 && native_low(ev.graph) {
+        format!(
+            "the model itself computes `{}` in {}: compute it (and what feeds it) in float32 in the model, as its \
+             exporter can (--keep-fp32 applies to phantom's own conversion)",
+            node.name,
+            d.name()
+        )
+    } else if d.size() < 4 {
         format!("keep `{}` in fp32 (--keep-fp32 '{}')", node.name, node.name)
     } else {
         format!(
@@ -265,6 +272,14 @@ fn site<'e>(c: &Culprit, ev: &'e Evidence) -> Site<'e> {
         vr,
         r_out,
     }
+}
+
+/// Whether the model holds float16 or bfloat16 data itself (a native low-precision model, not phantom's conversion
+/// of a float32 one): its inputs or weights are of those types.
+fn native_low(graph: &Graph) -> bool {
+    let low = |d: DType| matches!(d, DType::F16 | DType::Bf16);
+    graph.inputs.iter().any(|i| i.dtype.is_some_and(low))
+        || graph.initializers.values().any(|w| low(w.dtype))
 }
 
 /// Whether the provider holding `c`'s weights in a narrower type explains its error ([`weights`]): for the
