@@ -7,17 +7,18 @@ use std::process::Command;
 
 use crate::common::*;
 
-#[test]
-fn a_kv_cache_decoder_decodes_three_steps_compared_whole() {
+/// `benches/make_llama.py DIR ARGS` run by the conformance environment (locked): the decoder's path.
+fn llama(dir: &std::path::Path, args: &[&str]) -> std::path::PathBuf {
     ensure_runtime();
     let work = root().join("target/conformance");
-    let _lock = file_lock(&work.with_extension("lock"));
-    let (python, _) = crate::conformance::cases(&work);
-    let dir = tempfile::tempdir().unwrap();
+    let python = {
+        let _lock = file_lock(&work.with_extension("lock"));
+        crate::conformance::cases(&work).0
+    };
     let out = Command::new(python)
         .arg(root().join("benches/make_llama.py"))
-        .arg(dir.path())
-        .args(["--preset", "tiny", "--cache", "--tokens", "16"])
+        .arg(dir)
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -25,7 +26,16 @@ fn a_kv_cache_decoder_decodes_three_steps_compared_whole() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let m = dir.path().join("llama.onnx");
+    dir.join("llama.onnx")
+}
+
+#[test]
+fn a_kv_cache_decoder_decodes_three_steps_compared_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = llama(
+        dir.path(),
+        &["--preset", "tiny", "--cache", "--tokens", "16"],
+    );
     let json = dir.path().join("r.json");
     let args = [
         "onnx",
@@ -72,26 +82,17 @@ fn a_kv_cache_decoder_decodes_three_steps_compared_whole() {
 /// the target does, so ONNX Runtime's faithful fp16 is precision-limited, not drift with Cos/Sin as culprits.
 #[test]
 fn an_fp16_decoder_with_rotary_tables_computed_in_the_graph_is_not_drift() {
-    ensure_runtime();
-    let work = root().join("target/conformance");
-    let python = {
-        let _lock = file_lock(&work.with_extension("lock"));
-        crate::conformance::cases(&work).0
-    };
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(python)
-        .arg(root().join("benches/make_llama.py"))
-        .arg(dir.path())
-        .args(["--preset", "tiny", "--dtype", "fp16", "--rope-in-graph"])
-        .args(["--tokens", "128"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let m = dir.path().join("llama.onnx");
+    let args = [
+        "--preset",
+        "tiny",
+        "--dtype",
+        "fp16",
+        "--rope-in-graph",
+        "--tokens",
+        "128",
+    ];
+    let m = llama(dir.path(), &args);
     let json = dir.path().join("r.json");
     let (code, stdout, err) = phantom(&[
         "onnx",

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::{ensure_runtime, file_lock, phantom, read_json, root, scaled_weights_copy};
+use crate::common::{ensure_runtime, file_lock, root, scaled_weights_copy};
 
 /// The two quantized ResNet-18s, written once per version of the script.
 fn models() -> (PathBuf, PathBuf) {
@@ -34,20 +34,12 @@ fn models() -> (PathBuf, PathBuf) {
     )
 }
 
+/// `phantom onnx MODEL --json` with `extra` ([`crate::contrib::onnx_report`]); a verdict (exit 0 or 1) is required.
 fn report(model: &std::path::Path, extra: &[&str]) -> (i32, String, serde_json::Value) {
     ensure_runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mut args = vec![
-        "onnx",
-        model.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    let (code, out, err) = phantom(&args);
-    assert!(code == 0 || code == 1, "{out}{err}");
-    (code, out, read_json(&json))
+    let (code, out, r) = crate::contrib::onnx_report(model, extra);
+    assert!(code == 0 || code == 1, "{out}");
+    (code, out, r)
 }
 
 fn logits(r: &serde_json::Value) -> &serde_json::Value {
