@@ -20,6 +20,11 @@ pub struct Cli {
     /// was in (0: no limit).
     #[arg(long, global = true, value_name = "SECS", default_value_t = crate::watchdog::DEFAULT_TIMEOUT_S)]
     pub timeout: u64,
+    /// A shared library of custom ops (ONNX Runtime's `register_custom_ops_library`), registered with every ONNX
+    /// Runtime session phantom makes (repeatable). onnxruntime-extensions' is found without it when a model uses its
+    /// domains and python3 imports `onnxruntime_extensions`.
+    #[arg(long = "custom-op-library", global = true, value_name = "PATH")]
+    pub custom_op_library: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

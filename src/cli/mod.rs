@@ -93,6 +93,7 @@ pub fn run() -> ExitCode {
 
 /// Runs the subcommand.
 fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
+    crate::model::custom_ops::request(&cli.custom_op_library)?;
     match cli.command {
         args::Command::Onnx(a) => onnx::run(*a),
         args::Command::Precision(a) => precision::run(*a),

@@ -32,6 +32,8 @@ fn decision_outputs<'g>(graph: &Graph, producers: &Producers, n: &'g Node) -> Ve
     match n.op_type.as_str() {
         "DequantizeLinear" if decide::paired_quantize(graph, producers, n).is_none() => vec![],
         "DynamicQuantizeLinear" => n.outputs.iter().step_by(2).take(2).collect(),
+        // An integer Resize's output, where it interpolates (the reference says, see its `resize_int`).
+        "Resize" if n.domain.is_empty() => n.outputs.iter().take(1).collect(),
         op if decide::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
         op if qop::OPS.contains(&op) => n.outputs.iter().take(1).collect(),
         op if thresholds::OPS.contains(&op) && n.domain == "ai.onnx.ml" => {
@@ -61,6 +63,11 @@ fn decided_input<'g>(graph: &'g Graph, producers: &Producers, n: &'g Node) -> &'
     decided.inputs.first().map(String::as_str).unwrap_or("")
 }
 
+/// An integer element type (not a float, not a boolean, not a string).
+fn integer(d: DType) -> bool {
+    !(d.is_float() || matches!(d, DType::Bool | DType::String | DType::Other))
+}
+
 /// Value name → the index of the node that computes it.
 type Producers<'g> = HashMap<&'g str, usize>;
 
@@ -82,6 +89,11 @@ fn may_decide(
 ) -> bool {
     if qop::OPS.contains(&n.op_type.as_str()) {
         return true;
+    }
+    if n.op_type == "Resize" {
+        return types
+            .get(name)
+            .is_none_or(|&c| integer(DType::from_onnx(c)));
     }
     let float = |code: i32| {
         DType::from_onnx(code).is_float()
@@ -181,6 +193,15 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<G
             continue;
         }
         let input = decided_input(&p.graph, &producers, n);
+        // An integer Resize's window is the reference's to size, from the input's spread.
+        if n.op_type == "Resize" {
+            if integer(kind) {
+                let d = Decision::new(target, 0.0, 0.0);
+                measured.insert(name.clone(), d.clone());
+                fixed.insert(name.clone(), d);
+            }
+            continue;
+        }
         let dtype = (lane.out.values.get(input).map(Tensor::dtype))
             .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
             .unwrap_or(DType::F32);
@@ -315,7 +336,8 @@ fn note(total: &Adopted, named: &[(&String, &Adopted)]) -> String {
     if total.flips > 0 {
         s.push_str(&format!(
             "; {} flip(s) whose input lay within {} of its noise (64 units in the last place of the target's type, or 8× the expected noise \
-             measured on the input where that is more) of one boundary (a rounding, a tree's \
+             measured on the input where that is more; for an integer Resize, 2/1024 of its input's spread, the error of \
+             ONNX Runtime's 10-bit fixed-point weights) of one boundary (a rounding, a tree's \
              threshold, or a tie between the values a selection or comparison chose from), so the two sides computed on from the same decision",
             total.flips,
             fraction(total.within)

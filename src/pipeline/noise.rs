@@ -22,16 +22,25 @@ use crate::spill::arrivals::Arrivals;
 use crate::spill::{Held, Spill};
 use crate::tensor::{DType, Tensor};
 
-/// Element types and shapes of the values the (first) target computed, for the reference to stand in for nodes
-/// tract cannot type ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
+/// Element types and shapes of the values the (first) target computed, and its values of the nodes the reference
+/// may have to stand in for ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
 pub(super) fn known(
+    graph: &Graph,
     lanes: &[Lane],
 ) -> Option<Arc<crate::runner::reference::contrib::standin::Known>> {
+    use crate::runner::reference::contrib::standin::{may_stand_in, Known};
     let values = &lanes.first()?.out.values;
-    let k = values
+    let facts = values
         .iter()
         .map(|(n, v)| (n.clone(), (v.dtype(), v.shape().to_vec())));
-    Some(Arc::new(k.collect()))
+    let seeds = (graph.nodes.iter())
+        .filter(|n| may_stand_in(&n.domain, &n.op_type))
+        .flat_map(|n| n.outputs.iter())
+        .filter_map(|o| Some((o.clone(), values.get(o)?.clone())));
+    Some(Arc::new(Known {
+        facts: facts.collect(),
+        seeds: seeds.collect(),
+    }))
 }
 
 /// Where the expected-noise run's values wait: when the run is bounded in memory, in memory up to three quarters of
@@ -68,7 +77,7 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
         decisions: lane.noise_decisions.clone(),
-        known: known(std::slice::from_ref(lane)),
+        known: known(&p.graph, std::slice::from_ref(lane)),
         ..Default::default()
     };
     let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);

@@ -75,7 +75,7 @@ pub fn compare(
     let mut kept_outputs: HashMap<String, Tensor> = HashMap::new();
     let mut dump = open_dump(s)?;
     let arriving = super::noise::arriving(lanes);
-    let runner = reference_runner(lanes);
+    let runner = reference_runner(&p.graph, lanes);
     let again = runner();
     let reference = match (s.budget(), lanes) {
         (Some(budget), [lane]) => {
@@ -202,12 +202,12 @@ fn measure(lanes: &[Lane], name: &str, value: &std::result::Result<Tensor, Strin
 }
 
 /// A maker of the reference runner: with the one target's decisions to adopt, and the facts the targets measured.
-fn reference_runner(lanes: &[Lane]) -> impl Fn() -> ReferenceRunner {
+fn reference_runner(graph: &crate::model::Graph, lanes: &[Lane]) -> impl Fn() -> ReferenceRunner {
     let decisions = match lanes {
         [lane] => lane.decisions.clone(),
         _ => None,
     };
-    let known = super::noise::known(lanes);
+    let known = super::noise::known(graph, lanes);
     move || ReferenceRunner {
         decisions: decisions.clone(),
         known: known.clone(),

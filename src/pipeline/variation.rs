@@ -100,7 +100,7 @@ fn ties_run(
     };
     let mut runner = ReferenceRunner {
         ties: flip.then_some(ties),
-        known: super::noise::known(std::slice::from_ref(lane)),
+        known: super::noise::known(&p.graph, std::slice::from_ref(lane)),
         ..Default::default()
     };
     let mut got = HashMap::new();

@@ -278,10 +278,12 @@ fn a_failed_fusion_check_leaves_its_culprit_s_cause_unsettled() {
     );
 }
 
-/// A node the reference cannot type (`Unique` of computed values: its output lengths depend on them) is stood in for: it and what depends on it are not computed (with tract's
-/// reason), the rest of the model is compared, and the verdict says what it could not vouch for (never exit 2).
+/// A node the reference cannot type (`Unique` of computed values: its output lengths depend on them) is stood in for
+/// with the target's values: marked on its node as taken from the target (with its own reason) and never compared,
+/// while what depends on it is computed in f64 from those values and compared. One such value of four is more than
+/// the verdict can pass over: incomplete (never exit 2).
 #[test]
-fn a_node_tract_cannot_type_is_left_out_and_the_rest_compared() {
+fn a_node_tract_cannot_type_takes_the_target_s_values_and_the_rest_is_compared() {
     ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
@@ -302,7 +304,8 @@ fn a_node_tract_cannot_type_is_left_out_and_the_rest_compared() {
             .clone()
     };
     let unique = node("Unique");
-    assert_eq!(unique["reference"]["kind"], "unavailable", "{unique}");
+    assert_eq!(unique["reference"]["kind"], "seeded", "{unique}");
+    assert_eq!(unique["values"][0]["status"], "unchecked", "{unique}");
     assert!(
         unique["reference"]["reason"]
             .as_str()
@@ -319,13 +322,37 @@ fn a_node_tract_cannot_type_is_left_out_and_the_rest_compared() {
         "{unique}"
     );
     assert!(
-        node("Mul")["values"][0]["reason"]
+        unique["reference"]["reason"]
             .as_str()
             .unwrap()
-            .contains("Unique"),
-        "{out}"
+            .contains("taken from the target, not computed in f64"),
+        "{unique}"
     );
-    for op in ["Relu", "Sigmoid"] {
+    for op in ["Relu", "Mul", "Sigmoid"] {
         assert_eq!(node(op)["values"][0]["status"], "pass", "{op}: {out}");
     }
+}
+
+/// A graph output whose node the reference takes from the target (`Unique`'s) is not checked, and the headline names
+/// it, whatever share of the values it is.
+#[test]
+fn a_graph_output_not_checked_is_named_in_the_headline() {
+    use crate::common::{node, value, write_model};
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = tract_onnx::pb::GraphProto {
+        name: "g".into(),
+        node: vec![
+            node("Relu", &["x"], "r"),
+            node("Unique", &["r"], "u"),
+            node("Sigmoid", &["r"], "s"),
+        ],
+        input: vec![value("x", &[4, 6])],
+        output: vec![value("u", &[-1]), value("s", &[4, 6])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("unique_out.onnx"), graph, 17);
+    let (code, out, err) = crate::common::phantom(&["onnx", m.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("graph outputs not checked: `u`"), "{out}");
 }

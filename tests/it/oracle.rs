@@ -89,7 +89,8 @@ fn run_case(dir: &Path) -> Result<(bool, bool, Option<RefPrecision>), String> {
         RefPrecision::F64 => 0,
         RefPrecision::F64Phantom => 1,
         RefPrecision::Reduced { .. } => 2,
-        RefPrecision::Unavailable { .. } => 3,
+        RefPrecision::Seeded { .. } => 3,
+        RefPrecision::Unavailable { .. } => 4,
     });
     let mut ok = true;
     let mut shapes_ok = true;

@@ -7,6 +7,7 @@
 pub(crate) use phantom_core::{error, fsutil, tensor, units};
 
 pub mod budget;
+pub mod custom_ops;
 pub mod cut;
 pub mod dims;
 pub mod dims_model;

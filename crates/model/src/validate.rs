@@ -182,10 +182,7 @@ impl Ctx<'_> {
         if !self.local.contains(&domain) {
             let preview = domain == "ai.onnx.preview" && PREVIEW_OPS.contains(&n.op_type.as_str());
             if !DOMAINS.contains(&domain) && !preview {
-                return Err(format!(
-                    "domain `{domain}` is not one phantom or ONNX Runtime has kernels for (custom-op libraries are not \
-                     supported)"
-                ));
+                crate::custom_ops::covers(domain)?;
             }
             let default = domain.is_empty() || domain == "ai.onnx";
             let declared = self

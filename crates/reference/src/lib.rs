@@ -48,6 +48,9 @@ pub enum RefPrecision {
     F64Phantom,
     /// Computed at lower precision: comparisons on this node are only as good as the reason says.
     Reduced { reason: String },
+    /// Not computed: its values are the target's, handed on so that what follows is computed in f64 (a custom op,
+    /// an op whose output lengths only the data decides). Never compared.
+    Seeded { reason: String },
     /// The reference could not compute it at all.
     Unavailable { reason: String },
 }

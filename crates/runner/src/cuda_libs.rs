@@ -226,7 +226,7 @@ fn search_dirs(ort_lib: &Path) -> Vec<PathBuf> {
 }
 
 /// Loads a library with its symbols global, so the provider's `DT_NEEDED` resolves to it; kept loaded for good.
-fn load_global(path: &Path) -> Result<(), String> {
+pub(crate) fn load_global(path: &Path) -> Result<(), String> {
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
     // SAFETY: loading a CUDA library runs its initialisers, as ONNX Runtime's own preload does.
     let lib =

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Writes the models of tests/data/toolchains/ with the toolchains themselves, at their defaults, in a virtual
-# environment made from the locks tests/locks/toolchains.txt and toolchains-nodeps.txt.
+# environment made from the locks tests/locks/toolchains.txt and toolchains-nodeps.txt, and onnxruntime-extensions'
+# models in one made from tests/locks/extensions.txt.
 #
-# usage: tests/data/toolchains/make.sh [VENV]      (default VENV: target/toolchains-venv)
+# usage: tests/data/toolchains/make.sh [VENV [EXT_VENV]]
+#        (defaults: target/toolchains-venv, target/extensions-venv)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 VENV=${1:-target/toolchains-venv}
@@ -15,3 +17,11 @@ if [ "$(cat "$VENV/.phantom-lock" 2>/dev/null)" != "$(cat tests/locks/toolchains
   cat tests/locks/toolchains.txt tests/locks/toolchains-nodeps.txt > "$VENV/.phantom-lock"
 fi
 "$VENV/bin/python" tests/data/toolchains/make.py tests/data/toolchains
+EXT=${2:-target/extensions-venv}
+if [ "$(cat "$EXT/.phantom-lock" 2>/dev/null)" != "$(cat tests/locks/extensions.txt)" ]; then
+  rm -rf "$EXT"
+  python3 -m venv "$EXT"
+  "$EXT/bin/pip" install --quiet --disable-pip-version-check --require-hashes -r tests/locks/extensions.txt
+  cat tests/locks/extensions.txt > "$EXT/.phantom-lock"
+fi
+"$EXT/bin/python" tests/data/toolchains/make_extensions.py tests/data/toolchains

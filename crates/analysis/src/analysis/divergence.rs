@@ -160,9 +160,10 @@ pub fn assemble(
                         return unchecked(o, why.into(), is_output);
                     }
                     match (&precision, reports.remove(o)) {
-                        (RefPrecision::Unavailable { reason }, _) => {
-                            unchecked(o, format!("reference: {reason}"), is_output)
-                        }
+                        (
+                            RefPrecision::Unavailable { reason } | RefPrecision::Seeded { reason },
+                            _,
+                        ) => unchecked(o, format!("reference: {reason}"), is_output),
                         (_, Some(mut v)) => {
                             v.is_output = is_output;
                             v

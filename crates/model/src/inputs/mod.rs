@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{Dim, Graph, ValueInfo};
 
 mod checks;
+mod encoded;
 mod generate;
 mod load;
 mod sequences;
@@ -149,6 +150,43 @@ pub struct Inputs {
 }
 
 impl Inputs {
+    /// Records what `dims_from` says was guessed for input `name`: a note per dim nothing covered, and the image
+    /// sizes, lengths and axes ONNX Runtime must settle.
+    fn guessed(&mut self, name: &str, dims_from: &[String]) {
+        self.notes.extend(
+            dims_from
+                .iter()
+                .filter(|d| d.ends_with("no better guess"))
+                .map(|d| {
+                    format!(
+                        "input {}: dim {d} (set it with --dim NAME=VALUE or --shape {}=...)",
+                        name, name
+                    )
+                }),
+        );
+        if dims_from
+            .iter()
+            .any(|d| d.ends_with(super::dims::GUESSED_IMAGE))
+        {
+            self.guessed_images.push(name.to_string());
+        }
+        self.guessed_axes.extend(
+            dims_from
+                .iter()
+                .filter(|d| d.ends_with("= 1: no better guess"))
+                .filter_map(|d| d.strip_prefix("axis ")?.split(' ').next()?.parse().ok())
+                .map(|axis: usize| (name.to_string(), axis)),
+        );
+        for d in dims_from
+            .iter()
+            .filter(|d| d.ends_with(super::dims::GUESSED_LENGTH))
+        {
+            let symbol = d.split('`').nth(1).unwrap_or_default().to_string();
+            if !symbol.is_empty() && !self.guessed_lengths.contains(&symbol) {
+                self.guessed_lengths.push(symbol);
+            }
+        }
+    }
     /// Whether a dim was guessed with nothing to go on (an image size, a sequence length, an unnamed axis), so the
     /// runtime must settle it.
     pub fn has_guesses(&self) -> bool {
@@ -190,6 +228,13 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
         let mut dims_from = vec![];
         let (t, origin) = match loaded.get(&info.name) {
             Some((t, origin)) => (check_loaded(info, dtype, t)?, origin.clone()),
+            None if encoded::decoder_of(graph, info).is_some() => encoded::input(
+                graph,
+                info,
+                image_for(spec, &info.name),
+                spec.seed,
+                &mut rng,
+            )?,
             None => {
                 let own = image_for(spec, &info.name)
                     .map(|p| crate::image::own_size(p, info))
@@ -202,39 +247,7 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
                 }
             }
         };
-        out.notes.extend(
-            dims_from
-                .iter()
-                .filter(|d| d.ends_with("no better guess"))
-                .map(|d| {
-                    format!(
-                        "input {}: dim {d} (set it with --dim NAME=VALUE or --shape {}=...)",
-                        info.name, info.name
-                    )
-                }),
-        );
-        if dims_from
-            .iter()
-            .any(|d| d.ends_with(super::dims::GUESSED_IMAGE))
-        {
-            out.guessed_images.push(info.name.clone());
-        }
-        out.guessed_axes.extend(
-            dims_from
-                .iter()
-                .filter(|d| d.ends_with("= 1: no better guess"))
-                .filter_map(|d| d.strip_prefix("axis ")?.split(' ').next()?.parse().ok())
-                .map(|axis: usize| (info.name.clone(), axis)),
-        );
-        for d in dims_from
-            .iter()
-            .filter(|d| d.ends_with(super::dims::GUESSED_LENGTH))
-        {
-            let symbol = d.split('`').nth(1).unwrap_or_default().to_string();
-            if !symbol.is_empty() && !out.guessed_lengths.contains(&symbol) {
-                out.guessed_lengths.push(symbol);
-            }
-        }
+        out.guessed(&info.name, &dims_from);
         let non_finite = non_finite(&t);
         if non_finite > 0 {
             out.notes.push(format!(

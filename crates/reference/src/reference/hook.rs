@@ -25,7 +25,8 @@ pub fn rank(p: &RefPrecision) -> u8 {
         RefPrecision::F64 => 0,
         RefPrecision::F64Phantom => 1,
         RefPrecision::Reduced { .. } => 2,
-        RefPrecision::Unavailable { .. } => 3,
+        RefPrecision::Seeded { .. } => 3,
+        RefPrecision::Unavailable { .. } => 4,
     }
 }
 
@@ -386,7 +387,11 @@ impl<'g, 's> Evaluator<'g, 's> {
         if let Some(op) = node.op_as::<super::contrib::op::ContribOp>() {
             return match op.run(&ins) {
                 Ok(o) => {
-                    mark(precision, idx, RefPrecision::F64Phantom);
+                    let p = match super::contrib::standin::seeded(&op.node) {
+                        Some(reason) => RefPrecision::Seeded { reason },
+                        None => RefPrecision::F64Phantom,
+                    };
+                    mark(precision, idx, p);
                     Ok(o)
                 }
                 Err(e) => {
@@ -395,8 +400,9 @@ impl<'g, 's> Evaluator<'g, 's> {
                 }
             };
         }
-        if let Some(r) =
-            kernels::eval_own(node, &mut ins).or_else(|| super::resize::eval(node, &ins))
+        if let Some(r) = kernels::eval_own(node, &mut ins)
+            .or_else(|| super::resize::eval(node, &ins))
+            .or_else(|| super::resize_int::eval(node, &ins))
         {
             mark(precision, idx, RefPrecision::F64Phantom);
             return r;

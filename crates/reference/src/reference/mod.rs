@@ -27,6 +27,7 @@ pub use hook::Sink;
 use messages::{humanize, onnx_name, ref_err};
 pub mod qop;
 mod resize;
+mod resize_int;
 mod rewrite;
 mod rnn;
 mod rnn_act;
@@ -247,7 +248,16 @@ impl ReferenceRunner {
             match self.type_model(graph, facts, (wide, None), &proto)? {
                 Ok(t) => break t,
                 Err(e) if stood < MAX_STAND_INS && scalar_range(&mut proto, &e) => stood += 1,
-                Err(e) if stood < MAX_STAND_INS && self.stand_in(graph, &mut proto, &e, wide) => {
+                Err(e)
+                    if stood < MAX_STAND_INS
+                        && contrib::standin::for_error(
+                            self.known.as_deref(),
+                            graph,
+                            &mut proto,
+                            &e,
+                            wide,
+                        ) =>
+                {
                     stood += 1
                 }
                 Err(e) => return Err(ref_err(graph, "typing", e)),
@@ -419,35 +429,6 @@ impl ReferenceRunner {
             .select_output_outlets(&outlets)
             .map_err(|e| ref_err(graph, "selecting outputs of", e))?;
         Ok(model.into_typed().map(|typed| (typed, names)))
-    }
-
-    /// Stands in for the node tract's typing error `e` names ([`contrib::standin`]), with the facts the target's run
-    /// gave its outputs. `false` where there are none, or the node is a stand-in already.
-    fn stand_in(&self, graph: &Graph, proto: &mut ModelProto, e: &TractError, wide: bool) -> bool {
-        let (Some(known), Some(g)) = (self.known.as_deref(), proto.graph.as_mut()) else {
-            return false;
-        };
-        let text = format!("{e:#}");
-        if text.contains(contrib::INVALID) {
-            return false;
-        }
-        let Some(n) = contrib::standin::failing(g, &text, PREFIX) else {
-            return false;
-        };
-        // phantom's own kernel says why in the error's root; tract's message is the chain's last line.
-        let own = n.op_type.starts_with(contrib::PREFIX);
-        let why = match own {
-            true => e.root_cause().to_string(),
-            false => text.lines().last().unwrap_or(&text).to_string(),
-        };
-        let reason = humanize(&why, graph);
-        // The stand-in's message names the node already: not twice.
-        let op = n.op_type.trim_start_matches(contrib::PREFIX).to_string();
-        let reason = match reason.split_once("`: ") {
-            Some((head, rest)) if own && head.starts_with(&format!("{op} `")) => rest.to_string(),
-            _ => reason,
-        };
-        contrib::standin::stand_in(n, known, wide, reason.trim())
     }
 
     /// The model parsed as float64 ([`Self::parse`] with `wide`), or, where that fails, as it is (with a note

@@ -34,7 +34,7 @@ impl ReferenceRunner {
     pub(super) fn parse_is_plain(&self) -> bool {
         self.round.is_none()
             && self.pins.is_empty()
-            && self.known.as_ref().is_none_or(|k| k.is_empty())
+            && self.known.as_ref().is_none_or(|k| k.facts.is_empty())
     }
 }
 

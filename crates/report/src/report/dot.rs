@@ -28,7 +28,9 @@ pub fn render(r: &Report, graph: &Graph) -> String {
             .fold(0.0f64, f64::max);
         let outline = if matches!(
             n.reference,
-            RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+            RefPrecision::Reduced { .. }
+                | RefPrecision::Seeded { .. }
+                | RefPrecision::Unavailable { .. }
         ) {
             ", color=\"#ef6c00\", penwidth=2"
         } else {

@@ -113,7 +113,9 @@ fn paint(n: &super::model::NodeReport) -> (&'static str, &'static str) {
     };
     let ring = matches!(
         n.reference,
-        RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+        RefPrecision::Reduced { .. }
+            | RefPrecision::Seeded { .. }
+            | RefPrecision::Unavailable { .. }
     );
     (
         fill,
@@ -295,6 +297,7 @@ pub fn render(r: &Report) -> String {
                 RefPrecision::F64 => ("f64".to_string(), false),
                 RefPrecision::F64Phantom => ("f64 (phantom kernel)".to_string(), false),
                 RefPrecision::Reduced { reason } => (format!("reduced: {reason}"), true),
+                RefPrecision::Seeded { reason } => (format!("taken from the target: {reason}"), true),
                 RefPrecision::Unavailable { reason } => (format!("unavailable: {reason}"), true),
             };
             json!({

@@ -149,7 +149,9 @@ fn coverage_line(r: &Report) -> String {
         .filter(|n| {
             matches!(
                 n.reference,
-                RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+                RefPrecision::Reduced { .. }
+                    | RefPrecision::Seeded { .. }
+                    | RefPrecision::Unavailable { .. }
             )
         })
         .count();

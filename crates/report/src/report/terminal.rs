@@ -261,7 +261,9 @@ fn reduced_lines(r: &Report, top: usize) -> String {
         .filter(|n| {
             matches!(
                 n.reference,
-                RefPrecision::Reduced { .. } | RefPrecision::Unavailable { .. }
+                RefPrecision::Reduced { .. }
+                    | RefPrecision::Seeded { .. }
+                    | RefPrecision::Unavailable { .. }
             )
         })
         .filter_map(|n| precision_tag(&n.reference).map(|t| (n, t)))

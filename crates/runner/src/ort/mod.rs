@@ -3,6 +3,7 @@
 //! messages); the unmodified model runs too, so the report can say whether exposing values moved the outputs.
 //! [`run`] holds the runs (plain, every value, chosen values) and the session cache.
 
+mod custom;
 mod narrow;
 pub mod placement;
 mod run;
@@ -217,6 +218,7 @@ impl OrtRunner {
                 Some(prefix) => b.with_profiling(prefix).map_err(|e| fail(e.into()))?,
                 None => b,
             };
+            let b = custom::register(b)?;
             let sink = placements.clone();
             let b = b
                 .with_logger(Arc::new(move |_l, _c, _i, _loc, msg: &str| {

@@ -1,6 +1,6 @@
 //! Fused activations: BiasGelu, FastGelu, Gelu, QuickGelu, BiasAdd, BiasSplitGelu (`com.microsoft`), with exact
 //! constants (tract's own versions of the first four build theirs in f32); and ONNX's Celu (tract's drops its α),
-//! Softplus (tract's ln(exp(x) + 1) overflows to +∞ from x ≈ 710, inside float32's range) and SwiGLU (opset 28, which tract lacks): Swish_α(A)·B = A·σ(α·A)·B, A and B of one shape (no broadcasting).
+//! Softplus (tract's ln(exp(x) + 1) overflows to +∞ from x ≈ 710, inside float32's range), Round (tract's has no f64 version) and SwiGLU (opset 28, which tract lacks): Swish_α(A)·B = A·σ(α·A)·B, A and B of one shape (no broadcasting).
 
 use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
@@ -18,6 +18,7 @@ pub const OPS: &[&str] = &[
     "Celu",
     "Softplus",
     "SwiGLU",
+    "Round",
 ];
 
 /// GELU with the exact erf: x·Φ(x).
@@ -76,6 +77,9 @@ impl Kernel for Unary {
             }
             // ln(1 + eˣ) as max(x, 0) + ln(1 + e^−|x|): exact where eˣ overflows or 1 + eˣ rounds to 1.
             "Softplus" => x.mapv(|v| v.max(0.0) + (-v.abs()).exp().ln_1p()),
+            // Half to even; tract's has no f64 version, so a Round of sizes computed from shapes (which tract
+            // folds while typing) stopped the parse.
+            "Round" => x.mapv(f64::round_ties_even),
             "BiasSplitGelu" => {
                 let last = Axis(x.ndim() - 1);
                 let half = x.len_of(last) / 2;

@@ -200,6 +200,7 @@ const ANY_DOMAIN: &[&str] = &[
     "RMSNormalization",
     "Celu",
     "Softplus",
+    "Round",
     "CumProd",
     "ReduceMax",
     "ReduceMin",

@@ -1,18 +1,42 @@
-//! Stand-ins for nodes tract cannot type (an op it does not know, such as ORT's `QLinearSigmoid`): so that one
-//! unknown node does not stop the whole comparison, the reference replaces it with `phantom.Unavailable`, whose
-//! outputs take the element types and shapes the target's run gave them and whose evaluation fails with tract's
-//! reason. The evaluator then marks the node not computed and everything that depends on it not computable; the
-//! rest of the model is compared as usual.
+//! Stand-ins for nodes tract cannot type (an op it does not know, such as ORT's `QLinearSigmoid`, a custom op, a
+//! `Unique` whose lengths the data decides): so that one such node does not stop the whole comparison, the
+//! reference replaces it with `phantom.Unavailable`, whose outputs take the element types and shapes the target's
+//! run gave them. Where the target's values of the node are at hand ([`Known::seeds`]), the stand-in hands them on:
+//! the node is marked "taken from the target, not computed in f64" (never compared) and everything downstream is
+//! computed in f64 from them and compared. Otherwise its evaluation fails with tract's reason, and the evaluator
+//! marks the node not computed and everything that depends on it not computable; the rest of the model is compared
+//! as usual.
 
-use tract_onnx::pb::{AttributeProto, GraphProto, NodeProto};
+use tract_onnx::pb::{AttributeProto, GraphProto, NodeProto, TensorProto};
 use tract_onnx::prelude::*;
 
 use super::{Fact, Kernel, Node};
 
 pub const OPS: &[&str] = &["Unavailable"];
 
-/// Element type and shape of each value the target computed, by ONNX name.
-pub type Known = std::collections::HashMap<String, (crate::tensor::DType, Vec<usize>)>;
+/// What the target's run says of its values, by ONNX name.
+#[derive(Clone, Debug, Default)]
+pub struct Known {
+    /// Element type and shape of each value the target computed.
+    pub facts: std::collections::HashMap<String, (crate::tensor::DType, Vec<usize>)>,
+    /// The target's values of the nodes the reference may have to stand in for ([`may_stand_in`]).
+    pub seeds: std::collections::HashMap<String, crate::tensor::Tensor>,
+}
+
+/// Ops outside ONNX's and ONNX Runtime's domains (custom ops: phantom has no f64 kernels for them), and ops whose
+/// output lengths only the data decides: the nodes whose values the target's run keeps for the stand-ins.
+pub fn may_stand_in(domain: &str, op: &str) -> bool {
+    const BUILT_IN: [&str; 7] = [
+        "",
+        "ai.onnx",
+        "ai.onnx.ml",
+        "com.microsoft",
+        "com.microsoft.nchwc",
+        "ai.onnx.preview",
+        "ai.onnx.preview.training",
+    ];
+    !BUILT_IN.contains(&domain) || matches!(op, "Unique" | "NonMaxSuppression")
+}
 
 fn ints(name: &str, v: Vec<i64>) -> AttributeProto {
     AttributeProto {
@@ -27,7 +51,10 @@ fn ints(name: &str, v: Vec<i64>) -> AttributeProto {
 /// whose evaluation fails with `reason`. `false` (and `n` untouched) when an output has no known facts.
 pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> bool {
     let facts: Option<Vec<&(crate::tensor::DType, Vec<usize>)>> =
-        (n.output.iter()).map(|o| known.get(o)).collect();
+        (n.output.iter()).map(|o| known.facts.get(o)).collect();
+    let seeds: Option<Vec<TensorProto>> = (n.output.iter())
+        .map(|o| Some(crate::model::proto::tensor_to_proto(o, known.seeds.get(o)?)))
+        .collect();
     let Some(facts) = facts.filter(|f| !f.is_empty()) else {
         return false;
     };
@@ -50,16 +77,79 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
                 .flat_map(|(_, s)| s.iter().map(|&d| d as i64))
                 .collect(),
         ),
-        AttributeProto {
-            name: "reason".into(),
-            r#type: 3,
-            s: format!("{who} ({reason}): it and what depends on it are not computed").into_bytes(),
-            ..Default::default()
-        },
     ];
+    let reason = match seeds {
+        Some(tensors) => {
+            n.attribute.push(AttributeProto {
+                name: "seeds".into(),
+                r#type: 10,
+                tensors,
+                ..Default::default()
+            });
+            format!("{who} ({reason}): its values are taken from the target, not computed in f64")
+        }
+        None => format!("{who} ({reason}): it and what depends on it are not computed"),
+    };
+    n.attribute.push(AttributeProto {
+        name: "reason".into(),
+        r#type: 3,
+        s: reason.into_bytes(),
+        ..Default::default()
+    });
     n.op_type = format!("{}Unavailable", super::PREFIX);
     n.domain.clear();
     true
+}
+
+/// Stands in for the node tract's typing error `e` names , with the facts the target's run
+/// gave its outputs. `false` where there are none, or the node is a stand-in already.
+pub(in crate::reference) fn for_error(
+    known: Option<&Known>,
+    graph: &crate::model::Graph,
+    proto: &mut tract_onnx::pb::ModelProto,
+    e: &TractError,
+    wide: bool,
+) -> bool {
+    let (Some(known), Some(g)) = (known, proto.graph.as_mut()) else {
+        return false;
+    };
+    let text = format!("{e:#}");
+    if text.contains(super::INVALID) {
+        return false;
+    }
+    let Some(n) = failing(g, &text, crate::reference::PREFIX) else {
+        return false;
+    };
+    // phantom's own kernel says why in the error's root; tract's message is the chain's last line.
+    let own = n.op_type.starts_with(super::PREFIX);
+    let why = match own {
+        true => e.root_cause().to_string(),
+        false => text.lines().last().unwrap_or(&text).to_string(),
+    };
+    let reason = crate::reference::humanize(&why, graph);
+    // The stand-in's message names the node already: not twice.
+    let op = n.op_type.trim_start_matches(super::PREFIX).to_string();
+    let reason = match reason.split_once("`: ") {
+        Some((head, rest)) if own && head.starts_with(&format!("{op} `")) => rest.to_string(),
+        _ => reason,
+    };
+    // A custom op (a library's domain) is none of tract's to know: said as such, not as tract's error.
+    let reason = match may_stand_in(&n.domain, "") {
+        true => format!(
+            "a custom op of domain `{}`: phantom has no f64 kernel for it",
+            n.domain
+        ),
+        false => reason,
+    };
+    let stood = stand_in(n, known, wide, reason.trim());
+    for a in n
+        .attribute
+        .iter_mut()
+        .filter(|a| stood && a.name == "reason")
+    {
+        a.s = crate::reference::humanize(&String::from_utf8_lossy(&a.s), graph).into_bytes();
+    }
+    stood
 }
 
 /// The node of `g` a typing error's `text` names (tract's name for it: `prefix` and its index), unless it is a
@@ -100,14 +190,34 @@ impl Kernel for Unavailable {
     }
 
     fn eval(&self, n: &Node, _: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        let reason = (n.proto.attribute.iter()).find(|a| a.name == "reason");
-        anyhow::bail!(
-            "{}",
-            reason
-                .map(|a| String::from_utf8_lossy(&a.s).into_owned())
-                .unwrap_or_default()
-        )
+        if let Some(seeds) = (n.proto.attribute.iter()).find(|a| a.name == "seeds") {
+            let types = n.ints("types");
+            let seeds = seeds.tensors.iter().zip(types);
+            return seeds.map(|(p, t)| seed(p, t)).collect();
+        }
+        anyhow::bail!("{}", reason(n).unwrap_or_default())
     }
+}
+
+/// The reason a stand-in carries.
+fn reason(n: &Node) -> Option<String> {
+    let a = (n.proto.attribute.iter()).find(|a| a.name == "reason")?;
+    Some(String::from_utf8_lossy(&a.s).into_owned())
+}
+
+/// Why the values of stand-in `n` are the target's, when they are.
+pub fn seeded(n: &Node) -> Option<String> {
+    let seeds = n.proto.attribute.iter().any(|a| a.name == "seeds");
+    (n.proto.op_type.ends_with("Unavailable") && seeds).then(|| reason(n))?
+}
+
+/// One of the target's values as the stand-in hands it on, in the element type its facts give (`onnx`: floats in
+/// f64 where the reference runs wide).
+fn seed(p: &TensorProto, onnx: i64) -> TractResult<Tensor> {
+    let t = crate::model::proto::tensor_from_proto(p, None)?;
+    let dt = crate::model::tract::datum_type(crate::tensor::DType::from_onnx(onnx as i32));
+    let v = crate::model::tract::to_tract_f64(&t).into_tensor();
+    Ok(v.cast_to_dt(dt)?.into_owned())
 }
 
 pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {

@@ -81,7 +81,7 @@ impl Evaluator<'_, '_> {
         }
         let paired = op != "DequantizeLinear" || self.pairs.contains_key(&onnx.index);
         paired
-            && (decide::OPS.contains(&op) || thresholds::OPS.contains(&op))
+            && (decide::OPS.contains(&op) || thresholds::OPS.contains(&op) || op == "Resize")
             && self.reads_first_input(node, onnx.inputs.first())
     }
 
@@ -112,6 +112,7 @@ impl Evaluator<'_, '_> {
         let found = match onnx.op_type.as_str() {
             "DynamicQuantizeLinear" => decide::adopt_dynamic(d, (&names, &onnx.outputs), ins, out),
             "DequantizeLinear" => self.adopt_pair(onnx, &names, ins, out),
+            "Resize" => super::super::resize_int::adopt(d, &names, node, ins, out),
             op if qop::OPS.contains(&op) => {
                 decide::adopt_monotone(d, &names, (ins, false, None), out, |xs| {
                     reeval(ctx, node, xs)

@@ -19,6 +19,7 @@ pub(super) fn precision_tag(p: &RefPrecision) -> Option<String> {
         RefPrecision::F64 => None,
         RefPrecision::F64Phantom => Some("ref: phantom f64 kernel".into()),
         RefPrecision::Reduced { reason } => Some(format!("reduced-precision reference: {reason}")),
+        RefPrecision::Seeded { reason } => Some(format!("taken from the target: {reason}")),
         RefPrecision::Unavailable { reason } => Some(format!("reference unavailable: {reason}")),
     }
 }

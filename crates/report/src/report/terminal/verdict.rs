@@ -74,12 +74,25 @@ pub fn verdict_line(r: &Report) -> String {
         ),
         Status::Anomalous => anomalous_sentence(v, compared),
     };
-    match (v.status, r.coverage.unchecked_hiding) {
+    let sentence = match (v.status, r.coverage.unchecked_hiding) {
         (Status::Incomplete, _) | (_, 0) => sentence,
         (_, n) => format!(
             "{sentence}; {n} value(s) the outputs depend on not compared ({})",
             top_reason(&r.coverage)
         ),
+    };
+    format!("{sentence}{}", unchecked_outputs(r))
+}
+
+/// "; graph outputs not checked: `a`, `b`" where any is (never left to a percentage).
+fn unchecked_outputs(r: &Report) -> String {
+    let names: Vec<String> = (r.nodes.iter().flat_map(|n| n.values.iter()))
+        .filter(|v| v.is_output && v.status == crate::report::model::ValueStatus::Unchecked)
+        .map(|v| format!("`{}`", v.name))
+        .collect();
+    match names.is_empty() {
+        true => String::new(),
+        false => format!("; graph outputs not checked: {}", names.join(", ")),
     }
 }
 

@@ -1,0 +1,159 @@
+//! Custom-op libraries: a model onnxruntime-extensions' own pre-processing tool wrote (`DecodeImage` in
+//! `com.microsoft.extensions` first, then resize, crop and normalisation around a classifier) runs in phantom's ONNX
+//! Runtime with the extensions' library, found through python3 or given with `--custom-op-library`. The reference
+//! takes the custom op's values from the target (marked on the node, never compared) and computes everything after it
+//! in f64.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{ensure_runtime, read_json, root};
+
+/// `bin/` of a virtual environment holding onnxruntime-extensions (from its lock).
+fn extensions_bin() -> PathBuf {
+    let dir = root().join("target/test-extensions-venv");
+    let _lock = crate::common::file_lock(&root().join("target/test-extensions-venv.lock"));
+    crate::locks::venv(&dir, "extensions")
+}
+
+/// The library's path, as the package says.
+fn extensions_library(bin: &Path) -> PathBuf {
+    let out = std::process::Command::new(bin.join("python"))
+        .args([
+            "-c",
+            "import onnxruntime_extensions as e; print(e.get_library_path())",
+        ])
+        .output()
+        .unwrap();
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn model() -> PathBuf {
+    root().join("tests/data/toolchains/ext_mobilenet_ppp.onnx")
+}
+
+/// `phantom onnx MODEL ARGS --json` with `PATH` led by `path_head`: (exit code, output, report).
+fn run(path_head: Option<&Path>, args: &[&str]) -> (i32, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let path = match path_head {
+        Some(bin) => format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        None => std::env::var("PATH").unwrap(),
+    };
+    let m = model();
+    let mut all = vec![
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let (code, out, err) = crate::common::phantom_env(&all, &[("PATH", &path)]);
+    let r = match json.exists() {
+        true => read_json(&json),
+        false => serde_json::Value::Null,
+    };
+    (code, format!("{out}{err}"), r)
+}
+
+fn node<'r>(r: &'r serde_json::Value, op: &str) -> &'r serde_json::Value {
+    (r["nodes"].as_array().unwrap().iter())
+        .find(|n| n["op_type"] == op)
+        .unwrap_or_else(|| panic!("no {op} node"))
+}
+
+/// The custom op's values come from the target, said on its node and never compared; the classifier after it is
+/// computed in f64 from them and compared, and the input is an image phantom drew and encoded for the decoder.
+fn assert_seeded_and_compared(out: &str, r: &serde_json::Value) {
+    let decode = node(r, "DecodeImage");
+    assert_eq!(decode["reference"]["kind"], "seeded", "{decode}");
+    let why = decode["reference"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("custom op of domain `com.microsoft.extensions`")
+            && why.contains("taken from the target, not computed in f64"),
+        "{why}"
+    );
+    assert_eq!(decode["values"][0]["status"], "unchecked", "{decode}");
+    for op in ["Conv", "MatMul", "Softmax"] {
+        let n = node(r, op);
+        let kind = n["reference"]["kind"].as_str().unwrap();
+        assert!(kind == "f64" || kind == "f64_phantom", "{op}: {n}");
+        assert_eq!(n["values"][0]["status"], "pass", "{op}: {out}");
+    }
+    // What the softmax read was computed in f64 from the decoded image, not copied: it differs from the target's
+    // by rounding, not zero.
+    let probs = &node(r, "Softmax")["values"][0]["metrics"];
+    assert!(probs["max_abs"].as_f64().unwrap() > 0.0, "{probs}");
+    let input = &r["inputs"][0];
+    assert!(
+        input["origin"].as_str().unwrap().contains("PNG-encoded"),
+        "{input}"
+    );
+}
+
+/// Found through python3 (the package is importable): no flag. The uint8 resize ONNX Runtime computes with
+/// fixed-point weights lands a level off the exact value's truncation at thousands of pixels: faithful, taken as
+/// decisions, and the verdict is clean.
+#[test]
+fn an_extensions_model_runs_with_the_library_python_finds() {
+    ensure_runtime();
+    let bin = extensions_bin();
+    let (code, out, r) = run(Some(&bin), &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    assert_seeded_and_compared(&out, &r);
+    let resize = &node(&r, "Resize")["values"][0];
+    let flips = resize["adopted"]["flips"].as_u64().unwrap_or(0);
+    assert!(flips > 1000, "{resize}");
+    assert_eq!(resize["adopted"]["beyond"], 0, "{resize}");
+}
+
+/// A resize that interpolates otherwise (another coordinate transformation, given as `--target-model`) is far more
+/// than a level off: drift, first at the Resize.
+#[test]
+fn a_resize_computed_otherwise_is_drift() {
+    ensure_runtime();
+    let bin = extensions_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("asymmetric.onnx");
+    let script = "import onnx, sys\nm = onnx.load(sys.argv[1])\nfor n in m.graph.node:\n    if n.op_type == 'Resize':\n        n.attribute.append(onnx.helper.make_attribute('coordinate_transformation_mode', 'asymmetric'))\nonnx.save(m, sys.argv[2])";
+    let status = std::process::Command::new(bin.join("python"))
+        .args([
+            "-c",
+            script,
+            model().to_str().unwrap(),
+            other.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, out, r) = run(Some(&bin), &["--target-model", other.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["status"], "drift", "{out}");
+    let first = &r["verdict"]["first_divergence"];
+    assert_eq!(first["op_type"], "Resize", "{first}");
+}
+
+/// Given on the command line, with no python3 that imports the package.
+#[test]
+fn an_extensions_model_runs_with_the_library_given() {
+    ensure_runtime();
+    let lib = extensions_library(&extensions_bin());
+    let (code, out, r) = run(None, &["--custom-op-library", lib.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert_seeded_and_compared(&out, &r);
+}
+
+/// With neither, the model is refused with what to do; a library path that is not there is refused too.
+#[test]
+fn an_extensions_model_without_the_library_is_refused_with_what_to_do() {
+    let (code, out, _) = run(None, &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("com.microsoft.extensions")
+            && out.contains("pip install onnxruntime-extensions"),
+        "{out}"
+    );
+    let (code, out, _) = run(None, &["--custom-op-library", "/no/such/libcustom.so"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("/no/such/libcustom.so"), "{out}");
+}
