@@ -232,6 +232,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     s.own_decisions = a.own_decisions;
     s.accept_incomplete = a.accept_incomplete;
     s.steps = a.steps as usize;
+    s.inputs.steps = s.steps;
     s.dump = a.dump.clone().map(|d| (d, a.force));
     Ok(s)
 }

@@ -24,6 +24,8 @@ struct Decoder {
     /// (past input, present output).
     cache: Vec<(String, String)>,
     logits: String,
+    /// optimum's merged decoders: the boolean input choosing the first-step branch (false) or the with-past one.
+    branch: Option<String>,
 }
 
 fn usage(why: String) -> Error {
@@ -84,7 +86,33 @@ impl Decoder {
             positions: find_in("position_ids"),
             cache,
             logits,
+            branch: find_in("use_cache_branch"),
         })
+    }
+
+    /// The branch input set to `on` in `inputs` (a no-op where the model has none); whether it changed.
+    fn set_branch(&self, inputs: &mut Inputs, on: bool) -> bool {
+        let Some(name) = &self.branch else {
+            return false;
+        };
+        let Some((_, t)) = inputs.tensors.iter_mut().find(|(k, _)| k == name) else {
+            return false;
+        };
+        let want = Tensor::from_f64(
+            t.dtype(),
+            ArrayD::from_elem(IxDyn(t.shape()), on as u8 as f64),
+        );
+        let Some(want) = want.filter(|w| w != t) else {
+            return false;
+        };
+        *t = want;
+        if let Some(s) = inputs.summaries.iter_mut().find(|s| &s.name == name) {
+            s.origin = match on {
+                true => "true: the with-past branch, after the first step".into(),
+                false => "false: the first step's branch (no past yet)".into(),
+            };
+        }
+        true
     }
 
     /// The inputs of the next step: one token, the mask one longer, the next position, `outputs`' cache.
@@ -153,6 +181,10 @@ impl Decoder {
                     "the {side} produced no `{present}` to feed back as `{past}`"
                 ))
             })?;
+            // A merged decoder's with-past branch passes the cross-attention cache on empty: it stays as it was.
+            if t.is_empty() && get(past).is_some_and(|p| !p.is_empty()) {
+                continue;
+            }
             let declared = get(past).map(|t| t.dtype()).unwrap_or(DType::F32);
             let t = if side == "reference" {
                 t.clone()
@@ -165,8 +197,32 @@ impl Decoder {
                 format!("the {side}'s own `{present}` from the step before"),
             );
         }
+        self.set_branch(&mut next, true);
         Ok(next)
     }
+}
+
+/// The graph prepared again for the inputs as they are now (a merged decoder's branch changed), and the targets
+/// opened on it.
+fn reprepared(s: &CompareSettings, p: &mut Prepared) -> Result<()> {
+    let graph = crate::model::load(&s.model)?;
+    p.graph = super::prepared_graph(graph, &p.inputs, s.inputs.seed, s.keep_control_flow)?;
+    p.targets = (s.targets.iter())
+        .map(|spec| crate::targets::open(spec, &p.graph, &p.lib))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(())
+}
+
+/// A merged decoder's first step takes the branch with no past (unless `--past` gives one, or the input was
+/// given): the graph is prepared again for it.
+fn first_branch(s: &CompareSettings, p: &mut Prepared, d: &Decoder) -> Result<()> {
+    let generated = (d.branch.as_ref())
+        .and_then(|b| p.inputs.summaries.iter().find(|x| &x.name == b))
+        .is_some_and(|x| x.origin.starts_with("ones"));
+    if generated && s.inputs.past == 0 && d.set_branch(&mut p.inputs, false) {
+        reprepared(s, p)?;
+    }
+    Ok(())
 }
 
 /// The token with the largest logit at the last position of the first sequence.
@@ -197,6 +253,7 @@ pub fn compare_steps(s: &CompareSettings) -> Result<(Report, Inputs)> {
     let t_all = Instant::now();
     let mut p: Prepared = prepare(s)?;
     let decoder = Decoder::of(&p.graph)?;
+    first_branch(s, &mut p, &decoder)?;
     let mut lines = vec![];
     let mut shown: Option<(usize, Report, Inputs)> = None;
     for step in 0..s.steps {
@@ -251,7 +308,18 @@ pub fn compare_steps(s: &CompareSettings) -> Result<(Report, Inputs)> {
         })?;
         let target_prev = p.target_inputs.clone().unwrap_or_else(|| p.inputs.clone());
         p.target_inputs = Some(decoder.next(&target_prev, &f.target_outputs, token, "target")?);
+        let branch = |i: &Inputs| {
+            decoder
+                .branch
+                .as_ref()
+                .and_then(|b| i.tensors.iter().find(|(k, _)| k == b))
+                .cloned()
+        };
+        let before = branch(&p.inputs);
         p.inputs = decoder.next(&p.inputs, &f.ref_outputs, token, "reference")?;
+        if branch(&p.inputs) != before {
+            reprepared(s, &mut p)?;
+        }
     }
     let (step, mut report, inputs) = shown.expect("at least one step");
     report.notes.insert(

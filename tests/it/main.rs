@@ -8,6 +8,7 @@ mod compare;
 mod compare_parts;
 mod conformance;
 mod contrib;
+mod corpus;
 mod custom_ops;
 mod decisions;
 mod decoder;

@@ -44,6 +44,9 @@ pub struct Hints {
     pub imgsz: Option<(usize, usize)>,
     /// What the model's weights and the files beside it say.
     pub model: super::dims_model::FromModel,
+    /// Positions a decoder needs beyond its prompt (the past, and the tokens of the steps after the first): a
+    /// prompt's length bounded by a position table leaves room for them.
+    pub room: usize,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -64,6 +67,7 @@ impl Hints {
         Hints {
             imgsz,
             model: super::dims_model::FromModel::of(graph),
+            room: 0,
         }
     }
 }
@@ -151,7 +155,15 @@ pub fn choose(hints: &Hints, info: &ValueInfo, axis: usize, symbol: Option<&str>
     ];
     if sequence.iter().any(|k| name.contains(k)) {
         return match &hints.model.max_len {
-            Some((rows, from)) if *rows < 128 => chosen(*rows, from),
+            Some((rows, from)) if *rows < 128 && hints.room == 0 => chosen(*rows, from),
+            Some((rows, from)) if *rows < 128 + hints.room => {
+                let room = hints.room;
+                let left = rows.saturating_sub(room).max(1);
+                chosen(
+                    left,
+                    &format!("{from}, less {room} for the past and the steps"),
+                )
+            }
             _ => chosen(128, GUESSED_LENGTH),
         };
     }

@@ -2,7 +2,8 @@
 //! channels from the weight of the convolution that reads it; its height and width from the
 //! `preprocessor_config.json` Hugging Face exports put beside the model, else from a vision transformer's patch grid
 //! (a patch-embedding convolution whose kernel is its stride, and a position table of one row per patch, with or
-//! without a class token); a sequence's length bounded by a text model's position table (CLIP's 77 rows).
+//! without a class token); a sequence's length bounded by a text model's position table (CLIP's 77 rows); a KV
+//! cache's head count and size from onnxruntime-genai's `genai_config.json` ([`super::dims_genai`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -62,6 +63,7 @@ impl FromModel {
             let proto = protos.get(conv.outputs.as_slice()).copied();
             m.image(graph, info, conv, proto, preprocessor.as_ref());
         }
+        m.by_axis.extend(super::dims_genai::cache_dims(graph));
         m
     }
 

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod custom_ops;
 pub mod cut;
 pub mod dims;
+pub mod dims_genai;
 pub mod dims_model;
 pub mod external;
 pub mod functions;

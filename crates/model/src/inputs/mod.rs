@@ -47,6 +47,10 @@ pub struct InputSpec {
     /// KV-cache length for decoders' past inputs (`--past N`; 0 is a first prompt).
     #[serde(default)]
     pub past: usize,
+    /// `--steps N`: the decoding steps after the prompt's (a prompt's length leaves room for them in a position
+    /// table); 0 and 1 mean one pass.
+    #[serde(default)]
+    pub steps: usize,
     /// Whole shapes (`--shape input=1x3x224x224`).
     pub shapes: HashMap<String, Vec<usize>>,
     pub sources: Vec<InputSource>,
@@ -202,7 +206,10 @@ pub fn prepare(graph: &Graph, spec: &InputSpec) -> Result<Inputs> {
     let (loaded, lengths) = load_sources(graph, spec)?;
     let mut out = Inputs::default();
     let mut dims = Dims {
-        hints: super::dims::Hints::of(graph),
+        hints: super::dims::Hints {
+            room: spec.past + spec.steps.saturating_sub(1),
+            ..super::dims::Hints::of(graph)
+        },
         chosen: HashMap::new(),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed);

@@ -1,0 +1,103 @@
+//! A few real exports from `scripts/corpus/make.py` (the toolchains themselves at their defaults, small seeded
+//! configs), kept in `tests/data/corpus/`: each compares with no flags and reads clean. The whole corpus (45 models,
+//! PyTorch needed) is swept by `scripts/corpus/sweep.sh`; its table is in the book.
+
+use crate::common::{ensure_runtime, root};
+use crate::contrib::onnx_report;
+
+/// (file, what wrote it)
+const MODELS: [(&str, &str); 6] = [
+    ("optimum_bert.onnx", "optimum-onnx main_export, feature-extraction"),
+    (
+        "optimum_t5_decoder_merged.onnx",
+        "optimum-onnx main_export, text2text-generation-with-past (decoder_model_merged.onnx)",
+    ),
+    (
+        "optimum_whisper_decoder_merged.onnx",
+        "optimum-onnx main_export, automatic-speech-recognition-with-past (decoder_model_merged.onnx)",
+    ),
+    ("ortopt_bert_fp32.onnx", "onnxruntime.transformers.optimizer on optimum_bert"),
+    (
+        "ortopt_bert_fp16.onnx",
+        "onnxruntime.transformers.optimizer, then convert_float_to_float16(keep_io_types=True)",
+    ),
+    ("qdyn_bert.onnx", "onnxruntime.quantization.quantize_dynamic on optimum_bert"),
+];
+
+#[test]
+fn real_exports_compare_clean_with_no_flags() {
+    ensure_runtime();
+    for (file, what) in MODELS {
+        let m = root().join("tests/data/corpus").join(file);
+        let (code, out, r) = onnx_report(&m, &[]);
+        assert_eq!(code, 0, "{file} ({what}): {out}");
+        assert_eq!(r["verdict"]["status"], "clean", "{file} ({what}): {out}");
+        let c = &r["coverage"];
+        assert_eq!(c["unchecked_hiding"], 0, "{file}: {c}");
+        assert!(c["compared"].as_u64().unwrap() >= 19, "{file}: {c}");
+    }
+}
+
+/// `--steps` drives a merged decoder as generation does: the first step on the branch with no past (which computes
+/// the cross-attention cache), the later ones on the with-past branch, fed the self-attention cache of the step
+/// before and the cross-attention cache of the first (the with-past branch passes it on empty). The prompt leaves
+/// room in the 64-row position table for the steps.
+#[test]
+fn real_merged_decoders_decode_steps_on_both_branches() {
+    ensure_runtime();
+    for file in [
+        "optimum_t5_decoder_merged.onnx",
+        "optimum_whisper_decoder_merged.onnx",
+    ] {
+        let m = root().join("tests/data/corpus").join(file);
+        let (code, out, r) = onnx_report(&m, &["--steps", "3"]);
+        assert_eq!(code, 0, "{file}: {out}");
+        assert_eq!(r["verdict"]["status"], "clean", "{file}: {out}");
+        let notes = r["notes"].to_string();
+        for step in 0..3 {
+            assert!(
+                notes.contains(&format!("step {step}: clean")),
+                "{file}: {notes}"
+            );
+        }
+        let input = |name: &str| {
+            (r["inputs"].as_array().unwrap().iter())
+                .find(|i| i["name"] == name)
+                .unwrap_or_else(|| panic!("{file}: no input {name}"))
+                .clone()
+        };
+        let branch = input("use_cache_branch");
+        assert!(
+            branch["origin"].as_str().unwrap().starts_with("true"),
+            "{branch}"
+        );
+        // Step 2 reads the prompt and the token of step 1 from the self-attention cache.
+        let past = input("past_key_values.0.decoder.key");
+        assert!(past["shape"][2].as_u64().unwrap() >= 2, "{file}: {past}");
+        let cross = input("past_key_values.0.encoder.key");
+        assert!(cross["shape"][2].as_u64().unwrap() > 0, "{file}: {cross}");
+    }
+}
+
+/// onnxruntime-genai's model builder (`-p fp32 -e cpu`, GroupQueryAttention): the cache's head size comes from the
+/// `genai_config.json` beside the model (the builder names that dim `kv_cache_dim`, which phantom guessed as an image
+/// side, 320, and ONNX Runtime refused), and the decoder compares with no flags and decodes steps.
+#[test]
+fn an_onnxruntime_genai_decoder_compares_with_no_flags() {
+    ensure_runtime();
+    let m = root().join("tests/data/corpus/genai_llama_fp32/model.onnx");
+    for steps in ["1", "3"] {
+        let (code, out, r) = onnx_report(&m, &["--steps", steps]);
+        assert_eq!(code, 0, "--steps {steps}: {out}");
+        assert_eq!(r["verdict"]["status"], "clean", "--steps {steps}: {out}");
+        let past = (r["inputs"].as_array().unwrap().iter())
+            .find(|i| i["name"] == "past_key_values.0.key")
+            .unwrap();
+        assert_eq!(past["shape"][3], 16, "{past}");
+    }
+    let (_, out, _) = onnx_report(&m, &[]);
+    assert!(
+        out.contains("`kv_cache_dim` = 16: the head size in genai_config.json"),
+        "{out}"
+    );
+}
