@@ -148,6 +148,8 @@ fn introduced(
 pub struct Found {
     pub nodes: Vec<NodeReport>,
     pub verdict: Verdict,
+    /// What the report should say of the findings (anomalies the model's own precision explains).
+    pub notes: Vec<String>,
 }
 
 /// Assembles node reports and finds the first divergence, the culprits and their causes; marks each node's
@@ -160,6 +162,7 @@ pub fn explain(
 ) -> Result<Found> {
     let reports = std::mem::take(&mut lane.reports);
     let (mut found, causes, settled) = find(s, p, cmp, lane, reports)?;
+    lane.notes.append(&mut found.notes);
     if let Err(e) = &causes {
         for c in &found.verdict.culprits {
             lane.unmeasured.node(&c.node, "causes", &e.to_string());
@@ -243,11 +246,17 @@ fn find(
     analysis::origin::blame(&p.graph, &nodes, &mut verdict.culprits, &differs);
     origin_weights(p, cmp, lane, &nodes, &mut verdict);
     verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, |v| operands_of(cmp, rounding, v));
+    let notes = super::reasons::chosen_precision(p, cmp, lane, &nodes, &mut verdict);
     anomaly::classify(&mut verdict, &nodes);
     if let Some(models) = &models {
         model_differences(models, &mut verdict);
     }
-    Ok((Found { nodes, verdict }, causes, settled))
+    let found = Found {
+        nodes,
+        verdict,
+        notes: notes.into_iter().collect(),
+    };
+    Ok((found, causes, settled))
 }
 
 /// A fusion cause is settled by rerunning the target with graph optimizations off: confirmed, or turned into

@@ -43,6 +43,12 @@ pub(super) fn known(
     }))
 }
 
+/// Whether the target computes `MatMulNBits` at `accuracy_level = 4` with int8 activations: ONNX Runtime's CPU
+/// provider does (the rounding run then does too).
+fn int8_activations(lane: &Lane) -> bool {
+    matches!(&lane.spec.engine, crate::runner::spec::Engine::Ort(o) if o.provider == "cpu")
+}
+
 /// Where the expected-noise run's values wait: when the run is bounded in memory, in memory up to three quarters of
 /// a chunk of reference values (a chunk's values in the target's type, taken as the chunk is compared), on disk
 /// beyond.
@@ -78,6 +84,7 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
         round: Some(round.clone()),
         decisions: lane.noise_decisions.clone(),
         known: known(&p.graph, std::slice::from_ref(lane)),
+        int8_activations: int8_activations(lane),
         ..Default::default()
     };
     let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
@@ -172,6 +179,7 @@ pub(super) fn arriving(lanes: &[Lane]) -> Option<Arriving> {
                 round: r.clone(),
                 shared,
                 decisions: lane.noise_decisions.clone(),
+                int8_activations: int8_activations(lane),
             }),
             _ => None,
         },
@@ -186,6 +194,7 @@ pub(super) struct Arriving {
     round: Rounding,
     shared: bool,
     decisions: Option<Arc<Decisions>>,
+    int8_activations: bool,
 }
 
 /// The reference's run on a graph and its inputs (and the noise run's, where they differ), each value handed to
@@ -202,6 +211,7 @@ pub(super) fn run_reference(
         round,
         shared,
         decisions,
+        int8_activations,
     }) = arriving
     else {
         return runner.run_streaming(graph, inputs, sink);
@@ -219,6 +229,7 @@ pub(super) fn run_reference(
         shared: *shared,
         ended: &ended,
         decisions: decisions.clone(),
+        int8_activations: *int8_activations,
     };
     runner.run_paired(graph, inputs, sink, beside)
 }

@@ -1,11 +1,11 @@
 //! The causes of each culprit: the cause families read on the reference's values, the weights hypothesis for the
 //! origins of amplified errors (only where a provider other than ONNX Runtime's CPU one ran), and with
-//! `--target-model` what differs between the two models.
+//! `--target-model` what differs between the two models; and anomalies the model's own precision choice explains.
 
 use super::stream::Compared;
 use super::{Lane, Prepared};
 use crate::analysis::causes;
-use crate::report::model::{CauseKind, NodeReport, Verdict};
+use crate::report::model::{Basis, CauseKind, Culprit, NodeReport, Verdict};
 use crate::spill::Values;
 
 /// The likely causes of each culprit.
@@ -97,4 +97,65 @@ pub(super) fn model_differences(models: &causes::differ::Models, verdict: &mut V
     for a in verdict.anomalies.iter_mut() {
         a.causes = models.explain(&a.value);
     }
+}
+
+/// Anomalies whose whole error the model's own precision choice explains: a `MatMulNBits` at `accuracy_level = 4`
+/// on ONNX Runtime's CPU provider, which quantizes its activations to int8 (the cause's numbers, at half to twice the
+/// node's error). They are not anomalies; the note returned says how many and why.
+pub(super) fn chosen_precision(
+    p: &Prepared,
+    cmp: &Compared,
+    lane: &Lane,
+    nodes: &[NodeReport],
+    verdict: &mut Verdict,
+) -> Option<String> {
+    let as_culprits: Vec<Culprit> = (verdict.anomalies.iter())
+        .filter(|a| a.op_type == "MatMulNBits")
+        .map(|a| Culprit {
+            node_index: a.node_index,
+            node: a.node.clone(),
+            op_type: a.op_type.clone(),
+            value: a.value.clone(),
+            basis: Basis::Introduced,
+            max_abs: a.max_abs,
+            noise_ratio: None,
+            causes: vec![],
+            spoils: vec![],
+            path: vec![],
+        })
+        .collect();
+    let cpu =
+        matches!(&lane.spec.engine, crate::runner::spec::Engine::Ort(o) if o.provider == "cpu");
+    if as_culprits.is_empty() || !cpu {
+        return None;
+    }
+    let rounding = lane.rounding.as_ref();
+    let held = rounding.map(|_| &cmp.held as &dyn Values);
+    let ev = causes::Evidence::new(
+        &p.graph,
+        held,
+        rounding,
+        lane.target.range_issues(),
+        nodes,
+        &as_culprits,
+    );
+    let explained: Vec<&str> = (as_culprits.iter())
+        .filter(|c| {
+            causes::explain(c, &ev)
+                .iter()
+                .any(|k| k.kind == CauseKind::AccuracyLevel)
+        })
+        .map(|c| c.node.as_str())
+        .collect();
+    if explained.is_empty() {
+        return None;
+    }
+    verdict
+        .anomalies
+        .retain(|a| !explained.contains(&a.node.as_str()));
+    Some(format!(
+        "{} MatMulNBits node(s) at accuracy_level 4 are off, alone, by what quantizing their activations to int8 \
+         per block explains (ONNX Runtime's CPU kernel does, as the model asks): its chosen precision, not anomalies",
+        explained.len()
+    ))
 }

@@ -101,3 +101,22 @@ fn an_onnxruntime_genai_decoder_compares_with_no_flags() {
         "{out}"
     );
 }
+
+/// The builder's int4 model for the CPU asks for `accuracy_level = 4`: ONNX Runtime's kernel quantizes the
+/// activations to int8, as the model asks. That is its precision, not a fault: the correctly rounded run quantizes
+/// them too, so the verdict is precision-insufficient (never drift or anomalous), the culprit's cause is
+/// `accuracy_level` with the numbers, and the fix named is the attribute (not `--keep-fp32`, which is for phantom's
+/// own conversion).
+#[test]
+fn an_onnxruntime_genai_int4_decoder_reads_as_its_chosen_precision() {
+    ensure_runtime();
+    let m = root().join("tests/data/corpus/genai_llama_int4/model.onnx");
+    let (code, out, r) = onnx_report(&m, &[]);
+    assert_eq!(r["verdict"]["status"], "precision_insufficient", "{out}");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["anomalies"].as_array().unwrap().len(), 0, "{out}");
+    let culprit = &r["verdict"]["culprits"][0];
+    assert_eq!(culprit["causes"][0]["kind"], "accuracy_level", "{culprit}");
+    assert!(out.contains("set accuracy_level to 0 or 1") && !out.contains("--keep-fp32"), "{out}");
+    assert!(out.contains("at accuracy_level 4 are off, alone"), "{out}");
+}

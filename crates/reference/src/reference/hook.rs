@@ -13,6 +13,7 @@ use super::overrides::Overrides;
 use super::{decide, humanize, kernels};
 use fallback::{first_line, zeros_for};
 
+pub(super) mod accuracy;
 mod adopt;
 mod fallback;
 mod rounded;
@@ -80,6 +81,8 @@ pub struct Evaluator<'g, 's> {
     /// Near-ties of every quantization rounded the other way ([`decide::Ties`]), and how many elements moved.
     ties: Option<decide::Ties>,
     pub flipped: u64,
+    /// `MatMulNBits` at `accuracy_level = 4` computed as ONNX Runtime's CPU kernel does ([`accuracy`]).
+    int8_a: bool,
     /// The folded float nodes a rounding run computes again ([`super::folded`]), and the rounded constants fed in
     /// place of the folded ones, by tract outlet.
     folded: Option<&'g super::folded::Folded>,
@@ -121,6 +124,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             selections: HashMap::new(),
             ties: None,
             flipped: 0,
+            int8_a: false,
             folded: None,
             substitute: HashMap::new(),
         }
@@ -273,6 +277,9 @@ impl<'g, 's> Evaluator<'g, 's> {
             .map(|v| super::symbols::resolved(v, ctx.symbols))
             .collect::<TractResult<TVec<_>>>()?;
         self.substituted(node, &mut ins);
+        if self.int8_a {
+            accuracy::quantize_a(node, &mut ins)?;
+        }
         let decides = self.decides(node).then(|| ins.clone());
         let ties = self.ties_at(node).then(|| ins.clone());
         let mut out = self.eval_node(ctx, st, node, ins)?;

@@ -84,6 +84,9 @@ pub struct ReferenceRunner {
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Round every quantization's near-ties to the other neighbour ([`decide::Ties`]; counted in the details).
     pub ties: Option<decide::Ties>,
+    /// In a rounding run, compute `MatMulNBits` with `accuracy_level = 4` as ONNX Runtime's CPU kernel does, its A
+    /// quantized to int8 per block ([`hook::accuracy`]): the precision the model chose, for a target that honours it.
+    pub int8_activations: bool,
 }
 
 /// How the widened model's large weights reach tract.

@@ -29,6 +29,9 @@ pub struct Beside<'a, 's> {
     /// The target's decisions it adopts (with their fixed windows: the reference's may widen to the noise this run
     /// measures).
     pub decisions: Option<std::sync::Arc<super::decide::Decisions>>,
+    /// Whether it computes `accuracy_level = 4` as ONNX Runtime's CPU kernel does
+    /// ([`ReferenceRunner::int8_activations`]).
+    pub int8_activations: bool,
 }
 
 impl ReferenceRunner {
@@ -76,6 +79,7 @@ impl ReferenceRunner {
             round: Some(beside.round.clone()),
             decisions: beside.decisions.clone(),
             known: self.known.clone(),
+            int8_activations: beside.int8_activations,
             ..Default::default()
         };
         let (ended, noise_inputs, noise_sink) = (beside.ended, beside.inputs, beside.sink);

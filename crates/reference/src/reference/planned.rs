@@ -106,6 +106,7 @@ impl ReferenceRunner {
             .with_unfaithful(planned.unfaithful.clone())
             .with_decisions(self.decisions.as_deref())
             .with_ties(self.ties)
+            .with_int8_activations(self.int8_activations && self.round.is_some())
             .with_folded(&planned.folded)
             .with_selections(planned.selections.clone())
             .with_constants(plan.model());

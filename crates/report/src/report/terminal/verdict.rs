@@ -70,7 +70,7 @@ pub fn verdict_line(r: &Report) -> String {
              where the target's precision cannot meet it (the correctly rounded run fails there too){first}; the \
              runtime is faithful, the model does not survive this precision{}",
             v.failing_values,
-            keep_fp32_hint(v)
+            precision_hint(r)
         ),
         Status::Anomalous => anomalous_sentence(v, compared),
     };
@@ -142,5 +142,19 @@ fn keep_fp32_hint(v: &Verdict) -> String {
             "; keep the culprits in float32: --keep-fp32 {}",
             nodes.join(",")
         ),
+    }
+}
+
+/// What to change where the precision falls short: `--keep-fp32` where phantom converted the model; where the
+/// model's own `accuracy_level` is the cause, that attribute; otherwise the culprits' causes say.
+fn precision_hint(r: &Report) -> String {
+    let chosen = (r.verdict.culprits.iter().flat_map(|c| &c.causes))
+        .any(|k| k.kind == crate::report::model::CauseKind::AccuracyLevel);
+    match (r.conversion.is_some(), chosen) {
+        (true, _) => keep_fp32_hint(&r.verdict),
+        (false, true) => "; the model asks for int8 activations (accuracy_level 4): set accuracy_level to 0 or 1 \
+                          where this error matters"
+            .into(),
+        (false, false) => String::new(),
     }
 }
