@@ -114,9 +114,16 @@ fn an_onnxruntime_genai_int4_decoder_reads_as_its_chosen_precision() {
     let (code, out, r) = onnx_report(&m, &[]);
     assert_eq!(r["verdict"]["status"], "precision_insufficient", "{out}");
     assert_eq!(code, 1, "{out}");
-    assert_eq!(r["verdict"]["anomalies"].as_array().unwrap().len(), 0, "{out}");
+    assert_eq!(
+        r["verdict"]["anomalies"].as_array().unwrap().len(),
+        0,
+        "{out}"
+    );
     let culprit = &r["verdict"]["culprits"][0];
     assert_eq!(culprit["causes"][0]["kind"], "accuracy_level", "{culprit}");
-    assert!(out.contains("set accuracy_level to 0 or 1") && !out.contains("--keep-fp32"), "{out}");
+    assert!(
+        out.contains("set accuracy_level to 0 or 1") && !out.contains("--keep-fp32"),
+        "{out}"
+    );
     assert!(out.contains("at accuracy_level 4 are off, alone"), "{out}");
 }
