@@ -45,7 +45,7 @@ pub(super) fn known(
 
 /// Whether the target computes `MatMulNBits` at `accuracy_level = 4` with int8 activations: ONNX Runtime's CPU
 /// provider does (the rounding run then does too).
-fn int8_activations(lane: &Lane) -> bool {
+pub(super) fn int8_activations(lane: &Lane) -> bool {
     matches!(&lane.spec.engine, crate::runner::spec::Engine::Ort(o) if o.provider == "cpu")
 }
 

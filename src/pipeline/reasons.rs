@@ -124,9 +124,7 @@ pub(super) fn chosen_precision(
             path: vec![],
         })
         .collect();
-    let cpu =
-        matches!(&lane.spec.engine, crate::runner::spec::Engine::Ort(o) if o.provider == "cpu");
-    if as_culprits.is_empty() || !cpu {
+    if as_culprits.is_empty() || !super::noise::int8_activations(lane) {
         return None;
     }
     let rounding = lane.rounding.as_ref();
