@@ -54,6 +54,7 @@ pub mod bisect;
 pub mod bounded;
 pub mod cli;
 pub mod diff;
+pub mod equiv;
 pub mod golden;
 pub mod pipeline;
 pub mod profile;
@@ -64,7 +65,7 @@ pub mod segment;
 pub mod targets;
 
 // The crates below, under the module names the code (and the tests) use.
-pub use phantom_analysis::{analysis, compare};
+pub use phantom_analysis::{analysis, compare, pairing};
 pub use phantom_core::{dispatch_tensor, widened};
 pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog};
 pub use phantom_core::{Error, Result};

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use super::args_groups::{JsonOut, JunitOut, ModelOnTarget, ReportArgs, ToleranceArgs};
 pub use super::args_segment::{MergeArgs, PlanArgs, SegmentArgs};
-pub use super::args_tools::{DiffArgs, ProfileArgs, ReduceArgs, ServeArgs};
+pub use super::args_tools::{DiffArgs, EquivArgs, ProfileArgs, ReduceArgs, ServeArgs};
 
 /// phantom: find where and why an ONNX model's numbers diverge between runtimes.
 ///
@@ -54,6 +54,10 @@ pub enum Command {
     /// Compare two dumps of per-layer tensors from any framework (directories, .zip, .tar.gz; .pt/.pth, .npy/.npz,
     /// .safetensors, TensorProto .pb/.tensorproto), paired by name.
     Diff(Box<DiffArgs>),
+    /// Do two graphs of one model compute the same function? Both run in f64 and their values are paired by what
+    /// they compute (an optimizer's fusions, a simplifier's folds, a converter's renames); exit 1 names the first
+    /// value where the second stops computing the first's function.
+    Equiv(Box<EquivArgs>),
     /// A local web page (127.0.0.1) where two dumps are dropped and `phantom diff`'s inspector comes back.
     Serve(ServeArgs),
     /// Cut the first culprit (or --node) out as the smallest subgraph that still fails on the target, fed with the

@@ -123,3 +123,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", default_value = "4G")]
     pub max_unpacked: String,
 }
+
+#[derive(Debug, Args)]
+pub struct EquivArgs {
+    /// The model as it was (the reference function).
+    pub model: PathBuf,
+    /// The transformed model (optimized, simplified, fused, converted): paired with MODEL by what its values
+    /// compute in f64, not by their names.
+    pub transformed: PathBuf,
+    /// Pair values within this fraction of each value's scale (default: set by the narrowest float type of
+    /// TRANSFORMED's weights: 1e-4 for float32, 3e-2 for float16, 2e-1 for bfloat16).
+    #[arg(long, value_name = "REL")]
+    pub tolerance: Option<f64>,
+    /// How many paired values the table lists (the outputs and the divergence are always shown).
+    #[arg(long, default_value_t = 0)]
+    pub list: usize,
+    #[command(flatten)]
+    pub json: super::args_groups::JsonOut,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+}

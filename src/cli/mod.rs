@@ -8,6 +8,7 @@ mod args_tools;
 mod determinism;
 mod devices;
 mod diff;
+mod equiv;
 mod golden;
 mod info;
 mod onnx;
@@ -107,6 +108,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<Outcome> {
         args::Command::Runtimes(a) => runtimes::run(a),
         args::Command::Devices(a) => devices::run(a),
         args::Command::Diff(a) => diff::run(*a),
+        args::Command::Equiv(a) => equiv::run(*a),
         args::Command::Reduce(a) => reduce::run(*a),
         args::Command::Profile(a) => profile::run(*a),
         args::Command::Serve(a) => diff::serve(a),

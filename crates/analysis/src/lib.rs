@@ -12,6 +12,7 @@ pub(crate) use phantom_runner as runner;
 
 pub mod analysis;
 pub mod compare;
+pub mod pairing;
 
 /// The report's schema; its renderers live in `phantom-report`.
 pub mod report {

@@ -1,0 +1,139 @@
+//! What is kept of one value to pair it with another graph's: its shape, its scale and a fixed sample of its
+//! elements in logical order (all of them up to [`SAMPLE`]), so that two graphs' values are compared without
+//! holding both runs in memory. Equal samples at the same positions and equal scales stand for equal values; a
+//! reshape keeps logical order, so values that differ only by their shape still pair.
+
+use crate::tensor::Tensor;
+
+/// Elements kept per value: every element of a smaller value, evenly spaced ones of a larger.
+pub const SAMPLE: usize = 4096;
+
+/// One value, as the pairing compares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sketch {
+    pub shape: Vec<usize>,
+    pub len: usize,
+    /// Root mean square of the finite elements: the scale differences are measured against.
+    pub rms: f64,
+    pub sample: Vec<f64>,
+}
+
+impl Sketch {
+    /// The sketch of `t`; None for strings (they have no numeric view).
+    pub fn of(t: &Tensor) -> Option<Sketch> {
+        if t.strings().is_some() {
+            return None;
+        }
+        let a = t.as_f64();
+        let len = a.len();
+        let step = len.div_ceil(SAMPLE).max(1);
+        let (mut sq, mut n) = (0.0, 0usize);
+        let mut sample = Vec::with_capacity(len.min(SAMPLE));
+        for (i, &v) in a.iter().enumerate() {
+            if v.is_finite() {
+                sq += v * v;
+                n += 1;
+            }
+            if i % step == 0 {
+                sample.push(v);
+            }
+        }
+        Some(Sketch {
+            shape: t.shape().to_vec(),
+            len,
+            rms: (sq / n.max(1) as f64).sqrt(),
+            sample,
+        })
+    }
+
+    /// Whether the value says anything about where it came from: not when every element is the same (a zero
+    /// tensor equals every other zero tensor of its size, whatever computed it).
+    pub fn informative(&self) -> bool {
+        self.sample
+            .iter()
+            .any(|v| v.to_bits() != self.sample[0].to_bits())
+    }
+
+    /// Whether `self` and `other` hold the same values within `tol` of their scale: every sampled element within
+    /// `tol × rms` (NaN with NaN, an infinity with the same infinity), and the scales within it too.
+    pub fn agrees(&self, other: &Sketch, tol: f64) -> bool {
+        if self.len != other.len || self.sample.len() != other.sample.len() {
+            return false;
+        }
+        let scale = self.rms.max(other.rms);
+        let bound = tol * scale;
+        if (self.rms - other.rms).abs() > bound {
+            return false;
+        }
+        self.sample
+            .iter()
+            .zip(&other.sample)
+            .all(|(&a, &b)| same(a, b, bound))
+    }
+
+    /// How far apart two sketches of one size are, as a fraction of their scale (the largest sampled difference);
+    /// None when the sizes differ or non-finite elements disagree.
+    pub fn distance(&self, other: &Sketch) -> Option<f64> {
+        if self.len != other.len || self.sample.len() != other.sample.len() {
+            return None;
+        }
+        let scale = self.rms.max(other.rms);
+        let mut worst: f64 = 0.0;
+        for (&a, &b) in self.sample.iter().zip(&other.sample) {
+            if a.is_finite() && b.is_finite() {
+                worst = worst.max((a - b).abs());
+            } else if !same(a, b, 0.0) {
+                return None;
+            }
+        }
+        Some(match scale > 0.0 {
+            true => worst / scale,
+            false if worst == 0.0 => 0.0,
+            false => f64::INFINITY,
+        })
+    }
+}
+
+/// Two elements equal within `bound`: NaN with NaN, an infinity with itself.
+fn same(a: f64, b: f64, bound: f64) -> bool {
+    if a.is_finite() && b.is_finite() {
+        (a - b).abs() <= bound
+    } else {
+        a == b || (a.is_nan() && b.is_nan())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::ArrayD;
+
+    fn t(v: Vec<f64>, shape: &[usize]) -> Tensor {
+        Tensor::F64(ArrayD::from_shape_vec(shape.to_vec(), v).unwrap())
+    }
+
+    #[test]
+    fn a_reshape_agrees_and_a_changed_element_does_not() {
+        let a = Sketch::of(&t(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])).unwrap();
+        let b = Sketch::of(&t(vec![1.0, 2.0, 3.0, 4.0 + 1e-9], &[4])).unwrap();
+        let c = Sketch::of(&t(vec![1.0, 2.0, 3.0, 4.1], &[4])).unwrap();
+        assert!(a.agrees(&b, 1e-6));
+        assert!(!a.agrees(&c, 1e-6));
+        assert!((a.distance(&c).unwrap() - 0.1 / c.rms).abs() < 1e-12);
+    }
+
+    #[test]
+    fn large_values_are_sampled_evenly() {
+        let a = Sketch::of(&t((0..10_000).map(f64::from).collect(), &[10_000])).unwrap();
+        assert_eq!(a.sample.len(), 3334);
+        assert_eq!(a.sample[1], 3.0);
+    }
+
+    #[test]
+    fn nan_and_infinity_pair_with_themselves() {
+        let a = Sketch::of(&t(vec![f64::NAN, f64::NEG_INFINITY, 1.0], &[3])).unwrap();
+        let b = Sketch::of(&t(vec![f64::NAN, f64::INFINITY, 1.0], &[3])).unwrap();
+        assert!(a.agrees(&a.clone(), 0.0));
+        assert!(!a.agrees(&b, 1e-3));
+    }
+}

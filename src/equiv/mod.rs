@@ -1,0 +1,186 @@
+//! Two graphs of one model compared as functions: both run in the f64 reference on the same inputs, each value
+//! the second computes is paired with the value of the first it equals ([`crate::pairing`]), and the
+//! answer is whether their outputs agree to the rounding the second model's weights allow, and if not, the first
+//! value where the second stops computing the first's function. `phantom equiv` prints it; `phantom onnx
+//! --target-model` pairs the target model's values the same way ([`renamed`]).
+
+mod rename;
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::model::{inputs::Inputs, Graph};
+use crate::pairing::{self, Divergence, Fate, Pairing, Sketch, Values};
+use crate::runner::reference::ReferenceRunner;
+use crate::tensor::DType;
+
+pub use rename::renamed;
+
+/// One graph output of the first model and the second model's output at its position.
+#[derive(Clone, Debug, Serialize)]
+pub struct OutputMatch {
+    pub reference: String,
+    pub target: String,
+    /// The largest difference of the two f64 runs, as a fraction of the value's scale (None: not computed, or the
+    /// sizes differ).
+    pub distance: Option<f64>,
+    pub same: bool,
+}
+
+/// The two graphs compared as functions.
+#[derive(Debug)]
+pub struct Equiv {
+    pub pairing: Pairing,
+    /// What became of each value the first graph computes.
+    pub fates: HashMap<String, Fate>,
+    pub outputs: Vec<OutputMatch>,
+    /// Where the second graph stops computing the first's function (None when the outputs agree).
+    pub divergence: Option<Divergence>,
+    /// Values the second graph computes, in graph order.
+    pub target_values: Vec<String>,
+    /// The narrowest float type of the second model's weights, which sets the tolerance.
+    pub narrowest: Option<DType>,
+    /// Values the reference could not compute in f64, per graph (first, second), with the reason.
+    pub missing: [HashMap<String, String>; 2],
+}
+
+impl Equiv {
+    /// True when every output was computed on both sides and agrees.
+    pub fn same(&self) -> bool {
+        self.outputs.iter().all(|o| o.same)
+    }
+}
+
+/// Runs `reference` and `target` in f64 on `inputs` (cast to the types the second declares) and pairs their values.
+/// `tol` overrides the tolerance the second model's weights set ([`pairing::tolerance`]).
+pub fn compare(
+    reference: &Graph,
+    target: &Graph,
+    inputs: &Inputs,
+    tol: Option<f64>,
+) -> Result<Equiv> {
+    if reference.outputs.len() != target.outputs.len() {
+        return Err(crate::error::Error::Input {
+            name: target.path.display().to_string(),
+            reason: format!(
+                "it has {} graph outputs and {} has {}: the outputs are paired by position, so both models must \
+                 have as many",
+                target.outputs.len(),
+                reference.path.display(),
+                reference.outputs.len()
+            ),
+        });
+    }
+    let (ref_values, ref_missing) = sketched(reference, inputs)?;
+    let (tgt_values, tgt_missing) = sketched(target, &inputs_for(target, inputs))?;
+    let narrowest = narrowest_float(target);
+    let p = pairing::pair(
+        &ref_values,
+        &tgt_values,
+        tol.map_or_else(|| pairing::tolerance(narrowest), |t| (t, t / 100.0)),
+    );
+    let copies = pairing::copies(&ref_values, &p);
+    let fates = pairing::fates(reference, target, &p, &copies);
+    let outputs = outputs(reference, target, (&ref_values, &tgt_values), p.tol);
+    let differing: Vec<String> = outputs
+        .iter()
+        .filter(|o| !o.same)
+        .map(|o| o.target.clone())
+        .collect();
+    let divergence = pairing::divergence(target, &p, &differing);
+    Ok(Equiv {
+        pairing: p,
+        fates,
+        outputs,
+        divergence,
+        target_values: tgt_values.into_iter().map(|(n, _)| n).collect(),
+        narrowest,
+        missing: [ref_missing, tgt_missing],
+    })
+}
+
+/// Every value of one f64 run, sketched (graph inputs first), and the values it could not compute.
+fn sketched(graph: &Graph, inputs: &Inputs) -> Result<(Values, HashMap<String, String>)> {
+    let mut values: Values = inputs
+        .tensors
+        .iter()
+        .filter_map(|(n, t)| Sketch::of(t).map(|s| (n.clone(), s)))
+        .collect();
+    let mut missing = HashMap::new();
+    ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| match v {
+        Ok(t) => {
+            if let Some(s) = Sketch::of(&t) {
+                values.push((name.to_string(), s));
+            }
+        }
+        Err(why) => {
+            missing.insert(name.to_string(), why);
+        }
+    })?;
+    Ok((values, missing))
+}
+
+/// `inputs` as the second graph takes them: only those it declares, floats cast to its declared float type (a model
+/// converted to fp16 without `keep_io_types`).
+pub fn inputs_for(target: &Graph, inputs: &Inputs) -> Inputs {
+    let mut out = inputs.clone();
+    out.tensors
+        .retain(|(n, _)| target.inputs.iter().any(|i| &i.name == n));
+    for (n, t) in &mut out.tensors {
+        let declared = target.inputs.iter().find(|i| &i.name == n);
+        if let Some(d) = declared.and_then(|i| i.dtype) {
+            if d != t.dtype() && d.is_float() && t.dtype().is_float() {
+                *t = t.cast(d).unwrap_or_else(|| t.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The narrowest float type among the model's weights.
+fn narrowest_float(g: &Graph) -> Option<DType> {
+    let rank = |d: DType| match d {
+        DType::Bf16 => 0,
+        DType::F16 => 1,
+        DType::F32 => 2,
+        _ => 3,
+    };
+    g.initializers
+        .values()
+        .map(|i| i.dtype)
+        .filter(|d| d.is_float())
+        .min_by_key(|&d| rank(d))
+}
+
+/// The graph outputs paired by position, each judged within `tol` of its scale.
+fn outputs(
+    reference: &Graph,
+    target: &Graph,
+    (rv, tv): (&Values, &Values),
+    tol: f64,
+) -> Vec<OutputMatch> {
+    let find = |vs: &'_ Values, n: &str| {
+        vs.iter()
+            .rev()
+            .find(|(m, _)| m == n)
+            .map(|(_, s)| s.clone())
+    };
+    reference
+        .outputs
+        .iter()
+        .zip(&target.outputs)
+        .map(|(r, t)| {
+            let (a, b) = (find(rv, &r.name), find(tv, &t.name));
+            let distance = a.as_ref().zip(b.as_ref()).and_then(|(a, b)| a.distance(b));
+            let same = a.zip(b).is_some_and(|(a, b)| a.agrees(&b, tol));
+            OutputMatch {
+                reference: r.name.clone(),
+                target: t.name.clone(),
+                distance,
+                same,
+            }
+        })
+        .collect()
+}
