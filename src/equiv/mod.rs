@@ -40,6 +40,8 @@ pub struct Equiv {
     pub divergence: Option<Divergence>,
     /// Values the second graph computes, in graph order.
     pub target_values: Vec<String>,
+    /// Target values paired with a reference value of another shape (the same elements in logical order).
+    pub reshaped: std::collections::HashSet<String>,
     /// The narrowest float type of the second model's weights, which sets the tolerance.
     pub narrowest: Option<DType>,
     /// Values the reference could not compute in f64, per graph (first, second), with the reason.
@@ -47,6 +49,11 @@ pub struct Equiv {
 }
 
 impl Equiv {
+    /// Whether target value `t` has the shape of the reference value it is paired with.
+    pub fn same_shape(&self, t: &str) -> bool {
+        !self.reshaped.contains(t)
+    }
+
     /// True when every output was computed on both sides and agrees.
     pub fn same(&self) -> bool {
         self.outputs.iter().all(|o| o.same)
@@ -90,7 +97,18 @@ pub fn compare(
         .map(|o| o.target.clone())
         .collect();
     let divergence = pairing::divergence(target, &p, &differing);
+    let shapes: HashMap<&str, &[usize]> = (ref_values.iter())
+        .map(|(n, s)| (n.as_str(), s.shape.as_slice()))
+        .collect();
+    let reshaped = (tgt_values.iter())
+        .filter(|(t, s)| {
+            p.to.get(t)
+                .is_some_and(|r| shapes.get(r.as_str()) != Some(&s.shape.as_slice()))
+        })
+        .map(|(t, _)| t.clone())
+        .collect();
     Ok(Equiv {
+        reshaped,
         pairing: p,
         fates,
         outputs,

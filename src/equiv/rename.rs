@@ -1,7 +1,9 @@
 //! The target model with its values renamed to the reference values they equal in f64, so that the comparison,
 //! which pairs values by name, pairs them by what they compute. Graph outputs pair by position; graph inputs and
 //! initializers keep their names; a target value that equals no reference value but bears a reference value's name
-//! (onnxsim keeps a Conv's output name after folding a BatchNormalization into it) is renamed away from it.
+//! (onnxsim keeps a Conv's output name after folding a BatchNormalization into it) is renamed away from it. A value
+//! paired with one of another shape (the same elements in logical order) is renamed too; the comparison reads it in
+//! the reference's shape ([`super::Equiv::reshaped`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -50,7 +52,9 @@ fn names(reference: &Graph, target: &Graph, e: &Equiv) -> HashMap<String, String
     let taken: HashSet<&str> = outputs.values().copied().collect();
     let mut map: HashMap<String, String> = HashMap::new();
     for (t, r) in &e.pairing.to {
-        if !kept.contains(t.as_str()) && !kept.contains(r.as_str()) && !taken.contains(r.as_str()) {
+        let free =
+            !kept.contains(t.as_str()) && !kept.contains(r.as_str()) && !taken.contains(r.as_str());
+        if free {
             map.insert(t.clone(), r.clone());
         }
     }

@@ -25,6 +25,7 @@ mod explain;
 mod hold;
 mod memory;
 mod noise;
+mod paired;
 mod parts;
 mod passes;
 mod prepare;
@@ -78,6 +79,8 @@ pub struct Prepared {
     pub lib: Located,
     pub targets: Vec<Box<dyn Target>>,
     pub import_ms: f64,
+    /// Per target (in order), what pairing its own model by value found ([`paired`]).
+    pub paired: Vec<Option<paired::Paired>>,
     /// Bytes in f64 of each value tract sized from the inputs' shapes (when the memory budget was decided from
     /// them): the bounded run's batches reuse them instead of typing the model again.
     pub sizes: Option<HashMap<String, u64>>,
@@ -99,6 +102,11 @@ pub struct Lane {
     pub reports: HashMap<String, ValueReport>,
     /// Notes for this target's report.
     pub notes: Vec<String>,
+    /// Reference values the target model computes inside a fused node or as a copy, with why they are covered
+    /// ([`paired`]).
+    pub covered: HashMap<String, String>,
+    /// Reference values the target model holds in another shape, read in the reference's ([`paired`]).
+    pub reshaped: HashSet<String>,
     /// Time of the expected-noise run and of the attribution stage.
     pub noise_ms: f64,
     /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]): `Some(shared)`,
@@ -358,7 +366,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
     let (inputs, lib) = prepared_inputs(&graph, s)?;
     let graph = prepared_graph(graph, &inputs, s.inputs.seed, s.keep_control_flow)?;
     logged("compare", &graph, &inputs);
-    let targets = s
+    let mut targets = s
         .targets
         .iter()
         .map(|spec| {
@@ -366,6 +374,9 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
             targets::open(spec, &graph, &lib)
         })
         .collect::<Result<Vec<_>>>()?;
+    let paired = (targets.iter_mut())
+        .map(|t| paired::pair(t.as_mut(), &graph, &inputs))
+        .collect();
     if let Some(path) = &s.save_target_model {
         let own = targets[0].own_model().ok_or_else(|| {
             Error::Usage(
@@ -382,6 +393,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         upstream: vec![],
         lib,
         targets,
+        paired,
         import_ms: ms(t),
         sizes: None,
     })
@@ -391,7 +403,9 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
 /// with attribution, the element type it stores each value in.
 fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<Vec<Lane>> {
     let mut lanes = vec![];
+    let mut paired = std::mem::take(&mut p.paired).into_iter();
     for (spec, mut target) in s.targets.iter().zip(std::mem::take(&mut p.targets)) {
+        let pairing = paired.next().flatten().unwrap_or_default();
         let t = Instant::now();
         let pb = stage(s.progress, &format!("target: {}", spec.label()));
         if crate::error::injected("crash").is_err() {
@@ -420,7 +434,9 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             rounding,
             emulated: Held::default(),
             reports: HashMap::new(),
-            notes: vec![],
+            notes: pairing.notes,
+            covered: pairing.covered,
+            reshaped: pairing.reshaped,
             noise_ms: 0.0,
             noise_beside: None,
             noise_deferred: false,

@@ -210,6 +210,9 @@ fn reprepared(s: &CompareSettings, p: &mut Prepared) -> Result<()> {
     p.targets = (s.targets.iter())
         .map(|spec| crate::targets::open(spec, &p.graph, &p.lib))
         .collect::<Result<Vec<_>>>()?;
+    p.paired = (p.targets.iter_mut())
+        .map(|t| super::paired::pair(t.as_mut(), &p.graph, &p.inputs))
+        .collect();
     Ok(())
 }
 

@@ -456,9 +456,8 @@ fn judge(
         Some(sp) => sp.apply(&t),
         None => t,
     };
-    let why_not = target
-        .missing
-        .get(name)
+    let why_not = (lane.covered.get(name))
+        .or_else(|| target.missing.get(name))
         .map(String::as_str)
         .unwrap_or("not produced");
     // `--steps` feeds the graph outputs (cache, logits) to the next step; the fused-kernel variation
@@ -469,6 +468,12 @@ fn judge(
         (true, Some(sp)) => target.values.get(name).map(|t| Cow::Owned(sp.apply(t))),
         (true, None) => target.values.get(name).map(Cow::Borrowed),
         (false, _) => target.values.remove(name).map(|t| Cow::Owned(cut(t))),
+    };
+    let tgt = match (&tgt, value) {
+        (Some(t), Ok(r)) if lane.reshaped.contains(name) && s.slice.is_none() => {
+            t.reshaped(r.shape()).map(Cow::Owned).or(tgt)
+        }
+        _ => tgt,
     };
     let sliced = s
         .slice

@@ -141,6 +141,7 @@ pub fn compare(dir: &Path, plan: &Plan, index: usize, progress: bool) -> Result<
         upstream: fed.upstream,
         lib,
         targets,
+        paired: vec![],
         import_ms: t.elapsed().as_secs_f64() * 1e3,
         sizes: None,
     };

@@ -138,6 +138,15 @@ pub trait Target {
     fn version(&self) -> String;
     /// The model the target runs when it is not the reference's (`--target-model`, the fp16/bf16 conversion).
     fn own_model(&self) -> Option<&Graph>;
+    /// Runs `model` from now on in place of its own (`--target-model` with its values renamed to the reference
+    /// values they equal, [`crate::equiv::renamed`]); an engine that runs no model of its own refuses.
+    fn adopt_model(&mut self, model: Graph) -> Result<()> {
+        Err(crate::error::Error::Usage(format!(
+            "{} runs no model of its own, so it cannot run {}",
+            self.name(),
+            model.path.display()
+        )))
+    }
     /// Runs the model on `inputs`, handing back what `capture` asks for, and what ran.
     fn run(&mut self, graph: &Graph, inputs: &Inputs, capture: Capture) -> Result<RunOutput>;
     /// Runs `model` exactly as given (not converted, not the target's own model); its declared outputs. How

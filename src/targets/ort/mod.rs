@@ -179,6 +179,11 @@ impl Target for OrtTarget {
         self.runner.target_model.as_ref()
     }
 
+    fn adopt_model(&mut self, model: Graph) -> Result<()> {
+        self.runner.target_model = Some(model);
+        Ok(())
+    }
+
     fn run(&mut self, graph: &Graph, inputs: &Inputs, capture: Capture) -> Result<RunOutput> {
         crate::watchdog::engine("ONNX Runtime");
         match capture {

@@ -262,6 +262,25 @@ impl Tensor {
         dispatch_tensor!(self, a => a.is_standard_layout(), s => s.is_standard_layout())
     }
 
+    /// The same elements in logical order under `shape` (None when the sizes differ).
+    pub fn reshaped(&self, shape: &[usize]) -> Option<Tensor> {
+        if shape.iter().product::<usize>() != self.len() {
+            return None;
+        }
+        let t = self.standard_layout();
+        let dims = ndarray::IxDyn(shape);
+        macro_rules! re {
+            ($($v:ident),*) => {
+                match t.as_ref() {
+                    $(Tensor::$v(a) => Tensor::$v(a.clone().into_shape_with_order(dims).ok()?),)*
+                }
+            };
+        }
+        Some(re!(
+            F64, F32, F16, Bf16, I64, I32, I16, I8, U64, U32, U16, U8, Bool, Str
+        ))
+    }
+
     /// The tensor in row-major layout: borrowed when it already is, else a copy (a transposed or sliced view).
     pub fn standard_layout(&self) -> std::borrow::Cow<'_, Tensor> {
         if self.is_standard_layout() {

@@ -14,6 +14,7 @@ pub mod fast;
 mod files;
 mod folded;
 mod formats;
+mod fused_conv;
 mod hook;
 pub mod kernels;
 mod lazy;

@@ -26,6 +26,8 @@
 //!   spec asks for scalars, tract refuses): after tract fails to type it, its inputs are reshaped to scalars
 //!   ([`scalar_range_inputs`]) and typing is tried again.
 //!
+//! - `FusedConv` (com.microsoft): expanded into the ops it fuses ([`super::fused_conv`]).
+//!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
 
 use tract_onnx::pb::{
@@ -415,6 +417,7 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
         let rewritten = match n.op_type.as_str() {
             "Pad" if !croppable.contains(&n.name) => None,
             "Gemm" => scaled_gemm(&n).then(|| split_gemm(&n)),
+            "FusedConv" => super::fused_conv::expand(&n),
             "Sigmoid" if n.input.first().is_some_and(|x| folded.contains(x)) => {
                 Some(folded_sigmoid(&n))
             }

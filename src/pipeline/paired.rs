@@ -1,0 +1,111 @@
+//! `--target-model` paired by value: before the target runs, the reference runs the target model in f64 too, and
+//! each of its values is renamed to the reference value it equals ([`crate::equiv`]), so the comparison, which pairs
+//! values by name, pairs what the two graphs compute (an optimizer's fusions, a simplifier's folds that keep a
+//! name). A reference value the target model computes inside a fused node, or only as a copy, is covered by what is
+//! compared and says so. Where the two models compute different functions even in f64, a note names the first value
+//! that differs: a graph transformation's change, not the runtime's. Where the reference cannot run the target
+//! model, values pair by name as before, with a note.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::equiv;
+use crate::model::{inputs::Inputs, Graph};
+use crate::pairing::Fate;
+use crate::targets::Target;
+
+/// What the pairing tells the comparison of one target.
+#[derive(Debug, Default)]
+pub struct Paired {
+    /// Reference values the target model does not compute under their name, with why they are covered.
+    pub covered: HashMap<String, String>,
+    /// Reference values the target model holds in another shape (the same elements in logical order).
+    pub reshaped: std::collections::HashSet<String>,
+    pub notes: Vec<String>,
+}
+
+/// Pairs the model `target` runs with `graph` by value and makes it run the renamed model; None when the target
+/// runs `graph` itself (or a conversion phantom made, which keeps the names).
+pub fn pair(target: &mut dyn Target, graph: &Graph, inputs: &Inputs) -> Option<Paired> {
+    target.spec().model.as_ref()?;
+    let own = target.own_model()?.clone();
+    crate::watchdog::stage("pairing the target model's values with the reference's in f64");
+    let paired = equiv::compare(graph, &own, inputs, None)
+        .and_then(|e| equiv::renamed(graph, &own, &e).map(|g| (e, g)))
+        .and_then(|(e, g)| target.adopt_model(g).map(|()| e));
+    Some(match paired {
+        Ok(e) => from(&e),
+        Err(why) => Paired {
+            covered: HashMap::new(),
+            reshaped: Default::default(),
+            notes: vec![format!(
+                "values paired with the target model's by name: the f64 reference could not run it ({why}); a \
+                 value it renamed or fused is unchecked"
+            )],
+        },
+    })
+}
+
+/// The covered values and the notes of a pairing.
+fn from(e: &equiv::Equiv) -> Paired {
+    let mut covered = HashMap::new();
+    let mut fused: BTreeMap<&str, usize> = BTreeMap::new();
+    for (r, f) in &e.fates {
+        let why = match f {
+            Fate::Fused { node, op } => {
+                *fused.entry(op).or_default() += 1;
+                let _ = node;
+                format!("fused in the target model into a {op} node, whose output is compared")
+            }
+            Fate::Copy(_) => {
+                "equals a compared value in f64 (the target model computes it once)".into()
+            }
+            _ => continue,
+        };
+        covered.insert(r.clone(), why);
+    }
+    let ops: Vec<String> = fused.iter().map(|(o, n)| format!("{o} {n}")).collect();
+    let paired = e.pairing.to.len() + e.pairing.duplicates.len();
+    let mut notes = vec![format!(
+        "values paired with the target model's by what they compute in f64, not by name: {paired} of its {} values; \
+         {} of the model's values are computed inside its fused nodes{}",
+        e.target_values.len(),
+        fused.values().sum::<usize>(),
+        match ops.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", ops.join(", ")),
+        }
+    )];
+    if !e.same() {
+        notes.push(different(e));
+    }
+    let reshaped = (e.reshaped.iter())
+        .filter_map(|t| e.pairing.to.get(t).cloned())
+        .collect();
+    Paired {
+        covered,
+        reshaped,
+        notes,
+    }
+}
+
+/// The note saying the two models compute different functions, and where that begins.
+fn different(e: &equiv::Equiv) -> String {
+    let outputs: Vec<String> = (e.outputs.iter().filter(|o| !o.same))
+        .map(|o| match o.distance {
+            Some(d) => format!("`{}` by {d:.2e} of its scale", o.reference),
+            None => format!("`{}`", o.reference),
+        })
+        .collect();
+    let start = match &e.divergence {
+        Some(d) => format!(
+            ": its `{}` ({} node `{}`) equals no value of the model although the values it is computed from do",
+            d.value, d.op, d.node
+        ),
+        None => String::new(),
+    };
+    format!(
+        "the target model computes a different function from the model's even in f64 (a change made by the graph's \
+         transformation, not by the runtime){start}; outputs differing in f64: {}",
+        outputs.join(", ")
+    )
+}
