@@ -80,9 +80,11 @@ def planted_constant(src, dst):
     inits = {i.name: i for i in m.graph.initializer}
     convs = [n for n in m.graph.node if n.op_type == "Conv" and n.input[1] in inits]
     n = convs[0]
-    w = numpy_helper.to_array(inits[n.input[1]]).copy()
-    w.reshape(-1)[::2] *= np.float32(1.02)
-    inits[n.input[1]].CopyFrom(numpy_helper.from_array(w * np.float32(1.02), n.input[1]))
+    w0 = numpy_helper.to_array(inits[n.input[1]])
+    flat = w0.astype(np.float32).ravel().copy()
+    flat[::2] *= np.float32(1.02)
+    w = flat.reshape(w0.shape)
+    inits[n.input[1]].CopyFrom(numpy_helper.from_array(w, n.input[1]))
     onnx.save(m, dst)
     return n.name
 

@@ -40,6 +40,9 @@ pub struct Equiv {
     pub divergence: Option<Divergence>,
     /// Values the second graph computes, in graph order.
     pub target_values: Vec<String>,
+    /// Where the functions differ: the divergent target value and the reference value its node stands for (the
+    /// node of the same name and op, else of the same op reading the same values), of one shape.
+    pub counterpart: Option<(String, String)>,
     /// Target values paired with a reference value of another shape (the same elements in logical order).
     pub reshaped: std::collections::HashSet<String>,
     /// The narrowest float type of the second model's weights, which sets the tolerance.
@@ -107,7 +110,19 @@ pub fn compare(
         })
         .map(|(t, _)| t.clone())
         .collect();
+    let counterpart = divergence.as_ref().and_then(|d| {
+        let r = counterpart(reference, target, &p, d)?;
+        let shape = |vs: &Values, n: &str| {
+            vs.iter()
+                .find(|(m, _)| m == n)
+                .map(|(_, s)| s.shape.clone())
+        };
+        let same = shape(&ref_values, &r).is_some()
+            && shape(&ref_values, &r) == shape(&tgt_values, &d.value);
+        same.then(|| (d.value.clone(), r))
+    });
     Ok(Equiv {
+        counterpart,
         reshaped,
         pairing: p,
         fates,
@@ -117,6 +132,29 @@ pub fn compare(
         narrowest,
         missing: [ref_missing, tgt_missing],
     })
+}
+
+/// The reference value the divergent target node stands for: the output (at the divergent value's position) of the
+/// reference node of the same name and op, else of one of the same op reading the values the target node's inputs
+/// are paired with.
+fn counterpart(reference: &Graph, target: &Graph, p: &Pairing, d: &Divergence) -> Option<String> {
+    let tn = target.nodes.iter().find(|n| n.name == d.node)?;
+    let at = tn.outputs.iter().position(|o| o == &d.value)?;
+    let reads = |inputs: &[String]| -> Vec<String> {
+        let mut v: Vec<String> = (inputs.iter())
+            .filter_map(|i| p.reference_of(i).map(String::from))
+            .collect();
+        v.sort();
+        v
+    };
+    let wanted = reads(&tn.inputs);
+    let same_op = reference.nodes.iter().filter(|n| n.op_type == tn.op_type);
+    let named = same_op.clone().find(|n| n.name == tn.name);
+    let rn = named.or_else(|| {
+        let mut reads_same = same_op.filter(|n| !wanted.is_empty() && reads(&n.inputs) == wanted);
+        reads_same.next()
+    })?;
+    rn.outputs.get(at).cloned()
 }
 
 /// Every value of one f64 run, sketched (graph inputs first), and the values it could not compute.

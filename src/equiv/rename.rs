@@ -61,6 +61,14 @@ fn names(reference: &Graph, target: &Graph, e: &Equiv) -> HashMap<String, String
     for (t, r) in &outputs {
         map.insert(t.to_string(), r.to_string());
     }
+    // The divergent value takes the name of the reference value its node stands for: the comparison then fails
+    // there, where the function changed, and explains the node (its attributes, its weights).
+    if let Some((t, r)) = &e.counterpart {
+        let free = !map.values().any(|v| v == r) && !kept.contains(r.as_str());
+        if free && !map.contains_key(t) {
+            map.insert(t.clone(), r.clone());
+        }
+    }
     let theirs: HashSet<&str> = reference
         .nodes
         .iter()

@@ -50,12 +50,38 @@ impl Models {
         }
         let mut out = vec![];
         out.extend(attributes(&r, &t));
+        out.extend(self.rewired(&r, &t));
         for (k, (ri, ti)) in r.input.iter().zip(&t.input).enumerate() {
             if let Some(c) = self.weights(&r, k, (ri, ti)) {
                 out.push(c);
             }
         }
         out
+    }
+
+    /// Inputs of `r` that read another computed value in the target model (`t`): values are named alike in both
+    /// models (a `--target-model` is renamed to the reference values its values equal, and away from names whose
+    /// values it changed, with the suffix `::target`), so a different name is a different value: a rewiring.
+    fn rewired(&self, r: &NodeProto, t: &NodeProto) -> Vec<Cause> {
+        let constant = |g: &GraphProto, name: &str| g.initializer.iter().any(|i| i.name == name);
+        (r.input.iter().zip(&t.input).enumerate())
+            .filter(|(_, (ri, ti))| ri != ti && !ri.is_empty() && !ti.is_empty())
+            // The same value of the model holding other numbers downstream of a change (renamed away from it).
+            .filter(|(_, (ri, ti))| ti.strip_suffix("::target") != Some(ri.as_str()))
+            .filter(|(_, (ri, ti))| !constant(&self.reference, ri) && !constant(&self.target, ti))
+            .map(|(k, (ri, ti))| {
+                cause(
+                    CauseKind::NodeDiffers,
+                    format!(
+                        "input {k} of {} `{}` is `{ti}` in the target model, `{ri}` in the reference",
+                        r.op_type, r.name
+                    ),
+                    &[],
+                    Confidence::High,
+                    "compare the two graphs at this node: a converter or optimizer rewired it".into(),
+                )
+            })
+            .collect()
     }
 
     /// Input `k` of node `r`, when an initializer in both models whose values differ beyond the target type's rounding.
