@@ -196,7 +196,7 @@ fn fused_ops(e: &Equiv) -> String {
         }
     }
     let mut v: Vec<_> = by.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
     match v.is_empty() {
         true => String::new(),
         false => {

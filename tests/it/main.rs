@@ -19,6 +19,7 @@ mod diff;
 mod diff_pairing;
 mod docs;
 mod dump;
+mod equiv;
 mod errors;
 mod expected_noise;
 mod explorer;

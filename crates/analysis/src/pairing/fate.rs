@@ -14,7 +14,8 @@ pub enum Fate {
     Paired(String),
     /// A copy (Identity, Reshape...) of the reference value named, which is paired.
     Copy(String),
-    /// Computed inside the target node named (its op), whose output is the first paired value downstream.
+    /// Computed inside the target node named (its op), whose output is the first value downstream paired closely
+    /// ([`Pairing::close`]: values that agree only loosely, a near-uniform Softmax after a change, cover nothing).
     Fused { node: String, op: String },
     /// Neither: nothing downstream of it is paired either.
     Lost,
@@ -32,7 +33,7 @@ pub fn fates(
         p.from
             .get(o)
             .or_else(|| copies.get(o).and_then(|c| p.from.get(c)))
-            .filter(|t| !p.weak.contains(*t))
+            .filter(|t| p.close(t).is_some())
             .cloned()
     };
     // The first paired value downstream of each value (reference node index, target value), nodes in reverse order.
