@@ -1,7 +1,10 @@
 //! The target model with its values renamed to the reference values they equal in f64, so that the comparison,
 //! which pairs values by name, pairs them by what they compute. Graph outputs pair by position; graph inputs and
-//! initializers keep their names; a target value that equals no reference value but bears a reference value's name
-//! (onnxsim keeps a Conv's output name after folding a BatchNormalization into it) is renamed away from it. A value
+//! initializers keep their names. A value that equals another reference value than its name says takes that value's
+//! name (onnxsim keeps a Conv's output name after folding a BatchNormalization into it), unless the target model
+//! gives that name to a value that pairs with none. Such a value keeps its name, so names still pair what values
+//! cannot (a quantized model's, a perturbation inserted after a node); one whose name a paired value took is renamed
+//! away, with the suffix `::target`. A value
 //! paired with one of another shape (the same elements in logical order) is renamed too; the comparison reads it in
 //! the reference's shape ([`super::Equiv::reshaped`]).
 
@@ -17,8 +20,12 @@ use crate::model::{surgery, Graph};
 const ELSEWHERE: &str = "::target";
 
 /// `target` with each paired value renamed to its reference value (see the module's doc).
-pub fn renamed(reference: &Graph, target: &Graph, e: &Equiv) -> Result<Graph> {
-    let map = names(reference, target, e);
+pub fn renamed(target: &Graph, e: &Equiv) -> Result<Graph> {
+    let mut map = names(target, e);
+    map.retain(|t, r| t != r);
+    if map.is_empty() {
+        return Ok(target.clone());
+    }
     let mut proto = surgery::decode(target)?;
     if let Some(g) = proto.graph.as_mut() {
         for v in g.output.iter_mut().chain(g.value_info.iter_mut()) {
@@ -37,7 +44,7 @@ pub fn renamed(reference: &Graph, target: &Graph, e: &Equiv) -> Result<Graph> {
 }
 
 /// Target value → its new name.
-fn names(reference: &Graph, target: &Graph, e: &Equiv) -> HashMap<String, String> {
+fn names(target: &Graph, e: &Equiv) -> HashMap<String, String> {
     let outputs: HashMap<&str, &str> = e
         .outputs
         .iter()
@@ -50,11 +57,18 @@ fn names(reference: &Graph, target: &Graph, e: &Equiv) -> HashMap<String, String
         .chain(target.initializers.keys().map(String::as_str))
         .collect();
     let taken: HashSet<&str> = outputs.values().copied().collect();
+    let own: HashSet<&str> = (target.nodes.iter())
+        .flat_map(|n| n.outputs.iter())
+        .map(String::as_str)
+        .collect();
+    // A name the target model gives a value that pairs with nothing stays that value's: names still pair what
+    // values cannot (a perturbation inserted after a node, keeping its name).
+    let held = |r: &str| own.contains(r) && !e.pairing.to.contains_key(r);
     let mut map: HashMap<String, String> = HashMap::new();
     for (t, r) in &e.pairing.to {
         let free =
             !kept.contains(t.as_str()) && !kept.contains(r.as_str()) && !taken.contains(r.as_str());
-        if free {
+        if free && !held(r) {
             map.insert(t.clone(), r.clone());
         }
     }
@@ -64,21 +78,16 @@ fn names(reference: &Graph, target: &Graph, e: &Equiv) -> HashMap<String, String
     // The divergent value takes the name of the reference value its node stands for: the comparison then fails
     // there, where the function changed, and explains the node (its attributes, its weights).
     if let Some((t, r)) = &e.counterpart {
-        let free = !map.values().any(|v| v == r) && !kept.contains(r.as_str());
+        let named = e.fates.contains_key(t);
+        let free =
+            !named && !map.values().any(|v| v == r) && !kept.contains(r.as_str()) && !held(r);
         if free && !map.contains_key(t) {
             map.insert(t.clone(), r.clone());
         }
     }
-    let theirs: HashSet<&str> = reference
-        .nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter())
-        .map(String::as_str)
-        .collect();
     let used: HashSet<String> = map.values().cloned().collect();
     for v in target.nodes.iter().flat_map(|n| n.outputs.iter()) {
-        let clash = theirs.contains(v.as_str()) || used.contains(v);
-        if !v.is_empty() && !map.contains_key(v) && clash {
+        if !v.is_empty() && !map.contains_key(v) && used.contains(v) {
             map.insert(v.clone(), format!("{v}{ELSEWHERE}"));
         }
     }

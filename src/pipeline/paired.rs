@@ -29,11 +29,18 @@ pub fn pair(target: &mut dyn Target, graph: &Graph, inputs: &Inputs) -> Option<P
     target.spec().model.as_ref()?;
     let own = target.own_model()?.clone();
     crate::watchdog::stage("pairing the target model's values with the reference's in f64");
+    let lossy = quantizes(&own, graph);
     let paired = equiv::compare(graph, &own, inputs, None)
-        .and_then(|e| equiv::renamed(graph, &own, &e).map(|g| (e, g)))
+        .map(|mut e| {
+            if !lossy.is_empty() {
+                e.counterpart = None;
+            }
+            e
+        })
+        .and_then(|e| equiv::renamed(&own, &e).map(|g| (e, g)))
         .and_then(|(e, g)| target.adopt_model(g).map(|()| e));
     Some(match paired {
-        Ok(e) => from(&e),
+        Ok(e) => from(&e, &lossy),
         Err(why) => Paired {
             covered: HashMap::new(),
             reshaped: Default::default(),
@@ -45,8 +52,29 @@ pub fn pair(target: &mut dyn Target, graph: &Graph, inputs: &Inputs) -> Option<P
     })
 }
 
-/// The covered values and the notes of a pairing.
-fn from(e: &equiv::Equiv) -> Paired {
+/// Ops that quantize, in the target model and not in the reference's: a function changed by design.
+fn quantizes(target: &Graph, reference: &Graph) -> Vec<String> {
+    const QUANTIZING: &[&str] = &[
+        "QuantizeLinear",
+        "DynamicQuantizeLinear",
+        "MatMulInteger",
+        "ConvInteger",
+        "MatMulNBits",
+        "DynamicQuantizeMatMul",
+        "QGemm",
+        "QAttention",
+        "QLinearConv",
+        "QLinearMatMul",
+    ];
+    let has = |g: &Graph, op: &str| g.nodes.iter().any(|n| n.op_type == op);
+    (QUANTIZING.iter())
+        .filter(|op| has(target, op) && !has(reference, op))
+        .map(|op| op.to_string())
+        .collect()
+}
+
+/// The covered values and the notes of a pairing (`lossy`: the quantizing ops only the target model has).
+fn from(e: &equiv::Equiv, lossy: &[String]) -> Paired {
     let mut covered = HashMap::new();
     let mut fused: BTreeMap<&str, usize> = BTreeMap::new();
     for (r, f) in &e.fates {
@@ -65,18 +93,27 @@ fn from(e: &equiv::Equiv) -> Paired {
     }
     let ops: Vec<String> = fused.iter().map(|(o, n)| format!("{o} {n}")).collect();
     let paired = e.pairing.to.len() + e.pairing.duplicates.len();
+    let inside = match ops.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; {} of the model's values are computed inside its fused nodes ({})",
+            fused.values().sum::<usize>(),
+            ops.join(", ")
+        ),
+    };
     let mut notes = vec![format!(
-        "values paired with the target model's by what they compute in f64, not by name: {paired} of its {} values; \
-         {} of the model's values are computed inside its fused nodes{}",
+        "values paired with the target model's by what they compute in f64, not by name: {paired} of its {} \
+         values{inside}",
         e.target_values.len(),
-        fused.values().sum::<usize>(),
-        match ops.is_empty() {
-            true => String::new(),
-            false => format!(" ({})", ops.join(", ")),
-        }
     )];
-    if !e.same() {
+    if !e.same() && lossy.is_empty() {
         notes.push(different(e));
+    } else if !e.same() {
+        notes.push(format!(
+            "the target model quantizes ({}), so its function differs from the model's by design: values that pair \
+             with none of the model's are compared by name",
+            lossy.join(", ")
+        ));
     }
     let reshaped = (e.reshaped.iter())
         .filter_map(|t| e.pairing.to.get(t).cloned())

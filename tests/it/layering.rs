@@ -28,6 +28,7 @@ const BELOW: &[&str] = &[
     "runner",
     "compare",
     "analysis",
+    "pairing",
     "report",
     "report::model",
     "Error",
@@ -37,7 +38,7 @@ const BELOW: &[&str] = &[
 /// Layers of `phantom` (the root crate), bottom first: a module may import its own layer and those below.
 const PHANTOM: &[&[&str]] = &[
     BELOW,
-    &["targets", "bounded"],
+    &["targets", "bounded", "equiv"],
     &["pipeline"],
     &[
         "golden", "scan", "profile", "reduce", "bisect", "replay", "segment", "diff", "advisor",
@@ -58,7 +59,7 @@ const ANALYSIS: &[&[&str]] = &[
         "precision",
         "runner",
     ],
-    &["compare", "report::model"],
+    &["compare", "report::model", "pairing"],
     &["analysis"],
 ];
 
