@@ -32,12 +32,18 @@ import json, sys
 e = json.load(open(sys.argv[1]))
 c = e["counts"]
 d = e.get("divergence") or {}
-answer = "same" if e["same_function"] else "differs at `%s`" % d.get("node", "?")
+inside = e.get("changed_inside") or []
+if e["same_function"]:
+    answer = "same"
+elif d:
+    answer = "differs at `%s`" % d["node"]
+else:
+    answer = "changed inside at `%s`" % inside[0]["node"]
 print("%d/%d" % (c["paired"] + c["duplicates"], c["transformed_values"]), c["fused"], answer)
 PY
 )
   else
-    paired=-; fused=-; answer="exit $code: $(head -c 120 "$tmp.err" | tr '|\n' '/ ')"
+    paired=-; fused=-; answer="exit $code: $(grep -o 'Unimplemented([A-Za-z]*)' "$tmp.err" | head -1)"
   fi
   verdict=$("$PHANTOM" onnx "$src" --target-model "$dst" --quiet 2>&1 | grep -m1 -v '^ *$' | cut -c1-140 | tr '|' '/')
   echo "| $(basename "$src" .onnx) | $tool | $expected | $paired | $fused | $answer | $verdict |"

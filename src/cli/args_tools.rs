@@ -138,6 +138,13 @@ pub struct EquivArgs {
     /// How many paired values the table lists (the outputs and the divergence are always shown).
     #[arg(long, default_value_t = 0)]
     pub list: usize,
+    /// Write Model Explorer overlays here: over MODEL, what became of each node's value; over TRANSFORMED, what
+    /// each node's value equals and where the function changes.
+    #[arg(long, value_name = "DIR")]
+    pub model_explorer: Option<PathBuf>,
+    /// Replace an existing --model-explorer directory.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub json: super::args_groups::JsonOut,
     #[command(flatten)]

@@ -20,6 +20,8 @@ struct Answer<'a> {
     reference: String,
     transformed: String,
     same_function: bool,
+    /// Values of TRANSFORMED named as MODEL's that hold other numbers, although what they read pairs.
+    changed_inside: &'a [crate::pairing::Divergence],
     tolerance: f64,
     outputs: &'a [OutputMatch],
     divergence: Option<&'a crate::pairing::Divergence>,
@@ -53,6 +55,9 @@ pub fn run(a: EquivArgs) -> anyhow::Result<Outcome> {
     let target = crate::pipeline::prepared_graph(raw, &own_inputs, spec.seed, false)?;
     let e = equiv::compare(&reference, &target, &inputs, a.tolerance)?;
     unchecked(&e)?;
+    if let Some(dir) = &a.model_explorer {
+        overlays(dir, a.force, (&a.model, &a.transformed), &e)?;
+    }
     let counts = counts(&e);
     if let Some(path) = &a.json.path {
         super::settings::emit_json(path, &answer(&a, &e, counts))?;
@@ -62,8 +67,25 @@ pub fn run(a: EquivArgs) -> anyhow::Result<Outcome> {
     Ok(outcome(&e))
 }
 
+/// The pairing's Model Explorer overlays, one over each model as its file is.
+fn overlays(
+    dir: &std::path::Path,
+    force: bool,
+    (model, transformed): (&std::path::Path, &std::path::Path),
+    e: &Equiv,
+) -> anyhow::Result<()> {
+    use crate::report::explorer;
+    let ids = [
+        explorer::ids(&crate::model::load(model)?)?,
+        explorer::ids(&crate::model::load(transformed)?)?,
+    ];
+    let (m, t) = (equiv::overlays::model(e), equiv::overlays::transformed(e));
+    explorer::write_each(dir, force, &[(&ids[0], &m), (&ids[1], &t)])?;
+    Ok(())
+}
+
 fn outcome(e: &Equiv) -> Outcome {
-    match e.same() {
+    match e.same_inside() {
         true => Outcome::Clean,
         false => Outcome::Diverged,
     }
@@ -107,7 +129,8 @@ fn answer<'a>(a: &EquivArgs, e: &'a Equiv, counts: Counts) -> Answer<'a> {
         schema: "phantom-equiv/1",
         reference: a.model.display().to_string(),
         transformed: a.transformed.display().to_string(),
-        same_function: e.same(),
+        same_function: e.same_inside(),
+        changed_inside: &e.inside,
         tolerance: e.pairing.tol,
         outputs: &e.outputs,
         divergence: e.divergence.as_ref(),
@@ -170,7 +193,22 @@ fn print(a: &EquivArgs, e: &Equiv, c: &Counts) {
             .unwrap_or_default()
     );
     match (&e.divergence, e.same()) {
-        (_, true) => sayln!("✓ SAME FUNCTION {within}"),
+        (_, true) if e.inside.is_empty() => sayln!("✓ SAME FUNCTION {within}"),
+        (_, true) => {
+            let first = &e.inside[0];
+            sayln!(
+                "✗ CHANGED INSIDE: the outputs agree {within} on these inputs, but the transformed model's `{}` ({} \
+                 node `{}`) holds other values than the model's `{}`, although what it reads pairs",
+                first.value,
+                first.op,
+                first.node,
+                first.value
+            );
+            if e.inside.len() > 1 {
+                let rest: Vec<&str> = e.inside[1..].iter().map(|d| d.value.as_str()).collect();
+                sayln!("  changed too: {}", rest.join(", "));
+            }
+        }
         (Some(d), false) => {
             sayln!(
                 "✗ DIFFERENT FUNCTIONS {within}: the transformed model's `{}` ({} node `{}`) equals no value of the \

@@ -158,6 +158,43 @@ fn equiv_names_the_node_where_a_planted_bug_changes_the_function() {
     }
 }
 
+/// `--model-explorer` writes one overlay per graph: the node where the function changes is marked on the
+/// transformed model, the fused-away values on the model.
+#[test]
+fn equiv_overlays_mark_both_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let bug = dir.path().join("axis.onnx");
+    planted(&BUGS[2].0, &bug);
+    let out = dir.path().join("me");
+    let clean = data("test_vit__onnxsim.onnx");
+    let (code, _, _) = phantom(&[
+        "equiv",
+        clean.to_str().unwrap(),
+        bug.to_str().unwrap(),
+        "--model-explorer",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    let t = read_json(&out.join("phantom_pairing_transformed.json"));
+    let results = &t.as_object().unwrap().values().next().unwrap()["results"];
+    assert_eq!(
+        results["node_Softmax_99"]["value"], "the function changes here",
+        "{t}"
+    );
+    let (a, b) = (data("optimum_bert.onnx"), data("ortopt_bert_fp32.onnx"));
+    let out = dir.path().join("bert");
+    let (code, _, _) = phantom(&[
+        "equiv",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--model-explorer",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let m = read_json(&out.join("phantom_pairing_model.json")).to_string();
+    assert!(m.contains("inside Attention `Attention_0`"), "{m}");
+}
+
 #[test]
 fn target_model_pairs_an_optimized_graph_by_value() {
     ensure_runtime();

@@ -87,6 +87,17 @@ fn node_cover(
     own.or_else(|| outs.filter_map(|o| cover.get(o.as_str()).cloned()).min())
 }
 
+/// The initializers, and the values computed from them alone.
+fn constants(g: &Graph) -> HashSet<String> {
+    let mut c: HashSet<String> = g.initializers.keys().cloned().collect();
+    for n in &g.nodes {
+        if n.inputs.iter().all(|i| i.is_empty() || c.contains(i)) {
+            c.extend(n.outputs.iter().cloned());
+        }
+    }
+    c
+}
+
 /// Nodes reading each value (top-level nodes, by index).
 fn consumers(g: &Graph) -> HashMap<&str, Vec<usize>> {
     let mut m: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -131,9 +142,15 @@ pub fn divergence(target: &Graph, p: &Pairing, differing: &[String]) -> Option<D
         }
     }
     let diverged = |v: &str| !matched(v) && leads.get(v).is_some_and(|&(b, m)| b && !m);
-    let mut roots = target
-        .nodes
-        .iter()
+    // A node computed from constants alone (a Constant, an Identity of a weight) is no part of the function's
+    // computation: its consumer is where it enters.
+    let constant = constants(target);
+    let computes = |n: &&crate::model::Node| {
+        n.inputs
+            .iter()
+            .any(|i| !i.is_empty() && !constant.contains(i))
+    };
+    let mut roots = (target.nodes.iter().filter(computes))
         .filter(|n| n.outputs.iter().any(|o| diverged(o)) && !n.inputs.iter().any(|i| diverged(i)));
     let first = roots.next()?;
     let value = first.outputs.iter().find(|o| diverged(o))?.clone();

@@ -141,14 +141,20 @@ impl Overlay {
 
 /// Writes `overlays` into `dir` (refused when it exists, unless `force`); the paths written.
 pub fn write(dir: &Path, force: bool, ids: &Ids, overlays: &[Overlay]) -> Result<Vec<PathBuf>> {
+    let each: Vec<(&Ids, &Overlay)> = overlays.iter().map(|o| (ids, o)).collect();
+    write_each(dir, force, &each)
+}
+
+/// [`write`] with each overlay over a model of its own (`phantom equiv`: one per graph).
+pub fn write_each(dir: &Path, force: bool, overlays: &[(&Ids, &Overlay)]) -> Result<Vec<PathBuf>> {
     write_dir_atomically(dir, force, "Model Explorer overlays", |w| {
-        for o in overlays {
+        for (ids, o) in overlays {
             let bytes = serde_json::to_vec_pretty(&o.json(ids)).expect("serializes");
             w.write(&o.file, &bytes)?;
         }
         Ok(())
     })?;
-    Ok(overlays.iter().map(|o| dir.join(&o.file)).collect())
+    Ok(overlays.iter().map(|(_, o)| dir.join(&o.file)).collect())
 }
 
 /// The largest of `f` over each node's values that have it.
