@@ -47,6 +47,9 @@ pub struct Equiv {
     /// Values of the second graph that bear the name of a value of the first, of its shape, but hold other numbers,
     /// although what their node reads pairs closely: a change inside, whether or not the outputs show it.
     pub inside: Vec<Divergence>,
+    /// Target values paired with a reference value of another integer type (an int32 mask for an int64 one): not
+    /// renamed, as a node run alone is fed the reference's value in its type.
+    pub retyped: std::collections::HashSet<String>,
     /// Target values paired with a reference value of another shape (the same elements in logical order).
     pub reshaped: std::collections::HashSet<String>,
     /// The narrowest float type of the second model's weights, which sets the tolerance.
@@ -119,6 +122,16 @@ pub fn compare(
         })
         .map(|(t, _)| t.clone())
         .collect();
+    let types: HashMap<&str, DType> = (ref_values.iter())
+        .map(|(n, s)| (n.as_str(), s.dtype))
+        .collect();
+    let retyped = (tgt_values.iter())
+        .filter(|(t, s)| {
+            let theirs = p.to.get(t).and_then(|r| types.get(r.as_str()));
+            theirs.is_some_and(|d| *d != s.dtype && !(d.is_float() && s.dtype.is_float()))
+        })
+        .map(|(t, _)| t.clone())
+        .collect();
     let counterpart = divergence.as_ref().and_then(|d| {
         let r = counterpart(reference, target, &p, d)?;
         let shape = |vs: &Values, n: &str| {
@@ -136,6 +149,7 @@ pub fn compare(
     let bound = p.tol * if wide { 10.0 } else { 1.0 };
     let inside = changed_inside(target, &p, (&ref_values, &tgt_values), bound);
     Ok(Equiv {
+        retyped,
         inside,
         counterpart,
         reshaped,

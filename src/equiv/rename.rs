@@ -68,7 +68,7 @@ fn names(target: &Graph, e: &Equiv) -> HashMap<String, String> {
     for (t, r) in &e.pairing.to {
         let free =
             !kept.contains(t.as_str()) && !kept.contains(r.as_str()) && !taken.contains(r.as_str());
-        if free && !held(r) {
+        if free && !held(r) && !e.retyped.contains(t) {
             map.insert(t.clone(), r.clone());
         }
     }

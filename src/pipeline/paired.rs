@@ -79,14 +79,16 @@ fn from(e: &equiv::Equiv, lossy: &[String]) -> Paired {
     let mut fused: BTreeMap<&str, usize> = BTreeMap::new();
     for (r, f) in &e.fates {
         let why = match f {
-            Fate::Fused { node, op } => {
+            Fate::Fused { op, .. } => {
                 *fused.entry(op).or_default() += 1;
-                let _ = node;
                 format!("fused in the target model into a {op} node, whose output is compared")
             }
             Fate::Copy(_) => {
                 "equals a compared value in f64 (the target model computes it once)".into()
             }
+            Fate::Paired(t) if e.retyped.contains(t) => format!(
+                "held by the target model as `{t}`, an integer of another width, equal in f64"
+            ),
             _ => continue,
         };
         covered.insert(r.clone(), why);

@@ -266,6 +266,7 @@ const HIDE_NOTHING: &[&str] = &[
     "holds exactly its input's values",
     "fused in the target model",
     "equals a compared value",
+    "an integer of another width, equal in f64",
 ];
 
 /// A passing verdict becomes [`Status::Incomplete`] when more than [`INCOMPLETE_PERCENT`]% of the values hide

@@ -12,6 +12,8 @@ pub const SAMPLE: usize = 4096;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sketch {
     pub shape: Vec<usize>,
+    /// The element type the run holds it in (floats are f64 in the reference; integers keep their width).
+    pub dtype: crate::tensor::DType,
     pub len: usize,
     /// Root mean square of the finite elements: the scale differences are measured against.
     pub rms: f64,
@@ -40,6 +42,7 @@ impl Sketch {
         }
         Some(Sketch {
             shape: t.shape().to_vec(),
+            dtype: t.dtype(),
             len,
             rms: (sq / n.max(1) as f64).sqrt(),
             sample,
