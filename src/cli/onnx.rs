@@ -110,17 +110,49 @@ fn write_graph_views(a: &OnnxArgs, report: &crate::report::model::Report) -> any
             .with_context(|| format!("writing the DOT graph to {}", p.display()))?;
     }
     if let Some(d) = &a.model_explorer {
+        use crate::report::explorer;
         let graph = crate::model::load(&a.model)?;
-        let ids = crate::report::explorer::ids(&graph)?;
-        crate::report::explorer::write(
-            d,
-            a.force,
-            &ids,
-            &crate::report::explorer::from_report(report),
-        )
-        .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
+        let ids = explorer::ids(&graph)?;
+        let overlays = explorer::from_report(report);
+        let mut each: Vec<(&explorer::Ids, &explorer::Overlay)> =
+            overlays.iter().map(|o| (&ids, o)).collect();
+        let theirs = target_overlays(report)?;
+        each.extend(
+            theirs
+                .iter()
+                .flat_map(|(ids, os)| os.iter().map(move |o| (ids, o))),
+        );
+        explorer::write_each(d, a.force, &each)
+            .with_context(|| format!("writing Model Explorer overlays to {}", d.display()))?;
     }
     Ok(())
+}
+
+/// With a `--target-model` paired by value: the same overlays over the target model (`target_*.json`), each value's
+/// datum on the node of the target model that computes it.
+fn target_overlays(
+    report: &crate::report::model::Report,
+) -> anyhow::Result<
+    Option<(
+        crate::report::explorer::Ids,
+        Vec<crate::report::explorer::Overlay>,
+    )>,
+> {
+    use crate::report::explorer;
+    let Some((t, pairing)) =
+        (report.target_model.as_ref()).and_then(|t| t.pairing.as_ref().map(|p| (t, p)))
+    else {
+        return Ok(None);
+    };
+    let ids =
+        explorer::ids(&crate::model::load(std::path::Path::new(&t.path))?)?.under(&pairing.renamed);
+    let overlays = (explorer::from_report(report).into_iter())
+        .map(|mut o| {
+            o.file = format!("target_{}", o.file);
+            o
+        })
+        .collect();
+    Ok(Some((ids, overlays)))
 }
 
 /// Prints the verdict line or the full summary, and on GitHub Actions an error annotation at the first divergence.

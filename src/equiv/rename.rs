@@ -19,12 +19,13 @@ use crate::model::{surgery, Graph};
 /// Suffix of a target value renamed away from a reference value's name it does not hold.
 const ELSEWHERE: &str = "::target";
 
-/// `target` with each paired value renamed to its reference value (see the module's doc).
-pub fn renamed(target: &Graph, e: &Equiv) -> Result<Graph> {
+/// `target` with each paired value renamed to its reference value (see the module's doc), and the names changed
+/// (the target model's name → the name it runs under).
+pub fn renamed(target: &Graph, e: &Equiv) -> Result<(Graph, HashMap<String, String>)> {
     let mut map = names(target, e);
     map.retain(|t, r| t != r);
     if map.is_empty() {
-        return Ok(target.clone());
+        return Ok((target.clone(), map));
     }
     let mut proto = surgery::decode(target)?;
     if let Some(g) = proto.graph.as_mut() {
@@ -40,7 +41,7 @@ pub fn renamed(target: &Graph, e: &Equiv) -> Result<Graph> {
     g.random_seed = target.random_seed;
     g.handed_on = target.handed_on.clone();
     g.notes = target.notes.clone();
-    Ok(g)
+    Ok((g, map))
 }
 
 /// Target value → its new name.

@@ -46,6 +46,7 @@ pub fn report(
             lane.target.own_model().map(|g| ModelRef {
                 path: g.path.display().to_string(),
                 sha256: g.sha256.clone(),
+                pairing: lane.paired.report.clone(),
             })
         }),
         environment: environment(),

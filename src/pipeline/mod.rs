@@ -102,11 +102,8 @@ pub struct Lane {
     pub reports: HashMap<String, ValueReport>,
     /// Notes for this target's report.
     pub notes: Vec<String>,
-    /// Reference values the target model computes inside a fused node or as a copy, with why they are covered
-    /// ([`paired`]).
-    pub covered: HashMap<String, String>,
-    /// Reference values the target model holds in another shape, read in the reference's ([`paired`]).
-    pub reshaped: HashSet<String>,
+    /// What pairing the target model's values with the reference's by value found ([`paired`]).
+    pub paired: paired::Paired,
     /// Time of the expected-noise run and of the attribution stage.
     pub noise_ms: f64,
     /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]): `Some(shared)`,
@@ -405,7 +402,7 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
     let mut lanes = vec![];
     let mut paired = std::mem::take(&mut p.paired).into_iter();
     for (spec, mut target) in s.targets.iter().zip(std::mem::take(&mut p.targets)) {
-        let pairing = paired.next().flatten().unwrap_or_default();
+        let mut pairing = paired.next().flatten().unwrap_or_default();
         let t = Instant::now();
         let pb = stage(s.progress, &format!("target: {}", spec.label()));
         if crate::error::injected("crash").is_err() {
@@ -434,9 +431,8 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             rounding,
             emulated: Held::default(),
             reports: HashMap::new(),
-            notes: pairing.notes,
-            covered: pairing.covered,
-            reshaped: pairing.reshaped,
+            notes: std::mem::take(&mut pairing.notes),
+            paired: pairing,
             noise_ms: 0.0,
             noise_beside: None,
             noise_deferred: false,

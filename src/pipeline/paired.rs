@@ -21,6 +21,8 @@ pub struct Paired {
     /// Reference values the target model holds in another shape (the same elements in logical order).
     pub reshaped: std::collections::HashSet<String>,
     pub notes: Vec<String>,
+    /// What the report says of the pairing (None: the values paired by name).
+    pub report: Option<crate::report::model::Pairing>,
 }
 
 /// Pairs the model `target` runs with `graph` by value and makes it run the renamed model; None when the target
@@ -37,17 +39,16 @@ pub fn pair(target: &mut dyn Target, graph: &Graph, inputs: &Inputs) -> Option<P
             }
             e
         })
-        .and_then(|e| equiv::renamed(&own, &e).map(|g| (e, g)))
-        .and_then(|(e, g)| target.adopt_model(g).map(|()| e));
+        .and_then(|e| equiv::renamed(&own, &e).map(|(g, names)| (e, g, names)))
+        .and_then(|(e, g, names)| target.adopt_model(g).map(|()| (e, names)));
     Some(match paired {
-        Ok(e) => from(&e, &lossy),
+        Ok((e, names)) => from(&e, &lossy, names),
         Err(why) => Paired {
-            covered: HashMap::new(),
-            reshaped: Default::default(),
             notes: vec![format!(
                 "values paired with the target model's by name: the f64 reference could not run it ({why}); a \
                  value it renamed or fused is unchecked"
             )],
+            ..Default::default()
         },
     })
 }
@@ -73,8 +74,9 @@ fn quantizes(target: &Graph, reference: &Graph) -> Vec<String> {
         .collect()
 }
 
-/// The covered values and the notes of a pairing (`lossy`: the quantizing ops only the target model has).
-fn from(e: &equiv::Equiv, lossy: &[String]) -> Paired {
+/// The covered values and the notes of a pairing (`lossy`: the quantizing ops only the target model has; `names`:
+/// the target model's values renamed, to the names they run under).
+fn from(e: &equiv::Equiv, lossy: &[String], names: HashMap<String, String>) -> Paired {
     let mut covered = HashMap::new();
     let mut fused: BTreeMap<&str, usize> = BTreeMap::new();
     for (r, f) in &e.fates {
@@ -120,10 +122,24 @@ fn from(e: &equiv::Equiv, lossy: &[String]) -> Paired {
     let reshaped = (e.reshaped.iter())
         .filter_map(|t| e.pairing.to.get(t).cloned())
         .collect();
+    let report = crate::report::model::Pairing {
+        summary: notes[0].clone(),
+        renamed: names.into_iter().collect(),
+        fused: (e.fates.iter())
+            .filter_map(|(r, f)| match f {
+                Fate::Fused { node, .. } => Some((r.clone(), node.clone())),
+                _ => None,
+            })
+            .collect(),
+        diverges_at: (!e.same() && lossy.is_empty())
+            .then(|| e.divergence.as_ref().map(|d| d.value.clone()))
+            .flatten(),
+    };
     Paired {
         covered,
         reshaped,
         notes,
+        report: Some(report),
     }
 }
 

@@ -456,7 +456,7 @@ fn judge(
         Some(sp) => sp.apply(&t),
         None => t,
     };
-    let why_not = (lane.covered.get(name))
+    let why_not = (lane.paired.covered.get(name))
         .or_else(|| target.missing.get(name))
         .map(String::as_str)
         .unwrap_or("not produced");
@@ -470,7 +470,7 @@ fn judge(
         (false, _) => target.values.remove(name).map(|t| Cow::Owned(cut(t))),
     };
     let tgt = match (&tgt, value) {
-        (Some(t), Ok(r)) if lane.reshaped.contains(name) && s.slice.is_none() => {
+        (Some(t), Ok(r)) if lane.paired.reshaped.contains(name) && s.slice.is_none() => {
             t.reshaped(r.shape()).map(Cow::Owned).or(tgt)
         }
         _ => tgt,

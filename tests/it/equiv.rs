@@ -213,6 +213,47 @@ fn target_model_pairs_an_optimized_graph_by_value() {
     }
 }
 
+/// The report says how the target model was paired, and `--model-explorer` puts the verdict on the target model's
+/// own nodes too (its values renamed back to the file's names).
+#[test]
+fn target_model_pairing_is_in_the_report_and_over_both_graphs() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let bug = dir.path().join("axis.onnx");
+    planted(&BUGS[2].0, &bug);
+    let me = dir.path().join("me");
+    let clean = data("test_vit__onnxsim.onnx");
+    let (code, out, r) = onnx_report(
+        &clean,
+        &[
+            "--target-model",
+            bug.to_str().unwrap(),
+            "--model-explorer",
+            me.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    let pairing = &r["target_model"]["pairing"];
+    assert_eq!(pairing["diverges_at"], "val_101", "{pairing}");
+    let v = read_json(&me.join("target_phantom_verdict.json"));
+    let results = &v.as_object().unwrap().values().next().unwrap()["results"];
+    let culprit = results["node_Softmax_99"]["value"].as_str().unwrap();
+    assert!(
+        culprit.starts_with("culprit: attribute_differs"),
+        "{culprit}"
+    );
+    let (code, out, r) = onnx_report(
+        &data("optimum_bert.onnx"),
+        &[
+            "--target-model",
+            data("ortopt_bert_fp32.onnx").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let fused = r["target_model"]["pairing"]["fused"].as_object().unwrap();
+    assert!(fused.values().any(|n| n == "Attention_0"), "{fused:?}");
+}
+
 #[test]
 fn target_model_with_a_planted_bug_blames_the_changed_node() {
     ensure_runtime();

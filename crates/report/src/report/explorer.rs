@@ -88,6 +88,20 @@ pub fn ids(graph: &Graph) -> Result<Ids> {
     })
 }
 
+impl Ids {
+    /// The ids keyed by the names its values ran under (`names`: a value's name in the file → that name), so that a
+    /// report's values land on the nodes of a `--target-model` whose values were renamed to the model's.
+    pub fn under(self, names: &BTreeMap<String, String>) -> Ids {
+        let by_value = (self.by_value.into_iter())
+            .map(|(v, id)| (names.get(&v).cloned().unwrap_or(v), id))
+            .collect();
+        Ids {
+            graph: self.graph,
+            by_value,
+        }
+    }
+}
+
 impl Overlay {
     /// The JSON Model Explorer reads: nodes Model Explorer has no id for are left out.
     fn json(&self, ids: &Ids) -> serde_json::Value {
