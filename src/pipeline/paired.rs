@@ -4,7 +4,7 @@
 //! name). A reference value the target model computes inside a fused node, or only as a copy, is covered by what is
 //! compared and says so. Where the two models compute different functions even in f64, a note names the first value
 //! that differs: a graph transformation's change, not the runtime's. Where the reference cannot run the target
-//! model, values pair by name as before, with a note.
+//! model, or the target model quantizes what the model does not, values pair by name as before, with a note.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,17 +32,22 @@ pub fn pair(target: &mut dyn Target, graph: &Graph, inputs: &Inputs) -> Option<P
     let own = target.own_model()?.clone();
     crate::watchdog::stage("pairing the target model's values with the reference's in f64");
     let lossy = quantizes(&own, graph);
+    if !lossy.is_empty() {
+        // Quantization moves every value by far more than pairing by value tolerates: names pair what it cannot.
+        return Some(Paired {
+            notes: vec![format!(
+                "values paired with the target model's by name: it quantizes ({}), so its values differ from the \
+                 model's by design",
+                lossy.join(", ")
+            )],
+            ..Default::default()
+        });
+    }
     let paired = equiv::compare(graph, &own, inputs, None)
-        .map(|mut e| {
-            if !lossy.is_empty() {
-                e.counterpart = None;
-            }
-            e
-        })
         .and_then(|e| equiv::renamed(&own, &e).map(|(g, names)| (e, g, names)))
         .and_then(|(e, g, names)| target.adopt_model(g).map(|()| (e, names)));
     Some(match paired {
-        Ok((e, names)) => from(&e, &lossy, names),
+        Ok((e, names)) => from(&e, names),
         Err(why) => Paired {
             notes: vec![format!(
                 "values paired with the target model's by name: the f64 reference could not run it ({why}); a \
@@ -74,9 +79,9 @@ fn quantizes(target: &Graph, reference: &Graph) -> Vec<String> {
         .collect()
 }
 
-/// The covered values and the notes of a pairing (`lossy`: the quantizing ops only the target model has; `names`:
-/// the target model's values renamed, to the names they run under).
-fn from(e: &equiv::Equiv, lossy: &[String], names: HashMap<String, String>) -> Paired {
+/// The covered values and the notes of a pairing (`names`: the target model's values renamed, to the names they
+/// run under).
+fn from(e: &equiv::Equiv, names: HashMap<String, String>) -> Paired {
     let mut covered = HashMap::new();
     let mut fused: BTreeMap<&str, usize> = BTreeMap::new();
     for (r, f) in &e.fates {
@@ -110,14 +115,8 @@ fn from(e: &equiv::Equiv, lossy: &[String], names: HashMap<String, String>) -> P
          values{inside}",
         e.target_values.len(),
     )];
-    if !e.same() && lossy.is_empty() {
+    if !e.same() {
         notes.push(different(e));
-    } else if !e.same() {
-        notes.push(format!(
-            "the target model quantizes ({}), so its function differs from the model's by design: values that pair \
-             with none of the model's are compared by name",
-            lossy.join(", ")
-        ));
     }
     let reshaped = (e.reshaped.iter())
         .filter_map(|t| e.pairing.to.get(t).cloned())
@@ -131,7 +130,7 @@ fn from(e: &equiv::Equiv, lossy: &[String], names: HashMap<String, String>) -> P
                 _ => None,
             })
             .collect(),
-        diverges_at: (!e.same() && lossy.is_empty())
+        diverges_at: (!e.same())
             .then(|| e.divergence.as_ref().map(|d| d.value.clone()))
             .flatten(),
     };
