@@ -41,10 +41,13 @@ impl ToleranceArgs {
 /// flags in every command that runs a target on a model.
 #[derive(Debug, Clone, Args)]
 pub struct ModelOnTarget {
-    /// Run this model on the target instead (an optimized, converted or quantized version of MODEL); values
-    /// matched by name.
+    /// Run this model on the target instead (an optimized, converted or quantized version of MODEL); its values
+    /// are paired with MODEL's by what they compute in f64 (by name where they pair with none, or it quantizes).
     #[arg(long, value_name = "OTHER.onnx")]
     pub target_model: Option<PathBuf>,
+    /// With --target-model: pair values by name only (no f64 runs of the two models to pair them by value).
+    #[arg(long, requires = "target_model")]
+    pub pair_by_name: bool,
     /// Precision of the target: fp16/bf16 run phantom's conversion of MODEL (I/O types kept) on ONNX Runtime, f16
     /// shaders on wgpu.
     #[arg(

@@ -235,6 +235,7 @@ fn settings(a: &OnnxArgs) -> anyhow::Result<CompareSettings> {
     a.tolerance.apply(&mut s.tolerance)?;
     s.inputs = super::settings::input_spec(&a.inputs)?;
     s.inputs.samples = a.samples as usize;
+    s.pair_by_name = a.on_target.pair_by_name;
     s.runtime = super::target_flags::runtime(&a.engine);
     s.progress = std::io::stderr().is_terminal() && !a.quiet;
     s.heatmaps = a.report.html.is_some();

@@ -176,6 +176,7 @@ pub fn one_target(a: OneTarget, why: &str) -> anyhow::Result<crate::pipeline::Co
     s.inputs = input_spec(a.inputs)?;
     s.runtime = super::target_flags::runtime(a.engine);
     s.keep_control_flow = a.keep_control_flow;
+    s.pair_by_name = m.pair_by_name;
     Ok(s)
 }
 

@@ -298,7 +298,7 @@ fn rerun_values(
 ) -> Result<HashMap<String, ValueReport>> {
     let pb = stage(s.progress, what);
     let mut t = targets::open(spec, &p.graph, &p.lib)?;
-    super::paired::pair(t.as_mut(), &p.graph, &p.inputs);
+    super::paired::pair(s, t.as_mut(), &p.graph, &p.inputs);
     let names: Vec<&str> = values.iter().map(String::as_str).collect();
     let out = t.run(&p.graph, &p.inputs, Capture::Names(&names))?;
     let mut reports = HashMap::new();

@@ -372,7 +372,7 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         })
         .collect::<Result<Vec<_>>>()?;
     let paired = (targets.iter_mut())
-        .map(|t| paired::pair(t.as_mut(), &graph, &inputs))
+        .map(|t| paired::pair(s, t.as_mut(), &graph, &inputs))
         .collect();
     if let Some(path) = &s.save_target_model {
         let own = targets[0].own_model().ok_or_else(|| {

@@ -26,9 +26,17 @@ pub struct Paired {
 }
 
 /// Pairs the model `target` runs with `graph` by value and makes it run the renamed model; None when the target
-/// runs `graph` itself (or a conversion phantom made, which keeps the names).
-pub fn pair(target: &mut dyn Target, graph: &Graph, inputs: &Inputs) -> Option<Paired> {
+/// runs `graph` itself (or a conversion phantom made, which keeps the names), or `--pair-by-name` says so.
+pub fn pair(
+    s: &super::CompareSettings,
+    target: &mut dyn Target,
+    graph: &Graph,
+    inputs: &Inputs,
+) -> Option<Paired> {
     target.spec().model.as_ref()?;
+    if s.pair_by_name {
+        return None;
+    }
     let own = target.own_model()?.clone();
     crate::watchdog::stage("pairing the target model's values with the reference's in f64");
     let lossy = quantizes(&own, graph);

@@ -75,6 +75,9 @@ pub struct CompareSettings {
     /// `--keep-control-flow`: If/Loop nodes run as the file has them (no inlining or unrolling).
     #[serde(default)]
     pub keep_control_flow: bool,
+    /// `--pair-by-name`: a `--target-model`'s values paired by name only, not by value ([`super::paired`]).
+    #[serde(default)]
+    pub pair_by_name: bool,
     /// Keep the reference's own discrete decisions instead of adopting the target's within the noise.
     #[serde(default)]
     pub own_decisions: bool,
@@ -112,6 +115,7 @@ impl CompareSettings {
             heatmaps: false,
             save_target_model: None,
             keep_control_flow: false,
+            pair_by_name: false,
             own_decisions: false,
             steps: 1,
             dump: None,

@@ -211,7 +211,7 @@ fn reprepared(s: &CompareSettings, p: &mut Prepared) -> Result<()> {
         .map(|spec| crate::targets::open(spec, &p.graph, &p.lib))
         .collect::<Result<Vec<_>>>()?;
     p.paired = (p.targets.iter_mut())
-        .map(|t| super::paired::pair(t.as_mut(), &p.graph, &p.inputs))
+        .map(|t| super::paired::pair(s, t.as_mut(), &p.graph, &p.inputs))
         .collect();
     Ok(())
 }

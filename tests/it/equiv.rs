@@ -254,6 +254,22 @@ fn target_model_pairing_is_in_the_report_and_over_both_graphs() {
     assert!(fused.values().any(|n| n == "Attention_0"), "{fused:?}");
 }
 
+/// `--pair-by-name` pairs as the names say and nothing else: the fused BERT is then mostly unchecked.
+#[test]
+fn pair_by_name_pairs_by_name_only() {
+    ensure_runtime();
+    let target = data("ortopt_bert_fp32.onnx");
+    let args = ["--target-model", target.to_str().unwrap(), "--pair-by-name"];
+    let (code, out, r) = onnx_report(&data("optimum_bert.onnx"), &args);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["status"], "incomplete", "{out}");
+    assert!(
+        r["target_model"]["pairing"].is_null(),
+        "{}",
+        r["target_model"]
+    );
+}
+
 #[test]
 fn target_model_with_a_planted_bug_blames_the_changed_node() {
     ensure_runtime();
