@@ -38,6 +38,10 @@ pub fn chunk_bytes(budget: usize, graph: &Graph) -> usize {
         .max(1)
 }
 
+/// The largest graph output (in elements) a lane keeps after comparing it, for the stages after the comparison
+/// (the fused-kernel variation, `--steps`).
+pub const KEPT_OUTPUT_ELEMENTS: usize = 1 << 22;
+
 /// Collects reference values and compares them chunk by chunk against target runs that expose only that chunk.
 pub struct Chunker<'a> {
     /// The target, until the first chunk opens its run of chunks.
@@ -55,6 +59,8 @@ pub struct Chunker<'a> {
     pub reports: HashMap<String, ValueReport>,
     /// Chunks asked of the target.
     pub chunks_asked: usize,
+    /// The target's graph outputs up to [`KEPT_OUTPUT_ELEMENTS`], kept after their comparison.
+    pub target_outputs: HashMap<String, Tensor>,
     /// The first error a target run met (reported after the reference run).
     pub error: Option<Error>,
     slice: Option<crate::compare::slice::SliceSpec>,
@@ -98,6 +104,7 @@ impl<'a> Chunker<'a> {
             bytes: 0,
             reports: HashMap::new(),
             chunks_asked: 0,
+            target_outputs: HashMap::new(),
             error: None,
             slice: None,
             noise: None,
@@ -208,7 +215,13 @@ impl<'a> Chunker<'a> {
         }
         let mut compared = Vec::with_capacity(pending.len());
         for (name, r) in pending {
-            let report = self.judge(&name, &r, got.remove(&name));
+            let t = got.remove(&name);
+            if let Some(t) = t.as_ref().filter(|t| t.len() <= KEPT_OUTPUT_ELEMENTS) {
+                if self.outputs.contains(&name) {
+                    self.target_outputs.insert(name.clone(), t.clone());
+                }
+            }
+            let report = self.judge(&name, &r, t);
             self.drifting |= culprit::sought(&report);
             self.reports.insert(name.clone(), report);
             if let (Some(_), true, Ok(r)) = (&self.keep, self.writing, r) {

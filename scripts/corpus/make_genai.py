@@ -2,7 +2,8 @@
 Llama directory with a word-level tokenizer (the builder saves one): OUT_DIR/genai_llama_{fp32,int4}/ with the
 model, its weights and genai_config.json.
 
-usage: python scripts/corpus/make_genai.py OUT_DIR      (run by scripts/corpus/make.sh)
+usage: python scripts/corpus/make_genai.py OUT_DIR [PRECISION...]      (run by scripts/corpus/make.sh; the precision
+       zoo, scripts/zoo/make.sh, asks for fp16)
 """
 import os
 import subprocess
@@ -28,7 +29,7 @@ def source(d):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        for precision in ("fp32", "int4"):
+        for precision in sys.argv[2:] or ("fp32", "int4"):
             src = os.path.join(tmp, precision)
             source(src)
             dst = os.path.join(OUT, f"genai_llama_{precision}")

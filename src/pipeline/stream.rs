@@ -316,6 +316,9 @@ fn bounded(
         return Err(e);
     }
     let (reports, chunks) = finish_chunks(&mut ch)?;
+    lane.out
+        .values
+        .extend(std::mem::take(&mut ch.target_outputs));
     if let (Some(held), Some(kept)) = (drift.as_deref_mut(), ch.kept()) {
         *held = kept;
     }
@@ -422,9 +425,6 @@ fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], scaling: Scaling) ->
 /// Value `name` judged on every lane (its scale from `scales`, `is_output` when a graph output); true when a first
 /// pass without the expected noise fails on it: the rest of that pass is abandoned, as the comparison runs again
 /// with the noise ([`super::noise::needed_after`]).
-/// The largest graph output (in elements) a lane keeps after comparing it, for the stages after the comparison.
-const KEPT_OUTPUT_ELEMENTS: usize = 1 << 22;
-
 fn judge_all(
     s: &CompareSettings,
     (name, value): (&str, &std::result::Result<Tensor, String>),
@@ -461,8 +461,8 @@ fn judge(
         .map(String::as_str)
         .unwrap_or("not produced");
     // `--steps` feeds the graph outputs (cache, logits) to the next step; the fused-kernel variation
-    // ([`super::variation`]) judges a failing output again. Kept unless large (a bounded run keeps none).
-    let small = |t: &Tensor| s.steps > 1 || t.len() <= KEPT_OUTPUT_ELEMENTS;
+    // ([`super::variation`]) judges a failing output again. Kept unless large.
+    let small = |t: &Tensor| s.steps > 1 || t.len() <= crate::bounded::KEPT_OUTPUT_ELEMENTS;
     let kept = is_output && target.values.get(name).is_some_and(small);
     let tgt: Option<Cow<Tensor>> = match (kept, &s.slice) {
         (true, Some(sp)) => target.values.get(name).map(|t| Cow::Owned(sp.apply(t))),

@@ -127,3 +127,41 @@ fn an_onnxruntime_genai_int4_decoder_reads_as_its_chosen_precision() {
     );
     assert!(out.contains("at accuracy_level 4 are off, alone"), "{out}");
 }
+
+/// NNCF's QDQ RepViT-M0.9 (`scripts/zoo/make.py`), cut at its second block's `token_mixer.conv1` QDQ pair with
+/// `onnx.utils.extract_model`.
+/// At ONNX Runtime's default optimization level its NCHWc kernels compute the 1×1 depthwise `conv1` about 2e-5 away
+/// from the unfused run (within float32's tolerance), and the `QuantizeLinear` after it lands on the other neighbour
+/// of the exact level at a few hundred elements. A QDQ pair's level is judged in quanta on both of the pair's values
+/// (before, the `QuantizeLinear`'s own output read as drift while its `DequantizeLinear` took the same levels). A 2%
+/// fault in that convolution's weight scale is still named at its node.
+#[test]
+fn an_nncf_qdq_pairs_level_is_judged_in_quanta_on_both_of_its_values() {
+    ensure_runtime();
+    let m = root().join("tests/data/corpus/nncf_repvit_stem.onnx");
+    let (code, out, r) = onnx_report(&m, &[]);
+    assert_eq!(
+        (code, &r["verdict"]["status"]),
+        (0, &serde_json::json!("clean")),
+        "{out}"
+    );
+    let q = (r["nodes"].as_array().unwrap().iter())
+        .flat_map(|n| n["values"].as_array().unwrap())
+        .find(|v| {
+            v["name"]
+                == "q_output_/stages/stages.0/blocks/blocks.1/token_mixer/conv1/Conv_output_0_1"
+        })
+        .unwrap();
+    assert!(q["adopted"]["faithful"].as_u64().unwrap() > 0, "{q}");
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = dir.path().join("faulty.onnx");
+    let scale = "scale_stages.0.blocks.1.token_mixer.conv1.weight_1";
+    crate::common::scaled_weights_copy(&m, scale, 1.02, &faulty);
+    let (code, out, r) = onnx_report(&m, &["--target-model", faulty.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        r["verdict"]["first_divergence"]["node"],
+        "DequantizeLinear_stages.0.blocks.1.token_mixer.conv1.weight_1",
+        "{out}"
+    );
+}

@@ -71,6 +71,17 @@ fn quantized_resnets_read_clean_with_the_fused_runs_logits_within_the_variation(
         out.contains("passed as the variation of faithful integer kernels"),
         "{out}"
     );
+    // A bounded run (chunk by chunk, as phantom runs a model whose values exceed its memory budget) reads the fused
+    // run's logits and judges them the same way.
+    let (code, out, r) = report(&per_channel, &["--max-memory", "8MiB"]);
+    assert!(out.contains("values compared in"), "{out}");
+    assert_eq!(
+        (code, &r["verdict"]["status"]),
+        (0, &serde_json::json!("clean")),
+        "{out}"
+    );
+    assert_eq!(r["instrumentation"]["outputs_moved"], true, "{out}");
+    assert_eq!(logits(&r)["variation"]["excused"], true, "{out}");
     // With the optimizations off, the runs agree: nothing to judge.
     let (code, out, r) = report(&per_channel, &["--ort-opt-level", "disable"]);
     assert_eq!(

@@ -21,7 +21,7 @@ use crate::model::cut::{cut_as, Boundary, Feed, Weights};
 use crate::model::inputs::Inputs;
 use crate::model::surgery::base_name;
 use crate::model::Graph;
-use crate::runner::ort::{run_session, OrtRunner};
+use crate::runner::ort::{note_moved, run_session, OrtRunner};
 use crate::spill::{Spill, Values};
 use crate::targets::Chunks;
 use crate::tensor::Tensor;
@@ -84,6 +84,7 @@ impl<'a> CutRuns<'a> {
             Some(s) if s.key == key => s.earlier = s.cuts,
             _ => {
                 *state = None;
+                runner.instrumentation = None;
                 let plain = runner.run_plain(graph, inputs)?.values;
                 let model = runner.target_model.clone().unwrap_or_else(|| graph.clone());
                 *state = Some(CutState::new(model, inputs, plain, key)?);
@@ -277,7 +278,12 @@ impl CutState {
         let mut out = HashMap::new();
         for n in names {
             let v = match self.plain.get(*n) {
-                Some(t) if !self.model.handed_on.contains(&n.to_string()) => Some(t.clone()),
+                Some(t) if !self.model.handed_on.contains(&n.to_string()) => {
+                    if let Some(exposed) = fresh.get(*n) {
+                        note_moved(&mut runner.instrumentation, t, exposed);
+                    }
+                    Some(t.clone())
+                }
                 _ => fresh
                     .remove(*n)
                     .or_else(|| self.kept.tensor(n).map(|t| t.into_owned())),

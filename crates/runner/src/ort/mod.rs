@@ -28,6 +28,7 @@ use crate::model::Graph;
 use crate::tensor::Tensor;
 
 pub use crate::facts::OptLevel;
+pub use run::note_moved;
 
 static ENV: OnceLock<(Environment, Located, String)> = OnceLock::new();
 

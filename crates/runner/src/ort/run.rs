@@ -138,28 +138,33 @@ impl OrtRunner {
         let every = self.run_with(g, Bytes::Instrumented, inputs)?;
         let mut out = RunOutput::default();
         sort_into(&mut out, every);
-        let mut moved = false;
-        let mut max_change = 0.0f64;
+        self.instrumentation = None;
         for (name, v) in plain {
             let Ok(t) = v else { continue };
             if g.handed_on.contains(&name) {
                 continue;
             }
             if let Some(i) = out.values.get(&name) {
-                if i != &t {
-                    moved = true;
-                    max_change = max_change.max(largest_change(i, &t));
-                }
+                note_moved(&mut self.instrumentation, &t, i);
             }
             out.values.insert(name, t);
         }
-        self.instrumentation = Some(Instrumentation {
-            outputs_moved: moved,
-            max_abs_change: max_change,
-            outputs_from_plain_run: true,
-        });
         out.facts = Some(self.facts(g, &placed));
         Ok(out)
+    }
+}
+
+/// Records in `instrumentation` whether a declared output of the plain run differs from the same value computed
+/// with every value exposed (the outputs the verdict reads are the plain run's).
+pub fn note_moved(instrumentation: &mut Option<Instrumentation>, plain: &Tensor, exposed: &Tensor) {
+    let i = instrumentation.get_or_insert(Instrumentation {
+        outputs_moved: false,
+        max_abs_change: 0.0,
+        outputs_from_plain_run: true,
+    });
+    if plain != exposed {
+        i.outputs_moved = true;
+        i.max_abs_change = i.max_abs_change.max(largest_change(exposed, plain));
     }
 }
 

@@ -364,22 +364,17 @@ fn levels(dt: DatumType) -> Option<(f64, f64)> {
 
 /// Reconciles the output of a QDQ pair's `DequantizeLinear` (inputs `ins`: levels, scale, zero point; per-tensor
 /// only) with the target's: the target's level is read back from its output, and taken where the pair's float input
-/// `x`, moved by its noise, quantizes to it. The output is recomputed in f64 from the levels taken.
+/// `x`, moved by its noise, quantizes to it, or where it is the other neighbour of the exact level ([`faithful`]).
+/// The output is recomputed in f64 from the levels taken.
 pub fn adopt_pair(
     d: &Decision,
     x: &TValue,
     ins: &TVec<TValue>,
     out: &mut TValue,
 ) -> Option<Adopted> {
-    let (lo, hi) = levels(ins.first()?.datum_type())?;
+    let range = levels(ins.first()?.datum_type())?;
     let ours = f64s(ins.first()?)?;
-    let first = |k: usize| {
-        ins.get(k)
-            .and_then(f64s)
-            .filter(|v| v.len() == 1)
-            .map(|v| v[0])
-    };
-    let (s, zp) = (first(1)?, first(2).unwrap_or(0.0));
+    let (s, zp) = (scalar(ins, 1)?, scalar(ins, 2).unwrap_or(0.0));
     let x = f64s(x)?;
     let theirs: Vec<f64> = target_f64s(d)
         .iter()
@@ -388,20 +383,63 @@ pub fn adopt_pair(
     if x.len() != ours.len() || theirs.len() != ours.len() || s == 0.0 {
         return None;
     }
-    let r = radius(&x, d.noise_atol(), d.rtol);
-    let level = |v: f64| ((v / s).round_ties_even() + zp).clamp(lo, hi);
-    let bounds = |f: f64| {
-        let at = |sign: f64| moved(&x, &r, f, sign).into_iter().map(level).collect();
-        Some((at(-1.0), at(1.0)))
-    };
-    let Some((mut taken, mut a)) = settle(&ours, &theirs, bounds, |i| x[i].is_nan()) else {
+    let Some((taken, a)) = reconcile_levels(d, &x, (&ours, &theirs), (s, zp), range) else {
         return Some(Adopted::default());
     };
-    let exact = |i: usize| (x[i] / s + zp).clamp(lo, hi);
-    faithful(&mut taken, &theirs, exact, &mut a);
     let y = taken.iter().map(|q| (q - zp) * s).collect();
     *out = shaped_like(out, y).ok()?;
     Some(a)
+}
+
+/// Reconciles the levels of the `QuantizeLinear` of a QDQ pair (inputs `ins`: float, scale, zero point; per-tensor
+/// only) with the target's, as its pair's `DequantizeLinear` is ([`adopt_pair`]): the level the pair computes on is
+/// judged once, the same way on both of its values.
+pub fn adopt_paired_quantize(
+    d: &Decision,
+    ins: &TVec<TValue>,
+    out: &mut TValue,
+) -> Option<Adopted> {
+    let range = levels(out.datum_type())?;
+    let (x, ours, theirs) = (f64s(ins.first()?)?, f64s(out)?, target_f64s(d));
+    let (s, zp) = (scalar(ins, 1)?, scalar(ins, 2).unwrap_or(0.0));
+    if x.len() != ours.len() || theirs.len() != ours.len() || s == 0.0 {
+        return None;
+    }
+    let Some((taken, a)) = reconcile_levels(d, &x, (&ours, &theirs), (s, zp), range) else {
+        return Some(Adopted::default());
+    };
+    *out = shaped_like(out, taken).ok()?;
+    Some(a)
+}
+
+/// Input `k` of `ins` when it holds one element (a per-tensor scale or zero point).
+fn scalar(ins: &TVec<TValue>, k: usize) -> Option<f64> {
+    ins.get(k)
+        .and_then(f64s)
+        .filter(|v| v.len() == 1)
+        .map(|v| v[0])
+}
+
+/// Levels `ours` of a per-tensor quantization (scale `s`, zero point `zp`, levels `lo..=hi`) of the float `x`,
+/// reconciled with the target's `theirs`: taken where `x`, moved by its noise, quantizes to them, or where they are
+/// the other neighbour of the exact level ([`faithful`]). `None` when nothing differs.
+fn reconcile_levels(
+    d: &Decision,
+    x: &[f64],
+    (ours, theirs): (&[f64], &[f64]),
+    (s, zp): (f64, f64),
+    (lo, hi): (f64, f64),
+) -> Option<(Vec<f64>, Adopted)> {
+    let r = radius(x, d.noise_atol(), d.rtol);
+    let level = |v: f64| ((v / s).round_ties_even() + zp).clamp(lo, hi);
+    let bounds = |f: f64| {
+        let at = |sign: f64| moved(x, &r, f, sign).into_iter().map(level).collect();
+        Some((at(-1.0), at(1.0)))
+    };
+    let (mut taken, mut a) = settle(ours, theirs, bounds, |i| x[i].is_nan())?;
+    let exact = |i: usize| (x[i] / s + zp).clamp(lo, hi);
+    faithful(&mut taken, theirs, exact, &mut a);
+    Some((taken, a))
 }
 
 /// Takes the target's level where it still differs from `taken` but lies less than one quantum from the exact

@@ -112,6 +112,17 @@ impl Evaluator<'_, '_> {
         let found = match onnx.op_type.as_str() {
             "DynamicQuantizeLinear" => decide::adopt_dynamic(d, (&names, &onnx.outputs), ins, out),
             "DequantizeLinear" => self.adopt_pair(onnx, &names, ins, out),
+            "QuantizeLinear" if self.pairs.values().any(|&q| q == idx) => {
+                let paired = self.adopt_paired_quantize(&names, ins, out);
+                match paired.is_empty() {
+                    true => {
+                        decide::adopt_monotone(d, &names, (ins, false, grid(node)), out, |xs| {
+                            reeval(ctx, node, xs)
+                        })
+                    }
+                    false => paired,
+                }
+            }
             "Resize" => super::super::resize_int::adopt(d, &names, node, ins, out),
             op if qop::OPS.contains(&op) => {
                 decide::adopt_monotone(d, &names, (ins, false, None), out, |xs| {
@@ -126,6 +137,29 @@ impl Evaluator<'_, '_> {
             }),
         };
         self.adopted.extend(found);
+    }
+
+    /// A QDQ pair's `QuantizeLinear` reconciled as its pair is ([`decide::adopt_paired_quantize`]); nothing when it
+    /// has scales per axis or block, or levels of another width.
+    fn adopt_paired_quantize(
+        &self,
+        names: &[(usize, String)],
+        ins: &TVec<TValue>,
+        out: &mut TVec<TValue>,
+    ) -> Vec<(String, decide::Adopted)> {
+        let Some(d) = self.decisions else {
+            return vec![];
+        };
+        let mut found = vec![];
+        for (slot, name) in names {
+            let (Some(dec), Some(o)) = (d.get(name), out.get_mut(*slot)) else {
+                continue;
+            };
+            if let Some(a) = decide::adopt_paired_quantize(dec, ins, o) {
+                found.push((name.clone(), a));
+            }
+        }
+        found
     }
 
     /// A QDQ pair's `DequantizeLinear` reconciled on the pair's float input ([`decide::adopt_pair`]).
