@@ -17,9 +17,11 @@ use tract_onnx::prelude::*;
 
 mod dynamic;
 mod measured;
+mod pairs;
 mod ties;
 pub use dynamic::adopt_dynamic;
 pub use measured::Measured;
+pub use pairs::{adopt_pair, adopt_paired_quantize, faithful, paired_quantize};
 pub use ties::{flip as flip_ties, Ties, TIES_FLIPPED};
 
 /// The target's decision on one value, and the noise of the float the decision rounds (its first input): a fixed
@@ -332,127 +334,6 @@ pub fn adopt_monotone(
         }
     }
     found
-}
-
-/// The `QuantizeLinear` feeding `DequantizeLinear` node `dq` of `graph`, when there is one: a QDQ pair, whose output
-/// is a decision on the pair's float input (ONNX Runtime fuses the pair, so its level is never exposed).
-pub fn paired_quantize<'g>(
-    graph: &'g crate::model::Graph,
-    producers: &HashMap<&str, usize>,
-    dq: &crate::model::Node,
-) -> Option<&'g crate::model::Node> {
-    if dq.op_type != "DequantizeLinear" {
-        return None;
-    }
-    let q = producers.get(dq.inputs.first()?.as_str())?;
-    graph
-        .nodes
-        .get(*q)
-        .filter(|n| n.op_type == "QuantizeLinear")
-}
-
-/// The integer range of a quantized type.
-fn levels(dt: DatumType) -> Option<(f64, f64)> {
-    Some(match dt {
-        DatumType::U8 => (0.0, 255.0),
-        DatumType::I8 => (-128.0, 127.0),
-        DatumType::U16 => (0.0, 65535.0),
-        DatumType::I16 => (-32768.0, 32767.0),
-        _ => return None,
-    })
-}
-
-/// Reconciles the output of a QDQ pair's `DequantizeLinear` (inputs `ins`: levels, scale, zero point; per-tensor
-/// only) with the target's: the target's level is read back from its output, and taken where the pair's float input
-/// `x`, moved by its noise, quantizes to it, or where it is the other neighbour of the exact level ([`faithful`]).
-/// The output is recomputed in f64 from the levels taken.
-pub fn adopt_pair(
-    d: &Decision,
-    x: &TValue,
-    ins: &TVec<TValue>,
-    out: &mut TValue,
-) -> Option<Adopted> {
-    let range = levels(ins.first()?.datum_type())?;
-    let ours = f64s(ins.first()?)?;
-    let (s, zp) = (scalar(ins, 1)?, scalar(ins, 2).unwrap_or(0.0));
-    let x = f64s(x)?;
-    let theirs: Vec<f64> = target_f64s(d)
-        .iter()
-        .map(|y| (y / s + zp).round_ties_even())
-        .collect();
-    if x.len() != ours.len() || theirs.len() != ours.len() || s == 0.0 {
-        return None;
-    }
-    let Some((taken, a)) = reconcile_levels(d, &x, (&ours, &theirs), (s, zp), range) else {
-        return Some(Adopted::default());
-    };
-    let y = taken.iter().map(|q| (q - zp) * s).collect();
-    *out = shaped_like(out, y).ok()?;
-    Some(a)
-}
-
-/// Reconciles the levels of the `QuantizeLinear` of a QDQ pair (inputs `ins`: float, scale, zero point; per-tensor
-/// only) with the target's, as its pair's `DequantizeLinear` is ([`adopt_pair`]): the level the pair computes on is
-/// judged once, the same way on both of its values.
-pub fn adopt_paired_quantize(
-    d: &Decision,
-    ins: &TVec<TValue>,
-    out: &mut TValue,
-) -> Option<Adopted> {
-    let range = levels(out.datum_type())?;
-    let (x, ours, theirs) = (f64s(ins.first()?)?, f64s(out)?, target_f64s(d));
-    let (s, zp) = (scalar(ins, 1)?, scalar(ins, 2).unwrap_or(0.0));
-    if x.len() != ours.len() || theirs.len() != ours.len() || s == 0.0 {
-        return None;
-    }
-    let Some((taken, a)) = reconcile_levels(d, &x, (&ours, &theirs), (s, zp), range) else {
-        return Some(Adopted::default());
-    };
-    *out = shaped_like(out, taken).ok()?;
-    Some(a)
-}
-
-/// Input `k` of `ins` when it holds one element (a per-tensor scale or zero point).
-fn scalar(ins: &TVec<TValue>, k: usize) -> Option<f64> {
-    ins.get(k)
-        .and_then(f64s)
-        .filter(|v| v.len() == 1)
-        .map(|v| v[0])
-}
-
-/// Levels `ours` of a per-tensor quantization (scale `s`, zero point `zp`, levels `lo..=hi`) of the float `x`,
-/// reconciled with the target's `theirs`: taken where `x`, moved by its noise, quantizes to them, or where they are
-/// the other neighbour of the exact level ([`faithful`]). `None` when nothing differs.
-fn reconcile_levels(
-    d: &Decision,
-    x: &[f64],
-    (ours, theirs): (&[f64], &[f64]),
-    (s, zp): (f64, f64),
-    (lo, hi): (f64, f64),
-) -> Option<(Vec<f64>, Adopted)> {
-    let r = radius(x, d.noise_atol(), d.rtol);
-    let level = |v: f64| ((v / s).round_ties_even() + zp).clamp(lo, hi);
-    let bounds = |f: f64| {
-        let at = |sign: f64| moved(x, &r, f, sign).into_iter().map(level).collect();
-        Some((at(-1.0), at(1.0)))
-    };
-    let (mut taken, mut a) = settle(ours, theirs, bounds, |i| x[i].is_nan())?;
-    let exact = |i: usize| (x[i] / s + zp).clamp(lo, hi);
-    faithful(&mut taken, theirs, exact, &mut a);
-    Some((taken, a))
-}
-
-/// Takes the target's level where it still differs from `taken` but lies less than one quantum from the exact
-/// (unrounded) level `exact(i)`: the other neighbour of the exact value, a faithful rounding ([`Adopted::faithful`]).
-pub fn faithful(taken: &mut [f64], theirs: &[f64], exact: impl Fn(usize) -> f64, a: &mut Adopted) {
-    for i in 0..taken.len() {
-        let differs = taken[i] != theirs[i] && !(taken[i].is_nan() && theirs[i].is_nan());
-        if differs && (theirs[i] - exact(i)).abs() < 1.0 {
-            taken[i] = theirs[i];
-            a.faithful += 1;
-            a.beyond = a.beyond.saturating_sub(1);
-        }
-    }
 }
 
 /// The target's decision as f64, in row-major order.
