@@ -155,3 +155,32 @@ pub fn faithful(taken: &mut [f64], theirs: &[f64], exact: impl Fn(usize) -> f64,
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tv(v: &[f64], shape: &[usize]) -> TValue {
+        let a = tract_ndarray::ArrayD::from_shape_vec(shape, v.to_vec()).unwrap();
+        a.into_tensor().into_tvalue()
+    }
+
+    #[test]
+    fn per_channel_parameters_are_spread_along_their_axis() {
+        let ins: TVec<TValue> = tvec![
+            tv(&[0.0; 12], &[1, 3, 2, 2]),
+            tv(&[1.0, 2.0, 4.0], &[3]),
+            tv(&[0.0, 1.0, 2.0], &[3])
+        ];
+        let (s, zp) = params(&ins, &[1, 3, 2, 2]).unwrap();
+        assert_eq!(
+            s,
+            [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 4.0, 4.0, 4.0, 4.0]
+        );
+        assert_eq!(zp[4..8], [1.0; 4]);
+        // Two axes as long as the scale, neither of them 1: the axis cannot be told.
+        assert!(params(&ins, &[3, 1, 3]).is_none());
+        // Where axis 1 is one of them, it is ONNX's default.
+        assert_eq!(params(&ins, &[1, 3, 3]).unwrap().0[3..6], [2.0; 3]);
+    }
+}
