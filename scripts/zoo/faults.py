@@ -3,8 +3,8 @@ near the middle of the graph, as a buggy converter or kernel would leave it.
 
 - `weight`: a weight scaled by 1.02 (a float initializer, the scale of a weight's DequantizeLinear, or a QLinear*
   node's weight scale);
-- `bias`: a bias shifted by 2% of its RMS (of the weights' where the bias is zero; at least one level where the
-  bias is an int32 initializer);
+- `bias`: a bias shifted by 2% of the RMS of its node's output, as the weight fault moves it (at least one level
+  where the bias is an int32 initializer);
 - `scale` and `zero_point` (quantized models): an activation's DequantizeLinear scale ×1.05 or zero point ±1, or a
   QLinear* node's output scale ×1.05 or zero point ±1.
 
@@ -97,24 +97,35 @@ def biased(gr):
     return out
 
 
-def weight_rms(gr, n):
-    """The RMS of the float weight of `n` (a Conv or Gemm, or the Add after a MatMul)."""
-    if n.op_type == "Add":
-        n = next(gr.producer[i] for i in n.input if i in gr.producer and gr.producer[i].op_type == "MatMul")
-    w = next((gr.const(i) for i in n.input[1:2] if i in gr.inits), None)
-    return float(np.sqrt(np.mean(w.astype(np.float64) ** 2))) if w is not None else 0.0
+def output_rms(model, n):
+    """The RMS of the (dequantized) output of node `n` on seeded inputs."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.output[:]
+    m.graph.output.append(onnx.helper.make_empty_tensor_value_info(n.output[0]))
+    y = outputs(m)[0].astype(np.float64)
+    if n.op_type in QLINEAR_OUT:  # levels: dequantized with the node's output scale and zero point
+        gr = Graph(model)
+        ks, kz = QLINEAR_OUT[n.op_type]
+        y = (y - gr.const(n.input[kz]).astype(np.float64)) * gr.const(n.input[ks]).astype(np.float64)
+    return float(np.sqrt(np.mean(y ** 2)))
+
+
+def bias_scale(gr, n):
+    """The scale of a QLinearConv's int32 bias: its input scale times its weight scale."""
+    return gr.const(n.input[1]).astype(np.float64) * gr.const(n.input[4]).astype(np.float64)
 
 
 def fault_bias(gr, place):
     n, holder, k = place
     b = gr.const(holder.input[k])
-    rms = float(np.sqrt(np.mean(b.astype(np.float64) ** 2)))
-    if rms == 0 and b.dtype.kind == "f":  # biases initialised to zero: 2% of the weights' RMS
-        rms = weight_rms(gr, n)
+    # 2% of the RMS of the node's output, as a weight scaled by 1.02 moves it; in levels of an int32 bias.
+    shift = 0.02 * output_rms(gr.model, n)
     if np.issubdtype(b.dtype, np.integer):
-        shifted = b.astype(np.int64) + max(1, round(0.02 * rms))
+        scale = gr.const(holder.input[1]) if holder.op_type == "DequantizeLinear" else bias_scale(gr, n)
+        shifted = b.astype(np.int64) + np.maximum(1, np.round(shift / scale.astype(np.float64))).astype(np.int64)
     else:
-        shifted = b.astype(np.float64) + 0.02 * rms
+        shifted = b.astype(np.float64) + shift
     gr.replace_input(holder, k, shifted.astype(b.dtype), "fault")
     return gr.names(n, holder)
 

@@ -248,6 +248,7 @@ fn find(
     verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, |v| operands_of(cmp, rounding, v));
     let notes = super::reasons::chosen_precision(p, cmp, lane, &nodes, &mut verdict);
     anomaly::classify(&mut verdict, &nodes);
+    culprit::precision_last(&mut verdict.culprits);
     if let Some(models) = &models {
         model_differences(models, &mut verdict);
     }

@@ -89,7 +89,14 @@ pub fn find(graph: &Graph, nodes: &[NodeReport]) -> Vec<Culprit> {
             break;
         }
     }
+    precision_last(&mut out);
     out
+}
+
+/// Puts the culprits the target's precision explains (basis `ideal`: the correctly rounded run fails there too)
+/// after the others, each group in topological order: a node that makes drift of its own is named first.
+pub fn precision_last(culprits: &mut [Culprit]) {
+    culprits.sort_by_key(|c| c.basis == Basis::Ideal);
 }
 
 /// Failing graph outputs reachable from node `from`, and the shortest node path to the first of them.

@@ -224,9 +224,9 @@ pub struct Verdict {
     pub worst: Vec<NodeRef>,
     /// Whether the final graph outputs are within tolerance.
     pub outputs_pass: bool,
-    /// Nodes to blame: in topological order, each node whose own (introduced) error is out of tolerance while its
-    /// inputs pass (or, basis `origin`, where the error a culprit amplifies starts), with the likely causes and the
-    /// path to the outputs it spoils.
+    /// Nodes to blame: in topological order, those the target's precision explains (basis `ideal`) after the
+    /// others, each node whose own (introduced) error is out of tolerance while its inputs pass (or, basis `origin`,
+    /// where the error a culprit amplifies starts), with the likely causes and the path to the outputs it spoils.
     #[serde(default)]
     pub culprits: Vec<Culprit>,
     /// Nodes that introduce far more error than correct rounding explains, in topological order: within tolerance,
