@@ -43,7 +43,7 @@ while IFS=$'\t' read -r model tool how; do
     run "$tmp/r.json" "$DIR/$model.onnx" $f; code=$?
     IFS=$'\t' read -r status _ _ < <(verdict "$tmp/r.json")
     case "$status" in drift|anomalous|-) BAD=$((BAD + 1)); mark=" ✗" ;; *) mark="" ;; esac
-    echo "| $model | $tool | $how | ${f:-(no flags)} | $code | $status$mark: $LINE |"
+    echo "| $model | $tool | $how | ${f:-(no flags)} | $code | $LINE$mark |"
     rm -f "$tmp/r.json"
   done
 done < "$DIR/pristine.tsv"
