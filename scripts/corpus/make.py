@@ -9,9 +9,9 @@ import os
 import shutil
 import sys
 import tempfile
-import traceback
 
 import torch
+from makers import make_each  # scripts/corpus/makers.py
 
 torch.manual_seed(0)
 OUT = sys.argv[1]
@@ -206,20 +206,10 @@ def derived():
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    failed = []
     with tempfile.TemporaryDirectory() as tmp:
         makers = [*hf_models(tmp), *timm_models(), *ultralytics_models(), *diffusers_models(),
                   *derived()]
-        for name, make in makers:
-            if FILTER not in name:
-                continue
-            try:
-                make()
-                print("made", name, flush=True)
-            except Exception as e:
-                failed.append(name)
-                print("FAILED to make", name, type(e).__name__, str(e).splitlines()[0][:200], flush=True)
-                traceback.print_exc(limit=2)
+        failed = make_each(makers, FILTER)
     with open(os.path.join(OUT, "corpus.tsv"), "w") as f:
         for row in ROWS:
             f.write("\t".join(row) + "\n")

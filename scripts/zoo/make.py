@@ -12,12 +12,14 @@ usage: python scripts/zoo/make.py OUT_DIR [NAME_FILTER]      (run by scripts/zoo
 """
 import os
 import sys
-import traceback
 
 import numpy as np
 import onnx
 import torch
 from faults import plant  # scripts/zoo/faults.py
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus"))
+from makers import make_each  # noqa: E402  (scripts/corpus/makers.py)
 
 OUT = sys.argv[1]
 FILTER = sys.argv[2] if len(sys.argv) > 2 else ""
@@ -166,17 +168,7 @@ def makers():
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    failed = []
-    for name, make in makers():
-        if FILTER not in name:
-            continue
-        try:
-            make()
-            print("made", name, flush=True)
-        except Exception as e:
-            failed.append(name)
-            print("FAILED to make", name, type(e).__name__, str(e).splitlines()[0][:200], flush=True)
-            traceback.print_exc(limit=3)
+    failed = make_each(makers(), FILTER)
     for name, rows in (("pristine", PRISTINE), ("faults", FAULTS)):
         with open(os.path.join(OUT, f"{name}.tsv"), "a" if FILTER else "w") as f:
             for row in rows:
