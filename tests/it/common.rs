@@ -238,6 +238,28 @@ pub fn scaled_weights_copy(src: &Path, name: &str, factor: f32, dst: &Path) {
     std::fs::write(dst, m.encode_to_vec()).unwrap();
 }
 
+/// Writes a copy of `src` to `dst` where node `dq` (a `DequantizeLinear` with an 8-bit zero point) reads a zero point
+/// of its own, one level above the one it shares with its `QuantizeLinear`: the zoo's zero-point fault.
+pub fn shifted_zero_point_copy(src: &Path, dq: &str, dst: &Path) {
+    let bytes = std::fs::read(src).unwrap();
+    let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let node = (g.node.iter_mut())
+        .find(|n| n.name == dq)
+        .unwrap_or_else(|| panic!("no node {dq}"));
+    let zp = node.input[2].clone();
+    node.input[2] = format!("{zp}__fault");
+    let mut t = (g.initializer.iter())
+        .find(|t| t.name == zp)
+        .unwrap()
+        .clone();
+    t.name = format!("{zp}__fault");
+    t.raw_data = t.raw_data.iter().map(|b| b.wrapping_add(1)).collect();
+    t.int32_data.iter_mut().for_each(|z| *z += 1);
+    g.initializer.push(t);
+    std::fs::write(dst, m.encode_to_vec()).unwrap();
+}
+
 // Small ONNX builders for purpose-built test models.
 
 pub fn f32_tensor(name: &str, dims: Vec<i64>, data: Vec<f32>) -> pb::TensorProto {

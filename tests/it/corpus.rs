@@ -165,3 +165,25 @@ fn an_nncf_qdq_pairs_level_is_judged_in_quanta_on_both_of_its_values() {
         "{out}"
     );
 }
+
+/// The same cut with one activation's `DequantizeLinear` reading a zero point one level off (the zoo's fault): every
+/// level moves by one quantum, and about half of them land on the other neighbour of the exact level, as a faithful
+/// rounding may. The largest error equals the one-quantum flips of the correctly rounded run; its RMS does not.
+#[test]
+fn a_zero_point_off_by_one_is_drift_at_its_node_not_precision() {
+    ensure_runtime();
+    let m = root().join("tests/data/corpus/nncf_repvit_stem.onnx");
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = dir.path().join("faulty.onnx");
+    let dq = "DequantizeLinear_/stages/stages.0/blocks/blocks.0/channel_mixer/act/Gelu_output_0_1";
+    crate::common::shifted_zero_point_copy(&m, dq, &faulty);
+    let (code, out, r) = onnx_report(&m, &["--target-model", faulty.to_str().unwrap()]);
+    assert_eq!(
+        (code, &r["verdict"]["status"]),
+        (1, &serde_json::json!("drift")),
+        "{out}"
+    );
+    let culprit = &r["verdict"]["culprits"][0];
+    assert_eq!(culprit["node"], dq, "{out}");
+    assert_eq!(culprit["causes"][0]["kind"], "weights_differ", "{culprit}");
+}

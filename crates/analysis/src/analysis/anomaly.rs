@@ -142,17 +142,23 @@ pub fn find(
 }
 
 /// A failing value the target's precision explains: the ideal run fails its tolerance there too, and the target is
-/// within [`NOISE_FACTOR`] of that run's error; its infinities are the ideal run's, or elements within that run's
+/// within [`NOISE_FACTOR`] of that run's error, at its largest and in RMS ([`within_noise`]); its infinities are the ideal run's, or elements within that run's
 /// noise of the overflow threshold (values within rounding of 65504 land on either side).
 pub(crate) fn precision_explains(v: &ValueReport) -> bool {
     match (&v.noise, &v.metrics) {
         (Some(n), Some(m)) => {
             (n.tolerance_used > 1.0 || n.nonfinite > 0)
                 && m.nonfinite_mismatch <= n.nonfinite + n.near_overflow
-                && m.max_abs <= NOISE_FACTOR * n.max_abs
+                && within_noise(m, n)
         }
         _ => false,
     }
+}
+
+/// Whether an error is within [`NOISE_FACTOR`]× the ideal run's, both at its largest and in RMS: a one-quantum
+/// flip at two elements of the ideal run does not excuse the same flip at half of them (a zero point off by one).
+pub(crate) fn within_noise(m: &crate::compare::Metrics, n: &crate::report::model::Noise) -> bool {
+    m.max_abs <= NOISE_FACTOR * n.max_abs && m.rmse <= NOISE_FACTOR * n.rms
 }
 
 /// Sets the verdict's class from its failing values, culprits and anomalies.

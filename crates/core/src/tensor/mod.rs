@@ -79,6 +79,12 @@ impl DType {
         matches!(self, DType::F64 | DType::F32 | DType::F16 | DType::Bf16)
     }
 
+    /// Signed or unsigned integers of any width (not booleans).
+    pub fn is_integer(self) -> bool {
+        use DType::*;
+        matches!(self, I64 | I32 | I16 | I8 | U64 | U32 | U16 | U8)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             DType::F64 => "f64",

@@ -114,6 +114,9 @@ impl Models {
 }
 
 fn weights_differ(what: &str, a: &Tensor, b: &Tensor) -> Option<Cause> {
+    if a.dtype().is_integer() && b.dtype().is_integer() {
+        return integers_differ(what, a, b);
+    }
     if !(a.dtype().is_float() && b.dtype().is_float()) {
         return None;
     }
@@ -217,6 +220,35 @@ fn show(a: Option<&tract_onnx::pb::AttributeProto>) -> String {
     }
 }
 
+/// Integer initializers (zero points, quantized weights, int32 biases) differ at any element: there is no rounding
+/// to allow for.
+fn integers_differ(what: &str, a: &Tensor, b: &Tensor) -> Option<Cause> {
+    let (x, y) = (a.to_f64_array(), b.to_f64_array());
+    let (mut diff, mut count) = (0f64, 0u64);
+    for (p, q) in x.iter().zip(y.iter()) {
+        let d = (p - q).abs();
+        if d > 0.0 {
+            count += 1;
+            diff = diff.max(d);
+        }
+    }
+    (count > 0).then(|| {
+        cause(
+            CauseKind::WeightsDiffer,
+            format!(
+                "{what} differs from the reference's: {count} of {} integers, by up to {}",
+                x.len(),
+                num(diff)
+            ),
+            &[("max_abs_diff", diff), ("values_differing", count as f64)],
+            Confidence::High,
+            "check where the target model's weights come from: the export, the converter or the quantizer changed \
+             them"
+                .into(),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use tract_onnx::pb::{AttributeProto, NodeProto};
@@ -260,5 +292,18 @@ mod tests {
         );
         let c = super::weights_differ("w", &a, &scaled).unwrap();
         assert!(c.summary.contains("3 of 3 values"), "{}", c.summary);
+    }
+
+    #[test]
+    fn an_integer_initializer_differs_by_any_level() {
+        let zp = |v: u8| crate::tensor::Tensor::U8(ndarray::arr1(&[v, 7]).into_dyn());
+        let c =
+            super::weights_differ("zero point", &zp(3), &zp(4)).expect("one level is a difference");
+        assert!(
+            c.summary.contains("1 of 2 integers, by up to 1"),
+            "{}",
+            c.summary
+        );
+        assert!(super::weights_differ("zero point", &zp(3), &zp(3)).is_none());
     }
 }
