@@ -37,7 +37,9 @@ pub fn plan(
     }
     let round = lane.rounding.as_ref();
     let keep: HashSet<&str> = (lane.reports.iter())
-        .filter(|(name, v)| anomaly::may_be_anomalous(v, operands_of(cmp, round, name)))
+        .filter(|(name, v)| {
+            anomaly::may_be_anomalous(v, operands_of(cmp, round, name), lane.spec.sums_f32())
+        })
         .map(|(name, _)| name.as_str())
         .collect();
     let nodes: Vec<&crate::model::Node> = (p.graph.nodes.iter())

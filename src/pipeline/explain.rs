@@ -245,7 +245,8 @@ fn find(
     let differs = |v: &str| models.as_ref().is_some_and(|m| !m.explain(v).is_empty());
     analysis::origin::blame(&p.graph, &nodes, &mut verdict.culprits, &differs);
     origin_weights(p, cmp, lane, &nodes, &mut verdict);
-    verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, |v| operands_of(cmp, rounding, v));
+    let operands = |v: &str| operands_of(cmp, rounding, v);
+    verdict.anomalies = anomaly::find(&nodes, &verdict.culprits, operands, lane.spec.sums_f32());
     let notes = super::reasons::chosen_precision(p, cmp, lane, &nodes, &mut verdict);
     anomaly::classify(&mut verdict, &nodes);
     culprit::precision_last(&mut verdict.culprits);

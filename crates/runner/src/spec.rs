@@ -135,6 +135,12 @@ impl Engine {
 }
 
 impl TargetSpec {
+    /// Whether the target's sums (MatMul, Conv, reductions) accumulate in float32 or wider: all but wgpu's
+    /// `--accumulate f16`.
+    pub fn sums_f32(&self) -> bool {
+        !matches!(&self.engine, Engine::Wgpu(w) if w.accumulate == Accumulate::F16)
+    }
+
     /// ONNX Runtime's CPU provider in float32: the default target.
     pub fn ort_cpu() -> TargetSpec {
         TargetSpec {

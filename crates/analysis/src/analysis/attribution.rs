@@ -502,7 +502,7 @@ mod tests {
         let at = |err: f64, v: &mut ValueReport, scale: f64| {
             let m = v.metrics.as_mut().unwrap();
             (m.max_abs, m.scale) = (err, scale);
-            may_be_anomalous(v, Operands::default())
+            may_be_anomalous(v, Operands::default(), true)
         };
         let bound = SCREEN * ROUNDING_FACTOR * 0.2;
         assert!(!at(bound * 0.99, &mut v, 1.0));

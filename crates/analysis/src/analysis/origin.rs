@@ -41,7 +41,9 @@ pub struct Origin {
 type Values<'n> = HashMap<&'n str, (&'n NodeReport, &'n ValueReport)>;
 
 /// The origin of the error culprit `c` amplifies, when `c` fails in the graph while passing alone and each step
-/// back was measured (a node that did not run alone ends the walk where the error jumps at its value).
+/// back was measured (a node that did not run alone ends the walk where the error jumps at its value). A node whose
+/// own error reaches half of what its value carries at its largest but not in RMS (rounding at a few elements, while
+/// a shift everywhere comes from further up) is taken only when no node further up reaches half of both.
 pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origin> {
     let at = |i: usize| nodes.iter().find(|n| n.index == i);
     let amplifier = at(c.node_index)?;
@@ -51,30 +53,39 @@ pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origi
     }
     let mut path = vec![amplifier.name.clone()];
     let mut n = amplifier;
+    let mut largest_only: Option<Origin> = None;
     for _ in 0..nodes.len() {
-        let (producer, v) = most_used_input(n, values)?;
-        path.push(producer.name.clone());
-        let carried = v.metrics.as_ref()?.max_abs;
-        let (own, ratio, unmeasured) = match &v.introduced {
-            Some(own) => (own.metrics.max_abs, own.ratio, false),
-            None if jumps(producer, v, values) => (f64::NAN, None, true),
-            None => return None,
+        let Some((producer, v)) = most_used_input(n, values) else {
+            return largest_only;
         };
-        if unmeasured || own >= carried / 2.0 {
-            path.reverse();
-            return Some(Origin {
-                node_index: producer.index,
-                value: v.name.clone(),
-                own,
-                carried,
-                ratio,
-                unmeasured,
-                path,
-            });
+        path.push(producer.name.clone());
+        let Some(m) = v.metrics.as_ref() else {
+            return largest_only;
+        };
+        let carried = m.max_abs;
+        let (own, own_rms, ratio, unmeasured) = match &v.introduced {
+            Some(own) => (own.metrics.max_abs, own.metrics.rmse, own.ratio, false),
+            None if jumps(producer, v, values) => (f64::NAN, f64::NAN, None, true),
+            None => return largest_only,
+        };
+        let origin = |path: &[String]| Origin {
+            node_index: producer.index,
+            value: v.name.clone(),
+            own,
+            carried,
+            ratio,
+            unmeasured,
+            path: path.iter().rev().cloned().collect(),
+        };
+        if unmeasured || (own >= carried / 2.0 && own_rms >= m.rmse / 2.0) {
+            return Some(origin(&path));
+        }
+        if own >= carried / 2.0 && largest_only.is_none() {
+            largest_only = Some(origin(&path));
         }
         n = producer;
     }
-    None
+    largest_only
 }
 
 /// Whether value `v` of node `n` uses more than twice the share of its tolerance any of its inputs does: the error

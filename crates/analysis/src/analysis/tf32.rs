@@ -211,6 +211,7 @@ mod tests {
             max_abs: 0.0061,
             rounding_ratio: 6727.0,
             relative: 6.2e-4,
+            noise_ratio: None,
             summary: format!(
                 "off by 0.0061 while within tolerance{}",
                 super::super::anomaly::KERNEL_OR_DATA

@@ -18,6 +18,10 @@ pub struct Anomaly {
     pub rounding_ratio: f64,
     /// That error over the scale of the value and its operands (max of their RMS).
     pub relative: f64,
+    /// For a value stored in fp16 or bf16: its node's RMS error alone over the RMS error of the correctly rounded
+    /// run at that value, where that ratio is what makes it anomalous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_ratio: Option<f64>,
     /// One sentence with the numbers.
     pub summary: String,
     /// With `--target-model`: what differs between the two models at this node.
