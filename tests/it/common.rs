@@ -260,6 +260,23 @@ pub fn shifted_zero_point_copy(src: &Path, dq: &str, dst: &Path) {
     std::fs::write(dst, m.encode_to_vec()).unwrap();
 }
 
+/// Writes a copy of `src` to `dst` with `delta` added to every element of its float16 initializer `name` (stored as
+/// raw data): a bias shifted in a model converted to fp16.
+pub fn shifted_f16_copy(src: &Path, name: &str, delta: f32, dst: &Path) {
+    let bytes = std::fs::read(src).unwrap();
+    let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let t = (g.initializer.iter_mut())
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no initializer {name}"));
+    assert_eq!(t.data_type, 10, "{name} is not float16");
+    t.raw_data = (t.raw_data.chunks_exact(2))
+        .map(|b| half::f16::from_f32(half::f16::from_le_bytes([b[0], b[1]]).to_f32() + delta))
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    std::fs::write(dst, m.encode_to_vec()).unwrap();
+}
+
 // Small ONNX builders for purpose-built test models.
 
 pub fn f32_tensor(name: &str, dims: Vec<i64>, data: Vec<f32>) -> pb::TensorProto {

@@ -104,13 +104,23 @@ fn at(i: usize, op: &str, node: &str) -> String {
 /// The anomalous verdict: the first node adding error far beyond rounding, else the culprit failing alone.
 fn anomalous_sentence(v: &Verdict, compared: usize) -> String {
     match (v.anomalies.first(), v.culprits.first()) {
-        (Some(a), _) => format!(
-            "anomalous: all {compared} values within tolerance, but {} node(s) introduce error far beyond \
-             rounding; first: {} ({}× correct rounding)",
-            v.anomalies.len(),
-            at(a.node_index, &a.op_type, &a.node),
-            num(a.rounding_ratio)
-        ),
+        (Some(a), _) => {
+            let within = match v.failing_values {
+                0 => format!("all {compared} values within tolerance"),
+                k => format!(
+                    "{k} of {compared} values out of tolerance only where the target's precision cannot meet it"
+                ),
+            };
+            let by = match a.noise_ratio {
+                Some(k) => format!("{}× the correctly rounded run's RMS error", num(k)),
+                None => format!("{}× correct rounding", num(a.rounding_ratio)),
+            };
+            format!(
+                "anomalous: {within}, but {} node(s) introduce error far beyond rounding; first: {} ({by})",
+                v.anomalies.len(),
+                at(a.node_index, &a.op_type, &a.node),
+            )
+        }
         (None, Some(c)) => format!(
             "anomalous: all {compared} values within tolerance in the graph, but {} alone is out of tolerance",
             at(c.node_index, &c.op_type, &c.node)
