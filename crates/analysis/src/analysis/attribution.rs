@@ -315,12 +315,12 @@ pub fn introduced(iso: &ValueReport, r: &Tensor, stored: Option<DType>) -> Optio
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::compare::{Metrics, Tolerance};
     use crate::tensor::DType;
 
-    fn failing(max_abs: f64) -> ValueReport {
+    pub(crate) fn failing(max_abs: f64) -> ValueReport {
         ValueReport {
             name: "v".into(),
             status: ValueStatus::Fail,
@@ -351,7 +351,7 @@ mod tests {
         }
     }
 
-    fn noise(max_abs: f64, used: f64) -> Noise {
+    pub(crate) fn noise(max_abs: f64, used: f64) -> Noise {
         Noise {
             max_abs,
             rms: max_abs,

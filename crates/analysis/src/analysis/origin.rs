@@ -7,8 +7,9 @@
 //! Every amplifier with an origin gets an `inherited` cause naming it, with its numbers. The origin itself is
 //! blamed (a culprit of basis `origin`) only when the numbers say the failure needs it: the ideal run (every value
 //! correctly rounded) keeps the amplifier within tolerance, and the origin's own error is beyond [`NOISE_FACTOR`]×
-//! correct rounding, so with its kernel rounding correctly the amplifier would receive a fraction of what it fails
-//! on. An origin within that factor of correct rounding is the target's precision itself, and the cause says so.
+//! correct rounding and [`NOISE_FACTOR`]× what the ideal run carries at its value (which saw its inputs rounded),
+//! so with its kernel rounding correctly the amplifier would receive a fraction of what it fails on. An origin within
+//! those factors is the target's precision itself, and the cause says so.
 
 use std::collections::HashMap;
 
@@ -136,7 +137,12 @@ pub fn blame(
             .map(|n| n.tolerance_used)
             .filter(|u| *u <= 1.0);
         let beyond = match o.unmeasured {
-            false => o.ratio.is_some_and(|r| r > NOISE_FACTOR),
+            false => {
+                o.ratio.is_some_and(|r| r > NOISE_FACTOR)
+                    && values
+                        .get(o.value.as_str())
+                        .is_none_or(|(_, v)| beyond_ideal(v))
+            }
             true => differs(&o.value),
         };
         let needed = ideal.filter(|_| beyond);
@@ -151,6 +157,19 @@ pub fn blame(
     blamed.retain(|b| !culprits.iter().any(|c| c.node_index == b.node_index));
     culprits.extend(blamed);
     culprits.sort_by_key(|c| c.node_index);
+}
+
+/// Whether a node's own error (alone) exceeds [`NOISE_FACTOR`]× what the correctly rounded run carries at its value,
+/// at the largest or in RMS. That run rounds the node's inputs as the node alone receives them, so an error within
+/// it may be its inputs' rounding, not its kernel (fp16's `Cos` of an angle rounded to fp16 is far from the correctly
+/// rounded cosine of the exact angle). Without that run's figures, correct rounding alone decides.
+fn beyond_ideal(v: &ValueReport) -> bool {
+    match (&v.introduced, &v.noise) {
+        (Some(i), Some(n)) => {
+            i.metrics.max_abs > NOISE_FACTOR * n.max_abs || i.metrics.rmse > NOISE_FACTOR * n.rms
+        }
+        _ => true,
+    }
 }
 
 /// What the origin's own error is, in words: measured alone, or only seen as a jump in the graph.
@@ -288,5 +307,43 @@ fn culprit(graph: &Graph, nodes: &[NodeReport], o: &Origin, c: &Culprit, ideal: 
         }],
         spoils,
         path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::analysis::attribution::tests::{failing, noise};
+    use crate::compare::Metrics;
+    use crate::report::model::{Introduced, ValueStatus};
+
+    /// fp16's `Cos` of an angle rounded to fp16, alone, is far from the correctly rounded cosine of the exact angle;
+    /// the correctly rounded run rounds that angle too and carries the same error there. A bias fault carries 21×
+    /// that run's RMS error.
+    #[test]
+    fn an_origin_within_what_the_correctly_rounded_run_carries_is_the_precision() {
+        let alone = |max_abs: f64, rmse: f64| Introduced {
+            status: ValueStatus::Pass,
+            metrics: Metrics {
+                max_abs,
+                rmse,
+                ..Default::default()
+            },
+            expected: max_abs / 60.0,
+            ratio: Some(60.0),
+        };
+        let mut cos = failing(0.0146);
+        cos.introduced = Some(alone(0.0146, 0.004));
+        cos.noise = Some(noise(0.0146, 0.5));
+        assert!(!super::beyond_ideal(&cos));
+        let mut conv = failing(0.0068);
+        conv.introduced = Some(alone(0.0070, 0.00638));
+        conv.noise = Some(crate::report::model::Noise {
+            rms: 0.000305,
+            ..noise(0.00198, 0.27)
+        });
+        assert!(super::beyond_ideal(&conv));
+        // Without the correctly rounded run's figures, correct rounding alone decides.
+        conv.noise = None;
+        assert!(super::beyond_ideal(&conv));
     }
 }
