@@ -76,11 +76,32 @@ fn ancestors(graph: &Graph, of: &str) -> HashSet<usize> {
     seen
 }
 
-/// Streams the reference once and parks every value (the slice of it, with --slice) on disk; the RMS of each.
+/// The target's values of the nodes the reference stands in for (custom ops, data-dependent lengths), as a whole
+/// run seeds them: exposed by one run of `target` when the graph has such nodes.
+fn stand_ins(
+    target: &mut dyn Target,
+    graph: &Graph,
+    inputs: &model::inputs::Inputs,
+) -> Result<Option<std::sync::Arc<crate::runner::reference::contrib::standin::Known>>> {
+    use crate::runner::reference::contrib::standin::may_stand_in;
+    let names: Vec<&str> = (graph.nodes.iter())
+        .filter(|n| may_stand_in(&n.domain, &n.op_type))
+        .flat_map(|n| n.outputs.iter().map(String::as_str))
+        .collect();
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let out = target.run(graph, inputs, Capture::Names(&names))?;
+    Ok(Some(crate::pipeline::noise::known_from(graph, &out.values)))
+}
+
+/// Streams the reference once and parks every value (the slice of it, with --slice) on disk; the RMS of each. The
+/// values of nodes the reference stands in for come from `target`, as in a whole run.
 pub(crate) fn park(
     s: &CompareSettings,
     graph: &Graph,
     inputs: &model::inputs::Inputs,
+    target: &mut dyn Target,
 ) -> Result<(Spill, Scales)> {
     let mut parked = Spill::new("park")?;
     let mut scales = Scales::new(graph);
@@ -88,7 +109,11 @@ pub(crate) fn park(
         scales.record(n, t);
     }
     let mut failed: Option<Error> = None;
-    ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| {
+    let mut runner = ReferenceRunner {
+        known: stand_ins(target, graph, inputs)?,
+        ..Default::default()
+    };
+    runner.run_streaming(graph, inputs, &mut |name, v| {
         if let (Ok(t), None) = (v, &failed) {
             scales.record(name, &t);
             let t = match &s.slice {
@@ -170,7 +195,7 @@ pub fn bisect(s: &CompareSettings) -> Result<BisectReport> {
         ..
     } = prepare(s)?;
     let target = targets[0].as_mut();
-    let (parked, scales) = park(s, &graph, &inputs)?;
+    let (parked, scales) = park(s, &graph, &inputs, target)?;
     let pr = Prober::new(s, &graph, (&parked, &scales));
     let out_names: Vec<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     let got = expose(target, &graph, &out_names, &inputs)?;

@@ -113,7 +113,7 @@ fn index(a: &SegmentArgs) -> anyhow::Result<Option<usize>> {
 }
 
 pub fn segment(a: SegmentArgs) -> anyhow::Result<Outcome> {
-    let plan = Plan::load(&a.plan)?;
+    let plan = loaded(&a.plan)?;
     let index = index(&a)?;
     if a.boundary {
         let which: Vec<usize> = match index {
@@ -152,8 +152,16 @@ fn rss(b: Option<u64>) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The plan in `dir`, with the custom-op libraries it records registered (its model reads their domains).
+fn loaded(dir: &std::path::Path) -> anyhow::Result<Plan> {
+    let plan = Plan::load(dir)?;
+    let recorder = format!("the plan in {}", dir.display());
+    crate::model::custom_ops::request_recorded(&plan.custom_op_libraries, &recorder)?;
+    Ok(plan)
+}
+
 pub fn merge(a: MergeArgs) -> anyhow::Result<Outcome> {
-    let plan = Plan::load(&a.plan)?;
+    let plan = loaded(&a.plan)?;
     let m = merging::merge(&a.plan, &plan, std::env::args().collect())?;
     let r = &m.report;
     crate::report::emit::write(r, a.report.outputs())?;

@@ -28,8 +28,15 @@ pub(super) fn known(
     graph: &Graph,
     lanes: &[Lane],
 ) -> Option<Arc<crate::runner::reference::contrib::standin::Known>> {
+    Some(known_from(graph, &lanes.first()?.out.values))
+}
+
+/// [`known`] from the values one target run computed.
+pub fn known_from(
+    graph: &Graph,
+    values: &std::collections::HashMap<String, Tensor>,
+) -> Arc<crate::runner::reference::contrib::standin::Known> {
     use crate::runner::reference::contrib::standin::{may_stand_in, Known};
-    let values = &lanes.first()?.out.values;
     let facts = values
         .iter()
         .map(|(n, v)| (n.clone(), (v.dtype(), v.shape().to_vec())));
@@ -37,10 +44,10 @@ pub(super) fn known(
         .filter(|n| may_stand_in(&n.domain, &n.op_type))
         .flat_map(|n| n.outputs.iter())
         .filter_map(|o| Some((o.clone(), values.get(o)?.clone())));
-    Some(Arc::new(Known {
+    Arc::new(Known {
         facts: facts.collect(),
         seeds: seeds.collect(),
-    }))
+    })
 }
 
 /// Whether the target computes `MatMulNBits` at `accuracy_level = 4` with int8 activations: ONNX Runtime's CPU

@@ -45,7 +45,8 @@ pub fn write(dir: &Path, force: bool, r: &Reduced, b: &Bundle) -> Result<()> {
     .map(|_| ())
 }
 
-/// What `repro.py` reads: the provider and its options, the optimization level, each output's tolerance.
+/// What `repro.py` reads: the provider and its options, the optimization level, the custom-op libraries phantom's
+/// sessions registered, each output's tolerance.
 fn script_config(r: &Reduced) -> Option<serde_json::Value> {
     let TargetFacts::Ort(o) = &r.facts else {
         return None;
@@ -69,6 +70,7 @@ fn script_config(r: &Reduced) -> Option<serde_json::Value> {
         "provider": o.ep_requested,
         "provider_options": o.ep_options,
         "graph_optimization_level": level,
+        "custom_op_libraries": crate::model::custom_ops::libraries().iter().map(|l| &l.path).collect::<Vec<_>>(),
         "node": r.node,
         "outputs": outputs,
     }))
@@ -216,6 +218,7 @@ fn target_flags(command: &[String]) -> String {
             "--adapter",
             "--f16-mode",
             "--ort-",
+            "--custom-op-library",
         ]
         .iter()
         .any(|p| a.starts_with(p));

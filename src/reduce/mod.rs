@@ -109,8 +109,8 @@ pub struct Reduced {
 pub fn reduce(s: &ReduceSettings) -> Result<(Reduced, Bundle)> {
     let picked = pick(s)?;
     let mut p = pipeline::prepare(&s.compare)?;
-    let (parked, scales) = park(&s.compare, &p.graph, &p.inputs)?;
     let target = p.targets[0].as_mut();
+    let (parked, scales) = park(&s.compare, &p.graph, &p.inputs, target)?;
     let rounding = target.rounding(&p.graph)?;
     let runs = target
         .own_model()

@@ -83,6 +83,11 @@ def main():
         return 2
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, cfg["graph_optimization_level"])
+    for lib in cfg.get("custom_op_libraries", []):
+        if not os.path.isfile(lib):
+            print(f"the custom-op library phantom registered, {lib}, is not here: install it, or edit bundle.json")
+            return 2
+        so.register_custom_ops_library(lib)
     sess = ort.InferenceSession(os.path.join(HERE, "model.onnx"), so,
                                 providers=[(cfg["provider"], cfg["provider_options"])])
     feeds = dict(files("input_"))

@@ -51,6 +51,9 @@ pub struct Plan {
     /// Nodes in the model, for checking that a job sees the same graph.
     pub nodes: usize,
     pub notes: Vec<String>,
+    /// `--custom-op-library` paths given to `phantom plan`: every segment job registers them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub custom_op_libraries: Vec<PathBuf>,
 }
 
 /// One graph input, stored as `.npy`.

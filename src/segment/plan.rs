@@ -109,6 +109,7 @@ pub fn plan(ps: &PlanSettings) -> Result<Plan> {
         segments,
         nodes: graph.nodes.len(),
         notes,
+        custom_op_libraries: crate::model::custom_ops::requested(),
     };
     let manifest = serde_json::to_vec_pretty(&plan)
         .map_err(|e| Error::Usage(format!("serializing the plan: {e}")))?;

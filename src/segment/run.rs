@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,7 @@ use crate::model::Graph;
 use crate::pipeline::{compare_prepared, Prepared, Strategy};
 use crate::report::model::Report;
 use crate::runner::ort_lib;
+use crate::runner::reference::contrib::standin::Known;
 use crate::runner::reference::ReferenceRunner;
 use crate::targets::{self, Capture};
 
@@ -52,7 +54,6 @@ pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
     let fed = prepare(dir, plan, seg)?;
     let g = &fed.cut.graph;
     let wanted: HashSet<&str> = seg.hands_on.iter().map(String::as_str).collect();
-    stream_side(dir, seg, g, &fed.reference, None, Side::Reference, &wanted)?;
     let lib = ort_lib::locate(
         plan.settings.runtime.ort_lib.as_deref(),
         plan.settings.runtime.no_install,
@@ -71,9 +72,18 @@ pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
         })?;
         store::write_boundary(dir, Side::Target, seg, name, v)?;
     }
+    // What the reference takes from the target, as in a whole run: the values of nodes it stands in for (custom
+    // ops) and the discrete decisions within their noise (so the boundary holds the levels the comparison adopts).
+    let taken = Taken {
+        known: crate::pipeline::noise::known_from(g, &out.values),
+        decisions: crate::pipeline::decisions::from_values(&plan.settings, g, &out.values),
+    };
+    drop(out);
+    let side = (None, &taken);
+    stream_side(dir, seg, g, &fed.reference, side, Side::Reference, &wanted)?;
     if let Some(noise) = &fed.noise {
-        let round = tgt.rounding(g)?;
-        stream_side(dir, seg, g, noise, Some(round), Side::Noise, &wanted)?;
+        let side = (Some(tgt.rounding(g)?), &taken);
+        stream_side(dir, seg, g, noise, side, Side::Noise, &wanted)?;
     }
     Ok(Stored {
         values: names.len(),
@@ -82,20 +92,34 @@ pub fn boundary(dir: &Path, plan: &Plan, index: usize) -> Result<Stored> {
     })
 }
 
-/// Runs the reference (with `round`: the expected-noise run) on the cut and stores the wanted values.
+/// What the reference runs of a boundary pass take from the target's run of the cut.
+struct Taken {
+    known: Arc<Known>,
+    decisions: Option<crate::pipeline::decisions::Gathered>,
+}
+
+/// Runs the reference (with `round`: the expected-noise run) on the cut, with what it takes from the target, and
+/// stores the wanted values.
 fn stream_side(
     dir: &Path,
     seg: &Segment,
     g: &Graph,
     inputs: &Inputs,
-    round: Option<crate::runner::reference::Rounding>,
+    (round, taken): (Option<crate::runner::reference::Rounding>, &Taken),
     side: Side,
     wanted: &HashSet<&str>,
 ) -> Result<()> {
     let mut failed: Vec<String> = vec![];
     let mut stored = 0;
+    // The expected-noise run follows the decisions with their fixed windows, the reference with the widened ones.
+    let decisions = (taken.decisions.as_ref()).map(|d| match round.is_some() {
+        true => d.fixed.clone(),
+        false => d.measured.clone(),
+    });
     let mut runner = ReferenceRunner {
         round,
+        known: Some(taken.known.clone()),
+        decisions,
         ..Default::default()
     };
     runner.run_streaming(g, inputs, &mut |name, value| {

@@ -114,9 +114,19 @@ fn a_resize_computed_otherwise_is_drift() {
     ensure_runtime();
     let bin = extensions_bin();
     let dir = tempfile::tempdir().unwrap();
-    let other = dir.path().join("asymmetric.onnx");
+    let other = asymmetric_copy(&bin.join("python"), dir.path());
+    let (code, out, r) = run(Some(&bin), &["--target-model", other.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["verdict"]["status"], "drift", "{out}");
+    let first = &r["verdict"]["first_divergence"];
+    assert_eq!(first["op_type"], "Resize", "{first}");
+}
+
+/// The Resize-computed-otherwise model made by `python` (onnxruntime-extensions' venv) in `dir`.
+fn asymmetric_copy(python: &Path, dir: &Path) -> PathBuf {
+    let other = dir.join("asymmetric.onnx");
     let script = "import onnx, sys\nm = onnx.load(sys.argv[1])\nfor n in m.graph.node:\n    if n.op_type == 'Resize':\n        n.attribute.append(onnx.helper.make_attribute('coordinate_transformation_mode', 'asymmetric'))\nonnx.save(m, sys.argv[2])";
-    let status = std::process::Command::new(bin.join("python"))
+    let status = std::process::Command::new(python)
         .args([
             "-c",
             script,
@@ -126,11 +136,7 @@ fn a_resize_computed_otherwise_is_drift() {
         .status()
         .unwrap();
     assert!(status.success());
-    let (code, out, r) = run(Some(&bin), &["--target-model", other.to_str().unwrap()]);
-    assert_eq!(code, 1, "{out}");
-    assert_eq!(r["verdict"]["status"], "drift", "{out}");
-    let first = &r["verdict"]["first_divergence"];
-    assert_eq!(first["op_type"], "Resize", "{first}");
+    other
 }
 
 /// Given on the command line, with no python3 that imports the package.
@@ -156,4 +162,86 @@ fn an_extensions_model_without_the_library_is_refused_with_what_to_do() {
     let (code, out, _) = run(None, &["--custom-op-library", "/no/such/libcustom.so"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("/no/such/libcustom.so"), "{out}");
+}
+
+/// A plan records the library given to `phantom plan`: its segment jobs, given no flag and no python3 that imports
+/// the package, register it, and the merged report is the whole run's (the custom op seeded, the rest compared).
+#[test]
+fn a_plans_segment_jobs_register_the_library_the_plan_was_given() {
+    ensure_runtime();
+    let lib = extensions_library(&extensions_bin());
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan");
+    let (p, m, json) = (
+        plan.to_str().unwrap(),
+        model(),
+        dir.path().join("merged.json"),
+    );
+    let given = ["--custom-op-library", lib.to_str().unwrap()];
+    let planned = ["plan", m.to_str().unwrap(), "-o", p, "--segments", "2"];
+    let (code, out, err) = crate::common::phantom(&[&planned[..], &given[..]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    let manifest = std::fs::read_to_string(plan.join("plan.json")).unwrap();
+    assert!(manifest.contains("custom_op_libraries"), "{manifest}");
+    for job in [
+        vec!["segment", p, "--boundary"],
+        vec!["segment", p, "--index", "0"],
+        vec!["segment", p, "--index", "1"],
+    ] {
+        let (code, out, err) = crate::common::phantom(&job);
+        assert_eq!(code, 0, "{job:?}: {out}{err}");
+    }
+    let (code, out, err) = crate::common::phantom(&["merge", p, "--json", json.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    assert_seeded_and_compared(&out, &r);
+    // A recorded library that is not on the job's machine is an error naming it, not a model refused for its domain.
+    let moved = manifest.replace(lib.to_str().unwrap(), "/no/such/place/libortextensions.so");
+    std::fs::write(plan.join("plan.json"), moved).unwrap();
+    let (code, out, err) = crate::common::phantom(&["segment", p, "--index", "0"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("/no/such/place/libortextensions.so") && err.contains("the plan in"),
+        "{err}"
+    );
+}
+
+/// `phantom reduce` on a model whose first node is a custom op: the reference takes that node's values from the
+/// target (as a whole run does), the Resize computed otherwise is cut out, and the bundle records the library its
+/// script registers with ONNX Runtime; the script reproduces the failure.
+#[test]
+fn a_reduce_bundle_registers_the_library_phantom_used() {
+    ensure_runtime();
+    let bin = extensions_bin();
+    let lib = extensions_library(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let other = asymmetric_copy(&bin.join("python"), dir.path());
+    let bundle = dir.path().join("bundle");
+    let (code, out, err) = crate::common::phantom(&[
+        "reduce",
+        model().to_str().unwrap(),
+        "--target-model",
+        other.to_str().unwrap(),
+        "--custom-op-library",
+        lib.to_str().unwrap(),
+        "-o",
+        bundle.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let cfg = read_json(&bundle.join("bundle.json"));
+    assert_eq!(
+        cfg["custom_op_libraries"][0],
+        lib.to_str().unwrap(),
+        "{cfg}"
+    );
+    let readme = std::fs::read_to_string(bundle.join("README.md")).unwrap();
+    assert!(readme.contains("--custom-op-library"), "{readme}");
+    let repro = std::process::Command::new(bin.join("python"))
+        .arg(bundle.join("repro.py"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&repro.stdout);
+    assert_eq!(repro.status.code(), Some(1), "{said}");
+    assert!(said.contains("REPRODUCED"), "{said}");
 }

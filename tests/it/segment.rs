@@ -201,6 +201,19 @@ fn an_fp16_fault_keeps_its_culprit_and_cause_across_segments() {
     assert_same(&whole, &merged);
 }
 
+/// NNCF's QDQ RepViT cut (`tests/data/corpus/nncf_repvit_stem.onnx`): the whole run takes ONNX Runtime's levels
+/// where they are a faithful rounding, and the boundary pass takes them too, so the levels a segment reads are the
+/// ones the comparison adopted. Before, the reference's boundary kept its own levels and the last segment drifted.
+#[test]
+fn a_quantized_model_in_segments_adopts_the_targets_levels_at_its_boundaries() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = root().join("tests/data/corpus/nncf_repvit_stem.onnx");
+    let (whole, merged, out) = whole_and_segmented(dir.path(), &m, 3, &[]);
+    assert_eq!(whole["verdict"]["status"], "clean", "{out}");
+    assert_same(&whole, &merged);
+}
+
 /// Out of order or incomplete: a segment before its boundary values exist, a merge with a report missing, and an
 /// index out of range are errors (exit 2) that say what to run.
 #[test]

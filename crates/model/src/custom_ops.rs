@@ -50,6 +50,38 @@ pub fn request(paths: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
+/// The paths given with `--custom-op-library`, made absolute: what a plan records for its segment jobs.
+pub fn requested() -> Vec<PathBuf> {
+    let given = REQUESTED.lock().unwrap_or_else(|e| e.into_inner());
+    (given.iter())
+        .map(|l| std::fs::canonicalize(&l.path).unwrap_or_else(|_| l.path.clone()))
+        .collect()
+}
+
+/// Registers the libraries `recorder` (a plan) recorded, unless this process was given its own with
+/// `--custom-op-library` (a job on a machine that keeps them elsewhere). Each must be at its recorded path.
+pub fn request_recorded(paths: &[PathBuf], recorder: &str) -> Result<()> {
+    let mut given = REQUESTED.lock().unwrap_or_else(|e| e.into_inner());
+    if !given.is_empty() {
+        return Ok(());
+    }
+    for p in paths {
+        if !p.is_file() {
+            return Err(Error::Usage(format!(
+                "{recorder} registers the custom-op library {}, which is not on this machine: install it at that \
+                 path, or give its path here with --custom-op-library PATH",
+                p.display()
+            )));
+        }
+        given.push(Library {
+            path: p.clone(),
+            source: recorder.to_string(),
+            python: python_module(p).then(libpython).flatten(),
+        });
+    }
+    Ok(())
+}
+
 /// The libraries every ONNX Runtime session registers: those given, then onnxruntime-extensions' where a model
 /// read in this process uses its domains.
 pub fn libraries() -> Vec<Library> {

@@ -8,9 +8,12 @@ use std::sync::Arc;
 use super::{CompareSettings, Lane, Prepared};
 use crate::model::{Graph, Node};
 use crate::runner::reference::decide::{self, Adopted, Decision, Decisions, Kept, Measured};
-use crate::runner::reference::{qop, select, thresholds, ReferenceRunner};
-use crate::spill::{Spill, Values};
+use crate::runner::reference::{qop, select, thresholds};
+use crate::spill::Values;
 use crate::tensor::{DType, Tensor};
+
+mod fetch;
+use fetch::fetch;
 
 /// The least noise a decision's input is taken to carry, in units in the last place of the target's type (relative
 /// to the larger of the element and the tensor's RMS): a few roundings, not the comparison's tolerance, which is far
@@ -169,30 +172,65 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<G
         None => None,
         Some(budget) => Some(fetch(p, lane, &wanted, budget)?),
     };
+    let kept = |held: &str| match (lane.out.values.get(held), &fetched) {
+        (Some(t), _) => Some(Kept::Memory(Arc::new(t.clone()))),
+        (None, Some(f)) if f.has(held) => Some(Kept::Disk(f.clone(), held.to_string())),
+        _ => None,
+    };
+    let input_type = |input: &str| {
+        (lane.out.values.get(input).map(Tensor::dtype))
+            .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
+    };
+    Some(build(&p.graph, &producers, wanted, kept, input_type))
+}
+
+/// The decisions of one target run that kept every value of `graph` (a segment's boundary pass), as [`gather`]
+/// takes them in a whole run.
+pub fn from_values(
+    s: &CompareSettings,
+    graph: &Graph,
+    values: &HashMap<String, Tensor>,
+) -> Option<Gathered> {
+    let producers = graph.producers();
+    let wanted = wanted(s, graph, &producers);
+    if wanted.is_empty() {
+        return None;
+    }
+    let kept = |held: &str| values.get(held).map(|t| Kept::Memory(Arc::new(t.clone())));
+    let input_type = |input: &str| values.get(input).map(Tensor::dtype);
+    Some(build(graph, &producers, wanted, kept, input_type))
+}
+
+/// The decisions on the `wanted` values whose target value `kept` finds, each with its noise window: fixed, and
+/// widened to the noise measured on its input (of the type `input_type` says).
+fn build(
+    graph: &Graph,
+    producers: &Producers,
+    wanted: Vec<(&Node, &String)>,
+    kept: impl Fn(&str) -> Option<Kept>,
+    input_type: impl Fn(&str) -> Option<DType>,
+) -> Gathered {
     let inputs = wanted
         .iter()
-        .map(|(n, _)| decided_input(&p.graph, &producers, n));
+        .map(|(n, _)| decided_input(graph, producers, n));
     let noise = Arc::new(Measured::on(inputs.map(str::to_string)));
     let (mut fixed, mut measured) = (Decisions::new(), Decisions::new());
     let mut narrow = Narrow {
-        graph: &p.graph,
+        graph,
         formats: None,
     };
     for (n, name) in wanted {
-        let held = held(n, name);
-        let target = match (lane.out.values.get(held), &fetched) {
-            (Some(t), _) => Kept::Memory(Arc::new(t.clone())),
-            (None, Some(f)) if f.has(held) => Kept::Disk(f.clone(), held.to_string()),
-            _ => continue,
+        let Some(target) = kept(held(n, name)) else {
+            continue;
         };
         let kind = match &target {
             Kept::Memory(t) => t.dtype(),
-            Kept::Disk(f, _) => f.dtype(held).unwrap_or(DType::Other),
+            Kept::Disk(f, held) => f.dtype(held).unwrap_or(DType::Other),
         };
         if !is_decision(n, name, kind, &mut narrow) {
             continue;
         }
-        let input = decided_input(&p.graph, &producers, n);
+        let input = decided_input(graph, producers, n);
         // An integer Resize's window is the reference's to size, from the input's spread.
         if n.op_type == "Resize" {
             if integer(kind) {
@@ -202,9 +240,7 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<G
             }
             continue;
         }
-        let dtype = (lane.out.values.get(input).map(Tensor::dtype))
-            .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
-            .unwrap_or(DType::F32);
+        let dtype = input_type(input).unwrap_or(DType::F32);
         // A QOperator node rounds a float it computed in float32 (its first input is the quantized one).
         let dtype = match qop::OPS.contains(&n.op_type.as_str()) {
             true => DType::F32,
@@ -220,84 +256,11 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<G
         measured.insert(name.clone(), d.measured_on(input, &noise));
         fixed.insert(name.clone(), d);
     }
-    Some(Gathered {
+    Gathered {
         fixed: Arc::new(fixed),
         measured: Arc::new(measured),
         noise,
-    })
-}
-
-/// The decisions exposed by the target's cuts (bounded mode), kept on disk until their nodes run; `None` with a
-/// note when they cannot be.
-fn fetch(
-    p: &Prepared,
-    lane: &mut Lane,
-    wanted: &[(&Node, &String)],
-    budget: usize,
-) -> Option<Arc<Spill>> {
-    let names: Vec<&str> = wanted.iter().map(|(n, o)| held(n, o)).collect();
-    // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
-    // across the rest and round them differently from the runs they are compared with. Each cut exposes every value
-    // it computes, so the decisions are asked for in batches whose values fit a chunk of the budget.
-    let batches = batches(p, &names, crate::bounded::chunk_bytes(budget, &p.graph));
-    // The comparison's chunks go on from these runs: what they computed is not computed again.
-    lane.target.keep_chunks();
-    let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| {
-        let mut kept = Spill::new("decisions")?;
-        for batch in &batches {
-            for (name, t) in c.next(batch)? {
-                kept.put(&name, &t)?;
-            }
-        }
-        Ok(kept)
-    });
-    match run {
-        Ok(kept) => Some(Arc::new(kept)),
-        Err(e) => {
-            lane.notes.push(format!(
-                "discrete decisions: the target's could not be exposed on their own ({e}); none adopted"
-            ));
-            None
-        }
     }
-}
-
-/// `names` (values the graph computes) in batches, in the graph's order, each closed once the values computed since
-/// the previous one reach `limit` bytes (in the target's float32: half their f64 size; a value tract cannot size
-/// counts as nothing). One batch when the sizes are unknown.
-fn batches<'a>(p: &Prepared, names: &[&'a str], limit: usize) -> Vec<Vec<&'a str>> {
-    let sizes = match &p.sizes {
-        Some(s) => std::borrow::Cow::Borrowed(s),
-        None => std::borrow::Cow::Owned(
-            ReferenceRunner::default()
-                .value_sizes(&p.graph, &p.inputs)
-                .unwrap_or_default(),
-        ),
-    };
-    let mut out: Vec<Vec<&str>> = vec![vec![]];
-    let mut bytes = 0u64;
-    for n in &p.graph.nodes {
-        for o in &n.outputs {
-            bytes += sizes.get(o).copied().unwrap_or(0) / 2;
-            if let Some(&name) = names.iter().find(|&&w| w == o) {
-                out.last_mut().expect("one batch").push(name);
-            }
-        }
-        if bytes >= limit as u64 && out.last().is_some_and(|b| !b.is_empty()) {
-            out.push(vec![]);
-            bytes = 0;
-        }
-    }
-    // Names no node writes (graph inputs) go with the first batch.
-    let placed: std::collections::HashSet<&str> = out.iter().flatten().copied().collect();
-    let rest: Vec<&str> = names
-        .iter()
-        .copied()
-        .filter(|n| !placed.contains(n))
-        .collect();
-    out[0].extend(rest);
-    out.retain(|b| !b.is_empty());
-    out
 }
 
 /// Puts what the reference adopted on the value reports, and a note summing it up.
