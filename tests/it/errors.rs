@@ -287,3 +287,42 @@ fn os_errors_name_the_file_and_the_action_once() {
     );
     assert!(!err.contains("internal error"), "{err}");
 }
+
+/// onnxconverter-common's float16 conversion of a model that casts to float32 itself (timm's EfficientViT-B0 casts
+/// its attention to float32) declares the cast's output float16: ONNX Runtime refuses the file with a type error.
+/// phantom names the node, both types and what to change.
+#[test]
+fn a_cast_whose_output_is_declared_of_another_type_is_refused_with_what_to_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cast = node("Cast", &["x"], "y");
+    cast.attribute.push(attr_int("to", 1));
+    let mut declared = value("y", &[2]);
+    if let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+        declared.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 10;
+    }
+    let mut x = value("x", &[2]);
+    if let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+        x.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 10;
+    }
+    let g = tract_onnx::pb::GraphProto {
+        node: vec![cast, node("Identity", &["y"], "z")],
+        input: vec![x],
+        output: vec![value("z", &[2])],
+        value_info: vec![declared],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("cast.onnx"), g, 17);
+    refused(
+        &["onnx", m.to_str().unwrap()],
+        &[
+            "node `y` (Cast)",
+            "casts to float",
+            "`y` float16 (value_info)",
+            "remove its value_info entry",
+        ],
+    );
+}

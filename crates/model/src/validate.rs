@@ -3,8 +3,9 @@
 //! inference loops forever on a LayerNormalization axis below −rank). Checked: opset versions and node domains,
 //! `auto_pad` values, `kernel_shape`/`strides`/`dilations` (non-empty, positive) and `pads` (non-negative), Transpose
 //! `perm` (a permutation), `axis`/`axes` attributes (within the input's rank where it is declared, and never absurd),
-//! `If` branches (same number of outputs), and ConstantOfShape/Expand/Tile sizes given by constants (within the input
-//! memory budget). Bodies of control-flow nodes are checked like the main graph. Errors name the node and attribute.
+//! `If` branches (same number of outputs), ConstantOfShape/Expand/Tile sizes given by constants (within the input
+//! memory budget), and a `Cast`'s declared output type (its `to`). Bodies of control-flow nodes are checked like the
+//! main graph. Errors name the node and attribute.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -84,6 +85,8 @@ struct Known<'g> {
     /// Declared dims (`None` where symbolic), by value name.
     dims: HashMap<&'g str, Vec<Option<i64>>>,
     ints: HashMap<&'g str, Vec<i64>>,
+    /// Element types `value_info` and the graph's outputs declare.
+    types: HashMap<&'g str, i32>,
 }
 
 impl<'g> Known<'g> {
@@ -117,8 +120,49 @@ impl<'g> Known<'g> {
                 }
             }
         }
-        Known { dims, ints }
+        let types = (g.value_info.iter().chain(&g.output))
+            .filter_map(|v| Some((v.name.as_str(), declared_type(v)?)))
+            .collect();
+        Known { dims, ints, types }
     }
+}
+
+/// The element type a value's declaration states, if it is a tensor's.
+fn declared_type(v: &pb::ValueInfoProto) -> Option<i32> {
+    let pb::type_proto::Value::TensorType(t) = v.r#type.as_ref()?.value.as_ref()?;
+    Some(t.elem_type).filter(|&e| e != 0)
+}
+
+/// A `Cast` whose output the model declares of another element type than its `to`: ONNX Runtime refuses the file
+/// ("Type Error … does not match expected type"). onnxconverter-common's float16 conversion writes such declarations
+/// where the model casts to float32 itself.
+fn cast_declared(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
+    let to = n
+        .attribute
+        .iter()
+        .find(|a| a.name == "to")
+        .map(|a| a.i as i32);
+    let (Some(to), Some(out)) = (to, n.output.first()) else {
+        return Ok(());
+    };
+    match known.types.get(out.as_str()) {
+        Some(&declared) if declared != to => Err(format!(
+            "it casts to {} but the model declares its output `{out}` {} (value_info): ONNX Runtime refuses such a \
+             file. Declare `{out}` as {} or remove its value_info entry (a float16 conversion that kept this cast \
+             to float32 left the declaration behind)",
+            type_name(to),
+            type_name(declared),
+            type_name(to)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// ONNX's name of an element type.
+fn type_name(code: i32) -> String {
+    pb::tensor_proto::DataType::try_from(code)
+        .map(|d| d.as_str_name().to_lowercase())
+        .unwrap_or_else(|_| format!("type {code}"))
 }
 
 fn declared_dims(v: &pb::ValueInfoProto) -> Option<Vec<Option<i64>>> {
@@ -201,6 +245,7 @@ impl Ctx<'_> {
             "ConstantOfShape" | "Expand" => self.constant_size(n, known, 1, false),
             "Tile" => self.constant_size(n, known, 1, true),
             "Gather" => gather_indices(n, known),
+            "Cast" if n.domain.is_empty() => cast_declared(n, known),
             _ => Ok(()),
         }
     }
