@@ -9,7 +9,7 @@ Writes OUT_DIR/<model>.onnx and
   node computing from it), comma-separated.
 
 usage: python scripts/zoo/make.py OUT_DIR [NAME_FILTER]      (run by scripts/zoo/make.sh, in the corpus venv)
-With ZOO_ARCHS=a,b,... (timm architectures) only those CNNs are made, in every precision and with their faults: a
+With ZOO_ARCHS=a,b,... (timm architectures, or ultralytics configs such as yolo11n) only those CNNs are made, in every precision and with their faults: a
 zoo of models phantom's thresholds were not measured on.
 """
 import os
@@ -58,13 +58,33 @@ def export_timm(arch):
     PRISTINE.append((arch, "timm + torch.onnx.export(dynamo=False)", "fp32"))
 
 
-def images():
-    from onnxruntime.quantization import CalibrationDataReader
+def export_yolo(cfg):
+    """An ultralytics detector from its config (random weights), exported at ultralytics' defaults (640²)."""
+    import shutil
+    from ultralytics import YOLO
+    torch.manual_seed(0)
+    shutil.move(YOLO(cfg + ".yaml").export(format="onnx"), path(cfg))
+    PRISTINE.append((cfg, "ultralytics export", "defaults"))
+
+
+def export(arch):
+    return export_yolo(arch) if arch.startswith("yolo") else export_timm(arch)
+
+
+def calibration(src):
+    """Eight seeded N(0, 1) batches for the model's one input, by its name and shape."""
     rng = np.random.default_rng(0)
+    i = onnx.load(path(src), load_external_data=False).graph.input[0]
+    shape = [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]
+    return [{i.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(8)]
+
+
+def images(src):
+    from onnxruntime.quantization import CalibrationDataReader
 
     class Images(CalibrationDataReader):
         def __init__(self):
-            self.left = [{"input": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)} for _ in range(8)]
+            self.left = calibration(src)
 
         def get_next(self):
             return self.left.pop() if self.left else None
@@ -76,7 +96,7 @@ def qstatic(src, tag, **kw):
     from onnxruntime.quantization.shape_inference import quant_pre_process
     pre = path(src + "__pre")
     quant_pre_process(path(src), pre)
-    quantize_static(pre, path(f"{src}__{tag}"), images(), **kw)
+    quantize_static(pre, path(f"{src}__{tag}"), images(src), **kw)
     os.remove(pre)
     shown = ", ".join(f"{k}={getattr(v, 'name', v)}" for k, v in kw.items()) or "defaults"
     PRISTINE.append((f"{src}__{tag}", "onnxruntime quantize_static (after quant_pre_process)", shown))
@@ -95,8 +115,7 @@ def static_variants(src):
 
 def nncf_q(src):
     import nncf
-    rng = np.random.default_rng(0)
-    data = [{"input": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)} for _ in range(8)]
+    data = calibration(src)
     onnx.save(nncf.quantize(onnx.load(path(src)), nncf.Dataset(data), subset_size=8), path(src + "__nncf"))
     PRISTINE.append((src + "__nncf", "nncf.quantize", "defaults"))
 
@@ -157,7 +176,7 @@ def llama_fp16():
 
 def makers():
     for arch in ARCHS:
-        yield arch, lambda arch=arch: export_timm(arch)
+        yield arch, lambda arch=arch: export(arch)
         for tag, kw in static_variants(arch):
             yield f"{arch}__{tag}", lambda arch=arch, tag=tag, kw=kw: qstatic(arch, tag, **kw)
         yield f"{arch}__nncf", lambda arch=arch: nncf_q(arch)

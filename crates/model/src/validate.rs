@@ -70,6 +70,13 @@ pub fn check(path: &Path, model: &ModelProto) -> Result<()> {
     };
     if let Some(g) = &model.graph {
         ctx.graph(g).map_err(bad)?;
+        // Not malformed: a type the file states wrongly, which ONNX Runtime refuses.
+        let known = Known::of(g);
+        for n in g.node.iter().filter(|n| n.op_type == "Cast" && n.domain.is_empty()) {
+            cast_declared(n, &known).map_err(|why| {
+                Error::Usage(format!("{}: node `{}` (Cast): {why}", path.display(), n.name))
+            })?;
+        }
     }
     Ok(())
 }
@@ -148,8 +155,8 @@ fn cast_declared(n: &NodeProto, known: &Known) -> std::result::Result<(), String
     match known.types.get(out.as_str()) {
         Some(&declared) if declared != to => Err(format!(
             "it casts to {} but the model declares its output `{out}` {} (value_info): ONNX Runtime refuses such a \
-             file. Declare `{out}` as {} or remove its value_info entry (a float16 conversion that kept this cast \
-             to float32 left the declaration behind)",
+             file. Declare `{out}` as {} or remove its value_info entry (onnxconverter-common's float16 conversion \
+             leaves such declarations at the casts it keeps or inserts)",
             type_name(to),
             type_name(declared),
             type_name(to)
@@ -245,7 +252,6 @@ impl Ctx<'_> {
             "ConstantOfShape" | "Expand" => self.constant_size(n, known, 1, false),
             "Tile" => self.constant_size(n, known, 1, true),
             "Gather" => gather_indices(n, known),
-            "Cast" if n.domain.is_empty() => cast_declared(n, known),
             _ => Ok(()),
         }
     }
