@@ -72,9 +72,17 @@ pub fn check(path: &Path, model: &ModelProto) -> Result<()> {
         ctx.graph(g).map_err(bad)?;
         // Not malformed: a type the file states wrongly, which ONNX Runtime refuses.
         let known = Known::of(g);
-        for n in g.node.iter().filter(|n| n.op_type == "Cast" && n.domain.is_empty()) {
+        for n in g
+            .node
+            .iter()
+            .filter(|n| n.op_type == "Cast" && n.domain.is_empty())
+        {
             cast_declared(n, &known).map_err(|why| {
-                Error::Usage(format!("{}: node `{}` (Cast): {why}", path.display(), n.name))
+                Error::Usage(format!(
+                    "{}: node `{}` (Cast): {why}",
+                    path.display(),
+                    n.name
+                ))
             })?;
         }
     }

@@ -66,7 +66,10 @@ pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origi
         let carried = m.max_abs;
         let (own, own_rms, ratio, unmeasured) = match &v.introduced {
             Some(own) => (own.metrics.max_abs, own.metrics.rmse, own.ratio, false),
-            None if jumps(producer, v, values) => (f64::NAN, f64::NAN, None, true),
+            // Past a node that reaches half at its largest, only a measured node may take its place.
+            None if largest_only.is_none() && jumps(producer, v, values) => {
+                (f64::NAN, f64::NAN, None, true)
+            }
             None => return largest_only,
         };
         let origin = |path: &[String]| Origin {
