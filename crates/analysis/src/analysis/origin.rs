@@ -44,7 +44,8 @@ type Values<'n> = HashMap<&'n str, (&'n NodeReport, &'n ValueReport)>;
 /// The origin of the error culprit `c` amplifies, when `c` fails in the graph while passing alone and each step
 /// back was measured (a node that did not run alone ends the walk where the error jumps at its value). A node whose
 /// own error reaches half of what its value carries at its largest but not in RMS (rounding at a few elements, while
-/// a shift everywhere comes from further up) is taken only when no node further up reaches half of both.
+/// a shift everywhere comes from further up) is taken only when no node further up reaches half of both and half of
+/// the RMS error that node carries.
 pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origin> {
     let at = |i: usize| nodes.iter().find(|n| n.index == i);
     let amplifier = at(c.node_index)?;
@@ -55,6 +56,8 @@ pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origi
     let mut path = vec![amplifier.name.clone()];
     let mut n = amplifier;
     let mut largest_only: Option<Origin> = None;
+    // The RMS error the node that reaches half only at its largest carries: one further up must explain half of it.
+    let mut shift = 0.0;
     for _ in 0..nodes.len() {
         let Some((producer, v)) = most_used_input(n, values) else {
             return largest_only;
@@ -81,11 +84,13 @@ pub fn trace(nodes: &[NodeReport], values: &Values, c: &Culprit) -> Option<Origi
             unmeasured,
             path: path.iter().rev().cloned().collect(),
         };
-        if unmeasured || (own >= carried / 2.0 && own_rms >= m.rmse / 2.0) {
+        let rms = own_rms >= m.rmse.max(shift) / 2.0;
+        if unmeasured || (own >= carried / 2.0 && rms) {
             return Some(origin(&path));
         }
         if own >= carried / 2.0 && largest_only.is_none() {
             largest_only = Some(origin(&path));
+            shift = m.rmse;
         }
         n = producer;
     }
