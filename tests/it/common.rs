@@ -215,66 +215,64 @@ pub fn conv_chain(dst: &Path) {
 
 /// Copies the model at `src` to `dst` with the float initializer `name` multiplied by `factor` (a weight fault).
 pub fn scaled_weights_copy(src: &Path, name: &str, factor: f32, dst: &Path) {
+    edited_copy(src, dst, |g| {
+        let t = initializer(g, name);
+        if t.float_data.is_empty() {
+            let v: Vec<f32> = t
+                .raw_data
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * factor)
+                .collect();
+            t.raw_data = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        } else {
+            t.float_data.iter_mut().for_each(|x| *x *= factor);
+        }
+    });
+}
+
+/// Writes a copy of `src` to `dst` with its graph changed by `edit`.
+fn edited_copy(src: &Path, dst: &Path, edit: impl FnOnce(&mut pb::GraphProto)) {
     let bytes = std::fs::read(src).unwrap();
     let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
-    let t = m
-        .graph
-        .as_mut()
-        .unwrap()
-        .initializer
-        .iter_mut()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no initializer {name}"));
-    if t.float_data.is_empty() {
-        let v: Vec<f32> = t
-            .raw_data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * factor)
-            .collect();
-        t.raw_data = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    } else {
-        t.float_data.iter_mut().for_each(|x| *x *= factor);
-    }
+    edit(m.graph.as_mut().unwrap());
     std::fs::write(dst, m.encode_to_vec()).unwrap();
+}
+
+/// The initializer `name` of `g`.
+fn initializer<'g>(g: &'g mut pb::GraphProto, name: &str) -> &'g mut pb::TensorProto {
+    (g.initializer.iter_mut())
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no initializer {name}"))
 }
 
 /// Writes a copy of `src` to `dst` where node `dq` (a `DequantizeLinear` with an 8-bit zero point) reads a zero point
 /// of its own, one level above the one it shares with its `QuantizeLinear`: the zoo's zero-point fault.
 pub fn shifted_zero_point_copy(src: &Path, dq: &str, dst: &Path) {
-    let bytes = std::fs::read(src).unwrap();
-    let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
-    let g = m.graph.as_mut().unwrap();
-    let node = (g.node.iter_mut())
-        .find(|n| n.name == dq)
-        .unwrap_or_else(|| panic!("no node {dq}"));
-    let zp = node.input[2].clone();
-    node.input[2] = format!("{zp}__fault");
-    let mut t = (g.initializer.iter())
-        .find(|t| t.name == zp)
-        .unwrap()
-        .clone();
-    t.name = format!("{zp}__fault");
-    t.raw_data = t.raw_data.iter().map(|b| b.wrapping_add(1)).collect();
-    t.int32_data.iter_mut().for_each(|z| *z += 1);
-    g.initializer.push(t);
-    std::fs::write(dst, m.encode_to_vec()).unwrap();
+    edited_copy(src, dst, |g| {
+        let node = (g.node.iter_mut())
+            .find(|n| n.name == dq)
+            .unwrap_or_else(|| panic!("no node {dq}"));
+        let zp = node.input[2].clone();
+        node.input[2] = format!("{zp}__fault");
+        let mut t = initializer(g, &zp).clone();
+        t.name = format!("{zp}__fault");
+        t.raw_data = t.raw_data.iter().map(|b| b.wrapping_add(1)).collect();
+        t.int32_data.iter_mut().for_each(|z| *z += 1);
+        g.initializer.push(t);
+    });
 }
 
 /// Writes a copy of `src` to `dst` with `delta` added to every element of its float16 initializer `name` (stored as
 /// raw data): a bias shifted in a model converted to fp16.
 pub fn shifted_f16_copy(src: &Path, name: &str, delta: f32, dst: &Path) {
-    let bytes = std::fs::read(src).unwrap();
-    let mut m = pb::ModelProto::decode(bytes.as_slice()).unwrap();
-    let g = m.graph.as_mut().unwrap();
-    let t = (g.initializer.iter_mut())
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no initializer {name}"));
-    assert_eq!(t.data_type, 10, "{name} is not float16");
-    t.raw_data = (t.raw_data.chunks_exact(2))
-        .map(|b| half::f16::from_f32(half::f16::from_le_bytes([b[0], b[1]]).to_f32() + delta))
-        .flat_map(|x| x.to_le_bytes())
-        .collect();
-    std::fs::write(dst, m.encode_to_vec()).unwrap();
+    edited_copy(src, dst, |g| {
+        let t = initializer(g, name);
+        assert_eq!(t.data_type, 10, "{name} is not float16");
+        t.raw_data = (t.raw_data.chunks_exact(2))
+            .map(|b| half::f16::from_f32(half::f16::from_le_bytes([b[0], b[1]]).to_f32() + delta))
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+    });
 }
 
 // Small ONNX builders for purpose-built test models.

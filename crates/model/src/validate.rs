@@ -71,13 +71,15 @@ pub fn check(path: &Path, model: &ModelProto) -> Result<()> {
     if let Some(g) = &model.graph {
         ctx.graph(g).map_err(bad)?;
         // Not malformed: a type the file states wrongly, which ONNX Runtime refuses.
-        let known = Known::of(g);
+        let types = (g.value_info.iter().chain(&g.output))
+            .filter_map(|v| Some((v.name.as_str(), declared_type(v)?)))
+            .collect();
         for n in g
             .node
             .iter()
             .filter(|n| n.op_type == "Cast" && n.domain.is_empty())
         {
-            cast_declared(n, &known).map_err(|why| {
+            cast_declared(n, &types).map_err(|why| {
                 Error::Usage(format!(
                     "{}: node `{}` (Cast): {why}",
                     path.display(),
@@ -100,8 +102,6 @@ struct Known<'g> {
     /// Declared dims (`None` where symbolic), by value name.
     dims: HashMap<&'g str, Vec<Option<i64>>>,
     ints: HashMap<&'g str, Vec<i64>>,
-    /// Element types `value_info` and the graph's outputs declare.
-    types: HashMap<&'g str, i32>,
 }
 
 impl<'g> Known<'g> {
@@ -135,14 +135,11 @@ impl<'g> Known<'g> {
                 }
             }
         }
-        let types = (g.value_info.iter().chain(&g.output))
-            .filter_map(|v| Some((v.name.as_str(), declared_type(v)?)))
-            .collect();
-        Known { dims, ints, types }
+        Known { dims, ints }
     }
 }
 
-/// The element type a value's declaration states, if it is a tensor's.
+/// The element type a value's declaration (`value_info`, a graph output) states, if it is a tensor's.
 fn declared_type(v: &pb::ValueInfoProto) -> Option<i32> {
     let pb::type_proto::Value::TensorType(t) = v.r#type.as_ref()?.value.as_ref()?;
     Some(t.elem_type).filter(|&e| e != 0)
@@ -151,7 +148,7 @@ fn declared_type(v: &pb::ValueInfoProto) -> Option<i32> {
 /// A `Cast` whose output the model declares of another element type than its `to`: ONNX Runtime refuses the file
 /// ("Type Error … does not match expected type"). onnxconverter-common's float16 conversion writes such declarations
 /// where the model casts to float32 itself.
-fn cast_declared(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
+fn cast_declared(n: &NodeProto, types: &HashMap<&str, i32>) -> std::result::Result<(), String> {
     let to = n
         .attribute
         .iter()
@@ -160,7 +157,7 @@ fn cast_declared(n: &NodeProto, known: &Known) -> std::result::Result<(), String
     let (Some(to), Some(out)) = (to, n.output.first()) else {
         return Ok(());
     };
-    match known.types.get(out.as_str()) {
+    match types.get(out.as_str()) {
         Some(&declared) if declared != to => Err(format!(
             "it casts to {} but the model declares its output `{out}` {} (value_info): ONNX Runtime refuses such a \
              file. Declare `{out}` as {} or remove its value_info entry (onnxconverter-common's float16 conversion \

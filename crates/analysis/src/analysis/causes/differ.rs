@@ -122,14 +122,7 @@ fn weights_differ(what: &str, a: &Tensor, b: &Tensor) -> Option<Cause> {
     }
     let (x, y) = (a.to_f64_array(), b.to_f64_array());
     let largest = x.iter().fold(0f64, |m, v| m.max(v.abs()));
-    let (mut diff, mut count) = (0f64, 0u64);
-    for (p, q) in x.iter().zip(y.iter()) {
-        let d = (p - q).abs();
-        if d > 0.0 {
-            count += 1;
-            diff = diff.max(d);
-        }
-    }
+    let (diff, count) = differences(&x, &y);
     let relative = if largest > 0.0 { diff / largest } else { diff };
     let rounding = 2.0 * limits(b.dtype()).u;
     if relative.is_nan() || relative <= rounding {
@@ -220,18 +213,19 @@ fn show(a: Option<&tract_onnx::pb::AttributeProto>) -> String {
     }
 }
 
+/// The largest |x − y| over the elements, and how many differ at all.
+fn differences(x: &ndarray::ArrayD<f64>, y: &ndarray::ArrayD<f64>) -> (f64, u64) {
+    (x.iter().zip(y.iter()))
+        .map(|(p, q)| (p - q).abs())
+        .filter(|d| *d > 0.0)
+        .fold((0.0, 0), |(m, n), d| (m.max(d), n + 1))
+}
+
 /// Integer initializers (zero points, quantized weights, int32 biases) differ at any element: there is no rounding
 /// to allow for.
 fn integers_differ(what: &str, a: &Tensor, b: &Tensor) -> Option<Cause> {
     let (x, y) = (a.to_f64_array(), b.to_f64_array());
-    let (mut diff, mut count) = (0f64, 0u64);
-    for (p, q) in x.iter().zip(y.iter()) {
-        let d = (p - q).abs();
-        if d > 0.0 {
-            count += 1;
-            diff = diff.max(d);
-        }
-    }
+    let (diff, count) = differences(&x, &y);
     (count > 0).then(|| {
         cause(
             CauseKind::WeightsDiffer,
