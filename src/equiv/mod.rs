@@ -52,6 +52,8 @@ pub struct Equiv {
     pub retyped: std::collections::HashSet<String>,
     /// Target values paired with a reference value of another shape (the same elements in logical order).
     pub reshaped: std::collections::HashSet<String>,
+    /// Target values held in ONNX Runtime's NCHWc blocked layout: paired (and compared) in row-major order.
+    pub relaid: std::collections::HashSet<String>,
     /// The narrowest float type of the second model's weights, which sets the tolerance.
     pub narrowest: Option<DType>,
     /// Values the reference could not compute in f64, per graph (first, second), with the reason.
@@ -95,8 +97,9 @@ pub fn compare(
             ),
         });
     }
-    let (ref_values, ref_missing) = sketched(reference, inputs)?;
-    let (tgt_values, tgt_missing) = sketched(target, &inputs_for(target, inputs))?;
+    let (ref_values, ref_missing) = sketched(reference, inputs, &Default::default())?;
+    let blocked = crate::model::nchwc::blocked(target);
+    let (tgt_values, tgt_missing) = sketched(target, &inputs_for(target, inputs), &blocked)?;
     let narrowest = narrowest_float(target);
     let p = pairing::pair(
         &ref_values,
@@ -149,6 +152,7 @@ pub fn compare(
     let bound = p.tol * if wide { 10.0 } else { 1.0 };
     let inside = changed_inside(target, &p, (&ref_values, &tgt_values), bound);
     Ok(Equiv {
+        relaid: blocked,
         retyped,
         inside,
         counterpart,
@@ -177,10 +181,21 @@ fn counterpart(reference: &Graph, target: &Graph, p: &Pairing, d: &Divergence) -
         v
     };
     let wanted = reads(&tn.inputs);
+    // The reference node's inputs are reference values already: those the target's values pair with.
+    let held: std::collections::HashSet<&str> = p.to.values().map(String::as_str).collect();
+    let reads_ref = |inputs: &[String]| -> Vec<String> {
+        let mut v: Vec<String> = (inputs.iter())
+            .filter(|i| held.contains(i.as_str()))
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    };
     let same_op = reference.nodes.iter().filter(|n| n.op_type == tn.op_type);
     let named = same_op.clone().find(|n| n.name == tn.name);
     let rn = named.or_else(|| {
-        let mut reads_same = same_op.filter(|n| !wanted.is_empty() && reads(&n.inputs) == wanted);
+        let mut reads_same =
+            same_op.filter(|n| !wanted.is_empty() && reads_ref(&n.inputs) == wanted);
         reads_same.next()
     })?;
     rn.outputs.get(at).cloned()
@@ -218,8 +233,14 @@ fn changed_inside(
         .collect()
 }
 
-/// Every value of one f64 run, sketched (graph inputs first), and the values it could not compute.
-fn sketched(graph: &Graph, inputs: &Inputs) -> Result<(Values, HashMap<String, String>)> {
+/// Every value of one f64 run, sketched (graph inputs first; the `blocked` ones in row-major order), and the values
+/// it could not compute.
+fn sketched(
+    graph: &Graph,
+    inputs: &Inputs,
+    blocked: &std::collections::HashSet<String>,
+) -> Result<(Values, HashMap<String, String>)> {
+    let block = crate::tensor::nchwc_block_size();
     let mut values: Values = inputs
         .tensors
         .iter()
@@ -228,7 +249,8 @@ fn sketched(graph: &Graph, inputs: &Inputs) -> Result<(Values, HashMap<String, S
     let mut missing = HashMap::new();
     ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| match v {
         Ok(t) => {
-            if let Some(s) = Sketch::of(&t) {
+            let plain = blocked.contains(name).then(|| t.unblocked(block)).flatten();
+            if let Some(s) = Sketch::of(plain.as_ref().unwrap_or(&t)) {
                 values.push((name.to_string(), s));
             }
         }

@@ -12,6 +12,7 @@ use crate::equiv;
 use crate::model::{inputs::Inputs, Graph};
 use crate::pairing::Fate;
 use crate::targets::Target;
+use crate::tensor::Tensor;
 
 /// What the pairing tells the comparison of one target.
 #[derive(Debug, Default)]
@@ -20,9 +21,28 @@ pub struct Paired {
     pub covered: HashMap<String, String>,
     /// Reference values the target model holds in another shape (the same elements in logical order).
     pub reshaped: std::collections::HashSet<String>,
+    /// Reference values the target model holds in ONNX Runtime's NCHWc blocked layout, read in row-major order
+    /// before they are compared.
+    pub relaid: std::collections::HashSet<String>,
     pub notes: Vec<String>,
     /// What the report says of the pairing (None: the values paired by name).
     pub report: Option<crate::report::model::Pairing>,
+}
+
+impl Paired {
+    /// The target's value of reference value `name` in the layout and shape the model holds it in (`shape`): read
+    /// in row-major order where ONNX Runtime's NCHWc layout holds it, reshaped where the target model holds it in
+    /// another shape; None where neither.
+    pub fn as_model_holds(&self, name: &str, t: &Tensor, shape: &[usize]) -> Option<Tensor> {
+        let unblocked = (self.relaid.contains(name))
+            .then(|| t.unblocked(crate::tensor::nchwc_block_size()))
+            .flatten();
+        let plain = unblocked.as_ref().unwrap_or(t);
+        match self.reshaped.contains(name) {
+            true => plain.reshaped(shape).or(unblocked),
+            false => unblocked,
+        }
+    }
 }
 
 /// Pairs the model `target` runs with `graph` by value and makes it run the renamed model; None when the target
@@ -129,6 +149,18 @@ fn from(e: &equiv::Equiv, names: HashMap<String, String>) -> Paired {
     let reshaped = (e.reshaped.iter())
         .filter_map(|t| e.pairing.to.get(t).cloned())
         .collect();
+    // Under the names they run under: a blocked value that keeps its own name (the target model gives the paired
+    // name to its plain copy) is compared under none of the model's.
+    let relaid: std::collections::HashSet<String> = (e.relaid.iter())
+        .filter_map(|t| names.get(t).cloned())
+        .collect();
+    if !relaid.is_empty() {
+        notes.push(format!(
+            "{} of the target model's values are held in ONNX Runtime's NCHWc blocked layout (its optimizer's \
+             `com.microsoft.nchwc` ops): they are compared in row-major order",
+            relaid.len()
+        ));
+    }
     let report = crate::report::model::Pairing {
         summary: notes[0].clone(),
         renamed: names.into_iter().collect(),
@@ -145,6 +177,7 @@ fn from(e: &equiv::Equiv, names: HashMap<String, String>) -> Paired {
     Paired {
         covered,
         reshaped,
+        relaid,
         notes,
         report: Some(report),
     }

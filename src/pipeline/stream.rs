@@ -470,9 +470,11 @@ fn judge(
         (false, _) => target.values.remove(name).map(|t| Cow::Owned(cut(t))),
     };
     let tgt = match (&tgt, value) {
-        (Some(t), Ok(r)) if lane.paired.reshaped.contains(name) && s.slice.is_none() => {
-            t.reshaped(r.shape()).map(Cow::Owned).or(tgt)
-        }
+        (Some(t), Ok(r)) if s.slice.is_none() => (lane
+            .paired
+            .as_model_holds(name, t, r.shape())
+            .map(Cow::Owned))
+        .or(tgt),
         _ => tgt,
     };
     let sliced = s

@@ -41,6 +41,7 @@ mod ml_strings;
 mod model_dims;
 mod multi;
 mod nan_semantics;
+mod nchwc;
 mod optional;
 mod oracle;
 mod origin;

@@ -20,6 +20,7 @@ pub mod inline;
 pub mod inputs;
 pub mod loader_data;
 pub mod loader_rules;
+pub mod nchwc;
 pub mod npy;
 pub mod onnx_attrs;
 pub mod optional;

@@ -4,6 +4,8 @@
 //! float type up to f64 and for integers up to 2^53) and keeps the original [`DType`] for ULP distances.
 
 pub mod formats;
+mod layout;
+pub use layout::{nchwc_block_size, nchwc_filter_bibo, nchwc_filter_sources};
 pub mod narrow;
 
 use half::{bf16, f16};

@@ -1,7 +1,7 @@
 //! `FusedConv` (com.microsoft), which ONNX Runtime's optimizer writes at its extended level (a Conv, an optional
 //! `Z` added, then an activation), expanded before tract parses the float64 model into the ONNX ops it fuses, each
 //! on its f64 kernel: `Conv(X, W, B)`, `Add(·, Z)`, then `activation` with `activation_params` as ONNX Runtime's
-//! CPU kernel reads them (`Relu`, `Tanh`, `Sigmoid`, `LeakyRelu` alpha, `Clip` min and max, `HardSigmoid` alpha
+//! CPU kernel reads them (`Relu`, `Tanh`, `Sigmoid`, `HardSwish`, `LeakyRelu` alpha, `Clip` min and max, `HardSigmoid` alpha
 //! and beta). The inserted nodes are named `<node>.rw<k>`, attributed to the original node.
 
 use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, NodeProto, TensorProto};
@@ -52,7 +52,7 @@ pub fn expand(n: &NodeProto) -> Option<(Vec<NodeProto>, Vec<TensorProto>)> {
     let k = nodes.len();
     let last = match activation.as_str() {
         "" => plain(name(k), "Identity", vec![x], y),
-        "Relu" | "Tanh" | "Sigmoid" => plain(name(k), &activation, vec![x], y),
+        "Relu" | "Tanh" | "Sigmoid" | "HardSwish" => plain(name(k), &activation, vec![x], y),
         "LeakyRelu" => with_floats(
             plain(name(k), "LeakyRelu", vec![x], y),
             &[("alpha", &params, 0.01)],

@@ -19,6 +19,7 @@ mod hook;
 pub mod kernels;
 mod lazy;
 mod messages;
+pub mod nchwc;
 mod overrides;
 pub mod paired;
 mod parsed;

@@ -27,6 +27,8 @@
 //!   ([`scalar_range_inputs`]) and typing is tried again.
 //!
 //! - `FusedConv` (com.microsoft): expanded into the ops it fuses ([`super::fused_conv`]).
+//! - ONNX Runtime's NCHWc ops (com.microsoft.nchwc): expanded into the ONNX op each blocks, between layout
+//!   kernels ([`super::nchwc`]).
 //!
 //! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
 
@@ -418,6 +420,7 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
             "Pad" if !croppable.contains(&n.name) => None,
             "Gemm" => scaled_gemm(&n).then(|| split_gemm(&n)),
             "FusedConv" => super::fused_conv::expand(&n),
+            _ if n.domain == super::nchwc::DOMAIN => super::nchwc::expand(&n),
             "Sigmoid" if n.input.first().is_some_and(|x| folded.contains(x)) => {
                 Some(folded_sigmoid(&n))
             }

@@ -19,11 +19,12 @@ pub(super) const INSIDE: &str = "phantom_chain::";
 const LONGEST: usize = 16;
 
 /// The chains computing the values of `original`'s nodes that no node run alone computes (`computed`), from `all`
-/// (the target's nodes), fed by `feeder`.
+/// (the target's nodes), fed by `feeder`; none through a value in ONNX Runtime's NCHWc layout (`blocked`), which
+/// the reference's values are not in.
 pub(super) fn all(
     original: &Graph,
     all: &[NodeProto],
-    computed: &HashSet<String>,
+    (computed, blocked): (&HashSet<String>, &HashSet<String>),
     feeder: &mut Feeder,
 ) -> Vec<NodeProto> {
     let producer: HashMap<&str, usize> = (all.iter().enumerate())
@@ -38,7 +39,16 @@ pub(super) fn all(
             if computed.contains(value) || all[p].name == n.name {
                 continue;
             }
-            if let Some(nodes) = chain(all, &producer, p, feeder) {
+            if let Some(nodes) = chain(all, &producer, p, feeder).filter(|nodes| {
+                let touches = |k: &usize| {
+                    all[*k]
+                        .input
+                        .iter()
+                        .chain(&all[*k].output)
+                        .any(|v| blocked.contains(v))
+                };
+                !nodes.iter().any(touches)
+            }) {
                 out.extend(renamed(value, all, &nodes, feeder));
             }
         }
@@ -57,7 +67,8 @@ fn chain(
     let mut taken: HashSet<usize> = HashSet::from([last]);
     let mut stack = vec![last];
     while let Some(k) = stack.pop() {
-        if has_body(&all[k]) {
+        // A body, or ONNX Runtime's NCHWc layout, which the reference's values are not in.
+        if has_body(&all[k]) || all[k].domain == crate::model::nchwc::DOMAIN {
             return None;
         }
         for i in all[k].input.iter().filter(|i| !feeder.is_own(i)) {

@@ -157,6 +157,7 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
         feed_of: HashMap::new(),
     };
     let wanted: HashSet<&str> = original.nodes.iter().map(|n| n.name.as_str()).collect();
+    let blocked = crate::model::nchwc::blocked(target);
     let mut excluded = HashMap::new();
     let mut nodes = vec![];
     let all = std::mem::take(&mut g.node);
@@ -166,6 +167,12 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
         }
         if has_body(n) {
             excluded.insert(n.name.clone(), "has a control-flow body".into());
+            continue;
+        }
+        let relaid = |v: &String| blocked.contains(v.as_str());
+        if n.domain == crate::model::nchwc::DOMAIN || n.input.iter().chain(&n.output).any(relaid) {
+            let why = "it runs in ONNX Runtime's NCHWc blocked layout, which the reference's values are not in";
+            excluded.insert(n.name.clone(), why.into());
             continue;
         }
         if let Some(base) = feeder.missing(n) {
@@ -180,7 +187,12 @@ pub fn build(original: &Graph, target: &Graph, available: &dyn Values) -> Result
     let computed: HashSet<String> = (nodes.iter().flat_map(|n| n.output.iter()))
         .map(|o| base_name(o).to_string())
         .collect();
-    nodes.extend(chain::all(original, &all, &computed, &mut feeder));
+    nodes.extend(chain::all(
+        original,
+        &all,
+        (&computed, &blocked),
+        &mut feeder,
+    ));
     let Feeder { feeds, .. } = feeder;
     if nodes.is_empty() {
         // Nothing to run alone (a group of nodes the reference cannot feed): no model to build.

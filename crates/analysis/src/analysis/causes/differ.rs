@@ -52,7 +52,7 @@ impl Models {
         out.extend(attributes(&r, &t));
         out.extend(self.rewired(&r, &t));
         for (k, (ri, ti)) in r.input.iter().zip(&t.input).enumerate() {
-            if let Some(c) = self.weights(&r, k, (ri, ti)) {
+            if let Some(c) = self.weights((&r, &t), k, (ri, ti)) {
                 out.push(c);
             }
         }
@@ -84,14 +84,24 @@ impl Models {
             .collect()
     }
 
-    /// Input `k` of node `r`, when an initializer in both models whose values differ beyond the target type's rounding.
-    fn weights(&self, r: &NodeProto, k: usize, (ri, ti): (&str, &str)) -> Option<Cause> {
+    /// Input `k` of node `r` (`t` in the target model), when an initializer in both models whose values differ
+    /// beyond the target type's rounding.
+    fn weights(
+        &self,
+        (r, t): (&NodeProto, &NodeProto),
+        k: usize,
+        (ri, ti): (&str, &str),
+    ) -> Option<Cause> {
         let find = |g: &GraphProto, name: &str, dir: Option<&std::path::Path>| {
             let p = g.initializer.iter().find(|t| t.name == name)?;
             crate::model::proto::tensor_from_proto(p, dir).ok()
         };
         let a = find(&self.reference, ri, self.ref_dir.as_deref())?;
         let b = find(&self.target, ti, self.target_dir.as_deref())?;
+        let b = match t.domain == crate::model::nchwc::DOMAIN {
+            true => nchwc_weight(b, k, &a, t),
+            false => b,
+        };
         let what = format!(
             "initializer `{ti}` (input {k} of {} `{}`)",
             r.op_type, r.name
@@ -110,6 +120,26 @@ impl Models {
             ));
         }
         weights_differ(&what, &a, &b)
+    }
+}
+
+/// Input `k` of ONNX Runtime's NCHWc `Conv` `t` as the reference's `a` holds it: the filter (input 1) in OIHW
+/// order, the bias (input 2) without the zeros that pad it to the block.
+fn nchwc_weight(b: Tensor, k: usize, a: &Tensor, t: &NodeProto) -> Tensor {
+    let group = (t.attribute.iter())
+        .find(|x| x.name == "group")
+        .map_or(1, |x| x.i);
+    let block = crate::tensor::nchwc_block_size();
+    match k {
+        1 => b.unblocked_filter(block, group).unwrap_or(b),
+        2 if a.shape().len() == 1 && b.shape().len() == 1 && a.len() < b.len() => {
+            let head = b
+                .to_f64_array()
+                .slice_move(ndarray::s![..a.len()])
+                .into_dyn();
+            Tensor::from_f64(b.dtype(), head).unwrap_or(b)
+        }
+        _ => b,
     }
 }
 

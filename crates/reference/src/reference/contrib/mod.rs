@@ -37,6 +37,7 @@ pub use matmul::nbits_weight;
 mod mha;
 mod ml;
 mod narrow_cast;
+mod nchwc;
 mod nms;
 mod node;
 mod norm;
@@ -173,6 +174,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| space_to_depth::kernel(op))
         .or_else(|| bitshift::kernel(op))
         .or_else(|| narrow_cast::kernel(op))
+        .or_else(|| nchwc::kernel(op))
         .or_else(|| linear_attention::kernel(op))
         .or_else(|| causal_conv::kernel(op))
         .or_else(|| flex_attention::kernel(op))
@@ -371,6 +373,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(nms::OPS)
         .chain(looping::OPS)
         .chain(ml::OPS)
+        .chain(nchwc::OPS)
         .chain(qdq::OPS)
         .chain(trees::OPS)
         .chain(trees_cls::OPS)
