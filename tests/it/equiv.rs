@@ -242,16 +242,35 @@ fn target_model_pairing_is_in_the_report_and_over_both_graphs() {
         culprit.starts_with("culprit: attribute_differs"),
         "{culprit}"
     );
+    let html = dir.path().join("r.html");
     let (code, out, r) = onnx_report(
         &data("optimum_bert.onnx"),
         &[
             "--target-model",
             data("ortopt_bert_fp32.onnx").to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
         ],
     );
     assert_eq!(code, 0, "{out}");
     let fused = r["target_model"]["pairing"]["fused"].as_object().unwrap();
     assert!(fused.values().any(|n| n == "Attention_0"), "{fused:?}");
+    // The node table says, per node, what the target model holds of it.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(">in the target model</th>"),
+        "no pairing column"
+    );
+    assert!(
+        page.contains("<td>inside Attention_0</td>"),
+        "no fused node in the table"
+    );
+    let renamed = r["target_model"]["pairing"]["renamed"].as_object().unwrap();
+    let (held, _) = renamed.iter().find(|(t, _)| !t.contains("::")).unwrap();
+    assert!(
+        page.contains(&format!("<td>{held}</td>")),
+        "{held} not in the table"
+    );
 }
 
 /// `--pair-by-name` pairs as the names say and nothing else: the fused BERT is then mostly unchecked.

@@ -1,5 +1,6 @@
 //! Self-contained HTML report (handlebars template, inline CSS, JS and SVG; nothing fetched): summary, drift along
-//! the graph, a sortable and filterable node table, per-node detail on click, the command that reproduces it, and
+//! the graph, a sortable and filterable node table (with `--target-model`, what the target model holds of each
+//! node's values), per-node detail on click, the command that reproduces it, and
 //! a layered graph view coloured by verdict, and per value an error histogram, the worst elements and a |t − r|
 //! heatmap with a channel selector and "jump to max difference".
 
@@ -282,6 +283,25 @@ fn shell_quote(a: &str) -> String {
     }
 }
 
+/// What the target model holds of each value of node `n` (`--target-model` paired by value): the target model's
+/// value it equals, "same name", or the fused node that computes it inside; `None` without such a pairing.
+fn paired_cell(r: &Report, n: &super::model::NodeReport) -> Option<String> {
+    let p = r.target_model.as_ref()?.pairing.as_ref()?;
+    let from: std::collections::HashMap<&str, &str> = (p.renamed.iter())
+        .map(|(t, m)| (m.as_str(), t.as_str()))
+        .collect();
+    let cells: Vec<String> = (n.values.iter())
+        .map(
+            |v| match (p.fused.get(&v.name), from.get(v.name.as_str())) {
+                (Some(node), _) => format!("inside {node}"),
+                (None, Some(t)) => t.to_string(),
+                (None, None) => "same name".into(),
+            },
+        )
+        .collect();
+    Some(cells.join(", "))
+}
+
 /// Renders the report as one HTML file.
 pub fn render(r: &Report) -> String {
     let rows: Vec<_> = r
@@ -307,6 +327,7 @@ pub fn render(r: &Report) -> String {
                 "fail": fail.unwrap_or(0.0), "fail_text": fail.map(|f| format!("{:.2}%", 100.0 * f)).unwrap_or_default(),
                 "ulp": ulp.map(|u| if u == u64::MAX { "nan/inf".into() } else { u.to_string() }).unwrap_or_default(),
                 "reference": reference, "reduced": reduced, "ran_on": n.ran_on.clone().unwrap_or_default(),
+                "paired": paired_cell(r, n).unwrap_or_default(),
             })
         })
         .collect();
@@ -320,6 +341,7 @@ pub fn render(r: &Report) -> String {
     data["rows"] = json!(rows);
     data["ops"] = json!(ops);
     data["ran_on_column"] = json!(r.nodes.iter().any(|n| n.ran_on.is_some()));
+    data["paired_column"] = json!(r.target_model.as_ref().is_some_and(|t| t.pairing.is_some()));
     data["chart"] = json!(chart(r));
     data["graph"] = json!(graph_view(r));
     data["culprits"] = json!(culprits(r));
