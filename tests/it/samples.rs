@@ -269,7 +269,7 @@ fn images_feed_vision_inputs() {
 }
 
 /// A little-endian float32 .npy.
-fn write_npy_f32(p: &Path, shape: &[usize], data: &[f32]) {
+pub fn write_npy_f32(p: &Path, shape: &[usize], data: &[f32]) {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let mut header = format!(
         "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",

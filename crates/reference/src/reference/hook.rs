@@ -392,6 +392,11 @@ impl<'g, 's> Evaluator<'g, 's> {
             }
         }
         if let Some(op) = node.op_as::<super::contrib::op::ContribOp>() {
+            // A stand-in's own kernel on this run's inputs, where it gives outputs of the target's shapes.
+            if let Some(o) = op.run_original(&ins) {
+                mark(precision, idx, RefPrecision::F64Phantom);
+                return Ok(o);
+            }
             return match op.run(&ins) {
                 Ok(o) => {
                     let p = match super::contrib::standin::seeded(&op.node) {

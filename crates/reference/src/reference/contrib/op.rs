@@ -73,11 +73,27 @@ impl ContribOp {
 
     /// Evaluates the kernel on tract's inputs and returns the outputs tract exposes, each in its fact's type.
     pub fn run(&self, inputs: &[TValue]) -> TractResult<TVec<TValue>> {
+        self.run_with(&self.node, self.kernel, inputs)
+    }
+
+    /// For a stand-in of an op phantom has a kernel for ([`super::standin::original`]: a `Unique` or
+    /// `NonMaxSuppression` whose output lengths only the data decides), that kernel evaluated in f64 on the run's
+    /// concrete inputs, when its outputs have the shapes the stand-in declares (the target's); None otherwise, and
+    /// the stand-in hands on the target's values.
+    pub fn run_original(&self, inputs: &[TValue]) -> Option<TVec<TValue>> {
+        let (node, kernel) = super::standin::original(&self.node)?;
+        self.run_with(&node, kernel, inputs).ok()
+    }
+
+    /// `kernel` evaluated as `node` on tract's inputs, its outputs in the types and shapes this op declares.
+    fn run_with(
+        &self,
+        node: &Node,
+        kernel: &dyn Kernel,
+        inputs: &[TValue],
+    ) -> TractResult<TVec<TValue>> {
         let tensors: Vec<&Tensor> = inputs.iter().map(|v| &**v).collect();
-        let by_slot: Vec<Option<&Tensor>> = self
-            .node
-            .by_slot(&tensors)
-            .into_iter()
+        let by_slot: Vec<Option<&Tensor>> = (node.by_slot(&tensors).into_iter())
             .map(|t| t.copied())
             .collect();
         let facts: Vec<Fact> = inputs
@@ -85,7 +101,7 @@ impl ContribOp {
             .map(|v| (v.datum_type(), v.shape().to_vec()))
             .collect();
         let want = self.facts(&facts, &by_tract(&tensors))?;
-        let mut all = self.kernel.eval(&self.node, &by_slot)?;
+        let mut all = kernel.eval(node, &by_slot)?;
         self.node
             .outs
             .iter()
@@ -93,12 +109,12 @@ impl ContribOp {
             .map(|(&o, (dt, shape))| {
                 let t = std::mem::take(
                     all.get_mut(o)
-                        .ok_or_else(|| anyhow!("{} computed no output {o}", self.node.op()))?,
+                        .ok_or_else(|| anyhow!("{} computed no output {o}", node.op()))?,
                 );
                 ensure!(
                     t.shape() == shape.as_slice(),
                     "{} output {o} has shape {:?}, expected {shape:?}",
-                    self.node.op(),
+                    node.op(),
                     t.shape()
                 );
                 Ok(t.cast_to_dt(dt)?.into_owned().into_tvalue())

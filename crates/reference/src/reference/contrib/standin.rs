@@ -67,6 +67,22 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
         Some(op) => format!("phantom's f64 kernel cannot type {op} `{}`", n.name),
         None => format!("tract cannot type {} `{}`", n.op_type, n.name),
     };
+    // A claimed op keeps its own attributes and names itself, so that its kernel can run on concrete inputs
+    // ([`original`]).
+    let own = match n.op_type.strip_prefix(super::PREFIX) {
+        Some(op) => {
+            let mut kept = std::mem::take(&mut n.attribute);
+            kept.retain(|a| !STAND_IN_ATTRS.contains(&a.name.as_str()));
+            kept.push(AttributeProto {
+                name: ORIGINAL.into(),
+                r#type: 3,
+                s: op.as_bytes().to_vec(),
+                ..Default::default()
+            });
+            kept
+        }
+        None => vec![],
+    };
     n.attribute = vec![
         ints("types", facts.iter().map(|(d, _)| dt(*d)).collect()),
         ints("ranks", facts.iter().map(|(_, s)| s.len() as i64).collect()),
@@ -96,6 +112,7 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
         s: reason.into_bytes(),
         ..Default::default()
     });
+    n.attribute.extend(own);
     n.op_type = format!("{}Unavailable", super::PREFIX);
     n.domain.clear();
     true
@@ -203,6 +220,25 @@ impl Kernel for Unavailable {
 fn reason(n: &Node) -> Option<String> {
     let a = (n.proto.attribute.iter()).find(|a| a.name == "reason")?;
     Some(String::from_utf8_lossy(&a.s).into_owned())
+}
+
+/// The attributes a stand-in carries of its own.
+const STAND_IN_ATTRS: [&str; 6] = ["types", "ranks", "dims", "seeds", "reason", ORIGINAL];
+
+/// The attribute naming the op a stand-in stands for, when phantom has a kernel for it.
+const ORIGINAL: &str = "phantom_original_op";
+
+/// The op stand-in `n` stands for, as its kernel reads it (its own attributes), when phantom has a kernel for it.
+pub fn original(n: &Node) -> Option<(Node, &'static dyn Kernel)> {
+    let op = (n.proto.attribute.iter()).find(|a| a.name == ORIGINAL)?;
+    let op = String::from_utf8_lossy(&op.s).into_owned();
+    let kernel = super::kernel(&op)?;
+    let mut proto = n.proto.clone();
+    proto.op_type = format!("{}{op}", super::PREFIX);
+    proto
+        .attribute
+        .retain(|a| !STAND_IN_ATTRS.contains(&a.name.as_str()));
+    Some((Node::new(&proto), kernel))
 }
 
 /// Why the values of stand-in `n` are the target's, when they are.
