@@ -366,3 +366,69 @@ fn a_graph_output_not_checked_is_named_in_the_headline() {
         "{reason}"
     );
 }
+
+/// `NonMaxSuppression` of boxes and scores the model computes: its f64 kernel runs on the run's inputs, so the
+/// boxes it keeps are compared with the target's, and the boxes gathered by them too.
+#[test]
+fn non_max_suppression_of_computed_boxes_is_computed_in_f64_and_compared() {
+    use crate::common::{f32_tensor, i64_tensor, node, value, write_model};
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mut sel = value("sel", &[-1, 3]);
+    if let Some(tract_onnx::pb::type_proto::Value::TensorType(t)) =
+        sel.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 7;
+    }
+    let mut column = node("Gather", &["sel", "two"], "idx");
+    column.attribute.push(crate::common::attr_int("axis", 1));
+    let graph = tract_onnx::pb::GraphProto {
+        name: "g".into(),
+        node: vec![
+            node("Mul", &["x", "c"], "boxes"),
+            node("Sigmoid", &["s"], "scores"),
+            node(
+                "NonMaxSuppression",
+                &["boxes", "scores", "max", "iou", "thr"],
+                "sel",
+            ),
+            column,
+            node("Reshape", &["boxes", "flat"], "rows"),
+            node("Gather", &["rows", "idx"], "picked"),
+        ],
+        initializer: vec![
+            f32_tensor("c", vec![], vec![2.0]),
+            i64_tensor("max", vec![1], vec![3]),
+            f32_tensor("iou", vec![1], vec![0.5]),
+            f32_tensor("thr", vec![1], vec![0.3]),
+            i64_tensor("two", vec![], vec![2]),
+            i64_tensor("flat", vec![2], vec![8, 4]),
+        ],
+        input: vec![value("x", &[1, 8, 4]), value("s", &[1, 1, 8])],
+        output: vec![sel, value("picked", &[-1, 4])],
+        ..Default::default()
+    };
+    let m = write_model(&dir.path().join("nms.onnx"), graph, 17);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = crate::common::phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let nodes = r["nodes"].as_array().unwrap();
+    let nms = nodes
+        .iter()
+        .find(|n| n["op_type"] == "NonMaxSuppression")
+        .unwrap();
+    assert_eq!(nms["reference"]["kind"], "f64_phantom", "{nms}");
+    assert_eq!(nms["values"][0]["status"], "pass", "{nms}");
+    // Some boxes kept (the test would say nothing of an empty selection), and the gathered boxes compared.
+    assert!(nms["values"][0]["shape"][0].as_u64().unwrap() >= 1, "{nms}");
+    let picked = nodes.iter().find(|n| n["name"] == "picked").unwrap();
+    assert_eq!(picked["values"][0]["status"], "pass", "{picked}");
+}
