@@ -38,6 +38,7 @@ mod locks;
 mod memory;
 mod ml;
 mod ml_strings;
+mod ml_text;
 mod model_dims;
 mod multi;
 mod nan_semantics;

@@ -161,6 +161,9 @@ pub(super) fn random_input(
     Ok((t, origin))
 }
 
+/// Words per generated sentence, for a string input a `Tokenizer` cuts into words.
+const SENTENCE_WORDS: (usize, usize) = (3, 8);
+
 /// A string input drawn from the categories the model matches it against (see [`super::strings`]).
 fn random_strings(
     graph: &Graph,
@@ -169,7 +172,7 @@ fn random_strings(
     spec: &InputSpec,
     rng: &mut rand::rngs::StdRng,
 ) -> Result<(Tensor, String)> {
-    let Some((cats, node)) = super::strings::categories(graph, &info.name) else {
+    let Some(c) = super::strings::categories(graph, &info.name) else {
         return Err(Error::Input {
             name: info.name.clone(),
             reason: format!(
@@ -180,14 +183,35 @@ fn random_strings(
         });
     };
     let n: usize = shape.iter().product();
+    // Text for a tokenizer: sentences of the vocabulary's words.
+    let (lo, hi) = SENTENCE_WORDS;
     let picks = (0..n)
-        .map(|_| cats[rng.random_range(0..cats.len())].clone())
+        .map(|_| {
+            let k = if c.words {
+                rng.random_range(lo..=hi)
+            } else {
+                1
+            };
+            (0..k)
+                .map(|_| c.strings[rng.random_range(0..c.strings.len())].clone())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect();
     let arr = ArrayD::from_shape_vec(IxDyn(shape), picks).expect("length matches shape");
-    let origin = format!(
-        "categories of `{node}` ({} strings) seed {}",
-        cats.len(),
-        spec.seed
-    );
+    let origin = match c.words {
+        true => format!(
+            "sentences of {lo} to {hi} words of `{}` ({} strings) seed {}",
+            c.node,
+            c.strings.len(),
+            spec.seed
+        ),
+        false => format!(
+            "categories of `{}` ({} strings) seed {}",
+            c.node,
+            c.strings.len(),
+            spec.seed
+        ),
+    };
     Ok((Tensor::Str(arr), origin))
 }

@@ -68,6 +68,7 @@ mod svm_cls;
 mod symbolic;
 mod tensor_scatter;
 mod tfidf;
+mod tokenizer;
 mod trees;
 mod trees5;
 mod trees_cls;
@@ -164,6 +165,7 @@ fn kernel(op: &str) -> Option<&'static dyn Kernel> {
         .or_else(|| upsample::kernel(op))
         .or_else(|| strings::kernel(op))
         .or_else(|| tfidf::kernel(op))
+        .or_else(|| tokenizer::kernel(op))
         .or_else(|| roi_align::kernel(op))
         .or_else(|| unique::kernel(op))
         .or_else(|| optim::kernel(op))
@@ -374,6 +376,7 @@ pub fn register(onnx: &mut tract_onnx::Onnx) {
         .chain(looping::OPS)
         .chain(ml::OPS)
         .chain(nchwc::OPS)
+        .chain(tokenizer::OPS)
         .chain(qdq::OPS)
         .chain(trees::OPS)
         .chain(trees_cls::OPS)

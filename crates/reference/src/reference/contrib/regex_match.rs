@@ -13,7 +13,7 @@ use super::{Fact, Kernel, Node};
 /// An RE2 pattern with its Perl classes (`\d \w \s`, negated in capitals) and word boundaries made ASCII, as RE2
 /// has them, for the Unicode-aware `regex` crate. A class becomes a bracketed class, which `regex` also nests
 /// inside a bracketed class.
-fn re2_classes(pattern: &str) -> String {
+pub(super) fn re2_classes(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len());
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {

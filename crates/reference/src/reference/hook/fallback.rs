@@ -22,7 +22,7 @@ pub(super) fn first_line(e: &impl std::fmt::Display) -> String {
     }
 }
 
-/// Placeholder outputs of a node that is not computed: zeros, and a dim the data decides (unknown here) empty.
+/// Placeholder outputs of a node that is not computed: zeros (empty strings), and a dim the data decides (unknown here) empty.
 /// They only ever reach nodes that are not computed either (the taint), never a kernel or the report. Dims of
 /// symbols already resolved in this run take their value: tract checks every output against its resolved symbols.
 pub(super) fn zeros_for(node: &TypedNode, symbols: &SymbolValues) -> TractResult<TVec<TValue>> {
@@ -35,6 +35,11 @@ pub(super) fn zeros_for(node: &TypedNode, symbols: &SymbolValues) -> TractResult
                 .iter()
                 .map(|d| d.eval(symbols).as_i64().map_or(0, |v| v.max(0) as usize))
                 .collect();
+            // Strings have no zero: empty ones.
+            if o.fact.datum_type == DatumType::String {
+                let empty = tract_ndarray::ArrayD::from_elem(shape, String::new());
+                return Ok(empty.into_tensor().into_tvalue());
+            }
             Ok(Tensor::zero_dt(o.fact.datum_type, &shape)?.into_tvalue())
         })
         .collect()
