@@ -24,12 +24,37 @@ const MODELS: [(&str, &str); 6] = [
     ("qdyn_bert.onnx", "onnxruntime.quantization.quantize_dynamic on optimum_bert"),
 ];
 
+/// Whether this CPU has VNNI (`avx512_vnni` or `avx_vnni`): without it, ONNX Runtime's x86 u8×s8 integer kernels
+/// (AVX2 `vpmaddubsw`) sum adjacent products in 16 bits and saturate.
+fn cpu_has_vnni() -> bool {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    (info.split_whitespace()).any(|f| f == "avx512_vnni" || f == "avx_vnni")
+}
+
+/// Where ONNX Runtime's integer kernels saturate (a CPU without VNNI), `quantize_dynamic`'s full-range activations
+/// make pair sums beyond int16: phantom reports that drift, and names it, at the integer MatMuls.
+fn saturation_named(r: &serde_json::Value) -> bool {
+    let culprits = r["verdict"]["culprits"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let integer = |c: &&serde_json::Value| c["op_type"] == "MatMulInteger";
+    let saturates = |c: &serde_json::Value| c["causes"][0]["kind"] == "quantization_saturation";
+    r["verdict"]["status"] == "drift"
+        && culprits.first().is_some_and(saturates)
+        && culprits.iter().filter(integer).all(saturates)
+}
+
 #[test]
 fn real_exports_compare_clean_with_no_flags() {
     ensure_runtime();
     for (file, what) in MODELS {
         let m = root().join("tests/data/corpus").join(file);
         let (code, out, r) = onnx_report(&m, &[]);
+        if file == "qdyn_bert.onnx" && !cpu_has_vnni() && code == 1 {
+            assert!(saturation_named(&r), "{file} ({what}): {out}");
+            continue;
+        }
         assert_eq!(code, 0, "{file} ({what}): {out}");
         assert_eq!(r["verdict"]["status"], "clean", "{file} ({what}): {out}");
         let c = &r["coverage"];
