@@ -5,20 +5,23 @@
 use tract_onnx::prelude::tract_ndarray::Axis;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{add_into, f64s, f64s_opt, fact, float_type, tensor};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &[
-    "BiasGelu",
-    "FastGelu",
-    "Gelu",
-    "QuickGelu",
-    "BiasAdd",
-    "BiasSplitGelu",
-    "Celu",
-    "Softplus",
-    "SwiGLU",
-    "Round",
+/// The activations: ORT's fused GELUs and BiasAdd; ONNX's Celu (tract's drops its α), Softplus (tract's
+/// overflows), Round (tract's has no f64 version) and SwiGLU (tract lacks it), claimed in any domain.
+pub(super) const TABLE: &[Row] = &[
+    Row::new("BiasGelu", &Unary),
+    Row::new("FastGelu", &Unary),
+    Row::new("Gelu", &Unary),
+    Row::new("QuickGelu", &Unary),
+    Row::new("BiasAdd", &Unary),
+    Row::new("BiasSplitGelu", &Unary),
+    Row::any_domain("Celu", &Unary),
+    Row::any_domain("Softplus", &Unary),
+    Row::any_domain("SwiGLU", &SwiGlu),
+    Row::any_domain("Round", &Unary),
 ];
 
 /// GELU with the exact erf: x·Φ(x).
@@ -119,13 +122,6 @@ impl Kernel for SwiGlu {
         let alpha = n.float("alpha", 1.0);
         let swish = a.mapv(|v| v * super::super::kernels::sigmoid(alpha * v));
         Ok(vec![tensor(swish * b)])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "SwiGLU" => Some(&SwiGlu as &dyn Kernel),
-        op => OPS.contains(&op).then_some(&Unary as &dyn Kernel),
     }
 }
 

@@ -8,10 +8,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["AffineGrid"];
+/// Claimed in any domain: tract lacks AffineGrid.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("AffineGrid", &AffineGrid)];
 
 /// The normalized coordinates of an axis of `len` pixels.
 fn base(len: usize, align_corners: bool) -> Vec<f64> {
@@ -105,10 +107,6 @@ impl Kernel for AffineGrid {
         }
         Ok(vec![shaped(&out_shape(theta.shape(), &spatial), out)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "AffineGrid").then_some(&AffineGrid as &dyn Kernel)
 }
 
 #[cfg(test)]

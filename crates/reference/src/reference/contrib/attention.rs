@@ -14,10 +14,14 @@ use tract_onnx::prelude::*;
 
 use super::super::fast::gemm::{matmul, Mat};
 use super::attend::{attend, concat_past, from_heads, to_heads, Dims, Keep, Rows};
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, f64s_opt, fact, float_type, shaped, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Attention", "MultiHeadAttention"];
+pub(super) const TABLE: &[Row] = &[
+    Row::new("Attention", &Fused),
+    Row::new("MultiHeadAttention", &super::mha::Mha),
+];
 
 /// float32's lowest value, the causal fill ORT adds.
 const LOW: f64 = f32::MIN as f64;
@@ -302,13 +306,5 @@ impl Kernel for Fused {
             shaped(&[b, s, dv], from_heads(&out, b, s, heads, hv))?,
             present,
         ])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "Attention" => Some(&Fused),
-        "MultiHeadAttention" => Some(&super::mha::Mha),
-        _ => None,
     }
 }

@@ -9,10 +9,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{check_len, f64s, fact, float_type, shaped};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["BatchNormalization"];
+/// Claimed in training mode only ([`training`]): inference mode is tract's.
+pub(super) const TABLE: &[Row] = &[Row::new("BatchNormalization", &Training)];
 
 /// Whether `n` is a BatchNormalization that runs in training mode.
 pub fn training(n: &tract_onnx::pb::NodeProto) -> bool {
@@ -102,8 +104,4 @@ impl Kernel for Training {
         }
         Ok(out)
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "BatchNormalization").then_some(&Training as &dyn Kernel)
 }

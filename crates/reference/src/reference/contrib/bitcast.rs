@@ -13,10 +13,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["BitCast"];
+/// Claimed in any domain: tract lacks BitCast.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("BitCast", &BitCast)];
 
 /// An ONNX element type BitCast can produce or read: its tract type (floats as the type the value has) and width.
 fn onnx_type(code: i64) -> Option<(DatumType, usize)> {
@@ -145,10 +147,6 @@ impl Kernel for BitCast {
             anyhow::anyhow!("BitCast `{}`: {e}", n.proto.name)
         })?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "BitCast").then_some(&BitCast as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -10,10 +10,12 @@ use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::broadcast::multi_broadcast;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, string};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["BitShift"];
+/// Claimed in any domain: tract gets out-of-range amounts wrong.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("BitShift", &BitShift)];
 
 /// `x` shifted by `y` in a type of `bits` bits (signed or not), held in an i128 whose low `bits` bits are the
 /// result (the caller truncates).
@@ -101,10 +103,6 @@ impl Kernel for BitShift {
         };
         Ok(vec![out])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "BitShift").then_some(&BitShift as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -8,14 +8,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, float_type, opt, shaped, string, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["CausalConvWithState"];
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "CausalConvWithState").then_some(&CausalConv as &dyn Kernel)
-}
+/// Claimed in any domain: tract has no kernel for CausalConvWithState.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("CausalConvWithState", &CausalConv)];
 
 /// The extents of one node: batch, channels, length and kernel size.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -8,10 +8,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Col2Im"];
+/// Claimed in any domain: tract lacks Col2Im.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("Col2Im", &Col2Im)];
 
 /// The geometry of one node: image and block extents, strides, dilations and leading pads per spatial axis, and
 /// the number of block positions along each.
@@ -187,10 +189,6 @@ impl Kernel for Col2Im {
         }
         Ok(vec![shaped(&shape, out)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Col2Im").then_some(&Col2Im as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -8,11 +8,13 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::signal::known;
 use super::util::{fact, int_opt, opt, pick, strides, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["Compress"];
+/// Claimed in any domain: tract cannot type Compress.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("Compress", &Compress)];
 
 /// The selected indices along the axis of length `len`.
 fn selected(n: &Node, cond: &[bool], len: usize) -> TractResult<Vec<usize>> {
@@ -86,10 +88,6 @@ impl Kernel for Compress {
         let (shape, idx) = layout(n, x.shape(), &cond)?;
         Ok(vec![pick(x, &idx, &shape)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Compress").then_some(&Compress as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -4,10 +4,11 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::fact;
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Concat"];
+pub(super) const TABLE: &[Row] = &[Row::new("Concat", &Join)];
 
 struct Join;
 
@@ -53,10 +54,6 @@ impl Kernel for Join {
         let rank = parts.first().map(|t| t.rank()).unwrap_or(0);
         Ok(vec![Tensor::stack_tensors(axis(n, rank)?, &parts)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Concat").then_some(&Join as &dyn Kernel)
 }
 
 #[cfg(test)]

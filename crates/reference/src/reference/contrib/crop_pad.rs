@@ -20,10 +20,16 @@ use tract_onnx::prelude::tract_data::dispatch_datum;
 use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, string, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["CenterCropPad", "Pad"];
+/// CenterCropPad, which tract lacks, in any domain; the Pads tract cannot build are claimed by
+/// [`claimed_pads`].
+pub(super) const TABLE: &[Row] = &[
+    Row::any_domain("CenterCropPad", &CenterCropPad),
+    Row::new("Pad", &Pad),
+];
 
 /// The `Pad` nodes of `g` phantom takes (by position): mode `wrap`, or a `constant_value`/`axes` input that is
 /// neither an initializer nor a `Constant` node's output (tract accepts only those).
@@ -337,14 +343,6 @@ impl Kernel for Pad {
         let at = |slot: usize| ins.get(slot).copied().flatten();
         let maps = Self::maps(n, x.shape(), at(1), at(3))?;
         Ok(vec![remap(x, &maps, &Self::fill(n, x, at(2))?)?])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "CenterCropPad" => Some(&CenterCropPad),
-        "Pad" => Some(&Pad),
-        _ => None,
     }
 }
 

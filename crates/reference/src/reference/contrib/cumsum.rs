@@ -11,10 +11,15 @@
 use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["CumSum", "CumProd"];
+/// CumSum over integers is claimed by [`over_integers`]; CumProd, which tract lacks, in any domain.
+pub(super) const TABLE: &[Row] = &[
+    Row::new("CumSum", &Cumulative { product: false }),
+    Row::any_domain("CumProd", &Cumulative { product: true }),
+];
 
 /// The positions in `g` of ONNX CumSums of a `Cast` to an integer type.
 pub fn over_integers(g: &tract_onnx::pb::GraphProto) -> std::collections::HashSet<usize> {
@@ -112,14 +117,6 @@ impl Kernel for Cumulative {
             false => running(&mut a, axis, flags, 0, i64::wrapping_add),
         }
         Ok(vec![a.into_tensor().cast_to_dt(out_type(dt))?.into_owned()])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "CumSum" => Some(&Cumulative { product: false }),
-        "CumProd" => Some(&Cumulative { product: true }),
-        _ => None,
     }
 }
 

@@ -8,10 +8,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, f64s_opt, fact, float_type, shaped};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["DeformConv"];
+/// Claimed in any domain: tract lacks DeformConv.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("DeformConv", &DeformConv)];
 
 /// The convolution's geometry, checked against every input's shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -235,10 +237,6 @@ impl Kernel for DeformConv {
         };
         Ok(vec![shaped(&g.out_shape(), convolve(&g, &v))?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "DeformConv").then_some(&DeformConv as &dyn Kernel)
 }
 
 #[cfg(test)]

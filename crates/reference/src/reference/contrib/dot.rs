@@ -8,10 +8,12 @@ use std::collections::{HashMap, HashSet};
 use tract_onnx::pb::{type_proto, GraphProto};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["MatMul"];
+/// The MatMuls of two vectors, which tract refuses, are claimed by [`claimed_dots`].
+pub(super) const TABLE: &[Row] = &[Row::new("MatMul", &Dot)];
 
 /// The default-domain MatMul nodes of `g` whose two operands `g` declares of rank 1 (graph inputs, value infos,
 /// initializers and Constant outputs), by node index.
@@ -80,10 +82,6 @@ impl Kernel for Dot {
         };
         Ok(vec![dot.cast_to_dt(dt)?.into_owned()])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "MatMul").then_some(&Dot as &dyn Kernel)
 }
 
 #[cfg(test)]

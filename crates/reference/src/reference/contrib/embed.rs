@@ -8,10 +8,11 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{check_len, f64s, f64s_opt, fact, float_type, opt, shaped, values, RowNorm};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["EmbedLayerNormalization"];
+pub(super) const TABLE: &[Row] = &[Row::new("EmbedLayerNormalization", &Embed)];
 
 struct Embed;
 
@@ -109,8 +110,4 @@ impl Kernel for Embed {
             shaped(&[b, s, h], sum)?,
         ])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "EmbedLayerNormalization").then_some(&Embed as &dyn Kernel)
 }

@@ -7,10 +7,11 @@
 use tract_onnx::pb::AttributeProto;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["LabelEncoder"];
+pub(super) const TABLE: &[Row] = &[Row::new("LabelEncoder", &LabelEncoder)];
 
 /// One side of the map (keys or values), or a default, as the attributes give it.
 #[derive(Clone, Debug, PartialEq)]
@@ -153,8 +154,4 @@ impl Kernel for LabelEncoder {
         };
         Ok(vec![out])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "LabelEncoder").then_some(&LabelEncoder as &dyn Kernel)
 }

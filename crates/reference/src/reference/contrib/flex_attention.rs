@@ -19,11 +19,12 @@ use rayon::prelude::*;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, PREFIX};
+use super::node::{Fact, Node};
 use super::subgraph;
 use super::util::{fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node, PREFIX};
 
-pub const OPS: &[&str] = &["FlexAttention"];
+pub(super) const TABLE: &[Row] = &[Row::new("FlexAttention", &FlexAttention)];
 
 /// The graph attributes, in the order they apply.
 const MODS: [&str; 2] = ["score_mod", "prob_mod"];
@@ -37,10 +38,6 @@ pub fn claims(n: &NodeProto) -> bool {
 pub fn explicit(n: &mut NodeProto, opsets: &[tract_onnx::pb::OperatorSetIdProto]) {
     subgraph::explicit(n, &MODS, opsets);
     n.op_type = format!("{PREFIX}FlexAttention");
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "FlexAttention").then_some(&FlexAttention as &dyn Kernel)
 }
 
 /// The extents of one node.

@@ -7,8 +7,8 @@
 
 use tract_onnx::prelude::*;
 
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, opt, shaped, strides, values};
-use super::{Fact, Node};
 use crate::tensor::formats::Format;
 
 /// Normalizes `axis` for rank `rank`.

@@ -13,11 +13,12 @@ use tract_onnx::prelude::*;
 
 use super::attend::{attend, from_heads, to_heads, Dims, Keep, Rows};
 use super::attention::{unsupported, Bias};
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::rotary::Cache;
 use super::util::{f64s, f64s_opt, fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["GroupQueryAttention"];
+pub(super) const TABLE: &[Row] = &[Row::new("GroupQueryAttention", &Gqa)];
 
 struct Gqa;
 
@@ -374,8 +375,4 @@ fn present(past: Option<&[f64]>, new: &[f64], used: &[usize], g: &Geo, lp: usize
         }
     }
     y
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "GroupQueryAttention").then_some(&Gqa as &dyn Kernel)
 }

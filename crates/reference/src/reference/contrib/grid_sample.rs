@@ -13,10 +13,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, float_type, opt, shaped, string};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["GridSample"];
+/// Claimed in any domain: tract computes GridSample in f32.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("GridSample", &GridSample)];
 
 /// How a pixel value is made from its neighbours.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -247,10 +249,6 @@ impl Kernel for GridSample {
         }
         Ok(vec![shaped(&yshape, y)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "GridSample").then_some(&GridSample as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -17,14 +17,12 @@ use image::{DynamicImage, ImageReader};
 use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, string, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["ImageDecoder"];
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "ImageDecoder").then_some(&ImageDecoder as &dyn Kernel)
-}
+/// Claimed in any domain: tract lacks ImageDecoder.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("ImageDecoder", &ImageDecoder)];
 
 /// The output's channels and their order.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -42,7 +40,7 @@ impl Pixels {
             "Grayscale" => Ok(Pixels::Grey),
             other => anyhow::bail!(
                 "{}ImageDecoder `{}`: pixel_format `{other}` is none of RGB, BGR, Grayscale",
-                super::INVALID,
+                super::kernel::INVALID,
                 n.proto.name
             ),
         }
@@ -61,7 +59,7 @@ fn encoded(n: &Node, t: &Tensor) -> TractResult<Vec<u8>> {
     anyhow::ensure!(
         t.datum_type() == u8::datum_type(),
         "{}ImageDecoder `{}`: encoded_stream is {:?}, not uint8",
-        super::INVALID,
+        super::kernel::INVALID,
         n.proto.name,
         t.datum_type()
     );

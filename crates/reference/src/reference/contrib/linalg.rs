@@ -5,10 +5,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, float_type, shaped};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Det"];
+/// Claimed in any domain: tract lacks Det.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("Det", &Det)];
 
 /// The leading (batch) shape of a stack of square matrices of shape `shape`, checked.
 fn batch_shape(n: &Node, shape: &[usize]) -> TractResult<Vec<usize>> {
@@ -76,10 +78,6 @@ impl Kernel for Det {
         };
         Ok(vec![shaped(&batch, dets)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Det").then_some(&Det as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -14,14 +14,12 @@
 use rayon::prelude::*;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, float_type, opt, shaped, string, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["LinearAttention"];
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "LinearAttention").then_some(&LinearAttention as &dyn Kernel)
-}
+/// Claimed in any domain: tract has no kernel for LinearAttention.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("LinearAttention", &LinearAttention)];
 
 /// The recurrence `update_rule` names: whether it decays the state, whether it writes the delta.
 #[derive(Clone, Copy, Debug, PartialEq)]

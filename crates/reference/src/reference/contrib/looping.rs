@@ -15,11 +15,12 @@
 use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
 use tract_onnx::tract_hir::internal::*;
 
+use super::kernel::{Kernel, Row, PREFIX};
+use super::node::{Fact, Node};
 use super::subgraph;
 use super::util::fact;
-use super::{Fact, Kernel, Node, PREFIX};
 
-pub const OPS: &[&str] = &["Loop"];
+pub(super) const TABLE: &[Row] = &[Row::new("Loop", &Looped)];
 
 /// Whether phantom evaluates this node: every default-domain `Loop` left at parse time.
 pub fn claims_loop(n: &NodeProto) -> bool {
@@ -138,10 +139,6 @@ impl Kernel for Looped {
 /// The one element of `t`, cast to `T`.
 fn scalar<T: Datum + Copy>(t: &Tensor) -> TractResult<T> {
     t.cast_to_scalar::<T>()
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Loop").then_some(&Looped as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -11,10 +11,15 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, f64s_opt, fact, float_type, int_opt, opt, shaped, string, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"];
+/// Claimed in any domain: tract lacks the training losses.
+pub(super) const TABLE: &[Row] = &[
+    Row::any_domain("SoftmaxCrossEntropyLoss", &Loss),
+    Row::any_domain("NegativeLogLikelihoodLoss", &Loss),
+];
 
 /// How the per-position losses become the output.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -164,10 +169,6 @@ impl Classes<'_> {
         }
         Ok((out, applied))
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    OPS.contains(&op).then_some(&Loss as &dyn Kernel)
 }
 
 #[cfg(test)]

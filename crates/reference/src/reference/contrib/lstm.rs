@@ -7,10 +7,35 @@
 use tract_onnx::prelude::*;
 
 use super::super::rnn;
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s_opt, fact, float_type, tensor};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["DynamicQuantizeLSTM", "LSTM", "GRU", "RNN"];
+/// The recurrent ops; ONNX's LSTM, GRU and RNN are claimed by [`claims_recurrent`].
+pub(super) const TABLE: &[Row] = &[
+    Row::new("DynamicQuantizeLSTM", &DqLstm),
+    Row::new(
+        "LSTM",
+        &Recurrent {
+            gates: 4,
+            states: 2,
+        },
+    ),
+    Row::new(
+        "GRU",
+        &Recurrent {
+            gates: 3,
+            states: 1,
+        },
+    ),
+    Row::new(
+        "RNN",
+        &Recurrent {
+            gates: 1,
+            states: 1,
+        },
+    ),
+];
 
 struct DqLstm;
 
@@ -102,23 +127,4 @@ impl Kernel for Recurrent {
 /// Whether phantom evaluates this node from parsing on: ONNX's LSTM, GRU and RNN.
 pub fn claims_recurrent(n: &tract_onnx::pb::NodeProto) -> bool {
     n.domain.is_empty() && matches!(n.op_type.as_str(), "LSTM" | "GRU" | "RNN")
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "DynamicQuantizeLSTM" => Some(&DqLstm),
-        "LSTM" => Some(&Recurrent {
-            gates: 4,
-            states: 2,
-        }),
-        "GRU" => Some(&Recurrent {
-            gates: 3,
-            states: 1,
-        }),
-        "RNN" => Some(&Recurrent {
-            gates: 1,
-            states: 1,
-        }),
-        _ => None,
-    }
 }

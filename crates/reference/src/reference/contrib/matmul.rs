@@ -5,10 +5,14 @@ use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 
 use super::super::fast::gemm::{matmul, Mat};
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, f64s_opt, fact, float_type, opt, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["FusedMatMul", "MatMulNBits"];
+pub(super) const TABLE: &[Row] = &[
+    Row::new("FusedMatMul", &Fused),
+    Row::new("MatMulNBits", &NBits),
+];
 
 /// A matrix operand: its batch shape and its last two extents after an optional transpose.
 struct Operand {
@@ -208,14 +212,6 @@ impl Kernel for Fused {
             y.iter_mut().for_each(|v| *v *= alpha);
         }
         Ok(vec![ArrayD::from_shape_vec(IxDyn(&want), y)?.into_tensor()])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "FusedMatMul" => Some(&Fused),
-        "MatMulNBits" => Some(&NBits),
-        _ => None,
     }
 }
 

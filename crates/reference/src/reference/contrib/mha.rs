@@ -7,8 +7,9 @@ use tract_onnx::prelude::*;
 
 use super::attend::{attend, concat_past, from_heads, to_heads, Dims, Keep};
 use super::attention::{head_split, unsupported, Bert, Bias, Pad};
+use super::kernel::Kernel;
+use super::node::{Fact, Node};
 use super::util::{f64s, f64s_opt, fact, float_type, shaped};
-use super::{Fact, Kernel, Node};
 
 pub struct Mha;
 

@@ -10,14 +10,15 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &[
-    "LinearClassifier",
-    "LinearRegressor",
-    "Normalizer",
-    "Scaler",
+pub(super) const TABLE: &[Row] = &[
+    Row::new("LinearClassifier", &LinearClassifier),
+    Row::new("LinearRegressor", &LinearRegressor),
+    Row::new("Normalizer", &Normalizer),
+    Row::new("Scaler", &Scaler),
 ];
 
 pub(super) fn string_attr(n: &Node, name: &str, default: &str) -> String {
@@ -328,16 +329,6 @@ impl Kernel for Scaler {
             *v = (*v - at(&offset, j, 0.0)) * at(&scale, j, 1.0);
         }
         Ok(vec![x.into_tensor()])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "LinearClassifier" => Some(&LinearClassifier),
-        "LinearRegressor" => Some(&LinearRegressor),
-        "Normalizer" => Some(&Normalizer),
-        "Scaler" => Some(&Scaler),
-        _ => None,
     }
 }
 

@@ -4,6 +4,9 @@
 //! parses the model, every node phantom has a kernel for is renamed `phantom.<Op>` ([`claim`]) and built as one
 //! tract op ([`op::ContribOp`]) that evaluates the kernel in f64. Each kernel is written from the op's definition
 //! (ORT's ContribOperators.md and its CPU kernel, which decides where the two differ; each kernel says where).
+//!
+//! Each op family (one file) declares its ops in one table of [`kernel::Row`]s (op, kernel, domains claimed);
+//! [`FAMILIES`] gathers the tables, and registering, claiming and building a node all read it.
 
 mod act;
 mod affine_grid;
@@ -27,6 +30,7 @@ mod gather_narrow;
 mod gqa;
 mod grid_sample;
 mod image_decoder;
+mod kernel;
 mod linalg;
 mod linear_attention;
 mod looping;
@@ -79,178 +83,93 @@ mod upsample;
 mod util;
 
 use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
-use tract_onnx::prelude::*;
 
+pub use kernel::PREFIX;
+use kernel::{Kernel, Row};
 pub use node::{Fact, Node};
 
-/// Prefix of the op types phantom claims.
-pub const PREFIX: &str = "phantom.";
+/// Every op family's table of ops and kernels ([`Row`]), in the order a lookup tries them (no op is in two).
+const FAMILIES: &[&[Row]] = &[
+    act::TABLE,
+    norm::TABLE,
+    matmul::TABLE,
+    embed::TABLE,
+    attention::TABLE,
+    onnx_attention::TABLE,
+    gqa::TABLE,
+    rotary::TABLE,
+    quant::TABLE,
+    lstm::TABLE,
+    batchnorm::TABLE,
+    squeeze::TABLE,
+    concat::TABLE,
+    cumsum::TABLE,
+    reduce::TABLE,
+    nms::TABLE,
+    looping::TABLE,
+    ml::TABLE,
+    qdq::TABLE,
+    trees::TABLE,
+    trees_cls::TABLE,
+    trees5::TABLE,
+    svm::TABLE,
+    prep::TABLE,
+    encode::TABLE,
+    loss::TABLE,
+    grid_sample::TABLE,
+    crop_pad::TABLE,
+    pool_lp::TABLE,
+    col2im::TABLE,
+    affine_grid::TABLE,
+    bitcast::TABLE,
+    deform_conv::TABLE,
+    linalg::TABLE,
+    signal::TABLE,
+    stft::TABLE,
+    tensor_scatter::TABLE,
+    unpool::TABLE,
+    upsample::TABLE,
+    strings::TABLE,
+    tfidf::TABLE,
+    tokenizer::TABLE,
+    roi_align::TABLE,
+    unique::TABLE,
+    optim::TABLE,
+    dot::TABLE,
+    compress::TABLE,
+    one_hot::TABLE,
+    reverse_sequence::TABLE,
+    space_to_depth::TABLE,
+    bitshift::TABLE,
+    narrow_cast::TABLE,
+    nchwc::TABLE,
+    linear_attention::TABLE,
+    causal_conv::TABLE,
+    flex_attention::TABLE,
+    image_decoder::TABLE,
+    optional::TABLE,
+    trilu::TABLE,
+    standin::TABLE,
+];
 
-/// Starts a kernel's typing error that is the model's fault (an axis outside the rank), not a gap in the reference:
-/// such a node is never stood in for; the model is refused.
-pub const INVALID: &str = "the model is invalid: ";
+/// Every op phantom has a kernel for.
+fn rows() -> impl Iterator<Item = &'static Row> {
+    FAMILIES.iter().flat_map(|family| family.iter())
+}
 
-/// One contrib op: the facts of its outputs and their values, both for every ONNX output slot.
-///
-/// A kernel implements [`Kernel::facts`], or, when input values decide its outputs' shapes,
-/// [`Kernel::value_slots`] and [`Kernel::facts_valued`] (each defaults to the other: implement one).
-pub trait Kernel: Sync {
-    /// Element type and shape of every ONNX output, from the inputs' facts (indexed by ONNX slot); for a kernel
-    /// with [`Kernel::value_slots`], its [`Kernel::facts_valued`] with no value known.
-    fn facts(&self, n: &Node, ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
-        self.facts_valued(n, ins, &[])
-    }
-    /// Every ONNX output, computed in f64 (integer outputs in their own type).
-    fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>>;
-    /// Whether tract may evaluate the node while typing, when its inputs are known then (false for a stand-in).
-    fn folds(&self) -> bool {
-        true
-    }
-    /// ONNX input slots whose values, not only their types and shapes, decide the outputs' facts (axes, pads).
-    fn value_slots(&self) -> &'static [usize] {
-        &[]
-    }
-    /// [`Kernel::facts`] for a kernel with [`Kernel::value_slots`]: `values` holds the value of each ONNX slot
-    /// that tract knows before the run (`None` elsewhere).
-    fn facts_valued(
-        &self,
-        n: &Node,
-        ins: &[Option<&Fact>],
-        _values: &[Option<&Tensor>],
-    ) -> TractResult<Vec<Fact>> {
-        self.facts(n, ins)
-    }
+/// The row of `op`.
+fn row(op: &str) -> Option<&'static Row> {
+    rows().find(|r| r.op == op)
 }
 
 /// The kernel phantom has for `op`.
-fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    act::kernel(op)
-        .or_else(|| norm::kernel(op))
-        .or_else(|| matmul::kernel(op))
-        .or_else(|| embed::kernel(op))
-        .or_else(|| attention::kernel(op))
-        .or_else(|| onnx_attention::kernel(op))
-        .or_else(|| gqa::kernel(op))
-        .or_else(|| rotary::kernel(op))
-        .or_else(|| quant::kernel(op))
-        .or_else(|| lstm::kernel(op))
-        .or_else(|| batchnorm::kernel(op))
-        .or_else(|| squeeze::kernel(op))
-        .or_else(|| concat::kernel(op))
-        .or_else(|| cumsum::kernel(op))
-        .or_else(|| reduce::kernel(op))
-        .or_else(|| nms::kernel(op))
-        .or_else(|| looping::kernel(op))
-        .or_else(|| ml::kernel(op))
-        .or_else(|| qdq::kernel(op))
-        .or_else(|| trees::kernel(op))
-        .or_else(|| trees_cls::kernel(op))
-        .or_else(|| trees5::kernel(op))
-        .or_else(|| svm::kernel(op))
-        .or_else(|| prep::kernel(op))
-        .or_else(|| encode::kernel(op))
-        .or_else(|| loss::kernel(op))
-        .or_else(|| grid_sample::kernel(op))
-        .or_else(|| crop_pad::kernel(op))
-        .or_else(|| pool_lp::kernel(op))
-        .or_else(|| col2im::kernel(op))
-        .or_else(|| affine_grid::kernel(op))
-        .or_else(|| bitcast::kernel(op))
-        .or_else(|| deform_conv::kernel(op))
-        .or_else(|| linalg::kernel(op))
-        .or_else(|| signal::kernel(op))
-        .or_else(|| stft::kernel(op))
-        .or_else(|| tensor_scatter::kernel(op))
-        .or_else(|| unpool::kernel(op))
-        .or_else(|| upsample::kernel(op))
-        .or_else(|| strings::kernel(op))
-        .or_else(|| tfidf::kernel(op))
-        .or_else(|| tokenizer::kernel(op))
-        .or_else(|| roi_align::kernel(op))
-        .or_else(|| unique::kernel(op))
-        .or_else(|| optim::kernel(op))
-        .or_else(|| dot::kernel(op))
-        .or_else(|| compress::kernel(op))
-        .or_else(|| one_hot::kernel(op))
-        .or_else(|| reverse_sequence::kernel(op))
-        .or_else(|| space_to_depth::kernel(op))
-        .or_else(|| bitshift::kernel(op))
-        .or_else(|| narrow_cast::kernel(op))
-        .or_else(|| nchwc::kernel(op))
-        .or_else(|| linear_attention::kernel(op))
-        .or_else(|| causal_conv::kernel(op))
-        .or_else(|| flex_attention::kernel(op))
-        .or_else(|| image_decoder::kernel(op))
-        .or_else(|| optional::kernel(op))
-        .or_else(|| trilu::kernel(op))
-        .or_else(|| standin::kernel(op))
+fn kernel_for(op: &str) -> Option<&'static dyn Kernel> {
+    row(op).map(|r| r.kernel)
 }
 
-/// Ops phantom evaluates whatever their domain: SimplifiedLayerNormalization (ORT registers it in the ONNX domain
-/// although ONNX does not define it), and ONNX ops tract computes in f32 (DynamicQuantizeLinear, RMSNormalization,
-/// GridSample), wrongly (Celu; Softplus, which overflows; ReduceMax/ReduceMin of an empty set or of booleans; ReduceLogSumExp, which overflows) or not at all (CumProd, the
-/// training losses SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss; CenterCropPad, LpPool, Col2Im, AffineGrid,
-/// BitCast; Det, MaxUnpool, NonMaxSuppression, TensorScatter, Upsample, DeformConv; the string ops StringConcat,
-/// StringSplit, RegexFullMatch, StringNormalizer, and TfIdfVectorizer; RoiAlign, Unique, and the training optimizers
-/// Adagrad, Adam and Momentum, whose domain `ai.onnx.preview.training` is neither ONNX's nor ORT's; Compress,
-/// OneHot and ReverseSequence, which tract cannot type; BitShift, whose out-of-range amounts tract gets wrong; SwiGLU;
-/// LinearAttention and CausalConvWithState, which tract has no kernel for; ImageDecoder, which tract lacks; the
-/// optional ops Optional, OptionalHasElement and OptionalGetElement, which tract cannot type;
-/// and SpaceToDepth in CRD mode, which tract computes as DCR, claimed apart). The window ops and MelWeightMatrix tract folds into
-/// f32 constants at import, and its STFT needs a constant window: phantom takes them before tract parses.
-const ANY_DOMAIN: &[&str] = &[
-    "SimplifiedLayerNormalization",
-    "DynamicQuantizeLinear",
-    "RMSNormalization",
-    "Celu",
-    "Softplus",
-    "Round",
-    "CumProd",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceLogSumExp",
-    "SoftmaxCrossEntropyLoss",
-    "NegativeLogLikelihoodLoss",
-    "GridSample",
-    "CenterCropPad",
-    "LpPool",
-    "Col2Im",
-    "AffineGrid",
-    "BitCast",
-    "HannWindow",
-    "HammingWindow",
-    "BlackmanWindow",
-    "MelWeightMatrix",
-    "STFT",
-    "Det",
-    "MaxUnpool",
-    "TensorScatter",
-    "Upsample",
-    "DeformConv",
-    "StringConcat",
-    "StringSplit",
-    "RegexFullMatch",
-    "StringNormalizer",
-    "TfIdfVectorizer",
-    "NonMaxSuppression",
-    "RoiAlign",
-    "Unique",
-    "Adagrad",
-    "Adam",
-    "Momentum",
-    "Compress",
-    "OneHot",
-    "ReverseSequence",
-    "BitShift",
-    "SwiGLU",
-    "LinearAttention",
-    "CausalConvWithState",
-    "ImageDecoder",
-    "Optional",
-    "OptionalHasElement",
-    "OptionalGetElement",
-];
-
+/// Whether phantom evaluates `n`: an op of ORT's contrib domain or `ai.onnx.ml` it has a kernel for, one it claims
+/// in any domain ([`Row::any_domain`]: an ONNX op tract computes in f32, wrongly or not at all, each family's table
+/// says why), or one a family's predicate takes.
 fn claims(n: &NodeProto) -> bool {
     if n.op_type == "BatchNormalization" {
         // Inference mode is tract's; training mode (statistics outputs) is phantom's.
@@ -271,10 +190,10 @@ fn claims(n: &NodeProto) -> bool {
     if lstm::claims_recurrent(n) || qdq::claims_qdq(n) || narrow_cast::claims(n) {
         return true;
     }
-    // ORT's contrib domain, and the classic-ML ops (`ai.onnx.ml`) phantom has kernels for.
-    let ours = matches!(n.domain.as_str(), "com.microsoft" | "ai.onnx.ml")
-        || ANY_DOMAIN.contains(&n.op_type.as_str());
-    ours && kernel(&n.op_type).is_some()
+    // ORT's contrib domain and the classic-ML ops (`ai.onnx.ml`); any domain where the row says so.
+    row(&n.op_type).is_some_and(|r| {
+        r.any_domain || matches!(n.domain.as_str(), "com.microsoft" | "ai.onnx.ml")
+    })
 }
 
 /// Renames every node phantom evaluates itself to `phantom.<Op>`, in `g` and its subgraphs (a `Loop`'s or a
@@ -356,70 +275,70 @@ pub fn drop_zipmaps(g: &mut GraphProto) -> usize {
 
 /// Registers phantom's kernels with tract's ONNX parser.
 pub fn register(onnx: &mut tract_onnx::Onnx) {
-    for op in act::OPS
-        .iter()
-        .chain(norm::OPS)
-        .chain(matmul::OPS)
-        .chain(embed::OPS)
-        .chain(attention::OPS)
-        .chain(onnx_attention::OPS)
-        .chain(gqa::OPS)
-        .chain(rotary::OPS)
-        .chain(quant::OPS)
-        .chain(lstm::OPS)
-        .chain(batchnorm::OPS)
-        .chain(squeeze::OPS)
-        .chain(concat::OPS)
-        .chain(cumsum::OPS)
-        .chain(reduce::OPS)
-        .chain(nms::OPS)
-        .chain(looping::OPS)
-        .chain(ml::OPS)
-        .chain(nchwc::OPS)
-        .chain(tokenizer::OPS)
-        .chain(qdq::OPS)
-        .chain(trees::OPS)
-        .chain(trees_cls::OPS)
-        .chain(trees5::OPS)
-        .chain(svm::OPS)
-        .chain(prep::OPS)
-        .chain(encode::OPS)
-        .chain(loss::OPS)
-        .chain(grid_sample::OPS)
-        .chain(crop_pad::OPS)
-        .chain(pool_lp::OPS)
-        .chain(col2im::OPS)
-        .chain(affine_grid::OPS)
-        .chain(bitcast::OPS)
-        .chain(deform_conv::OPS)
-        .chain(linalg::OPS)
-        .chain(signal::OPS)
-        .chain(stft::OPS)
-        .chain(tensor_scatter::OPS)
-        .chain(unpool::OPS)
-        .chain(upsample::OPS)
-        .chain(strings::OPS)
-        .chain(tfidf::OPS)
-        .chain(roi_align::OPS)
-        .chain(unique::OPS)
-        .chain(optim::OPS)
-        .chain(dot::OPS)
-        .chain(compress::OPS)
-        .chain(one_hot::OPS)
-        .chain(reverse_sequence::OPS)
-        .chain(space_to_depth::OPS)
-        .chain(bitshift::OPS)
-        .chain(narrow_cast::OPS)
-        .chain(linear_attention::OPS)
-        .chain(causal_conv::OPS)
-        .chain(flex_attention::OPS)
-        .chain(image_decoder::OPS)
-        .chain(optional::OPS)
-        .chain(trilu::OPS)
-        .chain(standin::OPS)
-    {
+    for r in rows() {
         onnx.op_register
             .0
-            .insert(format!("{PREFIX}{op}"), op::build);
+            .insert(format!("{PREFIX}{}", r.op), op::build);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use tract_onnx::pb::NodeProto;
+
+    use super::*;
+
+    fn node(op: &str, domain: &str) -> NodeProto {
+        NodeProto {
+            op_type: op.into(),
+            domain: domain.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_op_is_in_one_row_and_registered() {
+        let mut seen = HashSet::new();
+        for r in rows() {
+            assert!(seen.insert(r.op), "{} is in two rows", r.op);
+        }
+        assert_eq!(seen.len(), 107);
+        let mut onnx = tract_onnx::onnx();
+        register(&mut onnx);
+        for op in &seen {
+            assert!(
+                onnx.op_register.0.contains_key(&format!("{PREFIX}{op}")),
+                "{op} is not registered"
+            );
+        }
+    }
+
+    #[test]
+    fn rows_decide_the_domains_claimed() {
+        let claimed = |op, domain| claims(&node(op, domain));
+        // Contrib and classic-ML ops: their own domains only.
+        assert!(claimed("Gelu", "com.microsoft") && claimed("Scaler", "ai.onnx.ml"));
+        assert!(!claimed("Gelu", "") && !claimed("Scaler", "custom"));
+        // Rows claimed in any domain.
+        for op in [
+            "Celu",
+            "SimplifiedLayerNormalization",
+            "CumProd",
+            "HannWindow",
+            "Adam",
+            "OptionalHasElement",
+        ] {
+            assert!(
+                claimed(op, "") && claimed(op, "ai.onnx.preview.training"),
+                "{op}"
+            );
+        }
+        // Predicates: Q/DQ in ONNX's and ORT's domains, the recurrent ops in ONNX's, Squeeze without axes.
+        assert!(claimed("QuantizeLinear", "") && !claimed("QuantizeLinear", "custom"));
+        assert!(claimed("GRU", "") && !claimed("GRU", "ai.onnx"));
+        assert!(claimed("Squeeze", "") && !claimed("LayerNormalization", ""));
+        assert!(!claimed("Foo", "com.microsoft") && kernel_for("Foo").is_none());
     }
 }

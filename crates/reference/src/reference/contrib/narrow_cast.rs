@@ -8,13 +8,15 @@
 use tract_onnx::pb::NodeProto;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, string};
-use super::{Fact, Kernel, Node};
 use crate::reference::formats::ROUND_ATTR;
 use crate::tensor::formats::{E8m0Round, Format};
 use crate::tensor::DType;
 
-pub const OPS: &[&str] = &["Cast"];
+/// Claimed by [`claims`] where it casts to or rounds onto a narrow type.
+pub(super) const TABLE: &[Row] = &[Row::new("Cast", &NarrowCast)];
 
 /// Whether phantom evaluates `n`: a `Cast` whose target is a narrow format, or one that rounds onto a float type.
 pub fn claims(n: &NodeProto) -> bool {
@@ -86,12 +88,5 @@ impl Kernel for NarrowCast {
         let x = f64s(n, ins, 0)?;
         let y: Vec<f64> = x.iter().map(|&v| f.cast(v, saturate, round)).collect();
         Ok(vec![carried(f, x.shape(), y)?])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "Cast" => Some(&NarrowCast),
-        _ => None,
     }
 }

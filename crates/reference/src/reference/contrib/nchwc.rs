@@ -14,15 +14,16 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, opt, pick, shaped};
-use super::{Fact, Kernel, Node, INVALID};
 use crate::tensor::{nchwc_filter_bibo, nchwc_filter_sources};
 
-pub const OPS: &[&str] = &[
-    "NchwcBlock",
-    "NchwcUnblock",
-    "NchwcConvInput",
-    "NchwcFilter",
+pub(super) const TABLE: &[Row] = &[
+    Row::new("NchwcBlock", &Block),
+    Row::new("NchwcUnblock", &Unblock),
+    Row::new("NchwcConvInput", &ConvInput),
+    Row::new("NchwcFilter", &Filter),
 ];
 
 /// The block size, from the node's `block` attribute.
@@ -193,16 +194,6 @@ impl Kernel for Filter {
         let bibo = nchwc_filter_bibo(b, w.shape(), n.int("group", 1));
         let idx = nchwc_filter_sources(b, w.shape(), bibo);
         Ok(vec![pick(w, &idx, w.shape())?])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "NchwcBlock" => Some(&Block),
-        "NchwcUnblock" => Some(&Unblock),
-        "NchwcConvInput" => Some(&ConvInput),
-        "NchwcFilter" => Some(&Filter),
-        _ => None,
     }
 }
 

@@ -10,10 +10,12 @@
 use tract_onnx::prelude::tract_ndarray::{Array2, ArrayView2, ArrayView3, Ix3};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::opt;
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["NonMaxSuppression"];
+/// Claimed in any domain: tract has no NonMaxSuppression.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("NonMaxSuppression", &Nms)];
 
 struct Nms;
 
@@ -170,10 +172,6 @@ impl Kernel for Nms {
             .into_dyn()
             .into_tensor()])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "NonMaxSuppression").then_some(&Nms as &dyn Kernel)
 }
 
 #[cfg(test)]

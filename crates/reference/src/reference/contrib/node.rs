@@ -3,7 +3,7 @@
 use tract_onnx::pb::NodeProto;
 use tract_onnx::prelude::*;
 
-use super::PREFIX;
+use super::kernel::PREFIX;
 
 /// Element type and concrete shape of one value.
 pub type Fact = (DatumType, Vec<usize>);

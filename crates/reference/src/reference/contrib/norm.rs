@@ -4,15 +4,20 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{check_len, f64s, f64s_opt, fact, float_type, shaped, RowNorm};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &[
-    "SkipLayerNormalization",
-    "SkipSimplifiedLayerNormalization",
-    "SimplifiedLayerNormalization",
-    "RMSNormalization",
-    "LayerNormalization",
+/// The normalizations. SimplifiedLayerNormalization is claimed in any domain, as ORT registers it in the ONNX
+/// domain (which does not define it); so is ONNX's RMSNormalization (opset 23, ORT's
+/// SimplifiedLayerNormalization), whose squares tract sums in f32. LayerNormalization is claimed where tract
+/// cannot type it ([`claims_layer_norm`]).
+pub(super) const TABLE: &[Row] = &[
+    Row::new("SkipLayerNormalization", &Skip),
+    Row::new("SkipSimplifiedLayerNormalization", &Skip),
+    Row::any_domain("SimplifiedLayerNormalization", &Layer { simplified: true }),
+    Row::any_domain("RMSNormalization", &Layer { simplified: true }),
+    Row::new("LayerNormalization", &Layer { simplified: false }),
 ];
 
 /// SkipLayerNormalization and its simplified (RMS) form: sum = input + skip (+ bias), then the normalized sum.
@@ -112,7 +117,7 @@ fn split_axis(n: &Node, rank: usize) -> TractResult<usize> {
     anyhow::ensure!(
         (0..rank as i64).contains(&a),
         "{}axis {axis} out of range for rank {rank}",
-        super::INVALID
+        super::kernel::INVALID
     );
     Ok(a as usize)
 }
@@ -204,14 +209,4 @@ pub fn claims_layer_norm(n: &tract_onnx::pb::NodeProto) -> bool {
         .find(|a| a.name == "axis")
         .map_or(-1, |a| a.i);
     n.op_type == "LayerNormalization" && (n.domain.is_empty() || n.domain == "ai.onnx") && axis < -1
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => Some(&Skip),
-        // ONNX's RMSNormalization (opset 23) is ORT's SimplifiedLayerNormalization; tract's sums squares in f32.
-        "SimplifiedLayerNormalization" | "RMSNormalization" => Some(&Layer { simplified: true }),
-        "LayerNormalization" => Some(&Layer { simplified: false }),
-        _ => None,
-    }
 }

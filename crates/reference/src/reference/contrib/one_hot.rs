@@ -9,11 +9,13 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::signal::known;
 use super::util::{fact, opt, pick, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["OneHot"];
+/// Claimed in any domain: tract cannot type OneHot.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("OneHot", &OneHot)];
 
 /// The positive depth a one-element `depth` tensor holds.
 fn depth(n: &Node, t: &Tensor) -> TractResult<usize> {
@@ -98,10 +100,6 @@ impl Kernel for OneHot {
         let which = on_off(&values::<f64>(idx)?, idx.shape(), axis, d);
         Ok(vec![pick(vals, &which, &shape)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "OneHot").then_some(&OneHot as &dyn Kernel)
 }
 
 #[cfg(test)]

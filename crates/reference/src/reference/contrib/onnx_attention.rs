@@ -20,22 +20,20 @@ use tract_onnx::pb::NodeProto;
 use tract_onnx::prelude::*;
 
 use super::attend::{concat_past, from_heads, to_heads, Dims};
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::onnx_attn_rows::{stage, Bias, Rule};
 use super::util::{fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node};
 
 /// The name phantom's ONNX Attention goes by (after `phantom.`).
 pub const OP: &str = "OnnxAttention";
 
-pub const OPS: &[&str] = &[OP];
+/// ONNX's Attention, taken by [`claims`] and renamed [`OP`] (plain `Attention` is com.microsoft's).
+pub(super) const TABLE: &[Row] = &[Row::new(OP, &OnnxAttention)];
 
 /// Whether `n` is the ONNX-domain Attention (not ORT's `com.microsoft` one).
 pub fn claims(n: &NodeProto) -> bool {
     n.op_type == "Attention" && (n.domain.is_empty() || n.domain == "ai.onnx")
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == OP).then_some(&OnnxAttention as &dyn Kernel)
 }
 
 /// The extents of one node, heads split out: Q (B, Nq, S, H), K (B, Nkv, P + L, H), V (B, Nkv, P + L, Hv).

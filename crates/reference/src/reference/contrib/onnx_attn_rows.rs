@@ -16,8 +16,8 @@ use tract_onnx::prelude::*;
 
 use super::super::fast::gemm::{matmul, Mat};
 use super::attend::Dims;
+use super::node::Node;
 use super::util::values;
-use super::Node;
 
 /// An attention mask broadcast over (B, Nq, S, T): strides 0 on broadcast axes, keys past `width` at −∞.
 struct Mask {

@@ -7,8 +7,10 @@ use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_hir::internal::*;
 
+use super::kernel::Kernel;
+use super::kernel_for;
+use super::node::{Fact, Node};
 use super::symbolic::{self, SymFact};
-use super::{kernel, Fact, Kernel, Node};
 
 /// Builds the tract op of a claimed node (registered under `phantom.<Op>`).
 pub fn build(
@@ -16,7 +18,8 @@ pub fn build(
     proto: &NodeProto,
 ) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
     let node = Node::new(proto);
-    let k = kernel(node.op()).ok_or_else(|| anyhow!("phantom has no kernel for {}", node.op()))?;
+    let k =
+        kernel_for(node.op()).ok_or_else(|| anyhow!("phantom has no kernel for {}", node.op()))?;
     Ok((expand(ContribOp::new(node, k)), vec![]))
 }
 

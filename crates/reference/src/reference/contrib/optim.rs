@@ -7,10 +7,17 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["Adagrad", "Adam", "Momentum"];
+/// Claimed in any domain: tract lacks the training optimizers, whose domain `ai.onnx.preview.training` is
+/// neither ONNX's nor ORT's.
+pub(super) const TABLE: &[Row] = &[
+    Row::any_domain("Adagrad", &Optimizer(Kind::Adagrad)),
+    Row::any_domain("Adam", &Optimizer(Kind::Adam)),
+    Row::any_domain("Momentum", &Optimizer(Kind::Momentum)),
+];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -177,15 +184,6 @@ impl Kernel for Optimizer {
             }
         }
         Ok(outs.into_iter().flatten().collect())
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "Adagrad" => Some(&Optimizer(Kind::Adagrad)),
-        "Adam" => Some(&Optimizer(Kind::Adam)),
-        "Momentum" => Some(&Optimizer(Kind::Momentum)),
-        _ => None,
     }
 }
 

@@ -13,10 +13,16 @@ use tract_onnx::pb::{
 };
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::fact;
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Optional", "OptionalHasElement", "OptionalGetElement"];
+/// Claimed in any domain: tract cannot type the optional ops.
+pub(super) const TABLE: &[Row] = &[
+    Row::any_domain("Optional", &Same),
+    Row::any_domain("OptionalHasElement", &Has),
+    Row::any_domain("OptionalGetElement", &Same),
+];
 
 /// `Optional` and `OptionalGetElement` of a tensor: the tensor.
 struct Same;
@@ -60,14 +66,6 @@ impl Kernel for Has {
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         held(n, ins)?;
         Ok(vec![tensor0(true)])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "Optional" | "OptionalGetElement" => Some(&Same),
-        "OptionalHasElement" => Some(&Has),
-        _ => None,
     }
 }
 

@@ -12,10 +12,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, float_type, shaped, string};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["LpPool"];
+/// Claimed in any domain: tract lacks LpPool.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("LpPool", &LpPool)];
 
 /// One spatial axis of the pooling: input extent, kernel, stride, dilation, leading padding and output extent.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -186,10 +188,6 @@ impl Kernel for LpPool {
             .collect();
         Ok(vec![shaped(&shape, out)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "LpPool").then_some(&LpPool as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -7,14 +7,16 @@
 use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis, IxDyn};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64_like, f64s, fact, opt};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &[
-    "Binarizer",
-    "Imputer",
-    "ArrayFeatureExtractor",
-    "OneHotEncoder",
+/// OneHotEncoder is claimed only with categories ([`claims_one_hot`]).
+pub(super) const TABLE: &[Row] = &[
+    Row::new("Binarizer", &Binarizer),
+    Row::new("Imputer", &Imputer),
+    Row::new("ArrayFeatureExtractor", &ArrayFeatureExtractor),
+    Row::new("OneHotEncoder", &OneHotEncoder),
 ];
 
 struct Binarizer;
@@ -185,16 +187,6 @@ impl Kernel for OneHotEncoder {
         Ok(vec![
             ArrayD::from_shape_vec(IxDyn(&shape), out)?.into_tensor()
         ])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "Binarizer" => Some(&Binarizer),
-        "Imputer" => Some(&Imputer),
-        "ArrayFeatureExtractor" => Some(&ArrayFeatureExtractor),
-        "OneHotEncoder" => Some(&OneHotEncoder),
-        _ => None,
     }
 }
 

@@ -11,16 +11,21 @@
 use tract_onnx::prelude::*;
 
 use super::super::formats::FORMAT_ATTR;
+use super::kernel::{Kernel, Row};
 use super::narrow_cast::carrier;
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, opt, values};
-use super::{Fact, Kernel, Node};
 use crate::tensor::formats::Format;
 
-pub const OPS: &[&str] = &["QuantizeLinear", "DequantizeLinear"];
+/// Claimed in the ONNX and contrib domains by [`claims_qdq`].
+pub(super) const TABLE: &[Row] = &[
+    Row::new("QuantizeLinear", &Quantize),
+    Row::new("DequantizeLinear", &Dequantize),
+];
 
 /// Whether phantom evaluates `n`: a Q/DQ node of the ONNX domain or ORT's.
 pub fn claims_qdq(n: &tract_onnx::pb::NodeProto) -> bool {
-    OPS.contains(&n.op_type.as_str())
+    TABLE.iter().any(|r| r.op == n.op_type)
         && (n.domain.is_empty() || n.domain == "ai.onnx" || n.domain == "com.microsoft")
 }
 
@@ -230,14 +235,6 @@ impl Kernel for Dequantize {
             .map(|(&v, k)| (v - zps[k]) * scales[k])
             .collect();
         Ok(vec![super::util::shaped(x.shape(), y)?])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "QuantizeLinear" => Some(&Quantize),
-        "DequantizeLinear" => Some(&Dequantize),
-        _ => None,
     }
 }
 

@@ -13,16 +13,18 @@ use tract_onnx::prelude::*;
 
 use super::super::fast::gemm::{matmul, Mat};
 use super::super::formats::FORMAT_ATTR;
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, f64s_opt, fact, opt, shaped, values};
-use super::{Fact, Kernel, Node};
 use crate::tensor::formats::Format;
 use crate::tensor::ToF64;
 
-pub const OPS: &[&str] = &[
-    "GatherBlockQuantized",
-    "MatMulIntegerToFloat",
-    "DynamicQuantizeMatMul",
-    "DynamicQuantizeLinear",
+/// The quantized ops; ONNX's DynamicQuantizeLinear, which tract computes in f32, in any domain.
+pub(super) const TABLE: &[Row] = &[
+    Row::new("GatherBlockQuantized", &Gather),
+    Row::new("MatMulIntegerToFloat", &IntMatMul),
+    Row::new("DynamicQuantizeMatMul", &IntMatMul),
+    Row::any_domain("DynamicQuantizeLinear", &DynQuant),
 ];
 
 struct Gather;
@@ -335,15 +337,6 @@ fn quantize_u8(a: &[f64]) -> (Vec<f64>, f64, f64) {
         .map(|v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0))
         .collect();
     (q, scale, zp)
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "GatherBlockQuantized" => Some(&Gather),
-        "MatMulIntegerToFloat" | "DynamicQuantizeMatMul" => Some(&IntMatMul),
-        "DynamicQuantizeLinear" => Some(&DynQuant),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -11,10 +11,17 @@
 use tract_onnx::prelude::tract_ndarray::{ArrayD, Axis};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, float_type, opt};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["ReduceMax", "ReduceMin", "ReduceLogSumExp"];
+/// Claimed in any domain: tract's ReduceMax and ReduceMin are wrong on an empty set or booleans, its
+/// ReduceLogSumExp overflows.
+pub(super) const TABLE: &[Row] = &[
+    Row::any_domain("ReduceMax", &Reduction::Extreme(Extreme { max: true })),
+    Row::any_domain("ReduceMin", &Reduction::Extreme(Extreme { max: false })),
+    Row::any_domain("ReduceLogSumExp", &Reduction::LogSumExp),
+];
 
 /// `ReduceMax` (`max` true) or `ReduceMin`.
 struct Extreme {
@@ -218,15 +225,6 @@ fn plus_log(m: &ArrayD<f64>, sums: &ArrayD<f64>) -> ArrayD<f64> {
         }
     });
     out
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "ReduceMax" => Some(&Reduction::Extreme(Extreme { max: true })),
-        "ReduceMin" => Some(&Reduction::Extreme(Extreme { max: false })),
-        "ReduceLogSumExp" => Some(&Reduction::LogSumExp),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,10 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::Kernel;
+use super::node::{Fact, Node};
 use super::strings::strings;
 use super::util::{fact, string};
-use super::{Fact, Kernel, Node};
 
 /// An RE2 pattern with its Perl classes (`\d \w \s`, negated in capitals) and word boundaries made ASCII, as RE2
 /// has them, for the Unicode-aware `regex` crate. A class becomes a bracketed class, which `regex` also nests

@@ -6,10 +6,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, pick, strides, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["ReverseSequence"];
+/// Claimed in any domain: tract cannot type ReverseSequence.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("ReverseSequence", &ReverseSequence)];
 
 /// (batch axis, time axis), validated against the input's `rank`.
 fn axes(n: &Node, rank: usize) -> TractResult<(usize, usize)> {
@@ -75,10 +77,6 @@ impl Kernel for ReverseSequence {
         let idx = sources(n, x.shape(), &lens)?;
         Ok(vec![pick(x, &idx, x.shape())?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "ReverseSequence").then_some(&ReverseSequence as &dyn Kernel)
 }
 
 #[cfg(test)]

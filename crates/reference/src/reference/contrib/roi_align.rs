@@ -12,10 +12,12 @@
 use tract_onnx::pb::{AttributeProto, NodeProto, OperatorSetIdProto};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, float_type, opt, shaped, string, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["RoiAlign"];
+/// Claimed in any domain: tract lacks RoiAlign.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("RoiAlign", &RoiAlign)];
 
 /// Before opset 16 RoiAlign had no `coordinate_transformation_mode` and behaved as `output_half_pixel`; since,
 /// the absent attribute means `half_pixel`. Writes opset 10's behaviour out on such a node, so the kernel needs no
@@ -197,10 +199,6 @@ impl Kernel for RoiAlign {
         }
         Ok(vec![shaped(&[rs[0], c, out.0, out.1], y)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "RoiAlign").then_some(&RoiAlign as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -7,10 +7,11 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["RotaryEmbedding"];
+pub(super) const TABLE: &[Row] = &[Row::new("RotaryEmbedding", &Rotary)];
 
 /// Rotates the first 2·cos.len() values of one head vector by the angles whose cosines and sines are given:
 /// half-split pairs (k, k + R/2), or interleaved pairs (2k, 2k + 1). The rest passes through.
@@ -144,8 +145,4 @@ impl Kernel for Rotary {
         }
         Ok(vec![shaped(&shape, y)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "RotaryEmbedding").then_some(&Rotary as &dyn Kernel)
 }

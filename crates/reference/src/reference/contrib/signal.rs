@@ -11,14 +11,17 @@ use std::f64::consts::PI;
 use tract_onnx::pb::tensor_proto::DataType;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, shaped};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &[
-    "HannWindow",
-    "HammingWindow",
-    "BlackmanWindow",
-    "MelWeightMatrix",
+/// Claimed in any domain, before tract parses the model: tract folds the windows and MelWeightMatrix
+/// into f32 constants at import.
+pub(super) const TABLE: &[Row] = &[
+    Row::any_domain("HannWindow", &Window(Shape::Hann)),
+    Row::any_domain("HammingWindow", &Window(Shape::Hamming)),
+    Row::any_domain("BlackmanWindow", &Window(Shape::Blackman)),
+    Row::any_domain("MelWeightMatrix", &MelWeightMatrix),
 ];
 
 /// The element type an `output_datatype` attribute names (default float): floats are computed and kept in f64,
@@ -253,16 +256,6 @@ impl Kernel for MelWeightMatrix {
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         let mel = Mel::read(n, ins)?;
         Ok(vec![shaped(&[mel.rows(), mel.bins], mel.matrix(n)?)?])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "HannWindow" => Some(&Window(Shape::Hann)),
-        "HammingWindow" => Some(&Window(Shape::Hamming)),
-        "BlackmanWindow" => Some(&Window(Shape::Blackman)),
-        "MelWeightMatrix" => Some(&MelWeightMatrix),
-        _ => None,
     }
 }
 

@@ -8,10 +8,12 @@
 use tract_onnx::pb::NodeProto;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, pick, string};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["SpaceToDepth"];
+/// Claimed in CRD mode only ([`claims`]): tract computes it as DCR.
+pub(super) const TABLE: &[Row] = &[Row::new("SpaceToDepth", &SpaceToDepth)];
 
 /// Whether phantom evaluates this SpaceToDepth: its mode is other than DCR (tract computes DCR only).
 pub fn claims(n: &NodeProto) -> bool {
@@ -74,10 +76,6 @@ impl Kernel for SpaceToDepth {
         let (b, crd, out) = geometry(n, x.shape())?;
         Ok(vec![pick(x, &sources(x.shape(), b, crd, &out), &out)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "SpaceToDepth").then_some(&SpaceToDepth as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::fact;
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Squeeze"];
+/// Claimed without axes only ([`claims_squeeze`]).
+pub(super) const TABLE: &[Row] = &[Row::new("Squeeze", &SqueezeAll)];
 
 /// Whether `n` is a default-domain Squeeze that names no axes.
 pub fn claims_squeeze(n: &tract_onnx::pb::NodeProto) -> bool {
@@ -36,10 +38,6 @@ impl Kernel for SqueezeAll {
             .ok_or_else(|| anyhow::anyhow!("Squeeze `{}` lacks its input", n.proto.name))?;
         Ok(vec![x.clone().into_shape(&squeezed(x.shape()))?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Squeeze").then_some(&SqueezeAll as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -10,9 +10,10 @@
 use tract_onnx::pb::{AttributeProto, GraphProto, NodeProto, TensorProto};
 use tract_onnx::prelude::*;
 
-use super::{Fact, Kernel, Node};
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 
-pub const OPS: &[&str] = &["Unavailable"];
+pub(super) const TABLE: &[Row] = &[Row::new("Unavailable", &Unavailable)];
 
 /// What the target's run says of its values, by ONNX name.
 #[derive(Clone, Debug, Default)]
@@ -63,13 +64,13 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
         false => d.onnx_code() as i64,
     };
     // A node phantom claimed is its own kernel's to type, not tract's.
-    let who = match n.op_type.strip_prefix(super::PREFIX) {
+    let who = match n.op_type.strip_prefix(super::kernel::PREFIX) {
         Some(op) => format!("phantom's f64 kernel cannot type {op} `{}`", n.name),
         None => format!("tract cannot type {} `{}`", n.op_type, n.name),
     };
     // A claimed op keeps its own attributes and names itself, so that its kernel can run on concrete inputs
     // ([`original`]).
-    let own = match n.op_type.strip_prefix(super::PREFIX) {
+    let own = match n.op_type.strip_prefix(super::kernel::PREFIX) {
         Some(op) => {
             let mut kept = std::mem::take(&mut n.attribute);
             kept.retain(|a| !STAND_IN_ATTRS.contains(&a.name.as_str()));
@@ -113,7 +114,7 @@ pub fn stand_in(n: &mut NodeProto, known: &Known, wide: bool, reason: &str) -> b
         ..Default::default()
     });
     n.attribute.extend(own);
-    n.op_type = format!("{}Unavailable", super::PREFIX);
+    n.op_type = format!("{}Unavailable", super::kernel::PREFIX);
     n.domain.clear();
     true
 }
@@ -131,21 +132,24 @@ pub(in crate::reference) fn for_error(
         return false;
     };
     let text = format!("{e:#}");
-    if text.contains(super::INVALID) {
+    if text.contains(super::kernel::INVALID) {
         return false;
     }
     let Some(n) = failing(g, &text, crate::reference::PREFIX) else {
         return false;
     };
     // phantom's own kernel says why in the error's root; tract's message is the chain's last line.
-    let own = n.op_type.starts_with(super::PREFIX);
+    let own = n.op_type.starts_with(super::kernel::PREFIX);
     let why = match own {
         true => e.root_cause().to_string(),
         false => text.lines().last().unwrap_or(&text).to_string(),
     };
     let reason = crate::reference::humanize(&why, graph);
     // The stand-in's message names the node already: not twice.
-    let op = n.op_type.trim_start_matches(super::PREFIX).to_string();
+    let op = n
+        .op_type
+        .trim_start_matches(super::kernel::PREFIX)
+        .to_string();
     let reason = match reason.split_once("`: ") {
         Some((head, rest)) if own && head.starts_with(&format!("{op} `")) => rest.to_string(),
         _ => reason,
@@ -232,9 +236,9 @@ const ORIGINAL: &str = "phantom_original_op";
 pub fn original(n: &Node) -> Option<(Node, &'static dyn Kernel)> {
     let op = (n.proto.attribute.iter()).find(|a| a.name == ORIGINAL)?;
     let op = String::from_utf8_lossy(&op.s).into_owned();
-    let kernel = super::kernel(&op)?;
+    let kernel = super::kernel_for(&op)?;
     let mut proto = n.proto.clone();
-    proto.op_type = format!("{}{op}", super::PREFIX);
+    proto.op_type = format!("{}{op}", super::kernel::PREFIX);
     proto
         .attribute
         .retain(|a| !STAND_IN_ATTRS.contains(&a.name.as_str()));
@@ -254,8 +258,4 @@ fn seed(p: &TensorProto, onnx: i64) -> TractResult<Tensor> {
     let dt = crate::model::tract::datum_type(crate::tensor::DType::from_onnx(onnx as i32));
     let v = crate::model::tract::to_tract_f64(&t).into_tensor();
     Ok(v.cast_to_dt(dt)?.into_owned())
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Unavailable").then_some(&Unavailable as &dyn Kernel)
 }

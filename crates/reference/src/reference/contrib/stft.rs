@@ -12,11 +12,13 @@ use std::f64::consts::PI;
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::signal::{known, scalar_int};
 use super::util::{f64s, f64s_opt, fact, float_type, opt, shaped};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["STFT"];
+/// Claimed in any domain: tract's STFT needs a constant window.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("STFT", &Stft)];
 
 /// The framing of one STFT: every length in samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -178,10 +180,6 @@ impl Kernel for Stft {
         let x: Vec<f64> = f64s(n, ins, 0)?.iter().copied().collect();
         Ok(vec![shaped(&frames.out_shape(), frames.transform(&x, &w))?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "STFT").then_some(&Stft as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -17,14 +17,16 @@
 use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, string};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &[
-    "StringConcat",
-    "StringSplit",
-    "RegexFullMatch",
-    "StringNormalizer",
+/// Claimed in any domain: tract lacks the string ops.
+pub(super) const TABLE: &[Row] = &[
+    Row::any_domain("StringConcat", &Concat),
+    Row::any_domain("StringSplit", &Split),
+    Row::any_domain("RegexFullMatch", &super::regex_match::FullMatch),
+    Row::any_domain("StringNormalizer", &Normalizer),
 ];
 
 /// Input `slot` as an owned string array.
@@ -307,16 +309,6 @@ impl Kernel for Normalizer {
         Ok(vec![
             ArrayD::from_shape_vec(IxDyn(&shape), kept)?.into_tensor()
         ])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "StringConcat" => Some(&Concat),
-        "StringSplit" => Some(&Split),
-        "RegexFullMatch" => Some(&super::regex_match::FullMatch),
-        "StringNormalizer" => Some(&Normalizer),
-        _ => None,
     }
 }
 

@@ -10,7 +10,7 @@
 use tract_onnx::pb::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
 use tract_onnx::tract_hir::internal::*;
 
-use super::Node;
+use super::node::Node;
 
 /// Attribute holding the node's ONNX input count (inputs past it are outer-scope reads).
 pub const ARITY: &str = "phantom_arity";

@@ -6,10 +6,14 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["SVMRegressor", "SVMClassifier"];
+pub(super) const TABLE: &[Row] = &[
+    Row::new("SVMRegressor", &Regressor),
+    Row::new("SVMClassifier", &super::svm_cls::Classifier),
+];
 
 /// The kernel of two feature rows.
 pub(super) fn kernel_of(
@@ -91,14 +95,6 @@ impl Kernel for Regressor {
             .collect();
         let rows = y.len();
         Ok(vec![super::util::shaped(&[rows, 1], y)?])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "SVMRegressor" => Some(&Regressor),
-        "SVMClassifier" => Some(&super::svm_cls::Classifier),
-        _ => None,
     }
 }
 

@@ -15,9 +15,10 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::Kernel;
+use super::node::{Fact, Node};
 use super::svm::kernel_of;
 use super::util::{f64s, fact};
-use super::{Fact, Kernel, Node};
 
 /// Class labels: ints or strings, as the model names them.
 fn labels(n: &Node) -> (Vec<i64>, Vec<String>) {

@@ -8,7 +8,7 @@ use anyhow::{anyhow, ensure};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::internal::DimLike;
 
-use super::Fact;
+use super::node::Fact;
 
 /// Two sets of sentinels, primes far from any dim a kernel derives from a concrete one; a symbol's stand-in in
 /// the first run is `FIRST[k]`, in the second `SECOND[k]`.

@@ -8,10 +8,12 @@ use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::dispatch_datum;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, string, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["TensorScatter"];
+/// Claimed in any domain: tract lacks TensorScatter.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("TensorScatter", &TensorScatter)];
 
 /// The scatter's geometry: the cache [outer…, max, inner…] split at `axis`, the update's `len` along it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -141,10 +143,6 @@ impl Kernel for TensorScatter {
         ))?;
         Ok(vec![out])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "TensorScatter").then_some(&TensorScatter as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -12,10 +12,12 @@ use std::collections::HashMap;
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, shaped};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["TfIdfVectorizer"];
+/// Claimed in any domain: tract lacks TfIdfVectorizer.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("TfIdfVectorizer", &TfIdf)];
 
 /// One item of an n-gram.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -186,13 +188,6 @@ impl Kernel for TfIdf {
             false => vec![s.width],
         };
         Ok(vec![shaped(&shape, data)?])
-    }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    match op {
-        "TfIdfVectorizer" => Some(&TfIdf),
-        _ => None,
     }
 }
 

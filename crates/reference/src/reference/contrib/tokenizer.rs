@@ -20,12 +20,13 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::regex_match::re2_classes;
 use super::strings::strings;
 use super::util::{fact, int_opt, string};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Tokenizer"];
+pub(super) const TABLE: &[Row] = &[Row::new("Tokenizer", &Tokenizer)];
 
 /// How the node cuts a string.
 enum Cut {
@@ -195,10 +196,6 @@ impl Kernel for Tokenizer {
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
         Ok(vec![tokenize(n, &strings(n, ins, 0)?)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Tokenizer").then_some(&Tokenizer as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -13,10 +13,11 @@ use std::collections::HashMap;
 use tract_onnx::pb::AttributeProto;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::util::{f64s, fact};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["TreeEnsembleRegressor"];
+pub(super) const TABLE: &[Row] = &[Row::new("TreeEnsembleRegressor", &Regressor)];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Mode {
@@ -267,8 +268,4 @@ impl Forest {
         let count = out.len() / t;
         super::util::shaped(&[count, t], out)
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "TreeEnsembleRegressor").then_some(&Regressor as &dyn Kernel)
 }

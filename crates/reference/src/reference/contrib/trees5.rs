@@ -10,11 +10,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::trees::{attr, regressor_facts, targets, Forest, Mode, TreeNode};
 use super::util::f64s;
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["TreeEnsemble"];
+pub(super) const TABLE: &[Row] = &[Row::new("TreeEnsemble", &Ensemble)];
 
 /// A tensor attribute as f64 (empty when absent).
 fn tensor_attr(n: &Node, name: &str) -> TractResult<Vec<f64>> {
@@ -181,10 +182,6 @@ impl Kernel for Ensemble {
             &[],
         )?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "TreeEnsemble").then_some(&Ensemble as &dyn Kernel)
 }
 
 #[cfg(test)]

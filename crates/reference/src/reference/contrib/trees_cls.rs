@@ -15,11 +15,12 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::trees::{reals, Forest};
 use super::util::{f64s, fact};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["TreeEnsembleClassifier"];
+pub(super) const TABLE: &[Row] = &[Row::new("TreeEnsembleClassifier", &Classifier)];
 
 /// Class labels: ints or strings, as the model names them.
 fn labels(n: &Node) -> (Vec<i64>, Vec<String>) {
@@ -41,7 +42,7 @@ struct Shape {
 }
 
 /// One row's label (a value in the label space: a class label, or an index into the string labels) and scores.
-type Row = (i64, Vec<f64>);
+type Scored = (i64, Vec<f64>);
 
 impl Shape {
     fn of(n: &Node) -> TractResult<Shape> {
@@ -61,7 +62,7 @@ impl Shape {
     }
 
     /// The label and scores of one row from each class's summed weights (None: no leaf scored it).
-    fn finish(&self, n: &Node, mut p: Vec<Option<f64>>, label_of: &[i64]) -> TractResult<Row> {
+    fn finish(&self, n: &Node, mut p: Vec<Option<f64>>, label_of: &[i64]) -> TractResult<Scored> {
         if self.classes > 2 {
             for (k, b) in self.base.iter().enumerate().take(p.len()) {
                 p[k] = Some(p[k].unwrap_or(0.0) + b);
@@ -201,8 +202,4 @@ impl Kernel for Classifier {
             super::util::shaped(&[rows, shape.classes], scores)?,
         ])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "TreeEnsembleClassifier").then_some(&Classifier as &dyn Kernel)
 }

@@ -9,10 +9,12 @@ use std::collections::HashSet;
 use tract_onnx::pb::GraphProto;
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, opt, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["Trilu"];
+/// The Trilus whose k a node computes, which tract cannot type, are claimed by [`claimed`].
+pub(super) const TABLE: &[Row] = &[Row::new("Trilu", &Trilu)];
 
 /// The `Trilu` nodes of `g` whose `k` another node of `g` computes, by node index.
 pub fn claimed(g: &GraphProto) -> HashSet<usize> {
@@ -88,10 +90,6 @@ fn keep<T: Datum + Copy + Default>(x: &Tensor, k: i64, upper: bool) -> TractResu
         }
     }
     Ok(tract_ndarray::ArrayD::from_shape_vec(shape, v)?.into_tensor())
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Trilu").then_some(&Trilu as &dyn Kernel)
 }
 
 #[cfg(test)]

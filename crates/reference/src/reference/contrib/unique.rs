@@ -12,10 +12,12 @@ use std::cmp::Ordering;
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row, INVALID};
+use super::node::{Fact, Node};
 use super::util::{fact, int_opt, opt, values};
-use super::{Fact, Kernel, Node, INVALID};
 
-pub const OPS: &[&str] = &["Unique"];
+/// Claimed in any domain: tract lacks Unique.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("Unique", &Unique)];
 
 /// The distinct slices: the first occurrence of each (in Y's order), and each input slice's index in Y.
 #[derive(Debug, PartialEq)]
@@ -174,10 +176,6 @@ impl Kernel for Unique {
         let ints = |v: &[usize]| tensor1(&v.iter().map(|&k| k as i64).collect::<Vec<_>>());
         Ok(vec![y, ints(&g.first), ints(&g.inverse), ints(&g.counts)])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Unique").then_some(&Unique as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -10,11 +10,13 @@
 
 use tract_onnx::prelude::*;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::signal::known;
 use super::util::{f64s, fact, float_type, opt, shaped, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["MaxUnpool"];
+/// Claimed in any domain: tract lacks MaxUnpool.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("MaxUnpool", &MaxUnpool)];
 
 /// The output shape the attributes infer for an X of shape `x`.
 fn inferred(n: &Node, x: &[usize]) -> TractResult<Vec<usize>> {
@@ -118,10 +120,6 @@ impl Kernel for MaxUnpool {
         let xs: Vec<f64> = f64s(n, ins, 0)?.iter().copied().collect();
         Ok(vec![shaped(&shape, unpool(n, &xs, &idx, &shape)?)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "MaxUnpool").then_some(&MaxUnpool as &dyn Kernel)
 }
 
 #[cfg(test)]

@@ -12,11 +12,13 @@ use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::dispatch_datum;
 
+use super::kernel::{Kernel, Row};
+use super::node::{Fact, Node};
 use super::signal::known;
 use super::util::{fact, opt, string, values};
-use super::{Fact, Kernel, Node};
 
-pub const OPS: &[&str] = &["Upsample"];
+/// Claimed in any domain: tract lacks Upsample.
+pub(super) const TABLE: &[Row] = &[Row::any_domain("Upsample", &Upsample)];
 
 /// The interpolation.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -183,10 +185,6 @@ impl Kernel for Upsample {
         let s = scales(n, x.rank(), ins.get(1).copied().flatten())?;
         Ok(vec![Self::resize(n, x, &s)?])
     }
-}
-
-pub fn kernel(op: &str) -> Option<&'static dyn Kernel> {
-    (op == "Upsample").then_some(&Upsample as &dyn Kernel)
 }
 
 #[cfg(test)]

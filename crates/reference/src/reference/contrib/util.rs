@@ -3,7 +3,7 @@
 use tract_onnx::prelude::tract_ndarray::{ArrayD, IxDyn};
 use tract_onnx::prelude::*;
 
-use super::{Fact, Node};
+use super::node::{Fact, Node};
 
 /// Input `slot` as an owned f64 array (cast from its own type).
 pub fn f64s(n: &Node, ins: &[Option<&Tensor>], slot: usize) -> TractResult<ArrayD<f64>> {

@@ -15,20 +15,15 @@
 use super::layout::copy;
 use super::linalg::{product, Mm};
 use super::reduce::softmax_rows;
-use super::{contiguous, finish, host, OpFn};
+use super::{contiguous, finish, host, Row};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::wgpu::ctx::{upload_float, Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &["Attention", "RotaryEmbedding"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    match op {
-        "Attention" => Some(attention),
-        "RotaryEmbedding" => Some(rotary),
-        _ => None,
-    }
-}
+pub(super) const TABLE: &[Row] = &[
+    Row::new("Attention", attention),
+    Row::new("RotaryEmbedding", rotary),
+];
 
 /// The extents of one node, heads split out.
 #[derive(Clone, Copy, Debug)]

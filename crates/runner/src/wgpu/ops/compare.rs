@@ -3,31 +3,23 @@
 //! (`reduce/arg.wgsl`), TopK (`reduce/topk.wgsl` ranks, then the values gathered at the indices). Results are held as one 32-bit word per element and read back as booleans or int64;
 //! `Where` reads a boolean as its condition without leaving the device.
 
-use super::{axis, bcast_strides, broadcast, fits, host, OpFn, Params};
+use super::{axis, bcast_strides, broadcast, fits, host, Params, Row};
 use crate::error::Result;
 use crate::tensor::DType;
 use crate::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &[
-    "Equal",
-    "Less",
-    "Greater",
-    "LessOrEqual",
-    "GreaterOrEqual",
-    "IsNaN",
-    "IsInf",
-    "ArgMax",
-    "ArgMin",
-    "TopK",
+pub(super) const TABLE: &[Row] = &[
+    Row::new("Equal", compare),
+    Row::new("Less", compare),
+    Row::new("Greater", compare),
+    Row::new("LessOrEqual", compare),
+    Row::new("GreaterOrEqual", compare),
+    Row::new("IsNaN", compare),
+    Row::new("IsInf", compare),
+    Row::new("ArgMax", arg),
+    Row::new("ArgMin", arg),
+    Row::new("TopK", topk),
 ];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    match op {
-        "ArgMax" | "ArgMin" => Some(arg),
-        "TopK" => Some(topk),
-        _ => code(op).map(|_| compare as OpFn),
-    }
-}
 
 fn code(op: &str) -> Option<u32> {
     Some(match op {

@@ -2,46 +2,29 @@
 //! Concat and Split are strided copies (`layout/copy.wgsl`); Gather, Resize/Upsample and GridSample have their own
 //! shaders.
 
-use super::{axis, bcast_strides, broadcast, contiguous, done, fits, host, OpFn, Params};
+use super::{axis, bcast_strides, broadcast, contiguous, done, fits, host, Params, Row};
 use crate::error::Result;
 use tract_onnx::pb::NodeProto;
 
 use crate::wgpu::ctx::{attr, Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &[
-    "Reshape",
-    "Flatten",
-    "Squeeze",
-    "Unsqueeze",
-    "Transpose",
-    "Slice",
-    "Expand",
-    "Concat",
-    "Split",
-    "Gather",
-    "Resize",
-    "Upsample",
-    "GridSample",
-    "AffineGrid",
-    "Tile",
+pub(super) const TABLE: &[Row] = &[
+    Row::new("Reshape", reshape),
+    Row::new("Flatten", reshape),
+    Row::new("Squeeze", reshape),
+    Row::new("Unsqueeze", reshape),
+    Row::new("Transpose", transpose),
+    Row::new("Slice", slice),
+    Row::new("Expand", expand),
+    Row::new("Concat", concat),
+    Row::new("Split", split),
+    Row::new("Gather", gather),
+    Row::new("Resize", super::resize::resize),
+    Row::new("Upsample", super::resize::resize),
+    Row::new("GridSample", super::resize::grid_sample),
+    Row::new("AffineGrid", super::resize::affine_grid),
+    Row::new("Tile", tile),
 ];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    Some(match op {
-        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => reshape,
-        "Transpose" => transpose,
-        "Slice" => slice,
-        "Expand" => expand,
-        "Concat" => concat,
-        "Split" => split,
-        "Gather" => gather,
-        "Resize" | "Upsample" => super::resize::resize,
-        "Tile" => tile,
-        "GridSample" => super::resize::grid_sample,
-        "AffineGrid" => super::resize::affine_grid,
-        _ => return None,
-    })
-}
 
 /// The output shape of a Reshape, Flatten, Squeeze or Unsqueeze node `n` on an input of `shape`; `in1` is its second
 /// input (the target shape, or the axes from opset 13 on) when given.

@@ -1,20 +1,16 @@
 //! Matrix products (`MatMul`, `Gemm`: `linalg/matmul.wgsl`), convolutions over one or two spatial axes
 //! (`conv/conv.wgsl`), and the spatial geometry convolutions and pools share.
 
-use super::{bcast_strides, broadcast, done, host, OpFn, Params};
+use super::{bcast_strides, broadcast, done, host, Params, Row};
 use crate::error::Result;
 use crate::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &["MatMul", "Gemm", "Conv", "ConvTranspose"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    Some(match op {
-        "MatMul" => matmul,
-        "Gemm" => gemm,
-        "Conv" | "ConvTranspose" => conv,
-        _ => return None,
-    })
-}
+pub(super) const TABLE: &[Row] = &[
+    Row::new("MatMul", matmul),
+    Row::new("Gemm", gemm),
+    Row::new("Conv", conv),
+    Row::new("ConvTranspose", conv),
+];
 
 /// One matrix product: A is read at (m, k) = a_rs·m + a_cs·k, B at (k, n) = b_rs·k + b_cs·n, the batch
 /// `batch` walked with strides `a_batch`/`b_batch`; C = alpha·A·B (+ beta·bias).

@@ -4,15 +4,14 @@
 //! optional per-class weights and `ignore_index`, as the reference's `loss` kernel defines them.
 
 use super::reduce::softmax_rows;
-use super::{finish, host, OpFn, Params};
+use super::{finish, host, Params, Row};
 use crate::error::Result;
 use crate::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    OPS.contains(&op).then_some(loss as OpFn)
-}
+pub(super) const TABLE: &[Row] = &[
+    Row::new("NegativeLogLikelihoodLoss", loss),
+    Row::new("SoftmaxCrossEntropyLoss", loss),
+];
 
 /// Positions one workgroup reduces (each of its 256 invocations walks fewer than lavapipe's loop limit).
 const MAX_REDUCED: usize = 256 * 60_000;

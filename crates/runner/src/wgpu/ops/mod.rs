@@ -1,6 +1,7 @@
 //! The ops phantom has shaders for, by ONNX op type, and the shape arithmetic they share (broadcasting, strides,
-//! parameter blocks). Each family lives in its own file; an op returns [`Out::Host`] with a reason for a form it
-//! does not cover, and the node then runs on the host.
+//! parameter blocks). Each family lives in its own file and lists its ops in one table of [`Row`]s, which
+//! [`FAMILIES`] gathers; an op returns [`Out::Host`] with a reason for a form it does not cover, and the node then
+//! runs on the host.
 
 mod attention;
 mod compare;
@@ -23,55 +24,77 @@ use crate::tensor::DType;
 
 pub use layout::reshaped;
 
+/// The shader path of one op: runs the node in `ctx`, or returns [`Out::Host`] with a reason for a form it does
+/// not cover.
 pub type OpFn = fn(&mut Ctx) -> Result<Out>;
+
+/// One op with a shader path, a row of its family's `TABLE`: adding an op is one row.
+struct Row {
+    /// The ONNX op type.
+    op: &'static str,
+    /// Its implementation.
+    run: OpFn,
+    /// The op's domain (every shader but Binarizer's is for an op of the default domain).
+    domain: &'static str,
+}
+
+impl Row {
+    /// `op` of the default ONNX domain.
+    const fn new(op: &'static str, run: OpFn) -> Row {
+        Row {
+            op,
+            run,
+            domain: "ai.onnx",
+        }
+    }
+
+    /// `op` of the classic-ML domain (`ai.onnx.ml`).
+    const fn ml(op: &'static str, run: OpFn) -> Row {
+        Row {
+            op,
+            run,
+            domain: "ai.onnx.ml",
+        }
+    }
+}
+
+/// Every family's table, in the order [`find`] tries them (no op is in two).
+const FAMILIES: &[&[Row]] = &[
+    elementwise::TABLE,
+    compare::TABLE,
+    attention::TABLE,
+    loss::TABLE,
+    scatter::TABLE,
+    layout::TABLE,
+    pad::TABLE,
+    linalg::TABLE,
+    pool::TABLE,
+    quant::TABLE,
+    reduce::TABLE,
+    norm::TABLE,
+];
+
+/// Every op with a shader path.
+fn rows() -> impl Iterator<Item = &'static Row> {
+    FAMILIES.iter().flat_map(|family| family.iter())
+}
 
 /// The most dims a strided shader walks.
 pub const MAX_RANK: usize = 8;
 
 /// The implementation of `op`, if phantom has a shader for it.
 pub fn find(op: &str) -> Option<OpFn> {
-    elementwise::find(op)
-        .or_else(|| compare::find(op))
-        .or_else(|| attention::find(op))
-        .or_else(|| loss::find(op))
-        .or_else(|| scatter::find(op))
-        .or_else(|| layout::find(op))
-        .or_else(|| pad::find(op))
-        .or_else(|| linalg::find(op))
-        .or_else(|| pool::find(op))
-        .or_else(|| quant::find(op))
-        .or_else(|| reduce::find(op))
-        .or_else(|| norm::find(op))
+    rows().find(|r| r.op == op).map(|r| r.run)
 }
 
-/// The ops with shaders from the `ai.onnx.ml` domain; every other shader is for an op of the default domain.
-const ML_OPS: &[&str] = &["Binarizer"];
-
-/// The domain of the op type `op` that phantom's shader implements.
+/// The domain of the op type `op` that phantom's shader implements (the default domain for an op without one).
 pub fn domain_of(op: &str) -> &'static str {
-    match ML_OPS.contains(&op) {
-        true => "ai.onnx.ml",
-        false => "ai.onnx",
-    }
+    rows().find(|r| r.op == op).map_or("ai.onnx", |r| r.domain)
 }
 
 /// Every op type with a shader path (for `phantom devices --ops` and the README).
 pub fn covered() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = [
-        elementwise::OPS,
-        compare::OPS,
-        attention::OPS,
-        loss::OPS,
-        scatter::OPS,
-        layout::OPS,
-        pad::OPS,
-        linalg::OPS,
-        pool::OPS,
-        quant::OPS,
-        reduce::OPS,
-        norm::OPS,
-    ]
-    .concat();
+    let mut v: Vec<&'static str> = rows().map(|r| r.op).collect();
     v.sort();
     v
 }
@@ -187,4 +210,24 @@ pub fn axis(a: i64, rank: usize) -> Option<usize> {
     let r = rank as i64;
     let v = if a < 0 { a + r } else { a };
     (0..r.max(1)).contains(&v).then_some(v as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_is_in_one_row() {
+        let ops = covered();
+        assert!(ops.windows(2).all(|w| w[0] != w[1]), "an op is in two rows");
+        assert!(ops.iter().all(|op| find(op).is_some()));
+        assert!(find("LSTM").is_none());
+    }
+
+    #[test]
+    fn rows_say_the_domain() {
+        assert_eq!(domain_of("Binarizer"), "ai.onnx.ml");
+        assert_eq!(domain_of("Add"), "ai.onnx");
+        assert_eq!(domain_of("LSTM"), "ai.onnx");
+    }
 }

@@ -1,18 +1,13 @@
 //! LRN (`reduce/lane.wgsl`, along the channels) and GroupNormalization (`reduce/norm.wgsl`, one row per group).
 
-use super::{done, host, OpFn, Params};
+use super::{done, host, Params, Row};
 use crate::error::Result;
 use crate::wgpu::ctx::{Ctx, Out};
 
-pub const OPS: &[&str] = &["LRN", "GroupNormalization"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    Some(match op {
-        "LRN" => lrn,
-        "GroupNormalization" => group_norm,
-        _ => return None,
-    })
-}
+pub(super) const TABLE: &[Row] = &[
+    Row::new("LRN", lrn),
+    Row::new("GroupNormalization", group_norm),
+];
 
 /// The longest lane one invocation walks (lavapipe stops loops near 65,535 iterations).
 const MAX_LANE: usize = 60_000;

@@ -1,20 +1,15 @@
 //! `Pad` (constant, reflect or edge) and `CenterCropPad` (a pad whose leading amounts may be negative: a crop), both
 //! through `layout/pad.wgsl`; `Trilu`, which zeroes a triangle (`layout/trilu.wgsl`).
 
-use super::{axis, contiguous, done, fits, host, OpFn, Params};
+use super::{axis, contiguous, done, fits, host, Params, Row};
 use crate::error::Result;
 use crate::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &["Pad", "CenterCropPad", "Trilu"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    Some(match op {
-        "Pad" => pad,
-        "CenterCropPad" => center_crop_pad,
-        "Trilu" => trilu,
-        _ => return None,
-    })
-}
+pub(super) const TABLE: &[Row] = &[
+    Row::new("Pad", pad),
+    Row::new("CenterCropPad", center_crop_pad),
+    Row::new("Trilu", trilu),
+];
 
 /// The amounts from the attribute (before opset 11) or the inputs, for every axis or for `axes`.
 fn pad(ctx: &mut Ctx) -> Result<Out> {

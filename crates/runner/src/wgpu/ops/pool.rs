@@ -2,16 +2,16 @@
 //! `conv/pool_index.wgsl`).
 
 use super::linalg::axes;
-use super::{done, finish, host, OpFn, Params};
+use super::{done, finish, host, Params, Row};
 use crate::error::Result;
 use crate::tensor::DType;
 use crate::wgpu::ctx::{Ctx, Out};
 
-pub const OPS: &[&str] = &["MaxPool", "AveragePool", "LpPool"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    OPS.contains(&op).then_some(pool as OpFn)
-}
+pub(super) const TABLE: &[Row] = &[
+    Row::new("MaxPool", pool),
+    Row::new("AveragePool", pool),
+    Row::new("LpPool", pool),
+];
 
 /// `v` (one entry per spatial axis) with leading `def`s up to three axes.
 fn three(v: &[usize], def: usize) -> Vec<usize> {

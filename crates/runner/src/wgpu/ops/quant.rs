@@ -5,16 +5,12 @@
 //! host.
 
 use super::linalg::matmul_of;
-use super::{host, OpFn, Params};
+use super::{host, Params, Row};
 use crate::error::Result;
 use crate::tensor::DType;
 use crate::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &["QLinearMatMul"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    (op == "QLinearMatMul").then_some(qlinear_matmul as OpFn)
-}
+pub(super) const TABLE: &[Row] = &[Row::new("QLinearMatMul", qlinear_matmul)];
 
 /// The longest inner dimension whose integer product f32 holds exactly (255² · K < 2^24).
 const MAX_EXACT_K: usize = 258;

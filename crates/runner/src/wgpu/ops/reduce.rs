@@ -2,44 +2,33 @@
 //! LayerNormalization, RMSNormalization and InstanceNormalization (`reduce/norm.wgsl`), and the global pools as
 //! reductions; CumSum, CumProd, Hardmax and LpNormalization read whole lanes along one axis (`reduce/lane.wgsl`).
 
-use super::{axis, contiguous, done, host, OpFn, Params};
+use super::{axis, contiguous, done, host, Params, Row};
 use crate::error::Result;
 use crate::wgpu::ctx::{Ctx, DevVal, Out};
 
-pub const OPS: &[&str] = &[
-    "ReduceMean",
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceSumSquare",
-    "ReduceL2",
-    "ReduceL1",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceProd",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "Softmax",
-    "LogSoftmax",
-    "LayerNormalization",
-    "RMSNormalization",
-    "InstanceNormalization",
-    "CumSum",
-    "CumProd",
-    "Hardmax",
-    "LpNormalization",
+pub(super) const TABLE: &[Row] = &[
+    Row::new("ReduceMean", reduce),
+    Row::new("ReduceSum", reduce),
+    Row::new("ReduceMax", reduce),
+    Row::new("ReduceMin", reduce),
+    Row::new("ReduceSumSquare", reduce),
+    Row::new("ReduceL2", reduce),
+    Row::new("ReduceL1", reduce),
+    Row::new("ReduceLogSum", reduce),
+    Row::new("ReduceLogSumExp", reduce),
+    Row::new("ReduceProd", reduce),
+    Row::new("GlobalAveragePool", reduce),
+    Row::new("GlobalMaxPool", reduce),
+    Row::new("Softmax", softmax),
+    Row::new("LogSoftmax", softmax),
+    Row::new("LayerNormalization", layernorm),
+    Row::new("RMSNormalization", layernorm),
+    Row::new("InstanceNormalization", instancenorm),
+    Row::new("CumSum", lane),
+    Row::new("CumProd", lane),
+    Row::new("Hardmax", lane),
+    Row::new("LpNormalization", lane),
 ];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    Some(match op {
-        "Softmax" | "LogSoftmax" => softmax,
-        "LayerNormalization" | "RMSNormalization" => layernorm,
-        "InstanceNormalization" => instancenorm,
-        "CumSum" | "CumProd" | "Hardmax" | "LpNormalization" => lane,
-        _ if reduce_code(op).is_some() => reduce,
-        _ => return None,
-    })
-}
 
 fn reduce_code(op: &str) -> Option<u32> {
     Some(match op {

@@ -4,19 +4,17 @@
 //! elements × updates exceed [`MAX_WORK`] run on the host. GatherElements, their inverse, reads one element per
 //! output (`layout/gather.wgsl`).
 
-use super::{axis, contiguous, done, fits, host, OpFn, Params};
+use super::{axis, contiguous, done, fits, host, Params, Row};
 use crate::error::Result;
 use crate::wgpu::ctx::{Ctx, DevVal, Out};
 use crate::wgpu::gpu::Buf;
 
-pub const OPS: &[&str] = &["Scatter", "ScatterElements", "ScatterND", "GatherElements"];
-
-pub fn find(op: &str) -> Option<OpFn> {
-    match op {
-        "GatherElements" => Some(gather_elements),
-        _ => OPS.contains(&op).then_some(scatter as OpFn),
-    }
-}
+pub(super) const TABLE: &[Row] = &[
+    Row::new("Scatter", scatter),
+    Row::new("ScatterElements", scatter),
+    Row::new("ScatterND", scatter),
+    Row::new("GatherElements", gather_elements),
+];
 
 /// Output elements × updates beyond which the node runs on the host.
 const MAX_WORK: usize = 1 << 28;
