@@ -67,7 +67,7 @@ pub mod targets;
 // The crates below, under the module names the code (and the tests) use.
 pub use phantom_analysis::{analysis, compare, pairing};
 pub use phantom_core::{dispatch_tensor, widened};
-pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog};
+pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog, work};
 pub use phantom_core::{Error, Result};
 pub use phantom_model as model;
 pub use phantom_precision as precision;

@@ -110,9 +110,17 @@ impl PrecisionArg {
     }
 }
 
-pub use crate::runner::ort::OptLevel;
-pub use crate::runner::spec::Accumulate;
-pub use crate::runner::wgpu::F16Mode;
+pub use crate::runner::facts::OptLevel;
+use crate::runner::spec::Named;
+pub use crate::runner::spec::{Accumulate, F16Mode};
+
+/// The choices of an option whose values name themselves ([`Named`]): help lists the names, and the parsed value is
+/// the one named.
+fn named<T: Named + Send + Sync>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
+        .map(|s| T::from_name(&s).expect("clap checked the name"))
+}
 
 /// The target a command runs: an ONNX Runtime execution provider with its options, or phantom's wgpu shaders.
 #[derive(Debug, Clone, Args)]
@@ -126,17 +134,17 @@ pub struct EngineArgs {
     #[arg(long = "ep-option", value_name = "KEY=VALUE")]
     pub ep_options: Vec<String>,
     /// ONNX Runtime graph optimization level [default: all].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<OptLevel>())]
     pub ort_opt_level: Option<OptLevel>,
     /// --ep wgpu: what sums (MatMul, Conv, reductions, normalizations) accumulate in [default: f32].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<Accumulate>())]
     pub accumulate: Option<Accumulate>,
     /// --ep wgpu: the adapter whose name contains this (see `phantom devices`); default: the best there is.
     #[arg(long, value_name = "NAME")]
     pub adapter: Option<String>,
     /// --ep wgpu --precision fp16: native f16 (`enable f16;`, needs SHADER_F16) or emulated by rounding f32
     /// [default: auto].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<F16Mode>())]
     pub f16_mode: Option<F16Mode>,
     #[command(flatten)]
     pub runtime: RuntimeArgs,

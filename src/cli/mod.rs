@@ -73,6 +73,10 @@ pub fn run() -> ExitCode {
             default_hook(info)
         }
     }));
+    let command = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_default();
     let result = std::panic::catch_unwind(|| dispatch(cli)).unwrap_or_else(|payload| {
         let why = payload
             .downcast_ref::<&str>()
@@ -89,6 +93,7 @@ pub fn run() -> ExitCode {
             "internal error: {why}\n  hint: this is a bug in phantom or an engine it uses; please report it with the model and command"
         ))
     });
+    crate::work::log(&command);
     exit_code(result)
 }
 

@@ -92,7 +92,7 @@ pub fn specs(
             precision: precision.low(),
             model,
         };
-        spec.check()?;
+        crate::runner::spec::check(&spec)?;
         out.push(spec);
     }
     if out.iter().any(|s| s.is_wgpu()) && model.is_some() && ort == 0 {

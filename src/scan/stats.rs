@@ -131,8 +131,7 @@ fn dead_channels(a: &ndarray::ArrayD<f64>) -> Option<(usize, usize)> {
 
 /// Every float initializer's scan, and the values `precision` cannot hold (for the cause analysis).
 pub fn initializers(graph: &Graph, precision: LowPrecision) -> (Vec<InitScan>, Vec<RangeIssue>) {
-    use prost::Message;
-    let proto = tract_onnx::pb::ModelProto::decode(graph.bytes.as_slice()).unwrap_or_default();
+    let proto = crate::model::import::decode(graph.bytes.as_slice()).unwrap_or_default();
     let mut out = vec![];
     let mut all = vec![];
     for t in proto.graph.unwrap_or_default().initializer {

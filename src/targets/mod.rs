@@ -205,7 +205,7 @@ pub trait Target {
 /// Opens the target `spec` describes for `graph` (the reference's model): loads `--target-model`, converts to
 /// fp16/bf16 where asked, opens the adapter. Fails, naming what to install or change, when it cannot be honoured.
 pub fn open(spec: &TargetSpec, graph: &Graph, lib: &Located) -> Result<Box<dyn Target>> {
-    spec.check()?;
+    crate::runner::spec::check(spec)?;
     Ok(match &spec.engine {
         Engine::Ort(_) => Box::new(ort::OrtTarget::open(spec, graph, lib)?),
         Engine::Wgpu(_) => Box::new(wgpu::WgpuTarget::open(spec, lib)?),

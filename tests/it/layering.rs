@@ -20,6 +20,7 @@ const BELOW: &[&str] = &[
     "spill",
     "units",
     "watchdog",
+    "work",
     "simd",
     "dispatch_tensor",
     "widened",
@@ -57,7 +58,9 @@ const ANALYSIS: &[&[&str]] = &[
         "widened",
         "model",
         "precision",
-        "runner",
+        "facts",
+        "spec",
+        "reference",
     ],
     &["compare", "report::model", "pairing"],
     &["analysis"],
@@ -205,6 +208,7 @@ const CRATES: &[&str] = &[
     "core",
     "model",
     "precision",
+    "engine",
     "reference",
     "runner",
     "analysis",
@@ -236,6 +240,54 @@ fn each_crate_depends_only_on_the_crates_below_it() {
                 at.is_some_and(|at| at < i),
                 "crates/{c} depends on phantom-{dep}, which is not below it"
             );
+        }
+    }
+}
+
+/// The `phantom-*` crates `c` depends on, directly or through others, and `c` itself.
+fn with_dependencies(c: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![c.to_string()];
+    while let Some(c) = todo.pop() {
+        if !seen.insert(c.clone()) {
+            continue;
+        }
+        let toml =
+            std::fs::read_to_string(root().join("crates").join(&c).join("Cargo.toml")).unwrap();
+        let deps = toml.split("[dependencies]").nth(1).unwrap_or("");
+        let deps = deps.split("\n[").next().unwrap();
+        todo.extend(deps.lines().filter_map(|l| {
+            let d = l.strip_prefix("phantom-")?;
+            Some(d.split(['.', ' ']).next().unwrap().to_string())
+        }));
+    }
+    seen
+}
+
+/// The analyses and the report writers read what an engine ran (its spec and facts, `phantom-engine`), never how:
+/// neither they nor any crate they build on depends on ONNX Runtime, wgpu or clap, so a change to a shader, a
+/// provider or a flag rebuilds neither.
+#[test]
+fn analysis_and_report_build_on_no_runtime_and_no_command_line() {
+    const RUNTIMES: &[&str] = &["ort", "wgpu", "clap", "pollster", "libloading"];
+    for top in ["analysis", "report"] {
+        let below = with_dependencies(top);
+        assert!(
+            !below.contains("runner"),
+            "crates/{top} builds on phantom-runner (through {below:?})"
+        );
+        for c in &below {
+            let toml =
+                std::fs::read_to_string(root().join("crates").join(c).join("Cargo.toml")).unwrap();
+            let deps = toml.split("[dependencies]").nth(1).unwrap_or("");
+            let deps = deps.split("\n[").next().unwrap();
+            for l in deps.lines() {
+                let name = l.split(['.', ' ', '=']).next().unwrap();
+                assert!(
+                    !RUNTIMES.contains(&name),
+                    "crates/{c}, below crates/{top}, depends on {name}"
+                );
+            }
         }
     }
 }

@@ -77,3 +77,4 @@ mod vocabulary;
 mod wgpu;
 mod wgpu_boundaries;
 mod wgpu_limits;
+mod work;

@@ -6,9 +6,10 @@
 // The layers below, under the names the code uses.
 pub(crate) use phantom_core::{dispatch_tensor, widened};
 pub(crate) use phantom_core::{simd, spill, tensor, units};
+pub(crate) use phantom_engine::{facts, spec};
 pub(crate) use phantom_model as model;
 pub(crate) use phantom_precision as precision;
-pub(crate) use phantom_runner as runner;
+pub(crate) use phantom_reference::reference;
 
 pub mod analysis;
 pub mod compare;

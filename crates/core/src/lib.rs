@@ -9,5 +9,6 @@ pub mod spill;
 pub mod tensor;
 pub mod units;
 pub mod watchdog;
+pub mod work;
 
 pub use error::{Error, Result};

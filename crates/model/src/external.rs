@@ -72,7 +72,7 @@ pub fn save(bytes: &[u8], from: &Path, to: &Path) -> Result<()> {
     if !data.is_file() {
         return crate::fsutil::write_atomic(to, bytes);
     }
-    let mut proto = ModelProto::decode(bytes).map_err(|e| Error::MalformedModel {
+    let mut proto = crate::import::decode(bytes).map_err(|e| Error::MalformedModel {
         path: from.to_path_buf(),
         reason: e.to_string(),
     })?;

@@ -106,6 +106,13 @@ fn malformed(path: &Path, reason: String) -> Error {
     }
 }
 
+/// A whole `ModelProto` decoded from `bytes`, counted ([`crate::work`]): the place every full decode of a model
+/// goes through, so a run's decodes can be counted.
+pub fn decode(bytes: &[u8]) -> std::result::Result<tract_onnx::pb::ModelProto, prost::DecodeError> {
+    crate::work::count(crate::work::Work::Decode);
+    tract_onnx::pb::ModelProto::decode(bytes)
+}
+
 /// Decodes the protobuf `bytes`, telling an empty file and a Git LFS pointer apart from a corrupt one.
 fn decode_model(path: &Path, bytes: &[u8]) -> Result<ModelProto> {
     if bytes.is_empty() {
@@ -117,8 +124,7 @@ fn decode_model(path: &Path, bytes: &[u8]) -> Result<ModelProto> {
             "this is a Git LFS pointer, not the model: run `git lfs pull`".into(),
         ));
     }
-    ModelProto::decode(bytes)
-        .map_err(|e| malformed(path, format!("protobuf decoding failed ({e})")))
+    decode(bytes).map_err(|e| malformed(path, format!("protobuf decoding failed ({e})")))
 }
 
 /// The model's main graph, once it is known to hold something to run and to pass [`super::validate::check`].

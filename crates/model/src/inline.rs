@@ -9,7 +9,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use prost::Message;
 use tract_onnx::pb::{GraphProto, ModelProto, NodeProto, ValueInfoProto};
 use tract_onnx::prelude::*;
 
@@ -35,7 +34,7 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     {
         return Ok(graph);
     }
-    let Ok(proto) = ModelProto::decode(graph.bytes.as_slice()) else {
+    let Ok(proto) = crate::import::decode(graph.bytes.as_slice()) else {
         return Ok(graph);
     };
     // Bodies with control flow of their own are unrolled when every copy of it is then resolved; where one is left

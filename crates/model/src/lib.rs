@@ -4,7 +4,7 @@
 //! holds is lost or rewritten here. See [`import`] for what real-world files need.
 
 // The layers below, under the names the code uses.
-pub(crate) use phantom_core::{error, fsutil, tensor, units};
+pub(crate) use phantom_core::{error, fsutil, tensor, units, work};
 
 pub mod budget;
 pub mod custom_ops;

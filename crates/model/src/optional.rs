@@ -142,7 +142,7 @@ pub fn restore(bytes: Vec<u8>, source: &[u8]) -> Vec<u8> {
     if inputs.is_empty() && outputs.is_empty() {
         return bytes;
     }
-    let Ok(mut model) = tract_onnx::pb::ModelProto::decode(bytes.as_slice()) else {
+    let Ok(mut model) = crate::import::decode(bytes.as_slice()) else {
         return bytes;
     };
     let Some(graph) = model.graph.as_mut() else {

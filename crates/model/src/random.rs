@@ -13,9 +13,8 @@
 //! generator of its own. From opset 15 it is replaced alike, by a mask of the hash noise (`u ≥ ratio`) and the
 //! `1 / (1 − ratio)` scale ONNX defines, and the note says how to export the inference graph instead.
 
-use prost::Message;
 use tract_onnx::pb::{
-    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
+    attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto, TensorProto,
 };
 
 use super::proto::{int_attr, scalar_i64};
@@ -44,7 +43,7 @@ pub fn seeded(graph: Graph, seed: u64, given: Option<&super::inputs::Inputs>) ->
     {
         return Ok(graph);
     }
-    let Ok(mut proto) = ModelProto::decode(graph.bytes.as_slice()) else {
+    let Ok(mut proto) = crate::import::decode(graph.bytes.as_slice()) else {
         return Ok(graph);
     };
     let opset = super::inline::opset_of(&proto);

@@ -155,7 +155,7 @@ pub fn base_name(name: &str) -> &str {
 
 /// The model a graph was loaded from, decoded again.
 pub fn decode(g: &Graph) -> Result<ModelProto> {
-    ModelProto::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
+    crate::import::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
         path: g.path.clone(),
         reason: e.to_string(),
     })

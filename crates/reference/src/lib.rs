@@ -4,10 +4,10 @@
 
 // The layers below, under the names the code uses.
 pub(crate) use phantom_core::widened;
-pub(crate) use phantom_core::{error, fsutil, heap, spill, tensor, units};
+pub(crate) use phantom_core::{error, fsutil, heap, spill, tensor, units, work};
 pub(crate) use phantom_model as model;
 
-pub mod facts;
+pub use phantom_engine::facts;
 pub mod reference;
 
 use std::collections::{BTreeMap, HashMap};

@@ -6,7 +6,7 @@
 //! - [`wgpu`]: phantom's own WGSL shaders on a Vulkan/Metal/DX12 adapter; a target.
 
 // The layers below, under the names the code uses.
-pub(crate) use phantom_core::{error, spill, tensor, units};
+pub(crate) use phantom_core::{error, spill, tensor, units, work};
 pub(crate) use phantom_model as model;
 pub(crate) use phantom_precision as precision;
 

@@ -5,9 +5,6 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use prost::Message;
-use tract_onnx::pb::ModelProto;
-
 use crate::error::{Error, Result};
 use crate::model::{self, external, Graph};
 use crate::precision::conversion::ConversionReport;
@@ -71,11 +68,12 @@ const FUNCTION_OPS: &[&str] = &[
 
 /// Converts `graph` as `opts` says and makes sure `ort` loads it.
 pub fn build(graph: &Graph, mut opts: ConvertOptions, ort: &OrtRunner) -> Result<LowTarget> {
-    let mut proto =
-        ModelProto::decode(graph.bytes.as_slice()).map_err(|e| Error::MalformedModel {
+    let mut proto = crate::model::import::decode(graph.bytes.as_slice()).map_err(|e| {
+        Error::MalformedModel {
             path: graph.path.clone(),
             reason: format!("not an ONNX model: {e}"),
-        })?;
+        }
+    })?;
     model::optional::declare_unwrapped(&mut proto, &graph.bytes);
     let suffix = match opts.to {
         LowPrecision::F16 => "fp16",

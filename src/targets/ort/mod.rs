@@ -119,7 +119,13 @@ impl OrtTarget {
             g
         });
         let options = o.options.clone().into_iter().collect();
-        let mut runner = OrtRunner::new(lib, o.provider()?, options, o.opt_level, own)?;
+        let mut runner = OrtRunner::new(
+            lib,
+            crate::runner::spec::provider(o)?,
+            options,
+            o.opt_level,
+            own,
+        )?;
         runner.deterministic = o.deterministic;
         let mut t = OrtTarget {
             spec: spec.clone(),

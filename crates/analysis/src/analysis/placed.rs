@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::runner::facts::Placed;
+use crate::facts::Placed;
 
 /// `OpType (name)` as ONNX Runtime lists a node → `name`.
 fn listed_name(entry: &str) -> Option<&str> {

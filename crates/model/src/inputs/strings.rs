@@ -3,8 +3,7 @@
 //! `TfIdfVectorizer`'s vocabulary), so every generated element is one the model knows; where a `Tokenizer` cuts
 //! the input into words first, each element is a sentence of such words.
 
-use prost::Message;
-use tract_onnx::pb::{ModelProto, NodeProto};
+use tract_onnx::pb::NodeProto;
 
 use crate::Graph;
 
@@ -21,7 +20,7 @@ pub(super) struct Categories {
 
 /// The categories the first node reading `input` (through up to six ops) matches it against.
 pub(super) fn categories(graph: &Graph, input: &str) -> Option<Categories> {
-    let proto = ModelProto::decode(graph.bytes.as_slice()).ok()?;
+    let proto = crate::import::decode(graph.bytes.as_slice()).ok()?;
     let file_nodes = &proto.graph.as_ref()?.node;
     let consumers = graph.consumers();
     let mut frontier = vec![(input.to_string(), false)];

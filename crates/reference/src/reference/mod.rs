@@ -46,7 +46,6 @@ mod windows;
 
 use std::collections::HashMap;
 
-use prost::Message;
 use tract_onnx::model::ParseResult;
 use tract_onnx::pb::ModelProto;
 use tract_onnx::prelude::*;
@@ -198,7 +197,7 @@ impl ReferenceRunner {
         wide: bool,
         weights: Weights,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
-        let mut proto = ModelProto::decode(graph.bytes.as_slice())
+        let mut proto = crate::model::import::decode(graph.bytes.as_slice())
             .map_err(|e| ref_err(graph, "decoding", e))?;
         let g = proto
             .graph
@@ -402,6 +401,7 @@ impl ReferenceRunner {
         } = onnx
             .parse(proto, Some(dir))
             .map_err(|e| ref_err(graph, "parsing", e))?;
+        crate::work::count(crate::work::Work::Parse);
         if !unresolved_inputs.is_empty() {
             return Err(ref_err(
                 graph,
@@ -433,6 +433,7 @@ impl ReferenceRunner {
         model
             .select_output_outlets(&outlets)
             .map_err(|e| ref_err(graph, "selecting outputs of", e))?;
+        crate::work::count(crate::work::Work::Typing);
         Ok(model.into_typed().map(|typed| (typed, names)))
     }
 

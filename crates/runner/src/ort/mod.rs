@@ -193,6 +193,7 @@ impl OrtRunner {
             OptLevel::All => GraphOptimizationLevel::All,
         };
         let build = || -> std::result::Result<Session, Error> {
+            crate::work::count(crate::work::Work::Session);
             let b = Session::builder(&self.env.0).map_err(fail)?;
             let b = b
                 .with_optimization_level(level)

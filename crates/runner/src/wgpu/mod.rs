@@ -21,8 +21,6 @@ pub mod split;
 
 use std::collections::HashMap;
 
-use prost::Message;
-
 use crate::error::{Error, Result};
 use crate::facts::{TargetFacts, WgpuFacts};
 use crate::model::inputs::Inputs;
@@ -30,27 +28,7 @@ use crate::model::Graph;
 use crate::{ort::OrtRunner, ort_lib::Located, RunOutput, Runner};
 pub use shaders::{Accum, Mode};
 
-/// How f16 is computed when `--precision fp16` is asked for.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum F16Mode {
-    /// Native when the adapter offers `SHADER_F16`, else emulated.
-    #[default]
-    Auto,
-    Native,
-    Emulated,
-}
+pub use crate::spec::F16Mode;
 
 /// The wgpu target's options (`--adapter`, `--precision`, `--accumulate`, `--f16-mode`).
 #[derive(Clone, Debug, Default)]
@@ -126,7 +104,7 @@ impl WgpuRunner {
 
 impl WgpuRunner {
     fn decode(&mut self, graph: &Graph) -> Result<tract_onnx::pb::ModelProto> {
-        let proto = tract_onnx::pb::ModelProto::decode(graph.bytes.as_slice()).map_err(|e| {
+        let proto = crate::model::import::decode(graph.bytes.as_slice()).map_err(|e| {
             Error::MalformedModel {
                 path: graph.path.clone(),
                 reason: e.to_string(),

@@ -64,7 +64,7 @@ fn quantized_error(ev: &Evidence, s: &Site) -> Option<f64> {
         .collect();
     let refs: Vec<Option<&tract_onnx::prelude::Tensor>> =
         ins.iter().map(|t| t.as_deref()).collect();
-    let w = crate::runner::reference::contrib::nbits_weight(&ev.protos[s.i], &refs).ok()?;
+    let w = crate::reference::contrib::nbits_weight(&ev.protos[s.i], &refs).ok()?;
     let mut worst = 0f64;
     for row in a.chunks(k).take(MAX_ROWS) {
         let delta = quantization_delta(row, block);

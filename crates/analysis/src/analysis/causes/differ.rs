@@ -2,8 +2,7 @@
 //! its weights — named as a cause with the numbers. Weights that differ only by rounding to the target
 //! initializer's type (a converted model) are not a difference.
 
-use prost::Message;
-use tract_onnx::pb::{GraphProto, ModelProto, NodeProto};
+use tract_onnx::pb::{GraphProto, NodeProto};
 
 use super::{cause, limits, num};
 use crate::model::Graph;
@@ -21,7 +20,7 @@ pub struct Models {
 impl Models {
     pub fn new(reference: &Graph, target: &Graph) -> Models {
         let decode = |g: &Graph| {
-            ModelProto::decode(g.bytes.as_slice())
+            crate::model::import::decode(g.bytes.as_slice())
                 .ok()
                 .and_then(|m| m.graph)
                 .unwrap_or_default()

@@ -19,8 +19,8 @@ use tract_onnx::pb::NodeProto;
 
 use crate::model::Graph;
 use crate::precision::convert::RangeIssue;
+use crate::reference::Rounding;
 use crate::report::model::{Basis, Cause, CauseKind, Confidence, Culprit, NodeReport, ValueStatus};
-use crate::runner::reference::Rounding;
 use crate::spill::Values;
 use crate::tensor::{DType, Tensor};
 
@@ -88,8 +88,7 @@ impl<'a> Evidence<'a> {
         nodes: &'a [NodeReport],
         culprits: &[Culprit],
     ) -> Evidence<'a> {
-        use prost::Message;
-        let proto = tract_onnx::pb::ModelProto::decode(graph.bytes.as_slice()).unwrap_or_default();
+        let proto = crate::model::import::decode(graph.bytes.as_slice()).unwrap_or_default();
         let g = proto.graph.unwrap_or_default();
         let protos = graph
             .nodes
