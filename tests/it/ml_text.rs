@@ -61,3 +61,85 @@ fn a_changed_idf_weight_is_drift_at_its_node() {
     assert_eq!(culprit["node"], mul.name.as_str(), "{out}");
     assert_eq!(culprit["causes"][0]["kind"], "weights_differ", "{out}");
 }
+
+/// `phantom equiv A B --json` on four sentences: (exit code, output, answer). One string alone is the same
+/// whatever computed it, no evidence of where it came from.: one string alone is the same whatever computed it, no evidence of where it came from.
+fn equiv(a: &std::path::Path, b: &std::path::Path) -> (i32, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("e.json");
+    let (code, out, err) = crate::common::phantom(&[
+        "equiv",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--shape",
+        "text=4x1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(json.exists(), "no answer\n{out}\n{err}");
+    let answer = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (code, format!("{out}\n{err}"), answer)
+}
+
+/// The pipeline with every value between its nodes renamed (`v0`, `v1`, …), and `edit` applied to its nodes.
+fn renamed(dst: &std::path::Path, edit: impl Fn(&mut pb::NodeProto)) {
+    let src = ml("text_tfidf.onnx");
+    let mut model = pb::ModelProto::decode(std::fs::read(&src).unwrap().as_slice()).unwrap();
+    let g = model.graph.as_mut().unwrap();
+    let outputs: Vec<String> = g.output.iter().map(|o| o.name.clone()).collect();
+    let mut names = std::collections::HashMap::new();
+    for n in &mut g.node {
+        for o in n.output.iter_mut().filter(|o| !outputs.contains(o)) {
+            let new = format!("v{}", names.len());
+            names.insert(o.clone(), new.clone());
+            *o = new;
+        }
+    }
+    for n in &mut g.node {
+        for i in &mut n.input {
+            if let Some(new) = names.get(i) {
+                *i = new.clone();
+            }
+        }
+        edit(n);
+    }
+    std::fs::write(dst, model.encode_to_vec()).unwrap();
+}
+
+/// Strings pair by value like numbers: a copy whose every value is renamed holds all the pipeline's values (the
+/// normalized text and the tokens too, none "inside a fused node"), and a normalizer that upper-cases instead of
+/// lower-casing is named where the function changes.
+#[test]
+fn equiv_pairs_string_values_and_names_a_changed_normalizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = ml("text_tfidf.onnx");
+    let same = dir.path().join("renamed.onnx");
+    renamed(&same, |_| {});
+    let (code, out, e) = equiv(&src, &same);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(e["same_function"], true, "{e}");
+    assert_eq!(e["counts"]["fused"], 0, "{out}");
+    assert_eq!(e["counts"]["lost"], 0, "{out}");
+    assert_eq!(e["counts"]["held"], 9, "{out}");
+    assert_eq!(
+        e["counts"]["held"], e["counts"]["reference_values"],
+        "{out}"
+    );
+    let upper = dir.path().join("upper.onnx");
+    renamed(&upper, |n| {
+        for a in n.attribute.iter_mut() {
+            if a.name == "case_change_action" {
+                a.s = b"UPPER".to_vec();
+            }
+        }
+    });
+    let (code, out, e) = equiv(&src, &upper);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(e["same_function"], false, "{e}");
+    let d = &e["divergence"];
+    let model = pb::ModelProto::decode(std::fs::read(&upper).unwrap().as_slice()).unwrap();
+    let normalizer = (model.graph.unwrap().node.into_iter())
+        .find(|n| n.op_type == "StringNormalizer")
+        .unwrap();
+    assert_eq!(d["node"], normalizer.name.as_str(), "{e}");
+}

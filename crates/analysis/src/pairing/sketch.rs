@@ -21,10 +21,11 @@ pub struct Sketch {
 }
 
 impl Sketch {
-    /// The sketch of `t`; None for strings (they have no numeric view).
+    /// The sketch of `t`. Strings are sampled as a 53-bit hash of each element with no scale, so that only equal
+    /// strings agree.
     pub fn of(t: &Tensor) -> Option<Sketch> {
-        if t.strings().is_some() {
-            return None;
+        if let Some(s) = t.strings() {
+            return Some(Sketch::of_strings(s, t.dtype()));
         }
         let a = t.as_f64();
         let len = a.len();
@@ -47,6 +48,29 @@ impl Sketch {
             rms: (sq / n.max(1) as f64).sqrt(),
             sample,
         })
+    }
+
+    /// The sketch of a string tensor: each sampled element's hash (exact in f64), scale zero.
+    fn of_strings(a: &ndarray::ArrayD<String>, dtype: crate::tensor::DType) -> Sketch {
+        use std::hash::{Hash, Hasher};
+        let len = a.len();
+        let step = len.div_ceil(SAMPLE).max(1);
+        let sample = a
+            .iter()
+            .step_by(step)
+            .map(|v| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                v.hash(&mut h);
+                (h.finish() >> 11) as f64
+            })
+            .collect();
+        Sketch {
+            shape: a.shape().to_vec(),
+            dtype,
+            len,
+            rms: 0.0,
+            sample,
+        }
     }
 
     /// Whether the value says anything about where it came from: not when every element is the same (a zero
@@ -113,6 +137,21 @@ mod tests {
 
     fn t(v: Vec<f64>, shape: &[usize]) -> Tensor {
         Tensor::F64(ArrayD::from_shape_vec(shape.to_vec(), v).unwrap())
+    }
+
+    #[test]
+    fn equal_strings_agree_and_one_changed_string_does_not() {
+        let s = |v: &[&str]| {
+            let a =
+                ArrayD::from_shape_vec(vec![v.len()], v.iter().map(|x| x.to_string()).collect());
+            Sketch::of(&Tensor::Str(a.unwrap())).unwrap()
+        };
+        let (a, b) = (s(&["the", "cat", "sat"]), s(&["the", "cat", "sat"]));
+        assert!(a.agrees(&b, 1e-4) && a.informative());
+        assert_eq!(a.distance(&b), Some(0.0));
+        let c = s(&["the", "cat", "sits"]);
+        assert!(!a.agrees(&c, 1e-4));
+        assert_eq!(a.distance(&c), Some(f64::INFINITY));
     }
 
     #[test]
