@@ -43,6 +43,7 @@ mod model_dims;
 mod multi;
 mod nan_semantics;
 mod nchwc;
+mod nhwc;
 mod optional;
 mod oracle;
 mod origin;

@@ -23,13 +23,20 @@ ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 
 /// `tests/data/pairs/NAME.onnx` optimized by ONNX Runtime at `ORT_ENABLE_ALL`, written in `dir`.
 fn optimized_all(name: &str, dir: &Path) -> (PathBuf, PathBuf) {
+    optimized_all_of(&root().join(format!("tests/data/pairs/{name}.onnx")), dir)
+}
+
+/// The model at `src` optimized by ONNX Runtime at `ORT_ENABLE_ALL` (the conformance environment's), written in
+/// `dir`: (src, the optimized model).
+pub fn optimized_all_of(src: &Path, dir: &Path) -> (PathBuf, PathBuf) {
     ensure_runtime();
+    let name = src.file_stem().unwrap().to_string_lossy();
     let work = root().join("target/conformance");
     let python = {
         let _lock = file_lock(&work.with_extension("lock"));
         crate::conformance::cases(&work).0
     };
-    let src = root().join(format!("tests/data/pairs/{name}.onnx"));
+    let src = src.to_path_buf();
     let dst = dir.join(format!("{name}__ort-all.onnx"));
     let out = Command::new(python)
         .args(["-c", OPTIMIZE])

@@ -344,12 +344,22 @@ fn attributes(n: &NodeProto, known: &Known) -> std::result::Result<(), String> {
                     ));
                 }
             }
+            // A per-tensor (de)quantization ignores its axis (ONNX Runtime writes `axis` 1 on a 1-D input).
+            "axis" if per_tensor(n, known) => {}
             "axis" => axis_in_range(name, &[a.i], axis_rank(n, rank))?,
             "axes" if ints => axis_in_range(name, &a.ints, axis_rank(n, rank))?,
             _ => {}
         }
     }
     Ok(())
+}
+
+/// Whether `n` quantizes or dequantizes per tensor: its scale is known to hold one element. Its `axis` then names
+/// no axis (ONNX Runtime reads it only for a per-axis scale).
+fn per_tensor(n: &NodeProto, known: &Known) -> bool {
+    let q = matches!(n.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear");
+    let scale = n.input.get(1).and_then(|s| known.dims.get(s.as_str()));
+    q && scale.is_some_and(|d| d.iter().all(|&v| v == Some(1)))
 }
 
 /// The input whose axes a node's axis attributes count, as its schema orders the inputs: `QLinearConcat`'s tensors

@@ -7,7 +7,10 @@
 //! then a discrete decision of the final `QuantizeLinear`, adopted from the target's where it lies within the
 //! noise of a rounding boundary ([`super::decide`]).
 //!
-//! Left as they are: `QLinearGlobalAveragePool` with `channels_last`, `QLinearSoftmax` of an opset before 13 (its
+//! ONNX Runtime's NHWC forms (what its `NhwcTransformer` writes at `ORT_ENABLE_ALL`: `QLinearConv` and
+//! `QLinearGlobalAveragePool` with `channels_last`, `NhwcMaxPool`) run the same op between two `Transpose`s, the
+//! input's rank read from the weight, the kernel shape or the producers ([`ranks`]).
+//! Left as they are: a channels-last node whose rank is not known, `QLinearSoftmax` of an opset before 13 (its
 //! 2-D coercion), `QGemm` with a float output.
 //! Inserted nodes are named `<node name>.q<k>`, so phantom attributes them to the original ONNX node.
 
@@ -74,6 +77,30 @@ impl Builder<'_> {
         });
     }
 
+    /// `x` transposed from channels-last to channels-first (`to_first`) or back, for a value of rank `r`.
+    fn relaid(&mut self, x: String, r: usize, to_first: bool) -> String {
+        let perm: Vec<i64> = match to_first {
+            true => [0, r - 1]
+                .into_iter()
+                .chain(1..r - 1)
+                .map(|a| a as i64)
+                .collect(),
+            false => [0]
+                .into_iter()
+                .chain(2..r)
+                .chain([1])
+                .map(|a| a as i64)
+                .collect(),
+        };
+        let perm = AttributeProto {
+            name: "perm".into(),
+            r#type: AttributeType::Ints as i32,
+            ints: perm,
+            ..Default::default()
+        };
+        self.push("Transpose", vec![x], vec![perm])
+    }
+
     /// The node's attributes named `keep`, as they are.
     fn attrs(&self, keep: &[&str]) -> Vec<AttributeProto> {
         (self.node.attribute.iter())
@@ -96,8 +123,8 @@ fn attr_i(n: &NodeProto, name: &str) -> Option<i64> {
     n.attribute.iter().find(|a| a.name == name).map(|a| a.i)
 }
 
-/// The rewritten nodes of `n`, or `None` to leave it.
-fn expand(n: &NodeProto) -> Option<Vec<NodeProto>> {
+/// The rewritten nodes of `n`, or `None` to leave it; `rank` is its first input's, where known.
+fn expand(n: &NodeProto, rank: Option<usize>) -> Option<Vec<NodeProto>> {
     let mut b = Builder {
         node: n,
         nodes: vec![],
@@ -120,7 +147,17 @@ fn expand(n: &NodeProto) -> Option<Vec<NodeProto>> {
                 "pads",
                 "strides",
             ];
-            let y = b.push("Conv", ins, b.attrs(&keep));
+            let last = match attr_i(n, "channels_last").unwrap_or(0) != 0 {
+                true => Some(rank.filter(|&r| r >= 3)?),
+                false => None,
+            };
+            if let Some(r) = last {
+                ins[0] = b.relaid(ins[0].clone(), r, true);
+            }
+            let mut y = b.push("Conv", ins, b.attrs(&keep));
+            if let Some(r) = last {
+                y = b.relaid(y, r, false);
+            }
             b.q(y, 6);
         }
         "QLinearMatMul" => {
@@ -142,6 +179,30 @@ fn expand(n: &NodeProto) -> Option<Vec<NodeProto>> {
             let x = b.dq(0, None);
             let y = b.push("GlobalAveragePool", vec![x], vec![]);
             b.q(y, 3);
+        }
+        "QLinearGlobalAveragePool" => {
+            let r = rank.filter(|&r| r >= 3)?;
+            let x = b.dq(0, None);
+            let x = b.relaid(x, r, true);
+            let y = b.push("GlobalAveragePool", vec![x], vec![]);
+            let y = b.relaid(y, r, false);
+            b.q(y, 3);
+        }
+        "NhwcMaxPool" if n.domain == "com.microsoft" => {
+            let r = rank.filter(|&r| r >= 3)?;
+            let x = b.relaid(b.at(0), r, true);
+            let keep = [
+                "auto_pad",
+                "ceil_mode",
+                "dilations",
+                "kernel_shape",
+                "pads",
+                "strides",
+            ];
+            let y = b.push("MaxPool", vec![x], b.attrs(&keep));
+            b.relaid(y, r, false);
+            // A maximum of levels is a level: no quantization follows, the node's output is the transpose's.
+            b.nodes.last_mut()?.output = vec![n.output[0].clone()];
         }
         "QLinearSoftmax" if attr_i(n, "opset").unwrap_or(0) >= 13 => {
             let x = b.dq(0, None);
@@ -176,11 +237,13 @@ fn expand(n: &NodeProto) -> Option<Vec<NodeProto>> {
 /// how many.
 pub fn rewrite(g: &mut GraphProto) -> usize {
     let mut count = 0;
+    let ranks = ranks(g);
     let mut out = Vec::with_capacity(g.node.len());
     for n in std::mem::take(&mut g.node) {
-        let ours = OPS.contains(&n.op_type.as_str())
+        let ours = (OPS.contains(&n.op_type.as_str()) || n.op_type == "NhwcMaxPool")
             && matches!(n.domain.as_str(), "" | "ai.onnx" | "com.microsoft");
-        match ours.then(|| expand(&n)).flatten() {
+        let rank = n.input.first().and_then(|x| ranks.get(x.as_str())).copied();
+        match ours.then(|| expand(&n, rank)).flatten() {
             Some(nodes) => {
                 count += 1;
                 out.extend(nodes);
@@ -190,4 +253,52 @@ pub fn rewrite(g: &mut GraphProto) -> usize {
     }
     g.node = out;
     count
+}
+
+/// The rank of each value that a channels-last node may read, where the graph says it: graph inputs and
+/// initializers as declared, then in node order a `Transpose`'s perm, a `QLinearConv`'s weight, a pool's kernel
+/// shape, and an elementwise or (de)quantizing op's first input.
+fn ranks(g: &GraphProto) -> std::collections::HashMap<String, usize> {
+    let mut r: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for v in &g.input {
+        let shape = v.r#type.as_ref().and_then(|t| match &t.value {
+            Some(tract_onnx::pb::type_proto::Value::TensorType(t)) => t.shape.as_ref(),
+            _ => None,
+        });
+        if let Some(s) = shape {
+            r.insert(v.name.clone(), s.dim.len());
+        }
+    }
+    for t in &g.initializer {
+        r.insert(t.name.clone(), t.dims.len());
+    }
+    for n in &g.node {
+        let of = |k: usize| n.input.get(k).and_then(|i| r.get(i.as_str())).copied();
+        let kernel = n.attribute.iter().find(|a| a.name == "kernel_shape");
+        let rank = match n.op_type.as_str() {
+            "Transpose" => n
+                .attribute
+                .iter()
+                .find(|a| a.name == "perm")
+                .map(|a| a.ints.len())
+                .or(of(0)),
+            "QLinearConv" => of(3),
+            "NhwcMaxPool" | "MaxPool" | "AveragePool" => kernel.map(|k| k.ints.len() + 2).or(of(0)),
+            "QuantizeLinear"
+            | "DequantizeLinear"
+            | "QLinearAdd"
+            | "QLinearMul"
+            | "QLinearSigmoid"
+            | "QLinearLeakyRelu"
+            | "QLinearGlobalAveragePool"
+            | "Relu"
+            | "Clip"
+            | "Identity" => of(0),
+            _ => None,
+        };
+        if let (Some(rank), Some(o)) = (rank, n.output.first()) {
+            r.insert(o.clone(), rank);
+        }
+    }
+    r
 }

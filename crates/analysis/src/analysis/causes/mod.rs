@@ -6,6 +6,7 @@
 //! flips in `super::index_flip`.
 
 mod accuracy;
+mod conv_pairs;
 pub mod differ;
 mod numeric;
 mod quant;

@@ -2,8 +2,8 @@
 //! saturation, range use and rounding flips (values within the input's error of a half-quantum boundary, where one
 //! flipped level moves the output by a whole quantum); for `DequantizeLinear`, `ConvInteger`, `MatMulInteger`,
 //! `QLinearConv` and `QLinearMatMul` the integer range their inputs use and how much sits at the bounds; for the
-//! integer products, u8×s8 pairs beyond int16 (x86 kernels without VNNI add pairs of products in int16 and saturate)
-//! and sums beyond the int32 accumulator.
+//! integer products, u8×s8 pairs beyond int16 (x86 kernels without VNNI add pairs of products in int16 and saturate;
+//! a convolution's pairs in [`super::conv_pairs`]) and sums beyond the int32 accumulator.
 
 use ndarray::{ArrayD, Axis, Ix2};
 
@@ -15,13 +15,14 @@ pub(super) fn explain(_c: &Culprit, ev: &Evidence, s: &Site, out: &mut Vec<Cause
     match s.op {
         "QuantizeLinear" => quantize(ev, s, out),
         "DequantizeLinear" => integer_inputs(ev, s, &[0], out),
+        // The products first: their int16 pairs explain a difference between two runs of the same levels.
         "ConvInteger" | "MatMulInteger" => {
-            integer_inputs(ev, s, &[0, 1], out);
             products(ev, s, 1, out);
+            integer_inputs(ev, s, &[0, 1], out);
         }
         "QLinearConv" | "QLinearMatMul" => {
-            integer_inputs(ev, s, &[0, 3], out);
             products(ev, s, 3, out);
+            integer_inputs(ev, s, &[0, 3], out);
         }
         _ => {}
     }
@@ -356,10 +357,14 @@ fn products(ev: &Evidence, s: &Site, b_at: usize, out: &mut Vec<Cause>) {
         ));
     }
     let (at, bt) = (dtype_of(ev, a_name), dtype_of(ev, b_name));
-    if at != Some(DType::U8) || bt != Some(DType::I8) || !s.op.contains("MatMul") {
+    if at != Some(DType::U8) || bt != Some(DType::I8) {
         return;
     }
-    if let Some((pairs, worst, checked)) = pair_saturation(&a, &b) {
+    let saturated = match s.op.contains("MatMul") {
+        true => pair_saturation(&a, &b),
+        false => super::conv_pairs::pair_saturation(&a, &b, &geometry(ev, s, za)),
+    };
+    if let Some((pairs, worst, checked)) = saturated {
         if pairs > 0 {
             out.push(cause(
                 CauseKind::QuantizationSaturation,
@@ -373,6 +378,26 @@ fn products(ev: &Evidence, s: &Site, b_at: usize, out: &mut Vec<Cause>) {
                 "quantize activations with reduce_range (7 bits), or run on a CPU with VNNI".into(),
             ));
         }
+    }
+}
+
+/// The geometry of the convolution at `s` (its attributes; `za`, the input's zero point, is what padding reads).
+fn geometry(ev: &Evidence, s: &Site, za: f64) -> super::conv_pairs::Geometry {
+    let ints = |name: &str, k: usize| {
+        (ev.protos.get(s.i).into_iter())
+            .flat_map(|p| p.attribute.iter())
+            .find(|a| a.name == name)
+            .and_then(|a| a.ints.get(k).copied())
+    };
+    let two =
+        |name: &str, default: i64| [0, 1].map(|k| ints(name, k).unwrap_or(default).max(0) as usize);
+    super::conv_pairs::Geometry {
+        channels_last: ev.attr_i(s.i, "channels_last").unwrap_or(0) != 0,
+        group: ev.attr_i(s.i, "group").unwrap_or(1).max(1) as usize,
+        strides: two("strides", 1),
+        pads: two("pads", 0),
+        dilations: two("dilations", 1),
+        pad_byte: za,
     }
 }
 
