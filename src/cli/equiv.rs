@@ -29,6 +29,8 @@ struct Answer<'a> {
     paired: BTreeMap<&'a str, &'a str>,
     /// Reference values computed inside a fused node of the transformed model → that node.
     fused: BTreeMap<&'a str, &'a str>,
+    /// Values of the transformed model held channels-last (NHWC) where the model holds them channels-first.
+    channels_last: std::collections::BTreeSet<&'a str>,
     counts: Counts,
 }
 
@@ -148,6 +150,7 @@ fn answer<'a>(a: &EquivArgs, e: &'a Equiv, counts: Counts) -> Answer<'a> {
                 _ => None,
             })
             .collect(),
+        channels_last: e.pairing.transposed.iter().map(String::as_str).collect(),
         counts,
     }
 }
@@ -177,6 +180,12 @@ fn print(a: &EquivArgs, e: &Equiv, c: &Counts) {
         fused_ops(e),
         c.lost
     );
+    if !e.pairing.transposed.is_empty() {
+        sayln!(
+            "  {} of the transformed model's values are held channels-last (NHWC): paired read channels-first",
+            e.pairing.transposed.len()
+        );
+    }
     for o in &e.outputs {
         let d = o
             .distance

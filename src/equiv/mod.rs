@@ -97,9 +97,9 @@ pub fn compare(
             ),
         });
     }
-    let (ref_values, ref_missing) = sketched(reference, inputs, &Default::default())?;
+    let (ref_values, ref_missing) = sketched(reference, inputs, &Default::default(), false)?;
     let blocked = crate::model::nchwc::blocked(target);
-    let (tgt_values, tgt_missing) = sketched(target, &inputs_for(target, inputs), &blocked)?;
+    let (tgt_values, tgt_missing) = sketched(target, &inputs_for(target, inputs), &blocked, true)?;
     let narrowest = narrowest_float(target);
     let p = pairing::pair(
         &ref_values,
@@ -233,14 +233,19 @@ fn changed_inside(
         .collect()
 }
 
-/// Every value of one f64 run, sketched (graph inputs first; the `blocked` ones in row-major order), and the values
-/// it could not compute.
+/// Every value of one f64 run, sketched (graph inputs first; the `blocked` ones in row-major order; with
+/// `either`, each also read channels-first), and the values it could not compute.
 fn sketched(
     graph: &Graph,
     inputs: &Inputs,
     blocked: &std::collections::HashSet<String>,
+    either: bool,
 ) -> Result<(Values, HashMap<String, String>)> {
     let block = crate::tensor::nchwc_block_size();
+    let sketch = |t: &crate::tensor::Tensor| match either {
+        true => Sketch::of_either_layout(t),
+        false => Sketch::of(t),
+    };
     let mut values: Values = inputs
         .tensors
         .iter()
@@ -250,7 +255,7 @@ fn sketched(
     ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| match v {
         Ok(t) => {
             let plain = blocked.contains(name).then(|| t.unblocked(block)).flatten();
-            if let Some(s) = Sketch::of(plain.as_ref().unwrap_or(&t)) {
+            if let Some(s) = sketch(plain.as_ref().unwrap_or(&t)) {
                 values.push((name.to_string(), s));
             }
         }

@@ -24,6 +24,8 @@ pub struct Paired {
     /// Reference values the target model holds in ONNX Runtime's NCHWc blocked layout, read in row-major order
     /// before they are compared.
     pub relaid: std::collections::HashSet<String>,
+    /// Reference values the target model holds channels-last (NHWC), read channels-first before they are compared.
+    pub transposed: std::collections::HashSet<String>,
     pub notes: Vec<String>,
     /// What the report says of the pairing (None: the values paired by name).
     pub report: Option<crate::report::model::Pairing>,
@@ -31,12 +33,14 @@ pub struct Paired {
 
 impl Paired {
     /// The target's value of reference value `name` in the layout and shape the model holds it in (`shape`): read
-    /// in row-major order where ONNX Runtime's NCHWc layout holds it, reshaped where the target model holds it in
-    /// another shape; None where neither.
+    /// in row-major order where ONNX Runtime's NCHWc layout holds it, channels-first where the target model holds
+    /// it channels-last, reshaped where it holds it in another shape; None where none of these.
     pub fn as_model_holds(&self, name: &str, t: &Tensor, shape: &[usize]) -> Option<Tensor> {
-        let unblocked = (self.relaid.contains(name))
-            .then(|| t.unblocked(crate::tensor::nchwc_block_size()))
-            .flatten();
+        let unblocked = match (self.relaid.contains(name), self.transposed.contains(name)) {
+            (true, _) => t.unblocked(crate::tensor::nchwc_block_size()),
+            (false, true) => t.channels_first(),
+            (false, false) => None,
+        };
         let plain = unblocked.as_ref().unwrap_or(t);
         match self.reshaped.contains(name) {
             true => plain.reshaped(shape).or(unblocked),
@@ -154,6 +158,16 @@ fn from(e: &equiv::Equiv, names: HashMap<String, String>) -> Paired {
     let relaid: std::collections::HashSet<String> = (e.relaid.iter())
         .filter_map(|t| names.get(t).cloned())
         .collect();
+    let transposed: std::collections::HashSet<String> = (e.pairing.transposed.iter())
+        .filter_map(|t| names.get(t).cloned())
+        .collect();
+    if !transposed.is_empty() {
+        notes.push(format!(
+            "{} of the target model's values are held channels-last (NHWC) where the model holds them \
+             channels-first: they are compared channels-first",
+            transposed.len()
+        ));
+    }
     if !relaid.is_empty() {
         notes.push(format!(
             "{} of the target model's values are held in ONNX Runtime's NCHWc blocked layout (its optimizer's \
@@ -178,6 +192,7 @@ fn from(e: &equiv::Equiv, names: HashMap<String, String>) -> Paired {
         covered,
         reshaped,
         relaid,
+        transposed,
         notes,
         report: Some(report),
     }

@@ -2,8 +2,9 @@
 //! quantized model (`QLinearConv` and `QLinearGlobalAveragePool` in `com.microsoft` with `channels_last`, between
 //! `Transpose`s; a per-tensor `DequantizeLinear` keeping `axis` 1 on a 1-D input), made here by ONNX Runtime itself
 //! from the QDQ convnet of `tests/data/qdq/`. The model is valid and the reference runs it: it computes the function
-//! of the model it came from, and every value is compared with ONNX Runtime's. Before, the model was refused as
-//! invalid (exit 2), and the reference read the NHWC input as NCHW.
+//! of the model it came from (`equiv` pairs every value, the channels-last ones read channels-first), and every
+//! value is compared with ONNX Runtime's. Before, the model was refused as invalid (exit 2), the reference read the
+//! NHWC input as NCHW, and channels-last values paired with nothing.
 
 use crate::common::{phantom, read_json, root};
 use crate::contrib::onnx_report;
@@ -49,6 +50,17 @@ fn onnx_runtime_s_nhwc_quantized_model_runs_in_the_reference_and_computes_the_mo
     assert_eq!(code, 0, "{out}\n{err}");
     let e = read_json(&json);
     assert_eq!(e["same_function"], true, "{e}");
+    // Every value of the NHWC model pairs with one of the model's, the channels-last ones read channels-first.
+    let c = &e["counts"];
+    assert_eq!(c["own"], 0, "{c}");
+    let last = e["channels_last"].as_array().unwrap();
+    for v in ["conv1", "conv2", "dwconv3"] {
+        assert!(
+            last.iter().any(|x| x == v),
+            "{v} not paired channels-last: {e}"
+        );
+        assert!(e["paired"][v].is_string(), "{v}: {e}");
+    }
     // Every value compared with ONNX Runtime's; where its u8×s8 kernels saturate (no VNNI), the drift is named at
     // the QLinearConv by its int16 pairs.
     let (code, out, r) = onnx_report(&all, &[]);

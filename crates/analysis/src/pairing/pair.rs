@@ -29,6 +29,9 @@ pub struct Pairing {
     pub tight: f64,
     /// The tolerance the values were paired within, as a fraction of each value's scale.
     pub tol: f64,
+    /// Target values paired through their channels-first reading: held channels-last (NHWC) where the reference
+    /// holds them channels-first.
+    pub transposed: HashSet<String>,
 }
 
 impl Pairing {
@@ -64,14 +67,22 @@ pub fn pair(reference: &Values, target: &Values, (tol, tight): (f64, f64)) -> Pa
         ..Default::default()
     };
     let mut claimed: HashSet<usize> = HashSet::new();
-    for (name, s) in target {
-        let equal: Vec<usize> = by_len
-            .get(&s.len)
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|&i| reference[i].1.agrees(s, tol))
-            .collect();
+    for (name, held) in target {
+        let equal_to = |s: &Sketch| -> Vec<usize> {
+            (by_len.get(&s.len).into_iter().flatten().copied())
+                .filter(|&i| reference[i].1.agrees(s, tol))
+                .collect()
+        };
+        // As held; else read channels-first, for a value held channels-last.
+        let mut s = held;
+        let mut equal = equal_to(s);
+        if let (true, Some(cf)) = (equal.is_empty(), held.channels_first.as_deref()) {
+            equal = equal_to(cf);
+            if !equal.is_empty() {
+                s = cf;
+                p.transposed.insert(name.clone());
+            }
+        }
         let Some(best) = choose(&equal, reference, (name, s), &claimed) else {
             continue;
         };

@@ -18,6 +18,9 @@ pub struct Sketch {
     /// Root mean square of the finite elements: the scale differences are measured against.
     pub rms: f64,
     pub sample: Vec<f64>,
+    /// The same value read channels-first ([`Tensor::channels_first`]), for a value that may be held
+    /// channels-last (NHWC) where the other graph holds it channels-first; None where that reads the same.
+    pub channels_first: Option<Box<Sketch>>,
 }
 
 impl Sketch {
@@ -47,7 +50,16 @@ impl Sketch {
             len,
             rms: (sq / n.max(1) as f64).sqrt(),
             sample,
+            channels_first: None,
         })
+    }
+
+    /// [`Sketch::of`], with the value's channels-first reading where it differs (ranks 3 to 5).
+    pub fn of_either_layout(t: &Tensor) -> Option<Sketch> {
+        let mut s = Sketch::of(t)?;
+        let cf = t.channels_first().and_then(|c| Sketch::of(&c));
+        s.channels_first = cf.filter(|c| c.sample != s.sample).map(Box::new);
+        Some(s)
     }
 
     /// The sketch of a string tensor: each sampled element's hash (exact in f64), scale zero.
@@ -70,6 +82,7 @@ impl Sketch {
             len,
             rms: 0.0,
             sample,
+            channels_first: None,
         }
     }
 
@@ -137,6 +150,32 @@ mod tests {
 
     fn t(v: Vec<f64>, shape: &[usize]) -> Tensor {
         Tensor::F64(ArrayD::from_shape_vec(shape.to_vec(), v).unwrap())
+    }
+
+    #[test]
+    fn a_channels_last_value_agrees_through_its_channels_first_reading() {
+        let nchw: Vec<f64> = (0..24).map(f64::from).collect();
+        let a = Tensor::F64(ArrayD::from_shape_vec(vec![1, 2, 3, 4], nchw).unwrap());
+        let nhwc = Tensor::F64(
+            a.to_f64_array()
+                .permuted_axes(vec![0, 2, 3, 1])
+                .as_standard_layout()
+                .into_owned(),
+        );
+        let (r, t) = (
+            Sketch::of(&a).unwrap(),
+            Sketch::of_either_layout(&nhwc).unwrap(),
+        );
+        assert!(!r.agrees(&t, 1e-9));
+        assert!(r.agrees(t.channels_first.as_ref().unwrap(), 1e-9));
+        // One channel reads the same either way: no second reading.
+        let one = Tensor::F64(
+            ArrayD::from_shape_vec(vec![1, 2, 2, 1], vec![1.0, 2.0, 3.0, 4.0]).unwrap(),
+        );
+        assert!(Sketch::of_either_layout(&one)
+            .unwrap()
+            .channels_first
+            .is_none());
     }
 
     #[test]

@@ -75,6 +75,28 @@ impl Tensor {
 }
 
 impl Tensor {
+    /// A channels-last value (N, spatial…, C; rank 3 to 5) read channels-first (N, C, spatial…): what an NHWC
+    /// layout holds, in the NCHW order the model's value has. None for other ranks.
+    pub fn channels_first(&self) -> Option<Tensor> {
+        let r = self.shape().len();
+        if !(3..=5).contains(&r) {
+            return None;
+        }
+        let perm: Vec<usize> = [0, r - 1].into_iter().chain(1..r - 1).collect();
+        macro_rules! cf {
+            ($($v:ident),*) => {
+                match self {
+                    $(Tensor::$v(a) => Tensor::$v(
+                        a.view().permuted_axes(ndarray::IxDyn(&perm)).as_standard_layout().into_owned(),
+                    ),)*
+                }
+            };
+        }
+        Some(cf!(
+            F64, F32, F16, Bf16, I64, I32, I16, I8, U64, U32, U16, U8, Bool, Str
+        ))
+    }
+
     /// An NCHWc convolution's stored filter (rank 4, O a multiple of `block`) in OIHW order; None where its dims do
     /// not fit the blocks.
     pub fn unblocked_filter(&self, block: usize, group: i64) -> Option<Tensor> {
