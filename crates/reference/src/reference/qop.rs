@@ -175,35 +175,7 @@ fn expand(n: &NodeProto, rank: Option<usize>) -> Option<Vec<NodeProto>> {
             let y = b.push(&n.op_type["QLinear".len()..], vec![x], b.attrs(&["alpha"]));
             b.q(y, 3);
         }
-        "QLinearGlobalAveragePool" if attr_i(n, "channels_last").unwrap_or(0) == 0 => {
-            let x = b.dq(0, None);
-            let y = b.push("GlobalAveragePool", vec![x], vec![]);
-            b.q(y, 3);
-        }
-        "QLinearGlobalAveragePool" => {
-            let r = rank.filter(|&r| r >= 3)?;
-            let x = b.dq(0, None);
-            let x = b.relaid(x, r, true);
-            let y = b.push("GlobalAveragePool", vec![x], vec![]);
-            let y = b.relaid(y, r, false);
-            b.q(y, 3);
-        }
-        "NhwcMaxPool" if n.domain == "com.microsoft" => {
-            let r = rank.filter(|&r| r >= 3)?;
-            let x = b.relaid(b.at(0), r, true);
-            let keep = [
-                "auto_pad",
-                "ceil_mode",
-                "dilations",
-                "kernel_shape",
-                "pads",
-                "strides",
-            ];
-            let y = b.push("MaxPool", vec![x], b.attrs(&keep));
-            b.relaid(y, r, false);
-            // A maximum of levels is a level: no quantization follows, the node's output is the transpose's.
-            b.nodes.last_mut()?.output = vec![n.output[0].clone()];
-        }
+        "QLinearGlobalAveragePool" | "NhwcMaxPool" => pool(&mut b, n, rank)?,
         "QLinearSoftmax" if attr_i(n, "opset").unwrap_or(0) >= 13 => {
             let x = b.dq(0, None);
             let y = b.push("Softmax", vec![x], b.attrs(&["axis"]));
@@ -231,6 +203,42 @@ fn expand(n: &NodeProto, rank: Option<usize>) -> Option<Vec<NodeProto>> {
         _ => return None,
     }
     (n.output.len() == 1).then_some(b.nodes)
+}
+
+/// `QLinearGlobalAveragePool` (channels-first, or channels-last between transposes) and ONNX Runtime's
+/// `NhwcMaxPool` (a maximum of levels is a level: no quantization follows, the node's output is the transpose's).
+fn pool(b: &mut Builder, n: &NodeProto, rank: Option<usize>) -> Option<()> {
+    let last = n.op_type == "NhwcMaxPool" || attr_i(n, "channels_last").unwrap_or(0) != 0;
+    let r = match last {
+        true => Some(rank.filter(|&r| r >= 3)?),
+        false => None,
+    };
+    if n.op_type == "NhwcMaxPool" {
+        let r = r.filter(|_| n.domain == "com.microsoft")?;
+        let x = b.relaid(b.at(0), r, true);
+        let keep = [
+            "auto_pad",
+            "ceil_mode",
+            "dilations",
+            "kernel_shape",
+            "pads",
+            "strides",
+        ];
+        let y = b.push("MaxPool", vec![x], b.attrs(&keep));
+        b.relaid(y, r, false);
+        b.nodes.last_mut()?.output = vec![n.output[0].clone()];
+        return Some(());
+    }
+    let mut x = b.dq(0, None);
+    if let Some(r) = r {
+        x = b.relaid(x, r, true);
+    }
+    let mut y = b.push("GlobalAveragePool", vec![x], vec![]);
+    if let Some(r) = r {
+        y = b.relaid(y, r, false);
+    }
+    b.q(y, 3);
+    Some(())
 }
 
 /// Rewrites every QOperator node of `g` (top level) phantom knows as its dequantize → op → quantize form. Returns
