@@ -32,15 +32,15 @@
 //! or a circle between modules:
 //!
 //! ```text
-//! phantom (this crate):
-//!   cli
-//!   golden, scan, profile, reduce, bisect, replay, segment, diff, advisor (the commands' logic)
-//!   pipeline
-//!   targets, bounded
+//! phantom           (this crate: the command line, one file per command, and the binary)
+//! phantom-commands  (crates/commands: golden, scan, profile, reduce, bisect, replay, segment, advisor)
+//! phantom-pipeline  (crates/pipeline: pipeline; below it targets, bounded, equiv)
+//! phantom-diff      (crates/diff: tensor dumps paired and compared; runs no model)
 //! phantom-report    (crates/report: the renderers and the emitter)
 //! phantom-analysis  (crates/analysis: analysis; below it compare and report::model, the report's schema)
 //! phantom-runner    (crates/runner: ONNX Runtime and wgpu runners, nodes run alone, target specs)
 //! phantom-reference (crates/reference: the tract f64 reference and its kernels, the runner interface)
+//! phantom-engine    (crates/engine: target specs and the facts of what ran, no runtime)
 //! phantom-precision (crates/precision: fp16/bf16 conversion)
 //! phantom-model     (crates/model: ONNX import, validation, surgery, cuts, types, tract conversions)
 //! phantom-core      (crates/core: error, fsutil, heap, tensor, spill, units, watchdog, simd)
@@ -49,27 +49,17 @@
 //! This crate re-exports the crates below under the module names the code uses (`phantom::model`,
 //! `phantom::runner`, `phantom::analysis`, `phantom::report`...).
 
-pub mod advisor;
-pub mod bisect;
-pub mod bounded;
 pub mod cli;
-pub mod diff;
-pub mod equiv;
-pub mod golden;
-pub mod pipeline;
-pub mod profile;
-pub mod reduce;
-pub mod replay;
-pub mod scan;
-pub mod segment;
-pub mod targets;
 
 // The crates below, under the module names the code (and the tests) use.
 pub use phantom_analysis::{analysis, compare, pairing};
+pub use phantom_commands::{advisor, bisect, golden, profile, reduce, replay, scan, segment};
 pub use phantom_core::{dispatch_tensor, widened};
 pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog, work};
 pub use phantom_core::{Error, Result};
+pub use phantom_diff::diff;
 pub use phantom_model as model;
+pub use phantom_pipeline::{bounded, equiv, pipeline, targets};
 pub use phantom_precision as precision;
 pub use phantom_report::report;
 pub use phantom_runner as runner;

@@ -1,9 +1,9 @@
 //! Engines below, targets above: no library module imports one above it. The layers are crates of the workspace
-//! (`crates/core`, `model`, `precision`, `reference`, `runner`, `analysis`, `report`, and `phantom` at the root), so
-//! the compiler refuses an import that runs up from one crate to another; the tests below keep their dependencies
-//! pointing down. Inside a crate of several modules the allowed order is written here, bottom first: in
-//! `phantom-analysis`, `compare` and `report::model` (the report's schema) sit below the analyses that fill it; in
-//! `phantom`, the targets below the pipeline, below the commands, below the command line. Modules of one layer may
+//! (`crates/core`, `model`, `precision`, `engine`, `reference`, `runner`, `analysis`, `report`, `diff`, `pipeline`,
+//! `commands`, and `phantom` at the root: the command line), so the compiler refuses an import that runs up from one
+//! crate to another; the tests below keep their dependencies pointing down. Inside a crate of several modules the
+//! allowed order is written here, bottom first: in `phantom-analysis`, `compare` and `report::model` (the report's
+//! schema) sit below the analyses that fill it; in `phantom-pipeline`, the targets below the pipeline. Modules of one layer may
 //! import each other, never round in a circle.
 
 use std::collections::{BTreeSet, HashMap};
@@ -36,16 +36,24 @@ const BELOW: &[&str] = &[
     "Result",
 ];
 
-/// Layers of `phantom` (the root crate), bottom first: a module may import its own layer and those below.
+/// Layers of `phantom` (the root crate): the command line alone, over everything below.
 const PHANTOM: &[&[&str]] = &[
     BELOW,
-    &["targets", "bounded", "equiv"],
-    &["pipeline"],
-    &[
-        "golden", "scan", "profile", "reduce", "bisect", "replay", "segment", "diff", "advisor",
-    ],
+    &["diff", "pipeline", "targets", "bounded", "equiv"],
+    COMMANDS,
     &["cli"],
 ];
+
+/// The commands of `phantom-commands`, one layer: each may use the others, never round in a circle.
+const COMMANDS: &[&str] = &[
+    "golden", "scan", "profile", "reduce", "bisect", "replay", "segment", "advisor",
+];
+
+/// Layers of `phantom-pipeline`, bottom first.
+const PIPELINE: &[&[&str]] = &[BELOW, &["targets", "bounded", "equiv"], &["pipeline"]];
+
+/// Layers of `phantom-commands`, bottom first.
+const COMMAND_LAYERS: &[&[&str]] = &[BELOW, &["pipeline", "targets"], COMMANDS];
 
 /// Layers of `phantom-analysis`, bottom first.
 const ANALYSIS: &[&[&str]] = &[
@@ -67,10 +75,12 @@ const ANALYSIS: &[&[&str]] = &[
 ];
 
 /// The source directories whose modules are layered, with their layers.
-fn layered() -> [(std::path::PathBuf, &'static [&'static [&'static str]]); 2] {
+fn layered() -> [(std::path::PathBuf, &'static [&'static [&'static str]]); 4] {
     [
         (root().join("src"), PHANTOM),
         (root().join("crates/analysis/src"), ANALYSIS),
+        (root().join("crates/pipeline/src"), PIPELINE),
+        (root().join("crates/commands/src"), COMMAND_LAYERS),
     ]
 }
 
@@ -213,6 +223,9 @@ const CRATES: &[&str] = &[
     "runner",
     "analysis",
     "report",
+    "diff",
+    "pipeline",
+    "commands",
 ];
 
 #[test]

@@ -340,7 +340,8 @@ mod tests {
     /// reaches their readers, while what is computed from the ids' values does not.
     #[test]
     fn values_computed_from_shapes_alone_do_not_depend_on_the_data() {
-        let path = std::path::Path::new("tests/data/contrib/bert_opt.onnx");
+        let path = &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/contrib/bert_opt.onnx");
         let g = crate::model::import::load(path).unwrap();
         let p = super::positions(&g);
         for shape_only in [
@@ -365,7 +366,10 @@ mod tests {
 
     #[test]
     fn a_chunk_is_a_quarter_of_what_the_model_leaves() {
-        let g = crate::model::import::load(std::path::Path::new("models/convnet.onnx")).unwrap();
+        let g = crate::model::import::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/convnet.onnx"),
+        )
+        .unwrap();
         let model = g.reference_weight_bytes() as usize + 2 * g.bytes.len();
         let budget = 64 * model;
         assert_eq!(

@@ -418,7 +418,8 @@ mod tests {
     /// BERT's casts of its integer ids to int32 decide nothing: no target value is exposed for them.
     #[test]
     fn casts_of_integers_are_no_decisions() {
-        let path = std::path::Path::new("tests/data/contrib/bert_opt.onnx");
+        let path = &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/contrib/bert_opt.onnx");
         let g = crate::model::import::load(path).unwrap();
         let (producers, types) = (g.producers(), crate::model::types::element_types(&g));
         let casts: Vec<_> = (g.nodes.iter()).filter(|n| n.op_type == "Cast").collect();
