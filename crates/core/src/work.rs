@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// A kind of repeated work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work {
-    /// A model's protobuf bytes decoded into a `ModelProto`.
+    /// A model's protobuf bytes decoded whole into a `ModelProto`, weights included (a skeleton, whose weights stay
+    /// byte ranges in the model's bytes, is not one).
     Decode,
     /// A model parsed by tract into its inference graph.
     Parse,

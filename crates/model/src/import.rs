@@ -2,8 +2,7 @@
 //! initializers repeated in `graph.input`, external data, other domains, `-1` and symbolic dims, and values
 //! hidden inside `If`/`Loop`/`Scan` bodies (listed, not captured).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,6 +14,9 @@ use super::{Dim, Graph, HiddenValue, InitInfo, Node, ValueInfo};
 use crate::error::{Error, Result};
 use crate::tensor::formats::Format;
 use crate::tensor::DType;
+use order::sort_nodes;
+
+mod order;
 
 /// Loads and imports the model at `path`.
 pub fn load(path: &Path) -> Result<Graph> {
@@ -41,6 +43,18 @@ pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
 pub fn from_bytes_unhashed(path: &Path, bytes: Vec<u8>) -> Result<Graph> {
     let model = decode_model(path, &bytes)?;
     build(path, model, bytes)
+}
+
+/// The graph of `model`, a model phantom built, encoded as `bytes`: imported from the model itself, not decoded
+/// again. With `hashed`, the bytes' SHA-256 is taken (else left empty, as [`from_bytes_unhashed`]).
+pub fn from_model(path: &Path, model: ModelProto, bytes: Vec<u8>, hashed: bool) -> Result<Graph> {
+    let sha256 = match hashed {
+        true => format!("{:x}", Sha256::digest(&bytes)),
+        false => String::new(),
+    };
+    let mut g = build(path, model, bytes)?;
+    g.sha256 = sha256;
+    Ok(g)
 }
 
 /// The graph of the decoded `model`, whose encoding is `bytes`.
@@ -72,19 +86,18 @@ fn build(path: &Path, mut model: ModelProto, bytes: Vec<u8>) -> Result<Graph> {
     let (nodes, was_unsorted) = sort_nodes(graph, &initializers, path)?;
     let hidden = hidden_values(graph, &nodes);
     check_outputs_produced(path, graph, &nodes, &initializers, &outputs)?;
+    let (ir_version, opsets, producer) = (model.ir_version, opsets(&model), producer(&model));
+    let decoded = match bytes.len() as u64 <= KEEP_DECODED_UP_TO {
+        true => super::Decoded::keep(model),
+        false => super::Decoded::default(),
+    };
     Ok(Graph {
         path: path.to_path_buf(),
         bytes: Arc::new(bytes),
         sha256,
-        ir_version: model.ir_version,
-        opsets: model
-            .opset_import
-            .iter()
-            .map(|o| (o.domain.clone(), o.version))
-            .collect(),
-        producer: format!("{} {}", model.producer_name, model.producer_version)
-            .trim()
-            .to_string(),
+        ir_version,
+        opsets,
+        producer,
         inputs,
         outputs,
         nodes,
@@ -95,7 +108,34 @@ fn build(path: &Path, mut model: ModelProto, bytes: Vec<u8>) -> Result<Graph> {
         notes: inlined.into_iter().collect(),
         handed_on: vec![],
         random_seed: None,
+        decoded,
     })
+}
+
+/// (domain, version) of each opset the model imports.
+fn opsets(model: &ModelProto) -> Vec<(String, i64)> {
+    (model.opset_import.iter())
+        .map(|o| (o.domain.clone(), o.version))
+        .collect()
+}
+
+/// The producer's name and version.
+fn producer(model: &ModelProto) -> String {
+    format!("{} {}", model.producer_name, model.producer_version)
+        .trim()
+        .to_string()
+}
+
+/// Model bytes up to which the decoded model is kept from import for the next full decode ([`decoded`]): above,
+/// keeping it would hold the weights twice for the whole run, and the model is decoded again instead.
+pub const KEEP_DECODED_UP_TO: u64 = 256 << 20;
+
+/// `g`'s model decoded in full: the one import kept, if no one took it yet, else decoded again from its bytes.
+pub fn decoded(g: &Graph) -> std::result::Result<ModelProto, prost::DecodeError> {
+    match g.decoded.take() {
+        Some(model) => Ok(model),
+        None => decode(g.bytes.as_slice()),
+    }
 }
 
 /// The error for a model file at `path` that cannot be imported, and why.
@@ -271,193 +311,5 @@ fn collect_hidden(g: &GraphProto, parent: &str, out: &mut Vec<HiddenValue>) {
         for sg in subgraphs(n) {
             collect_hidden(sg, parent, out);
         }
-    }
-}
-
-/// Kahn's algorithm, stable with respect to file order. Errors on cycles and on inputs nothing produces.
-fn sort_nodes(
-    g: &GraphProto,
-    inits: &HashMap<String, InitInfo>,
-    path: &Path,
-) -> Result<(Vec<Node>, bool)> {
-    let mut available: HashSet<&str> = g.input.iter().map(|i| i.name.as_str()).collect();
-    available.extend(inits.keys().map(|s| s.as_str()));
-    available.insert("");
-    let producer = producers(g, path)?;
-    let deps = dependencies(g, &available, &producer, path)?;
-    let order = node_order(g, &deps, &producer, path)?;
-    let unsorted = order.iter().enumerate().any(|(k, &i)| k != i);
-    Ok((named_nodes(g, &order), unsorted))
-}
-
-/// The node that produces each value; errors on a value produced twice.
-fn producers<'g>(g: &'g GraphProto, path: &Path) -> Result<HashMap<&'g str, usize>> {
-    let mut producer: HashMap<&str, usize> = HashMap::new();
-    for (i, n) in g.node.iter().enumerate() {
-        for o in n.output.iter().filter(|o| !o.is_empty()) {
-            if let Some(first) = producer.insert(o.as_str(), i) {
-                return Err(Error::MalformedModel {
-                    path: path.to_path_buf(),
-                    reason: format!(
-                        "value `{o}` is produced by two nodes ({} and {}): ONNX graphs assign each value once",
-                        label(g, first),
-                        label(g, i)
-                    ),
-                });
-            }
-        }
-    }
-    Ok(producer)
-}
-
-/// The values each node waits on: its inputs and what its bodies read from outside, less those `available` from
-/// the start. Errors on a value no node produces.
-fn dependencies(
-    g: &GraphProto,
-    available: &HashSet<&str>,
-    producer: &HashMap<&str, usize>,
-    path: &Path,
-) -> Result<Vec<Vec<String>>> {
-    let deps: Vec<Vec<String>> = g
-        .node
-        .iter()
-        .map(|n| {
-            super::surgery::reads(n)
-                .into_iter()
-                .filter(|v| !available.contains(v.as_str()))
-                .collect()
-        })
-        .collect();
-    for (i, d) in deps.iter().enumerate() {
-        if let Some(missing) = d.iter().find(|v| !producer.contains_key(v.as_str())) {
-            return Err(Error::MalformedModel {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "{} reads `{missing}`, which is no graph input, initializer or node output",
-                    label(g, i)
-                ),
-            });
-        }
-    }
-    Ok(deps)
-}
-
-/// The order to run the nodes in: file order when it is already topological, otherwise the earliest ready node in
-/// file order first. Errors on a cycle.
-fn node_order(
-    g: &GraphProto,
-    deps: &[Vec<String>],
-    producer: &HashMap<&str, usize>,
-    path: &Path,
-) -> Result<Vec<usize>> {
-    // A file order that is already topological is kept as it is.
-    let in_order = deps
-        .iter()
-        .enumerate()
-        .all(|(i, d)| d.iter().all(|v| producer[v.as_str()] < i));
-    let mut pending: Vec<usize> = deps.iter().map(|d| d.len()).collect();
-    let users = users_of(deps, producer);
-    // Otherwise the earliest ready node in file order runs first.
-    let mut ready: BinaryHeap<Reverse<usize>> = (0..g.node.len())
-        .filter(|&i| pending[i] == 0 && !in_order)
-        .map(Reverse)
-        .collect();
-    let mut order = Vec::with_capacity(g.node.len());
-    let mut queued: Vec<bool> = pending.iter().map(|&p| p == 0).collect();
-    if in_order {
-        order.extend(0..g.node.len());
-        queued.iter_mut().for_each(|q| *q = true);
-    }
-    while let Some(Reverse(i)) = ready.pop() {
-        order.push(i);
-        let mut woken = Vec::new();
-        for o in g.node[i].output.iter().filter(|o| !o.is_empty()) {
-            for &u in users.get(o.as_str()).map(|v| v.as_slice()).unwrap_or(&[]) {
-                pending[u] -= 1;
-                if pending[u] == 0 && !queued[u] {
-                    queued[u] = true;
-                    woken.push(u);
-                }
-            }
-        }
-        ready.extend(woken.into_iter().map(Reverse));
-    }
-    if order.len() != g.node.len() {
-        let stuck: Vec<String> = (0..g.node.len())
-            .filter(|i| !queued[*i])
-            .take(5)
-            .map(|i| label(g, i))
-            .collect();
-        return Err(Error::MalformedModel {
-            path: path.to_path_buf(),
-            reason: format!(
-                "the graph has a cycle: these nodes wait on each other and can never run: {}",
-                stuck.join(", ")
-            ),
-        });
-    }
-    Ok(order)
-}
-
-/// The nodes waiting on each value, by the value's name as `producer` holds it.
-fn users_of<'g>(
-    deps: &[Vec<String>],
-    producer: &HashMap<&'g str, usize>,
-) -> HashMap<&'g str, Vec<usize>> {
-    let mut users: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, d) in deps.iter().enumerate() {
-        for v in d {
-            users
-                .entry(
-                    producer
-                        .get_key_value(v.as_str())
-                        .map(|(k, _)| *k)
-                        .unwrap_or(""),
-                )
-                .or_default()
-                .push(i);
-        }
-    }
-    users
-}
-
-/// The nodes of `g` in `order`, each with a unique name (`{Op}_{index}` for an unnamed one, `#index` appended to
-/// a repeated one).
-fn named_nodes(g: &GraphProto, order: &[usize]) -> Vec<Node> {
-    let mut taken: HashSet<String> = HashSet::new();
-    order
-        .iter()
-        .enumerate()
-        .map(|(index, &i)| {
-            let n = &g.node[i];
-            let mut name = if n.name.is_empty() {
-                format!("{}_{index}", n.op_type)
-            } else {
-                n.name.clone()
-            };
-            if !taken.insert(name.clone()) {
-                name = format!("{name}#{index}");
-                taken.insert(name.clone());
-            }
-            Node {
-                index,
-                source_index: i,
-                name,
-                op_type: n.op_type.clone(),
-                domain: n.domain.clone(),
-                inputs: n.input.clone(),
-                outputs: n.output.clone(),
-                subgraph_nodes: subgraphs(n).map(count_nodes).sum(),
-            }
-        })
-        .collect()
-}
-
-/// `node `name` (Op)`, or `node #i (Op)` for an unnamed node.
-fn label(g: &pb::GraphProto, i: usize) -> String {
-    let n = &g.node[i];
-    match n.name.is_empty() {
-        true => format!("node #{i} ({})", n.op_type),
-        false => format!("node `{}` ({})", n.name, n.op_type),
     }
 }

@@ -34,7 +34,7 @@ pub fn taken_branches(graph: Graph, inputs: &Inputs) -> Result<Graph> {
     {
         return Ok(graph);
     }
-    let Ok(proto) = crate::import::decode(graph.bytes.as_slice()) else {
+    let Ok(proto) = crate::import::decoded(&graph) else {
         return Ok(graph);
     };
     // Bodies with control flow of their own are unrolled when every copy of it is then resolved; where one is left

@@ -183,6 +183,33 @@ pub struct Graph {
     /// The seed its random ops were replaced with ([`random::seeded`]): a `--target-model` is seeded alike, so both
     /// sides draw the same numbers.
     pub random_seed: Option<u64>,
+    /// The `ModelProto` import decoded from `bytes`, kept for the first later full decode of them to take
+    /// ([`import::decoded`]); graphs cloned from this one share it.
+    pub decoded: Decoded,
+}
+
+/// A graph's decoded model, kept from import until one full decode takes it (take once): a small model is then
+/// decoded once per run. Empty for a model larger than [`import::KEEP_DECODED_UP_TO`].
+#[derive(Clone, Default)]
+pub struct Decoded(std::sync::Arc<std::sync::Mutex<Option<tract_onnx::pb::ModelProto>>>);
+
+impl Decoded {
+    /// Keeps `model`, the decoding of the graph's bytes.
+    pub fn keep(model: tract_onnx::pb::ModelProto) -> Decoded {
+        Decoded(std::sync::Arc::new(std::sync::Mutex::new(Some(model))))
+    }
+
+    /// The kept model, if it was not taken yet.
+    pub fn take(&self) -> Option<tract_onnx::pb::ModelProto> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.0.lock().map(|k| k.is_some()).unwrap_or(false);
+        write!(f, "Decoded({})", if kept { "kept" } else { "none" })
+    }
 }
 
 impl Graph {

@@ -136,18 +136,15 @@ pub fn declare_unwrapped(model: &mut tract_onnx::pb::ModelProto, source: &[u8]) 
 /// `bytes` (a model phantom derived from `source` and encoded with tract's protobuf types) with the optional and
 /// sequence types `source` declares on its main graph's inputs and outputs put back: an optional whose tensor type
 /// the derived model states is that tensor's optional, any other keeps the type `source` declares. Those inputs and outputs are written again, with their types, after the rest (protobuf
-/// merges a repeated field written twice; ONNX Runtime binds inputs by name).
-pub fn restore(bytes: Vec<u8>, source: &[u8]) -> Vec<u8> {
+/// merges a repeated field written twice; ONNX Runtime binds inputs by name). `None` where `source` declares no such
+/// type (or `bytes` do not decode): the bytes need nothing put back.
+pub fn restore(bytes: &[u8], source: &[u8]) -> Option<Vec<u8>> {
     let (inputs, outputs) = typed_io(source);
     if inputs.is_empty() && outputs.is_empty() {
-        return bytes;
+        return None;
     }
-    let Ok(mut model) = crate::import::decode(bytes.as_slice()) else {
-        return bytes;
-    };
-    let Some(graph) = model.graph.as_mut() else {
-        return bytes;
-    };
+    let mut model = crate::import::decode(bytes).ok()?;
+    let graph = model.graph.as_mut()?;
     let extra = GraphTypes {
         input: retyped(&mut graph.input, &inputs),
         output: retyped(&mut graph.output, &outputs),
@@ -155,7 +152,7 @@ pub fn restore(bytes: Vec<u8>, source: &[u8]) -> Vec<u8> {
     };
     let mut out = model.encode_to_vec();
     out.extend(ModelTypes { graph: Some(extra) }.encode_to_vec());
-    out
+    Some(out)
 }
 
 /// Takes the values of `of` out of `values`, typed as [`restore`] says.

@@ -43,7 +43,7 @@ pub fn seeded(graph: Graph, seed: u64, given: Option<&super::inputs::Inputs>) ->
     {
         return Ok(graph);
     }
-    let Ok(mut proto) = crate::import::decode(graph.bytes.as_slice()) else {
+    let Ok(mut proto) = crate::import::decoded(&graph) else {
         return Ok(graph);
     };
     let opset = super::inline::opset_of(&proto);

@@ -85,7 +85,8 @@ impl Skeleton {
 
 /// The skeleton decoded from the walked bytes.
 fn decoded(bytes: &[u8], ranges: Vec<(String, i32, Range<usize>)>) -> Option<Skeleton> {
-    let proto = crate::import::decode(bytes).ok()?;
+    // The model without its top graph's weights: not a full decode ([`crate::work::Work::Decode`]).
+    let proto = ModelProto::decode(bytes).ok()?;
     let types = ranges.iter().map(|(n, t, _)| (n.clone(), *t)).collect();
     let ranges = ranges.into_iter().map(|(n, _, r)| (n, r)).collect();
     Some(Skeleton {

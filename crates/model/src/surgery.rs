@@ -32,22 +32,28 @@ const IR_STANDALONE_INITIALIZERS: i64 = 4;
 /// `proto` made valid by the rules above, then imported under `path`.
 pub fn finish(path: &Path, mut proto: ModelProto) -> Result<Graph> {
     legalize(&mut proto);
-    import::from_bytes(path, proto.encode_to_vec())
+    let bytes = proto.encode_to_vec();
+    import::from_model(path, proto, bytes, true)
 }
 
 /// [`finish`] for a model derived from `source`, keeping the optional and sequence types of `source`'s inputs and
 /// outputs, which tract's protobuf types drop ([`super::optional::restore`]).
 pub fn finish_like(path: &Path, mut proto: ModelProto, source: &Graph) -> Result<Graph> {
     legalize(&mut proto);
-    let bytes = super::optional::restore(proto.encode_to_vec(), &source.bytes);
-    import::from_bytes(path, bytes)
+    let bytes = proto.encode_to_vec();
+    match super::optional::restore(&bytes, &source.bytes) {
+        // The types restored are read from the bytes (the decoded model cannot hold them).
+        Some(restored) => import::from_bytes(path, restored),
+        None => import::from_model(path, proto, bytes, true),
+    }
 }
 
 /// [`finish`] for a model run at once and named by no report (a cut of the target's chunked run): its bytes are
 /// not hashed, and its `sha256` is empty.
 pub fn finish_unnamed(path: &Path, mut proto: ModelProto) -> Result<Graph> {
     legalize(&mut proto);
-    import::from_bytes_unhashed(path, proto.encode_to_vec())
+    let bytes = proto.encode_to_vec();
+    import::from_model(path, proto, bytes, false)
 }
 
 /// Applies the rules above to `proto` in place.
@@ -153,9 +159,9 @@ pub fn base_name(name: &str) -> &str {
     }
 }
 
-/// The model a graph was loaded from, decoded again.
+/// The model a graph was loaded from, decoded ([`crate::import::decoded`]).
 pub fn decode(g: &Graph) -> Result<ModelProto> {
-    crate::import::decode(g.bytes.as_slice()).map_err(|e| Error::MalformedModel {
+    crate::import::decoded(g).map_err(|e| Error::MalformedModel {
         path: g.path.clone(),
         reason: e.to_string(),
     })

@@ -260,6 +260,7 @@ mod tests {
             was_unsorted: false,
             notes: vec![],
             handed_on: vec![],
+            decoded: Default::default(),
             random_seed: None,
         }
     }

@@ -197,24 +197,26 @@ impl ReferenceRunner {
         wide: bool,
         weights: Weights,
     ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
-        let mut proto = crate::model::import::decode(graph.bytes.as_slice())
-            .map_err(|e| ref_err(graph, "decoding", e))?;
-        let g = proto
-            .graph
-            .as_mut()
-            .ok_or_else(|| ref_err(graph, "reading", "no graph"))?;
-        for n in &graph.nodes {
-            g.node[n.source_index].name = format!("{PREFIX}{}", n.index);
-        }
-        formats::carry(&mut proto, graph.path.parent())
-            .map_err(|e| ref_err(graph, "decoding narrow number formats", e))?;
+        let proto = decoded(graph)?;
+        self.parse_proto(graph, facts, (wide, weights), proto)
+    }
+
+    /// [`Self::parse_with`] of `proto`, the model as [`decoded`].
+    fn parse_proto(
+        &self,
+        graph: &Graph,
+        facts: &[InputFact],
+        (wide, weights): (bool, Weights),
+        mut proto: ModelProto,
+    ) -> Result<(TypedModel, Vec<String>, ModelProto)> {
         // Held until the model is typed: its ops then keep the weights they read.
         let held = match (wide, weights) {
             (true, Weights::Stored) => self.store(graph, &mut proto),
             _ => None,
         };
         if weights == Weights::Stored && held.is_none() {
-            return self.parse_with(graph, facts, wide, Weights::Lazy);
+            // No weight was stored: the model is as decoded.
+            return self.parse_proto(graph, facts, (wide, Weights::Lazy), proto);
         }
         if wide {
             widen::widen(&mut proto, graph.path.parent(), self.round.as_ref())
@@ -293,6 +295,23 @@ impl ReferenceRunner {
         )?;
         Ok((typed, names, proto))
     }
+}
+
+/// `graph`'s model decoded ([`crate::model::import::decoded`]), its nodes named by index, narrow number formats
+/// carried.
+fn decoded(graph: &Graph) -> Result<ModelProto> {
+    let mut proto =
+        crate::model::import::decoded(graph).map_err(|e| ref_err(graph, "decoding", e))?;
+    let g = proto
+        .graph
+        .as_mut()
+        .ok_or_else(|| ref_err(graph, "reading", "no graph"))?;
+    for n in &graph.nodes {
+        g.node[n.source_index].name = format!("{PREFIX}{}", n.index);
+    }
+    formats::carry(&mut proto, graph.path.parent())
+        .map_err(|e| ref_err(graph, "decoding narrow number formats", e))?;
+    Ok(proto)
 }
 
 /// The directory tract resolves the model's external data in.

@@ -30,11 +30,17 @@ struct Kept {
 static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
 
 impl ReferenceRunner {
-    /// Whether this runner's float64 parse of a model depends on the model and its input facts alone.
+    /// Whether this runner's float64 parse of a model depends on the model and its input facts alone: it rounds
+    /// nothing and pins no decision. What the target computed (`known`) matters only where typing fails and a node
+    /// is stood in for, which a kept parse did not need ([`Self::may_keep_parse`]).
     pub(super) fn parse_is_plain(&self) -> bool {
-        self.round.is_none()
-            && self.pins.is_empty()
-            && self.known.as_ref().is_none_or(|k| k.facts.is_empty())
+        self.round.is_none() && self.pins.is_empty()
+    }
+
+    /// Whether this runner's float64 parse may be kept for a later run: plain, and typed knowing nothing the target
+    /// computed, so that it stood in for no node.
+    pub(super) fn may_keep_parse(&self) -> bool {
+        self.parse_is_plain() && self.known.as_ref().is_none_or(|k| k.facts.is_empty())
     }
 }
 

@@ -44,7 +44,7 @@ impl ReferenceRunner {
             }
         }
         // The run that follows parses the model as this one did: it takes this parse.
-        if wide && self.parse_is_plain() {
+        if wide && self.may_keep_parse() {
             super::parsed::keep(graph, facts, parse);
         }
         Ok(sizes)

@@ -52,9 +52,9 @@ fn feed_dtype(name: &str, types: &HashMap<String, i32>, reference: &dyn Values) 
 /// The element type the target stores each float value of the original model in: its type in the target model,
 /// or the type of the `_phantom_` copy the target's nodes read (inputs cast on entry, outputs cast on exit).
 pub fn rounding(original: &Graph, target: &Graph) -> Result<Rounding> {
-    let proto = decode(target)?;
-    let g = proto.graph.unwrap_or_default();
-    let types = infer(&g, &HashMap::new());
+    // The element types need no weight decoded: the model without them, and their types.
+    let skeleton = crate::model::skeleton::Skeleton::of(target)?;
+    let types = infer(&skeleton.proto.graph.unwrap_or_default(), &skeleton.types);
     let mut map = Rounding::new();
     let names: HashSet<&str> = original
         .computed_values()

@@ -89,8 +89,11 @@ impl<'a> Evidence<'a> {
         nodes: &'a [NodeReport],
         culprits: &[Culprit],
     ) -> Evidence<'a> {
-        let proto = crate::model::import::decode(graph.bytes.as_slice()).unwrap_or_default();
-        let g = proto.graph.unwrap_or_default();
+        // Only the weights read are decoded: the model without them, and those it hands out one by one.
+        let mut skeleton = crate::model::skeleton::Skeleton::of(graph).ok();
+        let g = (skeleton.as_ref())
+            .and_then(|s| s.proto.graph.clone())
+            .unwrap_or_default();
         let protos = graph
             .nodes
             .iter()
@@ -100,17 +103,13 @@ impl<'a> Evidence<'a> {
             .iter()
             .flat_map(|c| graph.nodes[c.node_index].inputs.iter().map(String::as_str))
             .collect();
-        let initializers = g
-            .initializer
-            .iter()
-            .filter(|t| {
-                crate::tensor::onnx_elements(&t.dims).is_some_and(|n| n <= 4096)
-                    || wanted.contains(t.name.as_str())
-            })
-            .filter_map(|t| {
-                crate::model::proto::tensor_from_proto(t, graph.path.parent())
-                    .ok()
-                    .map(|v| (t.name.clone(), v))
+        let small = |dims: &[i64]| crate::tensor::onnx_elements(dims).is_some_and(|n| n <= 4096);
+        let initializers = (graph.initializers.iter())
+            .filter(|(name, info)| small(&info.dims) || wanted.contains(name.as_str()))
+            .filter_map(|(name, _)| {
+                let t = skeleton.as_mut()?.take(graph, name)?.ok()?;
+                let v = crate::model::proto::tensor_from_proto(&t, graph.path.parent()).ok()?;
+                Some((name.clone(), v))
             })
             .collect();
         Evidence {
