@@ -166,7 +166,6 @@ fn main() {
                 ..Default::default()
             };
             let mut r = phantom::runner::wgpu::WgpuRunner::new(&opts, &lib).expect("runner");
-            use phantom::runner::Runner;
             r.run(&graph, &inputs).expect("warm-up");
             let t = Instant::now();
             let out = r.run(&graph, &inputs).expect("run");

@@ -59,7 +59,8 @@ pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog
 pub use phantom_core::{Error, Result};
 pub use phantom_diff::diff;
 pub use phantom_model as model;
-pub use phantom_pipeline::{bounded, equiv, pipeline, targets};
+pub use phantom_pipeline::{bounded, equiv, pipeline};
 pub use phantom_precision as precision;
 pub use phantom_report::report;
 pub use phantom_runner as runner;
+pub use phantom_runner::targets;

@@ -88,6 +88,33 @@ def ultralytics_models():
             shutil.move(path, os.path.join(OUT, f"ultralytics_{tag}.onnx"))
             record(f"ultralytics_{tag}", "ultralytics export", f"{cfg} {kw}")
         yield f"ultralytics_{tag}", make
+    yield "ultralytics_yolo11t_nms_boxes", tiny_yolo_with_boxes
+
+
+def tiny_yolo_with_boxes():
+    """YOLO11 at a tiny width (a scale of the stock yolo11.yaml, 4 classes), exported by ultralytics with
+    `nms=True` at its defaults. Random weights keep no box (the head's class biases start at a prior of about 1%), so
+    the head's last convolutions are redrawn (a seeded normal) before the export: the NMS then keeps boxes."""
+    import yaml
+    import ultralytics
+    from ultralytics import YOLO
+    cfg = yaml.safe_load(open(os.path.join(os.path.dirname(ultralytics.__file__), "cfg/models/11/yolo11.yaml")))
+    cfg["scales"], cfg["nc"] = {"t": [0.33, 0.0625, 1024]}, 4
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "yolo11t.yaml")
+        yaml.safe_dump(cfg, open(path, "w"))
+        torch.manual_seed(0)
+        model = YOLO(path)
+        g = torch.Generator().manual_seed(1)
+        head = model.model.model[-1]
+        for seq in list(head.cv2) + list(head.cv3):
+            conv = seq[-1]
+            conv.weight.data = torch.randn(conv.weight.shape, generator=g) * 0.05
+            conv.bias.data = torch.randn(conv.bias.shape, generator=g) * 0.5
+        out = model.export(format="onnx", imgsz=64, nms=True)
+        shutil.move(out, os.path.join(OUT, "ultralytics_yolo11t_nms_boxes.onnx"))
+    record("ultralytics_yolo11t_nms_boxes", "ultralytics export", "yolo11.yaml scale t (width 1/16), nc 4, "
+           "head redrawn; nms=True imgsz=64")
 
 
 def diffusers_models():

@@ -13,7 +13,7 @@ use crate::golden::Provenance;
 use crate::model::{inputs::Inputs, Graph};
 use crate::runner::facts::TargetFacts;
 use crate::runner::ort_lib::{self, Located};
-use crate::runner::{reference::ReferenceRunner, Runner};
+use crate::runner::reference::ReferenceRunner;
 use crate::targets::{self, Capture, TargetSpec};
 use crate::units::num;
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use phantom::model::inputs::Inputs;
 use phantom::report::model::RefPrecision;
-use phantom::runner::{ort::OrtRunner, reference::ReferenceRunner, Runner};
+use phantom::runner::{ort::OrtRunner, reference::ReferenceRunner};
 use phantom::tensor::Tensor;
 
 use crate::common::ensure_runtime;

@@ -245,3 +245,42 @@ fn a_bias_shift_within_fp16_tolerance_is_anomalous_at_its_node() {
     assert!(a["noise_ratio"].as_f64().unwrap() > 16.0, "{a}");
     assert_eq!(a["causes"][0]["kind"], "weights_differ", "{a}");
 }
+
+/// ultralytics' YOLO11 exported with `nms=True` at its defaults (a tiny width, made by `scripts/corpus/make.py`, whose
+/// head keeps boxes): the detections it returns are compared. Its `NonMaxSuppression` reads the boxes a `NonZero`
+/// filtered, whose count only the run decides, so its selection is taken from the target: marked on the node with
+/// the reason, never counted as checked. Everything after it, the boxes kept, is computed in f64 and compared.
+#[test]
+fn a_yolo_exported_with_nms_compares_the_boxes_it_keeps() {
+    ensure_runtime();
+    let m = root().join("tests/data/corpus/ultralytics_yolo11t_nms_boxes.onnx");
+    let (code, out, r) = onnx_report(&m, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    let nodes = r["nodes"].as_array().unwrap();
+    let nms = (nodes.iter())
+        .find(|n| n["op_type"] == "NonMaxSuppression")
+        .unwrap();
+    assert_eq!(nms["reference"]["kind"], "seeded", "{nms}");
+    assert!(
+        (nms["reference"]["reason"].as_str().unwrap()).contains("only the run decides"),
+        "{nms}"
+    );
+    assert_eq!(nms["values"][0]["status"], "unchecked", "{nms}");
+    let selected = &nms["values"][0]["name"];
+    let readers: Vec<&serde_json::Value> = (nodes.iter())
+        .filter(|n| n["inputs"].as_array().unwrap().contains(selected))
+        .collect();
+    assert!(!readers.is_empty(), "{out}");
+    for n in readers {
+        let v = &n["values"][0];
+        assert_eq!(v["status"], "pass", "{v}");
+        assert!(v["shape"][0].as_u64().unwrap() >= 1, "no box kept: {v}");
+    }
+    let output = (nodes.iter())
+        .flat_map(|n| n["values"].as_array().unwrap())
+        .find(|v| v["name"] == "output0")
+        .unwrap();
+    assert_eq!(output["status"], "pass", "{output}");
+    assert_eq!(output["shape"], serde_json::json!([1, 300, 6]), "{output}");
+}

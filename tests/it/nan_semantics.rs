@@ -5,7 +5,7 @@
 //! And values at the ends of the range do not overflow where the exact result is finite.
 
 use phantom::model::inputs::Inputs;
-use phantom::runner::{reference::ReferenceRunner, Runner};
+use phantom::runner::reference::ReferenceRunner;
 use phantom::tensor::{DType, Tensor};
 use tract_onnx::pb;
 

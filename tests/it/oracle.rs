@@ -7,7 +7,7 @@ use std::path::Path;
 
 use phantom::model::inputs::Inputs;
 use phantom::report::model::RefPrecision;
-use phantom::runner::{reference::ReferenceRunner, Runner};
+use phantom::runner::reference::ReferenceRunner;
 
 const RTOL: f64 = 1e-9;
 

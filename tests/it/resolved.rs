@@ -2,7 +2,7 @@
 //! and the reference's own fixes of tract imports (slice bounds): each checked against ORT on the original model.
 
 use phantom::model::inputs::Inputs;
-use phantom::runner::{ort::OrtRunner, reference::ReferenceRunner, RunOutput, Runner};
+use phantom::runner::{ort::OrtRunner, reference::ReferenceRunner, RunOutput};
 use phantom::tensor::Tensor;
 
 use crate::common::ensure_runtime;

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use phantom::model::inputs::Inputs;
 use phantom::runner::wgpu::{F16Mode, WgpuOptions, WgpuRunner};
-use phantom::runner::Runner;
 use phantom::tensor::Tensor;
 
 use crate::common::{ensure_runtime, model, phantom, read_json, root};

@@ -6,7 +6,6 @@
 
 use phantom::model::inputs::Inputs;
 use phantom::runner::wgpu::{F16Mode, WgpuOptions, WgpuRunner};
-use phantom::runner::Runner;
 use phantom::tensor::Tensor;
 use tract_onnx::pb;
 

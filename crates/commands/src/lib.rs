@@ -9,10 +9,11 @@
 pub(crate) use phantom_analysis::{analysis, compare};
 pub(crate) use phantom_core::{error, fsutil, spill, tensor, units};
 pub(crate) use phantom_model as model;
-pub(crate) use phantom_pipeline::{pipeline, targets};
+pub(crate) use phantom_pipeline::pipeline;
 pub(crate) use phantom_precision as precision;
 pub(crate) use phantom_report::report;
 pub(crate) use phantom_runner as runner;
+pub(crate) use phantom_runner::targets;
 
 pub mod advisor;
 pub mod bisect;

@@ -1,24 +1,21 @@
-//! The targets and the comparison pipeline every command runs. [`targets`] puts each engine asked for (ONNX Runtime
-//! with its providers and converted models, phantom's wgpu shaders) behind one interface; [`bounded`] runs a target
-//! chunk by chunk; [`equiv`] pairs the values of two models by what they hold. [`pipeline`] is the `phantom onnx`
+//! The comparison pipeline every command runs, on the targets of `phantom-runner`. [`bounded`] runs a target chunk
+//! by chunk; [`equiv`] pairs the values of two models by what they hold. [`pipeline`] is the `phantom onnx`
 //! comparison as stages:
 //!
 //! ```text
 //! prepare ─► capture ─► expected noise ─► stream-compare ─► attribute ─► explain ─► assemble
 //! ```
 //!
-//! The modules keep the paths the rest of phantom uses (`phantom::pipeline`, `phantom::targets`...).
+//! The modules keep the paths the rest of phantom uses (`phantom::pipeline`, `phantom::equiv`...).
 
 // The layers below, under the names the code uses.
 pub(crate) use phantom_analysis::{analysis, compare, pairing};
-pub(crate) use phantom_core::dispatch_tensor;
 pub(crate) use phantom_core::{error, fsutil, spill, tensor, units, watchdog};
 pub(crate) use phantom_model as model;
-pub(crate) use phantom_precision as precision;
 pub(crate) use phantom_report::report;
 pub(crate) use phantom_runner as runner;
+pub(crate) use phantom_runner::targets;
 
 pub mod bounded;
 pub mod equiv;
 pub mod pipeline;
-pub mod targets;

@@ -1,6 +1,6 @@
 //! The f64 reference (tract at the typed level, translated to f64, with phantom's own f64 kernels where tract has
-//! none: the yardstick) and what every runner hands back: [`RunOutput`] through the [`Runner`] trait, and the
-//! [`facts`] of what a target ran. `phantom-runner` builds the targets (ONNX Runtime, wgpu) on these.
+//! none: the yardstick) and what every runner hands back: [`RunOutput`], and the [`facts`] of what a target ran.
+//! `phantom-runner` builds the targets (ONNX Runtime, wgpu) on these.
 
 // The layers below, under the names the code uses.
 pub(crate) use phantom_core::widened;
@@ -12,9 +12,6 @@ pub mod reference;
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::error::Result;
-use crate::model::inputs::Inputs;
-use crate::model::Graph;
 use crate::tensor::Tensor;
 
 /// What a run produced.
@@ -53,14 +50,4 @@ pub enum RefPrecision {
     Seeded { reason: String },
     /// The reference could not compute it at all.
     Unavailable { reason: String },
-}
-
-/// One way of evaluating a model.
-pub trait Runner {
-    /// Short name used in reports (`tract-f64`, `onnxruntime`).
-    fn name(&self) -> String;
-    /// Version string of the underlying engine.
-    fn version(&self) -> String;
-    /// Evaluates `graph` on `inputs`, capturing every value it can.
-    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput>;
 }

@@ -14,7 +14,6 @@ use crate::model::inputs::Inputs;
 use crate::model::Graph;
 use crate::report::model::ValueStatus;
 use crate::runner::reference::{ReferenceRunner, Rounding};
-use crate::runner::Runner;
 use crate::spill::Spill;
 use crate::tensor::Tensor;
 

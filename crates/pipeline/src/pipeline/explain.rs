@@ -463,7 +463,7 @@ mod tests {
         assert!(on("cpu", None).without_tf32().is_none());
         assert!(on("tensorrt", None).without_tf32().is_none());
         let mut fp16 = on("cuda", None);
-        fp16.precision = Some(crate::precision::LowPrecision::F16);
+        fp16.precision = Some(phantom_precision::LowPrecision::F16);
         assert!(fp16.without_tf32().is_none());
     }
 }

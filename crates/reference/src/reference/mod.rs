@@ -49,11 +49,8 @@ use std::collections::HashMap;
 use tract_onnx::model::ParseResult;
 use tract_onnx::pb::ModelProto;
 use tract_onnx::prelude::*;
-use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
-use tract_onnx::tract_core::model::translator::Translate;
-use tract_onnx::tract_core::ops::logic::IfThenElse;
 
-use super::{RunOutput, Runner};
+use super::RunOutput;
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
@@ -103,30 +100,6 @@ enum Weights {
 
 /// Nodes stood in for at most (each is one more parse of the model).
 const MAX_STAND_INS: usize = 32;
-
-/// Translates f32 and f16 to f64, including `If` bodies (tract's translator leaves those alone). tract's IsNaN and
-/// IsInf type their output as their input when it is f64 (they have no f64 kernel; phantom's own computes them), so
-/// they are told their output is bool before the translation types what reads them (a `Where`).
-fn to_f64(model: &TypedModel) -> TractResult<TypedModel> {
-    use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
-    use tract_onnx::tract_core::ops::math::{IsInf, IsNan};
-    let mut m = model.clone();
-    for node in m.nodes.iter_mut() {
-        if let Some(ite) = node.op_as_mut::<IfThenElse>() {
-            ite.then_body = to_f64(&ite.then_body)?;
-            ite.else_body = to_f64(&ite.else_body)?;
-        }
-        if let Some(ew) = node.op_as_mut::<ElementWiseOp>() {
-            if ew.0.downcast_ref::<IsNan>().is_some() || ew.0.downcast_ref::<IsInf>().is_some() {
-                ew.1 = Some(bool::datum_type());
-            }
-        }
-    }
-    let translate = |m: &TypedModel, from: DatumType| {
-        FloatPrecisionTranslator::new(from, f64::datum_type()).translate_model(m)
-    };
-    translate(&m, f32::datum_type()).and_then(|m| translate(&m, f16::datum_type()))
-}
 
 /// Where tract's typing error `e` is a `Range` refusing an input of rank 1, that node's inputs reshaped to scalars
 /// ([`rewrite::scalar_range_inputs`]); whether it was.
@@ -340,16 +313,20 @@ fn named_panics<T>(graph: &Graph, r: Result<T>) -> Result<T> {
     })
 }
 
-impl Runner for ReferenceRunner {
-    fn name(&self) -> String {
+/// The engine's name and version, and one run capturing every value it can.
+impl ReferenceRunner {
+    /// Short name used in reports (`tract-f64`, `onnxruntime`, `wgpu`).
+    pub fn name(&self) -> String {
         "tract-f64".into()
     }
 
-    fn version(&self) -> String {
+    /// Version string of the underlying engine.
+    pub fn version(&self) -> String {
         TRACT_VERSION.into()
     }
 
-    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+    /// Evaluates `graph` on `inputs`, capturing every value it can.
+    pub fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         let mut values = HashMap::new();
         let mut missing = HashMap::new();
         let mut out = self.run_streaming(graph, inputs, &mut |name, v| match v {

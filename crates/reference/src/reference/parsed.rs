@@ -85,7 +85,7 @@ mod tests {
         let g = crate::model::import::load(path).unwrap();
         let inputs = crate::model::inputs::prepare(&g, &Default::default()).unwrap();
         let facts = super::super::shape_inputs::facts_of(&g, &inputs);
-        let values = |r: &mut ReferenceRunner| crate::Runner::run(r, &g, &inputs).unwrap().values;
+        let values = |r: &mut ReferenceRunner| r.run(&g, &inputs).unwrap().values;
         let fresh = values(&mut ReferenceRunner::default());
         ReferenceRunner::default().value_sizes(&g, &inputs).unwrap();
         let rounding = ReferenceRunner {

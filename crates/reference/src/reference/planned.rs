@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::SimpleState;
 
+use super::widen::to_f64;
 use super::{
     capture, decide, faithful, folded, hook, overrides, pins, ref_err, select, stored, symbols,
-    to_f64, InputFact, ReferenceRunner,
+    InputFact, ReferenceRunner,
 };
 use crate::error::Result;
 use crate::model::inputs::Inputs;

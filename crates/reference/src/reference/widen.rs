@@ -16,6 +16,11 @@ use tract_onnx::pb::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 };
 
+use tract_onnx::prelude::{Datum, DatumType, TractResult, TypedModel};
+use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
+use tract_onnx::tract_core::model::translator::Translate;
+use tract_onnx::tract_core::ops::logic::IfThenElse;
+
 use super::Rounding;
 use crate::error::Result;
 use crate::model::proto::{stored_bytes, tensor_from_proto, tensor_to_proto};
@@ -319,4 +324,29 @@ fn widen_graph(
         widen_node(node, base, n, round)?;
     }
     Ok(())
+}
+
+/// Translates f32 and f16 to f64, including `If` bodies (tract's translator leaves those alone). tract's IsNaN and
+/// IsInf type their output as their input when it is f64 (they have no f64 kernel; phantom's own computes them), so
+/// they are told their output is bool before the translation types what reads them (a `Where`).
+pub(super) fn to_f64(model: &TypedModel) -> TractResult<TypedModel> {
+    use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
+    use tract_onnx::tract_core::ops::math::{IsInf, IsNan};
+    let mut m = model.clone();
+    for node in m.nodes.iter_mut() {
+        if let Some(ite) = node.op_as_mut::<IfThenElse>() {
+            ite.then_body = to_f64(&ite.then_body)?;
+            ite.else_body = to_f64(&ite.else_body)?;
+        }
+        if let Some(ew) = node.op_as_mut::<ElementWiseOp>() {
+            if ew.0.downcast_ref::<IsNan>().is_some() || ew.0.downcast_ref::<IsInf>().is_some() {
+                ew.1 = Some(bool::datum_type());
+            }
+        }
+    }
+    let translate = |m: &TypedModel, from: DatumType| {
+        FloatPrecisionTranslator::new(from, f64::datum_type()).translate_model(m)
+    };
+    translate(&m, f32::datum_type())
+        .and_then(|m| translate(&m, tract_onnx::prelude::f16::datum_type()))
 }

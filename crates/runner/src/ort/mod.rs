@@ -99,7 +99,7 @@ pub struct OrtRunner {
     /// The model the target runs when it is not the reference's (`--target-model`).
     pub target_model: Option<Graph>,
     env: &'static (Environment, Located, String),
-    /// Filled by [`Runner::run`].
+    /// Filled by [`OrtRunner::run`].
     pub instrumentation: Option<Instrumentation>,
     /// Ask ORT for deterministic compute (`SetDeterministicCompute`).
     pub deterministic: bool,

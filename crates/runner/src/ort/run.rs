@@ -12,7 +12,7 @@ use crate::model::inputs::Inputs;
 use crate::model::surgery::with_outputs;
 use crate::model::Graph;
 use crate::tensor::Tensor;
-use crate::{RunOutput, Runner};
+use crate::RunOutput;
 
 type Outputs = Vec<(String, std::result::Result<Tensor, String>)>;
 
@@ -197,16 +197,20 @@ fn sort_into(
     }
 }
 
-impl Runner for OrtRunner {
-    fn name(&self) -> String {
+/// The engine's name and version, and one run capturing every value it can.
+impl OrtRunner {
+    /// Short name used in reports (`tract-f64`, `onnxruntime`, `wgpu`).
+    pub fn name(&self) -> String {
         "onnxruntime".into()
     }
 
-    fn version(&self) -> String {
+    /// Version string of the underlying engine.
+    pub fn version(&self) -> String {
         self.env.2.clone()
     }
 
-    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+    /// Evaluates `graph` on `inputs`, capturing every value it can.
+    pub fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         self.on_target(graph, |me, g| me.run_all(g, inputs))
     }
 }

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::facts::{TargetFacts, WgpuFacts};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
-use crate::{ort::OrtRunner, ort_lib::Located, RunOutput, Runner};
+use crate::{ort::OrtRunner, ort_lib::Located, RunOutput};
 pub use shaders::{Accum, Mode};
 
 pub use crate::spec::F16Mode;
@@ -42,7 +42,7 @@ pub struct WgpuOptions {
 pub struct WgpuRunner {
     pub gpu: gpu::Gpu,
     host: host::Host,
-    /// Node name → where and why it ran on the host; filled by [`Runner::run`].
+    /// Node name → where and why it ran on the host; filled by [`WgpuRunner::run`].
     pub placement: HashMap<String, crate::facts::HostPlacement>,
     /// Values f16 could not hold when uploaded (the evidence for `initializer_range` causes).
     pub range_issues: Vec<crate::precision::convert::RangeIssue>,
@@ -188,16 +188,20 @@ impl WgpuRunner {
     }
 }
 
-impl Runner for WgpuRunner {
-    fn name(&self) -> String {
+/// The engine's name and version, and one run capturing every value it can.
+impl WgpuRunner {
+    /// Short name used in reports (`tract-f64`, `onnxruntime`, `wgpu`).
+    pub fn name(&self) -> String {
         "wgpu".into()
     }
 
-    fn version(&self) -> String {
+    /// Version string of the underlying engine.
+    pub fn version(&self) -> String {
         format!("wgpu 30.0.1 on {}", self.gpu.adapter.name)
     }
 
-    fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
+    /// Evaluates `graph` on `inputs`, capturing every value it can.
+    pub fn run(&mut self, graph: &Graph, inputs: &Inputs) -> Result<RunOutput> {
         let proto = self.decode(graph)?;
         let mut out = RunOutput::default();
         *self.gpu.cut_nodes.borrow_mut() = 0;

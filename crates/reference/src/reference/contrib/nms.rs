@@ -138,7 +138,8 @@ fn selected(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<[i64; 3]>> {
 impl Kernel for Nms {
     fn facts(&self, n: &Node, _ins: &[Option<&Fact>]) -> TractResult<Vec<Fact>> {
         anyhow::bail!(
-            "NonMaxSuppression `{}`: its output length needs its inputs' values before the run",
+            "NonMaxSuppression `{}`: the number of boxes it keeps needs its inputs' values, which only the run \
+             decides",
             n.proto.name
         )
     }

@@ -165,6 +165,10 @@ impl ContribOp {
             return facts;
         }
         facts.map_err(|e| {
+            if self.lacks_values(values) {
+                // Its outputs' shapes need input values only the run decides: no input dims would help.
+                return e;
+            }
             let shape = |s: &TVec<TDim>| s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("×");
             let shapes: Vec<String> = ins.iter().map(|(_, s)| shape(s)).collect();
             anyhow!(
@@ -174,6 +178,13 @@ impl ContribOp {
                 shapes.join(", "),
             )
         })
+    }
+
+    /// Whether an input whose value decides the outputs' shapes ([`Kernel::value_slots`]) is not known before the
+    /// run (`values` by tract input position).
+    fn lacks_values(&self, values: &[Option<&Tensor>]) -> bool {
+        let by_slot = self.node.by_slot(values);
+        (self.kernel.value_slots().iter()).any(|&k| matches!(by_slot.get(k), Some(Some(None))))
     }
 
     /// Sets the outputs' types and shapes in the solver to the kernel's facts.

@@ -148,7 +148,7 @@ fn typed(mut model: InferenceModel) -> TractResult<Plan> {
     outs.extend(every);
     model.select_output_outlets(&outs)?;
     let typed = model.clone().into_typed()?;
-    let mut wide = super::super::to_f64(&typed)?;
+    let mut wide = super::super::widen::to_f64(&typed)?;
     super::super::symbols::unmint_sized_ranges(&mut wide);
     let concrete = wide
         .nodes()

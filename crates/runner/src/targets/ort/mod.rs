@@ -5,18 +5,18 @@ pub mod chunks;
 pub mod lowp;
 use super::{Capture, Chunks, Engine, Isolated, Reruns, Target, TargetSpec};
 use crate::error::{Error, Result};
+use crate::facts::{Instrumentation, TargetFacts};
 use crate::model::inputs::Inputs;
 use crate::model::{self, Graph};
+use crate::ort::OrtRunner;
+use crate::ort_lib::Located;
 use crate::precision::conversion::ConversionReport;
 use crate::precision::convert::{ConvertOptions, RangeIssue};
 use crate::precision::LowPrecision;
-use crate::runner::facts::{Instrumentation, TargetFacts};
-use crate::runner::ort::OrtRunner;
-use crate::runner::ort_lib::Located;
-use crate::runner::reference::Rounding;
-use crate::runner::trace::Run;
-use crate::runner::{isolate, RunOutput, Runner};
+use crate::reference::Rounding;
 use crate::spill::Values;
+use crate::trace::Run;
+use crate::{isolate, RunOutput};
 use chunks::CutRuns;
 
 /// The nodes run alone (introduced error) in groups whose values take at most 1/`ISOLATED_SHARE` of
@@ -119,13 +119,7 @@ impl OrtTarget {
             g
         });
         let options = o.options.clone().into_iter().collect();
-        let mut runner = OrtRunner::new(
-            lib,
-            crate::runner::spec::provider(o)?,
-            options,
-            o.opt_level,
-            own,
-        )?;
+        let mut runner = OrtRunner::new(lib, crate::spec::provider(o)?, options, o.opt_level, own)?;
         runner.deterministic = o.deterministic;
         let mut t = OrtTarget {
             spec: spec.clone(),
@@ -222,7 +216,7 @@ impl Target for OrtTarget {
             f.used(),
             f.opt_level()
         );
-        Ok((crate::runner::trace::runs(&text)?, ran))
+        Ok((crate::trace::runs(&text)?, ran))
     }
 
     fn run_isolated(

@@ -13,18 +13,18 @@ pub mod wgpu;
 use std::collections::HashMap;
 
 use crate::error::Result;
+use crate::facts::{Instrumentation, TargetFacts};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
+use crate::ort_lib::Located;
 use crate::precision::conversion::ConversionReport;
 use crate::precision::convert::RangeIssue;
-use crate::runner::facts::{Instrumentation, TargetFacts};
-use crate::runner::ort_lib::Located;
-use crate::runner::reference::Rounding;
-pub use crate::runner::spec::{Engine, OrtSpec, TargetSpec, WgpuSpec};
-use crate::runner::trace::Run;
-use crate::runner::RunOutput;
+use crate::reference::Rounding;
+pub use crate::spec::{Engine, OrtSpec, TargetSpec, WgpuSpec};
 use crate::spill::Values;
 use crate::tensor::Tensor;
+use crate::trace::Run;
+use crate::RunOutput;
 
 /// Which values a run hands back.
 #[derive(Clone, Copy, Debug)]
@@ -139,7 +139,7 @@ pub trait Target {
     /// The model the target runs when it is not the reference's (`--target-model`, the fp16/bf16 conversion).
     fn own_model(&self) -> Option<&Graph>;
     /// Runs `model` from now on in place of its own (`--target-model` with its values renamed to the reference
-    /// values they equal, [`crate::equiv::renamed`]); an engine that runs no model of its own refuses.
+    /// values they equal, `phantom_pipeline::equiv::renamed`); an engine that runs no model of its own refuses.
     fn adopt_model(&mut self, model: Graph) -> Result<()> {
         Err(crate::error::Error::Usage(format!(
             "{} runs no model of its own, so it cannot run {}",
@@ -202,12 +202,60 @@ pub trait Target {
     }
 }
 
+/// One engine phantom compares with the reference: which specs it runs, the checks of a spec that need no
+/// runtime, and how it opens one. Adding an engine is a module behind [`Target`] and a row of [`ENGINES`].
+pub struct EngineRow {
+    /// The engine's name (`onnxruntime`, `wgpu`).
+    pub name: &'static str,
+    /// Whether a spec's engine is this one.
+    pub runs: fn(&Engine) -> bool,
+    /// Refuses a spec this engine cannot honour anywhere (an unknown provider, options it refuses).
+    pub check: fn(&TargetSpec) -> Result<()>,
+    /// Opens the engine for `graph` (the reference's model), failing, with what to install or change, where it
+    /// cannot run here.
+    pub open: fn(&TargetSpec, &Graph, &Located) -> Result<Box<dyn Target>>,
+}
+
+/// The engines, one row each.
+pub const ENGINES: &[EngineRow] = &[
+    EngineRow {
+        name: "onnxruntime",
+        runs: |e| matches!(e, Engine::Ort(_)),
+        check: crate::spec::check,
+        open: |spec, graph, lib| Ok(Box::new(ort::OrtTarget::open(spec, graph, lib)?)),
+    },
+    EngineRow {
+        name: "wgpu",
+        runs: |e| matches!(e, Engine::Wgpu(_)),
+        check: crate::spec::check,
+        open: |spec, _, lib| Ok(Box::new(wgpu::WgpuTarget::open(spec, lib)?)),
+    },
+];
+
 /// Opens the target `spec` describes for `graph` (the reference's model): loads `--target-model`, converts to
 /// fp16/bf16 where asked, opens the adapter. Fails, naming what to install or change, when it cannot be honoured.
 pub fn open(spec: &TargetSpec, graph: &Graph, lib: &Located) -> Result<Box<dyn Target>> {
-    crate::runner::spec::check(spec)?;
-    Ok(match &spec.engine {
-        Engine::Ort(_) => Box::new(ort::OrtTarget::open(spec, graph, lib)?),
-        Engine::Wgpu(_) => Box::new(wgpu::WgpuTarget::open(spec, lib)?),
-    })
+    let row = (ENGINES.iter())
+        .find(|r| (r.runs)(&spec.engine))
+        .expect("every engine of a spec has a row");
+    (row.check)(spec)?;
+    (row.open)(spec, graph, lib)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each engine of a spec has exactly one row.
+    #[test]
+    fn each_engine_has_one_row() {
+        use super::{Engine, OrtSpec, WgpuSpec, ENGINES};
+        let engines = [
+            Engine::Ort(OrtSpec::new("cpu")),
+            Engine::Wgpu(WgpuSpec::default()),
+        ];
+        for e in &engines {
+            let rows = ENGINES.iter().filter(|r| (r.runs)(e)).count();
+            assert_eq!(rows, 1, "{e:?}");
+        }
+        assert_eq!(ENGINES.len(), engines.len());
+    }
 }

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::model::{self, external, Graph};
+use crate::ort::OrtRunner;
 use crate::precision::conversion::ConversionReport;
 use crate::precision::convert::{convert, Conversion, ConvertOptions};
 use crate::precision::LowPrecision;
-use crate::runner::ort::OrtRunner;
 
 /// Op types phantom will keep in float32 on ORT's word before giving up.
 pub const MAX_RETRIES: usize = 24;

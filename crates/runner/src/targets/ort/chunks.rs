@@ -21,7 +21,7 @@ use crate::model::cut::{cut_as, Boundary, Feed, Weights};
 use crate::model::inputs::Inputs;
 use crate::model::surgery::base_name;
 use crate::model::Graph;
-use crate::runner::ort::{note_moved, run_session, OrtRunner};
+use crate::ort::{note_moved, run_session, OrtRunner};
 use crate::spill::{Spill, Values};
 use crate::targets::Chunks;
 use crate::tensor::Tensor;

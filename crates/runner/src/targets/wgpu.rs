@@ -5,18 +5,18 @@ use std::collections::HashSet;
 
 use super::{Capture, Chunks, Engine, Isolated, Reruns, Target, TargetSpec};
 use crate::error::{Error, Result};
+use crate::facts::TargetFacts;
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
+use crate::ort_lib::Located;
 use crate::precision::convert::RangeIssue;
 use crate::precision::LowPrecision;
-use crate::runner::facts::TargetFacts;
-use crate::runner::ort_lib::Located;
-use crate::runner::reference::Rounding;
-use crate::runner::trace::{Kernel, Run};
-use crate::runner::wgpu::gpu::NodeTime;
-use crate::runner::wgpu::{WgpuOptions, WgpuRunner};
-use crate::runner::{RunOutput, Runner};
+use crate::reference::Rounding;
 use crate::spill::Values;
+use crate::trace::{Kernel, Run};
+use crate::wgpu::gpu::NodeTime;
+use crate::wgpu::{WgpuOptions, WgpuRunner};
+use crate::RunOutput;
 
 /// phantom's shaders on one adapter.
 pub struct WgpuTarget {
@@ -35,7 +35,7 @@ impl WgpuTarget {
         let opts = WgpuOptions {
             adapter: w.adapter.clone(),
             f16: spec.precision == Some(LowPrecision::F16),
-            accumulate_f16: w.accumulate == crate::runner::spec::Accumulate::F16,
+            accumulate_f16: w.accumulate == crate::spec::Accumulate::F16,
             f16_mode: w.f16_mode,
         };
         Ok(WgpuTarget {
