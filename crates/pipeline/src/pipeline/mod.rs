@@ -278,6 +278,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
     let attribution = s.attribution;
     let mut lanes = capture(s, p, attribution)?;
     let t = Instant::now();
+    decisions::stand_in_values(s, p, &mut lanes);
     let adopt = decisions::gather(s, p, &mut lanes);
     if let Some(lane) = lanes.first_mut() {
         // Bounded runs fetch the target's decisions in runs of their own: the target's time.

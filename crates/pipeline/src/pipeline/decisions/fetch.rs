@@ -1,11 +1,13 @@
-//! The target's decisions exposed by its cuts when the run is bounded in memory (no captured values to read them
-//! from), in batches that fit a chunk of the budget.
+//! The target's values a bounded run needs before the comparison streams (no captured values to read them from):
+//! its decisions, and the values of the nodes the reference may take from it. Its cuts expose them, in batches that
+//! fit a chunk of the budget.
 
 use std::sync::Arc;
 
 use super::held;
 use crate::model::Node;
-use crate::pipeline::{Lane, Prepared};
+use crate::pipeline::{CompareSettings, Lane, Prepared};
+use crate::runner::reference::contrib::standin::may_stand_in;
 use crate::runner::reference::ReferenceRunner;
 use crate::spill::Spill;
 
@@ -19,20 +21,10 @@ pub(super) fn fetch(
 ) -> Option<Arc<Spill>> {
     let names: Vec<&str> = wanted.iter().map(|(n, o)| held(n, o)).collect();
     // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
-    // across the rest and round them differently from the runs they are compared with. Each cut exposes every value
-    // it computes, so the decisions are asked for in batches whose values fit a chunk of the budget.
-    let batches = batches(p, &names, crate::bounded::chunk_bytes(budget, &p.graph));
+    // across the rest and round them differently from the runs they are compared with.
     // The comparison's chunks go on from these runs: what they computed is not computed again.
     lane.target.keep_chunks();
-    let run = (lane.target.chunks(&p.graph, &p.inputs)).and_then(|mut c| {
-        let mut kept = Spill::new("decisions")?;
-        for batch in &batches {
-            for (name, t) in c.next(batch)? {
-                kept.put(&name, &t)?;
-            }
-        }
-        Ok(kept)
-    });
+    let run = exposed(p, lane, &names, budget, "decisions");
     match run {
         Ok(kept) => Some(Arc::new(kept)),
         Err(e) => {
@@ -41,6 +33,61 @@ pub(super) fn fetch(
             ));
             None
         }
+    }
+}
+
+/// `names` exposed by the target's cuts, kept on disk. Each cut exposes every value it computes, so the names are
+/// asked for in batches whose values fit a chunk of `budget`.
+fn exposed(
+    p: &Prepared,
+    lane: &mut Lane,
+    names: &[&str],
+    budget: usize,
+    what: &str,
+) -> crate::error::Result<Spill> {
+    let batches = batches(p, names, crate::bounded::chunk_bytes(budget, &p.graph));
+    let mut chunks = lane.target.chunks(&p.graph, &p.inputs)?;
+    let mut kept = Spill::new(what)?;
+    for batch in &batches {
+        for (name, t) in chunks.next(batch)? {
+            kept.put(&name, &t)?;
+        }
+    }
+    Ok(kept)
+}
+
+/// The target's values of the nodes the reference may take from it (custom ops, `Unique`, `NonMaxSuppression`:
+/// [`may_stand_in`]), exposed by its cuts before the reference types the model when the run is bounded in memory
+/// (no captured values to read them from), so that such a node is stood in for as in a whole run. A note says so
+/// where they could not be exposed.
+pub fn stand_in_values(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) {
+    let ([lane], Some(budget)) = (lanes, s.budget()) else {
+        return;
+    };
+    let names: Vec<&str> = (p.graph.nodes.iter())
+        .filter(|n| may_stand_in(&n.domain, &n.op_type))
+        .flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()))
+        .map(String::as_str)
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    match exposed(p, lane, &names, budget, "stand-ins") {
+        Ok(kept) => {
+            (lane.out.values).extend(
+                (names.iter()).filter_map(|&n| Some((n.to_string(), kept.get(n)?))),
+            );
+            lane.notes.push(format!(
+                "bounded memory: the target's values of {} output(s) of nodes the reference may take from it \
+                 (custom ops, `Unique`, `NonMaxSuppression`) were exposed by a chunked run of their own before the \
+                 comparison",
+                names.len()
+            ));
+        }
+        Err(e) => lane.notes.push(format!(
+            "bounded memory: the target's values of the nodes the reference may take from it could not be \
+             exposed ({e}); such nodes stop the reference"
+        )),
     }
 }
 

@@ -14,6 +14,7 @@ use crate::tensor::{DType, Tensor};
 
 mod fetch;
 use fetch::fetch;
+pub use fetch::stand_in_values;
 
 /// The least noise a decision's input is taken to carry, in units in the last place of the target's type (relative
 /// to the larger of the element and the tensor's RMS): a few roundings, not the comparison's tolerance, which is far
