@@ -5,7 +5,7 @@
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
-use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
+use tract_onnx::tract_core::ops::element_wise::{ElementWiseMiniOp, ElementWiseOp};
 use tract_onnx::tract_core::ops::logic::IfThenElse;
 use tract_onnx::tract_core::ops::math::{Acosh, Asinh, Erf, IsInf, IsNan, RoundHalfToEven};
 use tract_onnx::tract_core::ops::nn::{
@@ -27,57 +27,69 @@ enum Kernel {
     Predicate(Box<dyn Fn(f64) -> bool>),
 }
 
-fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
-    let m = op.0.as_ref();
-    let map = |f: Box<dyn Fn(f64) -> f64>| Some(Kernel::Map(f));
-    if m.downcast_ref::<Sigmoid>().is_some() {
-        return map(Box::new(sigmoid));
-    }
-    if m.downcast_ref::<Erf>().is_some() {
-        return map(Box::new(libm::erf));
-    }
-    if m.downcast_ref::<GeluExact>().is_some() {
-        return map(Box::new(|x| {
-            0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))
-        }));
-    }
-    if let Some(g) = m.downcast_ref::<GeluApproximate>() {
-        let pow = if g.fast_impl { 2 } else { 3 };
+fn map(f: impl Fn(f64) -> f64 + 'static) -> Option<Kernel> {
+    Some(Kernel::Map(Box::new(f)))
+}
+
+/// The kernel of an element-wise op, when the op is the row's.
+type Build = fn(&dyn ElementWiseMiniOp) -> Option<Kernel>;
+
+/// The element-wise ops phantom computes in f64, one row each: the op, and its kernel.
+const TABLE: &[(&str, Build)] = &[
+    ("Sigmoid", |m| {
+        m.downcast_ref::<Sigmoid>().and_then(|_| map(sigmoid))
+    }),
+    ("Erf", |m| {
+        m.downcast_ref::<Erf>().and_then(|_| map(libm::erf))
+    }),
+    ("GeluExact", |m| {
+        m.downcast_ref::<GeluExact>()
+            .and_then(|_| map(|x| 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))))
+    }),
+    ("GeluApproximate", |m| {
+        let pow = if m.downcast_ref::<GeluApproximate>()?.fast_impl {
+            2
+        } else {
+            3
+        };
         let c = (2.0 / std::f64::consts::PI).sqrt();
-        return map(Box::new(move |x| {
-            0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(pow))).tanh())
-        }));
-    }
-    if m.downcast_ref::<Silu>().is_some() {
-        return map(Box::new(|x| x * sigmoid(x)));
-    }
-    if m.downcast_ref::<HardSwish>().is_some() {
-        return map(Box::new(|x| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)));
-    }
-    if let Some(l) = m.downcast_ref::<LeakyRelu>() {
-        let alpha = l.alpha as f64;
-        return map(Box::new(move |x| if x < 0.0 { alpha * x } else { x }));
-    }
+        map(move |x| 0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(pow))).tanh()))
+    }),
+    ("Silu", |m| {
+        m.downcast_ref::<Silu>()
+            .and_then(|_| map(|x| x * sigmoid(x)))
+    }),
+    ("HardSwish", |m| {
+        (m.downcast_ref::<HardSwish>()).and_then(|_| map(|x| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)))
+    }),
+    ("LeakyRelu", |m| {
+        let alpha = m.downcast_ref::<LeakyRelu>()?.alpha as f64;
+        map(move |x| if x < 0.0 { alpha * x } else { x })
+    }),
     // Rust's own asinh and acosh overflow to ±∞ from |x| ≈ 9e307 (they form 2x); libm's do not.
-    if m.downcast_ref::<Asinh>().is_some() {
-        return map(Box::new(libm::asinh));
-    }
-    if m.downcast_ref::<Acosh>().is_some() {
-        return map(Box::new(libm::acosh));
-    }
-    if m.downcast_ref::<RoundHalfToEven>().is_some() {
-        return map(Box::new(f64::round_ties_even));
-    }
-    if m.downcast_ref::<IsNan>().is_some() {
-        return Some(Kernel::Predicate(Box::new(f64::is_nan)));
-    }
-    if let Some(i) = m.downcast_ref::<IsInf>() {
+    ("Asinh", |m| {
+        m.downcast_ref::<Asinh>().and_then(|_| map(libm::asinh))
+    }),
+    ("Acosh", |m| {
+        m.downcast_ref::<Acosh>().and_then(|_| map(libm::acosh))
+    }),
+    ("RoundHalfToEven", |m| {
+        (m.downcast_ref::<RoundHalfToEven>()).and_then(|_| map(f64::round_ties_even))
+    }),
+    ("IsNan", |m| {
+        (m.downcast_ref::<IsNan>()).map(|_| Kernel::Predicate(Box::new(f64::is_nan)))
+    }),
+    ("IsInf", |m| {
+        let i = m.downcast_ref::<IsInf>()?;
         let (pos, neg) = (i.detect_positive, i.detect_negative);
-        return Some(Kernel::Predicate(Box::new(move |x| {
+        Some(Kernel::Predicate(Box::new(move |x| {
             (pos && x == f64::INFINITY) || (neg && x == f64::NEG_INFINITY)
-        })));
-    }
-    None
+        })))
+    }),
+];
+
+fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
+    TABLE.iter().find_map(|(_, build)| build(op.0.as_ref()))
 }
 
 /// Evaluates `node` with phantom's own f64 kernel when it is one of the ops tract lacks in f64, or one of the
@@ -164,6 +176,18 @@ pub const F32_INSIDE: &[(&str, &str)] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each element-wise op has one row, and each tract op of the table finds its kernel by its own row.
+    #[test]
+    fn each_element_wise_op_has_one_row() {
+        let names: std::collections::HashSet<&str> = TABLE.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names.len(), TABLE.len());
+        let sigmoid = tract_onnx::tract_core::ops::nn::sigmoid();
+        let Some(Kernel::Map(f)) = kernel_for(&sigmoid) else {
+            panic!("no kernel for Sigmoid");
+        };
+        assert_eq!(f(0.0), 0.5);
+    }
 
     #[test]
     fn sigmoid_is_stable_at_extremes() {

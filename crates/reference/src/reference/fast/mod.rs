@@ -30,30 +30,32 @@ fn tract_only() -> bool {
     *ONLY.get_or_init(|| std::env::var_os("PHANTOM_TRACT_KERNELS").is_some_and(|v| v == "1"))
 }
 
-/// Evaluates `node` on a fast kernel when it is one; `None` means tract keeps it.
+/// A fast kernel's entry: the node evaluated when its op is the one the kernel covers (`None`: tract keeps it).
+type Eval = fn(&TypedNode, &TVec<TValue>) -> Option<TractResult<TVec<TValue>>>;
+
+/// The heavy ops with a fast kernel, one row each: the tract op, whether its operands must all be f64, and its
+/// kernel. The first row whose kernel takes the node evaluates it.
+const TABLE: &[(&str, bool, Eval)] = &[
+    ("Sdpa", false, |n, i| sdpa_node(n.op_as::<Sdpa>()?, i)),
+    ("ConvInteger", false, |n, i| {
+        qconv::node(n.op_as::<Conv>().filter(|c| c.q_params.is_some())?, i)
+    }),
+    ("Conv", true, |n, i| {
+        conv_node(n.op_as::<Conv>().filter(|c| c.q_params.is_none())?, i)
+    }),
+    ("EinSum", true, |n, i| einsum_node(n.op_as::<EinSum>()?, i)),
+    ("Deconv", true, |n, i| deconv_node(n.op_as::<Deconv>()?, i)),
+];
+
+/// Evaluates `node` on a fast kernel when it is one ([`TABLE`]); `None` means tract keeps it.
 pub fn eval(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
     if tract_only() {
         return None;
     }
-    if let Some(s) = node.op_as::<Sdpa>() {
-        return sdpa_node(s, inputs);
-    }
-    if let Some(c) = node.op_as::<Conv>().filter(|c| c.q_params.is_some()) {
-        return qconv::node(c, inputs);
-    }
-    if inputs.iter().any(|i| i.datum_type() != f64::datum_type()) {
-        return None;
-    }
-    if let Some(c) = node.op_as::<Conv>() {
-        return conv_node(c, inputs);
-    }
-    if let Some(e) = node.op_as::<EinSum>() {
-        return einsum_node(e, inputs);
-    }
-    if let Some(d) = node.op_as::<Deconv>() {
-        return deconv_node(d, inputs);
-    }
-    None
+    let wide = inputs.iter().all(|i| i.datum_type() == f64::datum_type());
+    (TABLE.iter())
+        .filter(|(_, f64_only, _)| wide || !f64_only)
+        .find_map(|(_, _, eval)| eval(node, inputs))
 }
 
 /// Evaluates an element-wise f64 node on both cores when it is large enough ([`binary`]), reusing an operand only
