@@ -81,7 +81,10 @@ fn overlays(
         explorer::ids(&crate::model::load(model)?)?,
         explorer::ids(&crate::model::load(transformed)?)?,
     ];
-    let (m, t) = (equiv::overlays::model(e), equiv::overlays::transformed(e));
+    let (m, t) = (
+        super::equiv_overlays::model(e),
+        super::equiv_overlays::transformed(e),
+    );
     explorer::write_each(dir, force, &[(&ids[0], &m), (&ids[1], &t)])?;
     Ok(())
 }

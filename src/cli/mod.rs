@@ -9,6 +9,7 @@ mod determinism;
 mod devices;
 mod diff;
 mod equiv;
+mod equiv_overlays;
 mod golden;
 mod info;
 mod onnx;

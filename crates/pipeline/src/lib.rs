@@ -9,10 +9,9 @@
 //! The modules keep the paths the rest of phantom uses (`phantom::pipeline`, `phantom::equiv`...).
 
 // The layers below, under the names the code uses.
-pub(crate) use phantom_analysis::{analysis, compare, pairing};
+pub(crate) use phantom_analysis::{analysis, compare, pairing, report};
 pub(crate) use phantom_core::{error, fsutil, spill, tensor, units, watchdog};
 pub(crate) use phantom_model as model;
-pub(crate) use phantom_report::report;
 pub(crate) use phantom_runner as runner;
 pub(crate) use phantom_runner::targets;
 

@@ -4,7 +4,6 @@
 //! value where the second stops computing the first's function. `phantom equiv` prints it; `phantom onnx
 //! --target-model` pairs the target model's values the same way ([`renamed`]).
 
-pub mod overlays;
 mod rename;
 
 use std::collections::HashMap;

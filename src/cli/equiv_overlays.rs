@@ -2,10 +2,9 @@
 //! the transformed model, a copy, inside one of its fused nodes, lost); over the transformed model, what each node's
 //! value equals (the model's value, a duplicate, its own) and where the function changes.
 
+use crate::equiv::Equiv;
 use crate::pairing::Fate;
 use crate::report::explorer::{Datum, Overlay};
-
-use super::Equiv;
 
 const HELD: &str = "#c8e6c9";
 const FUSED: &str = "#bbdefb";
