@@ -16,6 +16,7 @@ use fallback::{first_line, zeros_for};
 pub(super) mod accuracy;
 mod adopt;
 mod fallback;
+mod original;
 mod rounded;
 use crate::model::Graph;
 use crate::RefPrecision;
@@ -87,6 +88,8 @@ pub struct Evaluator<'g, 's> {
     /// place of the folded ones, by tract outlet.
     folded: Option<&'g super::folded::Folded>,
     substitute: HashMap<OutletId, TValue>,
+    /// Nodes whose own outputs are compared in place of those handed on ([`original`]), by tract node id.
+    own: HashMap<usize, TVec<TValue>>,
 }
 
 impl<'g, 's> Evaluator<'g, 's> {
@@ -127,6 +130,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             int8_a: false,
             folded: None,
             substitute: HashMap::new(),
+            own: HashMap::new(),
         }
     }
 
@@ -252,6 +256,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             if self.needed.contains(name) {
                 self.values.insert(name.clone(), v.clone());
             }
+            let v = self.own.get(&id).and_then(|o| o.get(*slot)).unwrap_or(v);
             let value = match self.tainted.get(&id) {
                 Some(src) => Err(format!("not computable ({src})")),
                 None => crate::model::tract::from_tract(v)
@@ -384,17 +389,15 @@ impl<'g, 's> Evaluator<'g, 's> {
                 Err(_) => zeros_for(node, &self.symbols),
             };
         }
-        let precision = &mut self.precision;
         if let Some(ite) = node.op_as::<IfThenElse>() {
             if let Ok(o) = kernels::eval_if(ite, &ins) {
-                mark(precision, idx, RefPrecision::F64Phantom);
+                mark(&mut self.precision, idx, RefPrecision::F64Phantom);
                 return Ok(o);
             }
         }
         if let Some(op) = node.op_as::<super::contrib::op::ContribOp>() {
             // A stand-in's own kernel on this run's inputs, where it gives outputs of the target's shapes.
-            if let Some(o) = op.run_original(&ins) {
-                mark(precision, idx, RefPrecision::F64Phantom);
+            if let Some(o) = self.eval_original(node, idx, op, &ins) {
                 return Ok(o);
             }
             return match op.run(&ins) {
@@ -403,7 +406,7 @@ impl<'g, 's> Evaluator<'g, 's> {
                         Some(reason) => RefPrecision::Seeded { reason },
                         None => RefPrecision::F64Phantom,
                     };
-                    mark(precision, idx, p);
+                    mark(&mut self.precision, idx, p);
                     Ok(o)
                 }
                 Err(e) => {
@@ -416,7 +419,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             .or_else(|| super::resize::eval(node, &ins))
             .or_else(|| super::resize_int::eval(node, &ins))
         {
-            mark(precision, idx, RefPrecision::F64Phantom);
+            mark(&mut self.precision, idx, RefPrecision::F64Phantom);
             return r;
         }
         let op_name = node.op().name();
@@ -425,7 +428,7 @@ impl<'g, 's> Evaluator<'g, 's> {
             .find(|(k, _)| op_name.contains(k))
         {
             let reason = why.to_string();
-            mark(precision, idx, RefPrecision::Reduced { reason });
+            mark(&mut self.precision, idx, RefPrecision::Reduced { reason });
         }
         self.eval_tract(ctx, st, node, ins, idx)
     }

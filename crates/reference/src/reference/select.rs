@@ -25,6 +25,11 @@ pub const OPS: &[&str] = &[
 /// Fractions of the noise, in turn, that say how close the chosen values lay (as [`Adopted::within`]).
 const LADDER: [f64; 3] = [1.0 / 1024.0, 1.0 / 32.0, 1.0];
 
+/// The rung of [`LADDER`] a choice that needed fraction `f` of the noise reaches (None beyond the last).
+pub fn rung(f: f64) -> Option<f64> {
+    LADDER.into_iter().find(|&l| f <= l)
+}
+
 /// The output of `op` that is its decision: TopK's indices are its second.
 pub fn decided_output(op: &str) -> usize {
     usize::from(op == "TopK")
@@ -42,7 +47,7 @@ pub fn settle(
     let mut out = ours.to_vec();
     let mut a = Adopted::default();
     for i in differ {
-        match need(i).and_then(|f| LADDER.into_iter().find(|&l| f <= l)) {
+        match need(i).and_then(rung) {
             Some(l) => {
                 out[i] = theirs[i];
                 a.flips += 1;
@@ -61,8 +66,12 @@ fn noise(d: &Decision, v: f64, rms: f64) -> f64 {
 
 /// The RMS of the finite elements of `x`.
 fn rms(x: &ArrayD<f64>) -> f64 {
-    let (s, n) =
-        (x.iter().filter(|v| v.is_finite())).fold((0.0, 0usize), |(s, n), v| (s + v * v, n + 1));
+    rms_of(x.iter())
+}
+
+/// The RMS of the finite values of `v`.
+pub fn rms_of<'a>(v: impl Iterator<Item = &'a f64>) -> f64 {
+    let (s, n) = (v.filter(|x| x.is_finite())).fold((0.0, 0usize), |(s, n), x| (s + x * x, n + 1));
     if n == 0 {
         0.0
     } else {

@@ -43,6 +43,9 @@ fn decision_outputs<'g>(graph: &Graph, producers: &Producers, n: &'g Node) -> Ve
         op if thresholds::OPS.contains(&op) && n.domain == "ai.onnx.ml" => {
             n.outputs.iter().take(1).collect()
         }
+        // A NonMaxSuppression's selection, which a stand-in reconciles with its own (see phantom-reference's
+        // `nms_settle`).
+        "NonMaxSuppression" if n.domain.is_empty() => n.outputs.iter().take(1).collect(),
         op if select::OPS.contains(&op) && n.domain.is_empty() => n
             .outputs
             .get(select::decided_output(op))
@@ -248,7 +251,8 @@ fn build(
             false => dtype,
         };
         // A selection among integers is exact: nothing to reconcile.
-        if select::OPS.contains(&n.op_type.as_str()) && !dtype.is_float() {
+        let selects = select::OPS.contains(&n.op_type.as_str()) || n.op_type == "NonMaxSuppression";
+        if selects && !dtype.is_float() {
             continue;
         }
         // The noise of a value computed in the target's type: NOISE_ULPS of its unit roundoff, relative.

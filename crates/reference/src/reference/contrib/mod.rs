@@ -43,6 +43,7 @@ mod ml;
 mod narrow_cast;
 mod nchwc;
 mod nms;
+pub mod nms_settle;
 mod node;
 mod norm;
 mod one_hot;

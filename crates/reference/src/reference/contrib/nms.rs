@@ -5,9 +5,10 @@
 //!
 //! The output's length is the number of boxes kept, so typing needs every input's value: it is known when the
 //! inputs are constants or graph inputs the run gives (the conformance suite's cases). Where the boxes are computed
-//! by the model (a detector's head), tract cannot type the node and it is left out, as before, with that reason.
+//! by the model (a detector's head), tract cannot type the node: it stands in with the target's shapes and this
+//! kernel runs on the run's inputs, its selection reconciled with the target's ([`super::nms_settle`]).
 
-use tract_onnx::prelude::tract_ndarray::{Array2, ArrayView2, ArrayView3, Ix3};
+use tract_onnx::prelude::tract_ndarray::{Array2, Array3, ArrayView2, Axis, Ix3};
 use tract_onnx::prelude::*;
 
 use super::kernel::{Kernel, Row};
@@ -20,7 +21,7 @@ pub(super) const TABLE: &[Row] = &[Row::any_domain("NonMaxSuppression", &Nms)];
 struct Nms;
 
 /// The thresholds and limit: (max boxes per class, IoU threshold, score threshold if given).
-fn limits(ins: &[Option<&Tensor>]) -> TractResult<(usize, f64, Option<f64>)> {
+pub(super) fn limits(ins: &[Option<&Tensor>]) -> TractResult<(usize, f64, Option<f64>)> {
     let first = |slot: usize| -> TractResult<Option<f64>> {
         match ins.get(slot).copied().flatten() {
             Some(t) if t.len() > 0 => {
@@ -35,7 +36,7 @@ fn limits(ins: &[Option<&Tensor>]) -> TractResult<(usize, f64, Option<f64>)> {
 }
 
 /// (x_min, y_min, x_max, y_max) of box `b`.
-fn corners(b: &[f64], center: bool) -> (f64, f64, f64, f64) {
+pub(super) fn corners(b: &[f64], center: bool) -> (f64, f64, f64, f64) {
     match center {
         true => (
             b[0] - b[2] / 2.0,
@@ -52,21 +53,26 @@ fn corners(b: &[f64], center: bool) -> (f64, f64, f64, f64) {
     }
 }
 
-/// Whether box `a` is suppressed by kept box `b`: their IoU exceeds `threshold` (degenerate boxes never are).
-fn suppressed(a: &[f64], b: &[f64], center: bool, threshold: f64) -> bool {
+/// The IoU of boxes `a` and `b`; None where they do not overlap or either is degenerate (never suppressed).
+pub(super) fn iou(a: &[f64], b: &[f64], center: bool) -> Option<f64> {
     let (ax0, ay0, ax1, ay1) = corners(a, center);
     let (bx0, by0, bx1, by1) = corners(b, center);
     let (ix0, iy0, ix1, iy1) = (ax0.max(bx0), ay0.max(by0), ax1.min(bx1), ay1.min(by1));
     if ix1 <= ix0 || iy1 <= iy0 {
-        return false;
+        return None;
     }
     let inter = (ix1 - ix0) * (iy1 - iy0);
     let (area_a, area_b) = ((ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0));
     let union = area_a + area_b - inter;
     if area_a <= 0.0 || area_b <= 0.0 || union <= 0.0 {
-        return false;
+        return None;
     }
-    inter / union > threshold
+    Some(inter / union)
+}
+
+/// Whether box `a` is suppressed by kept box `b`: their IoU exceeds `threshold` (degenerate boxes never are).
+fn suppressed(a: &[f64], b: &[f64], center: bool, threshold: f64) -> bool {
+    iou(a, b, center).is_some_and(|v| v > threshold)
 }
 
 /// The kept boxes of one batch and class, in the order they are kept.
@@ -102,18 +108,17 @@ fn select(
     kept
 }
 
-/// Every selected (batch, class, box) triple.
-fn selected(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<[i64; 3]>> {
-    let boxes = opt(n, ins, 0)?.cast_to::<f64>()?.into_owned();
-    let scores = opt(n, ins, 1)?.cast_to::<f64>()?.into_owned();
-    let boxes: ArrayView3<f64> = boxes
-        .to_plain_array_view::<f64>()?
-        .into_dimensionality::<Ix3>()?;
-    let scores: ArrayView3<f64> = scores
-        .to_plain_array_view::<f64>()?
-        .into_dimensionality::<Ix3>()?;
+/// The boxes ([B, N, 4]) and scores ([B, C, N]) in f64, checked against each other.
+pub(super) fn inputs(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<(Array3<f64>, Array3<f64>)> {
+    let three = |slot: usize| -> TractResult<Array3<f64>> {
+        let t = opt(n, ins, slot)?.cast_to::<f64>()?.into_owned();
+        Ok(t.to_plain_array_view::<f64>()?
+            .into_dimensionality::<Ix3>()?
+            .to_owned())
+    };
+    let (boxes, scores) = (three(0)?, three(1)?);
     let (nb, nboxes, four) = boxes.dim();
-    let (sb, classes, sn) = scores.dim();
+    let (sb, _, sn) = scores.dim();
     anyhow::ensure!(
         four == 4 && sb == nb && sn == nboxes,
         "NonMaxSuppression `{}`: boxes {:?} and scores {:?} do not match ([B, N, 4] and [B, C, N])",
@@ -121,13 +126,19 @@ fn selected(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<[i64; 3]>> {
         boxes.dim(),
         scores.dim()
     );
+    Ok((boxes, scores))
+}
+
+/// Every selected (batch, class, box) triple.
+pub(super) fn selected(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<[i64; 3]>> {
+    let (boxes, scores) = inputs(n, ins)?;
     let (lim, center) = (limits(ins)?, n.int("center_point_box", 0) == 1);
     let mut out = vec![];
-    for b in 0..nb {
-        let bx = boxes.index_axis(tract_ndarray::Axis(0), b).to_owned();
-        for c in 0..classes {
+    for b in 0..boxes.dim().0 {
+        let bx = boxes.index_axis(Axis(0), b);
+        for c in 0..scores.dim().1 {
             let sc: Vec<f64> = scores.slice(tract_ndarray::s![b, c, ..]).to_vec();
-            for i in select(bx.view(), &sc, center, lim) {
+            for i in select(bx, &sc, center, lim) {
                 out.push([b as i64, c as i64, i as i64]);
             }
         }
