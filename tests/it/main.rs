@@ -35,6 +35,7 @@ mod house;
 mod inputs;
 mod layering;
 mod locks;
+mod loops;
 mod memory;
 mod ml;
 mod ml_strings;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Writes the models of tests/data/toolchains/ with the toolchains themselves, at their defaults, in a virtual
-# environment made from the locks tests/locks/toolchains.txt and toolchains-nodeps.txt, and onnxruntime-extensions'
-# models in one made from tests/locks/extensions.txt.
+# environment made from the locks tests/locks/toolchains.txt and toolchains-nodeps.txt, onnxruntime-extensions'
+# models in one made from tests/locks/extensions.txt, and tf2onnx's in one made from tests/locks/tf2onnx.txt.
 #
-# usage: tests/data/toolchains/make.sh [VENV [EXT_VENV]]
-#        (defaults: target/toolchains-venv, target/extensions-venv)
+# usage: tests/data/toolchains/make.sh [VENV [EXT_VENV [TF_VENV]]]
+#        (defaults: target/toolchains-venv, target/extensions-venv, target/tf2onnx-venv)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 VENV=${1:-target/toolchains-venv}
@@ -25,3 +25,11 @@ if [ "$(cat "$EXT/.phantom-lock" 2>/dev/null)" != "$(cat tests/locks/extensions.
   cat tests/locks/extensions.txt > "$EXT/.phantom-lock"
 fi
 "$EXT/bin/python" tests/data/toolchains/make_extensions.py tests/data/toolchains
+TF=${3:-target/tf2onnx-venv}
+if [ "$(cat "$TF/.phantom-lock" 2>/dev/null)" != "$(cat tests/locks/tf2onnx.txt)" ]; then
+  rm -rf "$TF"
+  python3 -m venv "$TF"
+  "$TF/bin/pip" install --quiet --disable-pip-version-check --require-hashes -r tests/locks/tf2onnx.txt
+  cat tests/locks/tf2onnx.txt > "$TF/.phantom-lock"
+fi
+"$TF/bin/python" tests/data/toolchains/make_tf2onnx.py tests/data/toolchains

@@ -207,15 +207,24 @@ fn attributes(r: &NodeProto, t: &NodeProto) -> Vec<Cause> {
             let a = r.attribute.iter().find(|a| a.name == n);
             let b = t.attribute.iter().find(|a| a.name == n);
             (a != b).then(|| {
-                cause(
-                    CauseKind::AttributeDiffers,
-                    format!(
+                let what = match (a.and_then(|a| a.g.as_ref()), b.and_then(|b| b.g.as_ref())) {
+                    (Some(ga), Some(gb)) => format!(
+                        "the `{n}` graph of {} `{}` differs: {}",
+                        r.op_type,
+                        r.name,
+                        graph_differs(ga, gb)
+                    ),
+                    _ => format!(
                         "attribute `{n}` of {} `{}` is {} in the target model, {} in the reference",
                         r.op_type,
                         r.name,
                         show(b),
                         show(a)
                     ),
+                };
+                cause(
+                    CauseKind::AttributeDiffers,
+                    what,
                     &[],
                     Confidence::High,
                     "use the same attributes in both models".into(),
@@ -229,6 +238,9 @@ fn show(a: Option<&tract_onnx::pb::AttributeProto>) -> String {
     let Some(a) = a else {
         return "absent".into();
     };
+    if let Some(g) = &a.g {
+        return format!("a graph of {} node(s)", g.node.len());
+    }
     if !a.ints.is_empty() {
         format!("{:?}", a.ints)
     } else if !a.floats.is_empty() {
@@ -240,6 +252,45 @@ fn show(a: Option<&tract_onnx::pb::AttributeProto>) -> String {
     } else {
         a.i.to_string()
     }
+}
+
+/// Where graph `t` (the target model's, of a `Loop`, `If` or `Scan`) first differs from `r`: its nodes, a node, or
+/// an initializer, with the numbers where they are few.
+fn graph_differs(r: &GraphProto, t: &GraphProto) -> String {
+    if r.node.len() != t.node.len() {
+        return format!(
+            "{} node(s), {} in the reference",
+            t.node.len(),
+            r.node.len()
+        );
+    }
+    if let Some((a, b)) = r.node.iter().zip(&t.node).find(|(a, b)| a != b) {
+        return format!(
+            "its node `{}` ({}) is `{}` ({}) in the target model",
+            a.name, a.op_type, b.name, b.op_type
+        );
+    }
+    let init = |g: &GraphProto, name: &str| g.initializer.iter().find(|i| i.name == name).cloned();
+    for a in &r.initializer {
+        let Some(b) = init(t, &a.name).filter(|b| b != a) else {
+            continue;
+        };
+        let decoded = |p| crate::model::proto::tensor_from_proto(&p, None).ok();
+        let few = |t: &Tensor| {
+            let v: Vec<String> = t.to_f64_array().iter().map(|v| num(*v)).collect();
+            v.join(", ")
+        };
+        return match (decoded(a.clone()), decoded(b)) {
+            (Some(x), Some(y)) if x.len() <= 4 && y.len() <= 4 => format!(
+                "its initializer `{}` is {} in the target model, {} in the reference",
+                a.name,
+                few(&y),
+                few(&x)
+            ),
+            _ => format!("its initializer `{}` differs", a.name),
+        };
+    }
+    "its inputs, outputs or names differ".into()
 }
 
 /// The largest |x − y| over the elements, and how many differ at all.

@@ -7,9 +7,12 @@
 //! own (widened to f64 with the rest, phantom's kernels registered) and run once per iteration, as the ONNX
 //! definition says: while `i < M` and `cond`, `(cond, v…, scan…) = body(i, cond, v…)`.
 //!
-//! Covered: loop-carried values whose shape is the same every iteration (their facts are the initial values').
-//! Not covered, refused with the reason: scan outputs (their length is the iteration count, which only the run
-//! decides, and tract types every value before running), and a carried value that changes shape.
+//! Covered: loop-carried values whose shape is the same every iteration (their facts are the initial values'), and
+//! scan outputs (each iteration's value stacked along a new first axis). A scan output's length is the iteration
+//! count, which only the run decides, and tract types every value before running: such a loop cannot be typed, so
+//! it stands in with the shapes the target's run gave it ([`super::standin`]) and this kernel runs on the run's
+//! inputs, computed in f64 where it iterates as often as the target did. Not covered, refused with the reason: a
+//! carried value that changes shape, and scan outputs of a loop that runs no iteration.
 //! The body's own values are not compared (as for every control-flow body); the loop's outputs are.
 
 use tract_onnx::pb::{GraphProto, NodeProto, OperatorSetIdProto};
@@ -61,15 +64,14 @@ impl Kernel for Looped {
         let (carried, scans) = counts(n)?;
         ensure!(
             scans == 0,
-            "Loop `{}` has {scans} scan output(s), whose length only the run decides: phantom's f64 Loop computes \
-             loop-carried values only (a loop whose trip count the inputs decide is unrolled instead)",
+            "Loop `{}` has {scans} scan output(s), whose length only the run decides",
             n.proto.name
         );
         (0..carried).map(|k| fact(n, ins, 2 + k).cloned()).collect()
     }
 
     fn eval(&self, n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<Tensor>> {
-        let (carried, _) = counts(n)?;
+        let (carried, scans) = counts(n)?;
         let arity = 2 + carried;
         let trips = match ins.first().copied().flatten() {
             Some(m) => Some(scalar::<i64>(m)?),
@@ -85,13 +87,17 @@ impl Kernel for Looped {
             n.proto.name
         );
         let mut state: Vec<Tensor> = (2..arity)
-            .map(|k| super::util::opt(n, ins, k).cloned())
+            .map(|k| subgraph::plain(super::util::opt(n, ins, k)?))
             .collect::<TractResult<_>>()?;
         let outer: Vec<Tensor> = ins[arity.min(ins.len())..]
             .iter()
-            .map(|t| t.cloned())
-            .collect::<Option<_>>()
-            .ok_or_else(|| anyhow::anyhow!("Loop `{}` lacks an outer value", n.proto.name))?;
+            .map(|t| {
+                let t = t.ok_or_else(|| {
+                    anyhow::anyhow!("Loop `{}` lacks an outer value", n.proto.name)
+                })?;
+                subgraph::plain(t)
+            })
+            .collect::<TractResult<_>>()?;
         let feed = |i: i64, cond: bool, state: &[Tensor]| -> Vec<Tensor> {
             let mut f = vec![tensor0(i), tensor0(cond)];
             f.extend(state.iter().chain(&outer).cloned());
@@ -101,6 +107,7 @@ impl Kernel for Looped {
         // the small integer inputs (a step counter slicing a buffer) given as values, so the shapes they decide are.
         let once = subgraph::plan(n, "body", &feed(0, cond, &state), false)?;
         let fixed = once.concrete;
+        let mut stacked: Vec<Vec<Tensor>> = vec![vec![]; scans];
         let mut i = 0i64;
         while cond && trips.is_none_or(|m| i < m) {
             let f = feed(i, cond, &state);
@@ -130,7 +137,20 @@ impl Kernel for Looped {
                     .cast_to_dt(s.datum_type())?
                     .into_owned();
             }
+            for (k, o) in out.iter().skip(1 + carried).enumerate().take(scans) {
+                let mut t = o.clone().into_tensor();
+                t.insert_axis(0)?;
+                stacked[k].push(t);
+            }
             i += 1;
+        }
+        for each in stacked {
+            ensure!(
+                !each.is_empty(),
+                "Loop `{}` ran no iteration: its scan outputs' shapes are unknown",
+                n.proto.name
+            );
+            state.push(Tensor::stack_tensors(0, &each)?);
         }
         Ok(state)
     }

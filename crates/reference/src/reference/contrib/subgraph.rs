@@ -68,6 +68,14 @@ fn pinned(t: &Tensor) -> bool {
     !t.datum_type().is_float() && t.len() <= 64
 }
 
+/// `t` as a graph feeds it: a shape value tract holds as `TDim` (an outer count computed from shapes) as i64.
+pub fn plain(t: &Tensor) -> TractResult<Tensor> {
+    match t.datum_type() {
+        DatumType::TDim => Ok(t.cast_to::<i64>()?.into_owned()),
+        _ => Ok(t.clone()),
+    }
+}
+
 /// Graph attribute `name` of `n` as a runnable tract model, typed for `feed`: the graph's own inputs, then the
 /// outer-scope values [`explicit`] made inputs of `n`. Typing reads their types and shapes, and with `pin` the
 /// values of the small integer ones.
