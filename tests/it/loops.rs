@@ -131,7 +131,7 @@ fn a_loop_its_condition_stops_computes_its_scan_outputs_in_f64() {
 fn a_keras_gru_exported_by_tf2onnx_compares_every_value() {
     ensure_runtime();
     let m = crate::common::root().join("tests/data/toolchains/tf2onnx_gru.onnx");
-    for flags in [&[][..], &["--dim", "unk__179=6"]] {
+    for flags in [&[][..], &["--shape", "x=1x6x8"]] {
         let (code, out, r) = onnx_report(&m, flags);
         assert_eq!(code, 0, "{flags:?}: {out}");
         assert_eq!(r["coverage"]["unchecked"], 0, "{flags:?}: {out}");
