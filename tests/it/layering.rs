@@ -281,14 +281,17 @@ fn with_dependencies(c: &str) -> BTreeSet<String> {
 /// neither they nor any crate they build on depends on ONNX Runtime, wgpu or clap, so a change to a shader, a
 /// provider or a flag rebuilds neither.
 #[test]
-fn analysis_and_report_build_on_no_runtime_and_no_command_line() {
+fn analysis_and_report_build_on_no_runtime_no_kernel_and_no_command_line() {
     const RUNTIMES: &[&str] = &["ort", "wgpu", "clap", "pollster", "libloading"];
     for top in ["analysis", "report"] {
         let below = with_dependencies(top);
-        assert!(
-            !below.contains("runner"),
-            "crates/{top} builds on phantom-runner (through {below:?})"
-        );
+        // Nor on the f64 kernels: a kernel's edit rebuilds no analysis and no renderer.
+        for engine in ["runner", "reference"] {
+            assert!(
+                !below.contains(engine),
+                "crates/{top} builds on phantom-{engine} (through {below:?})"
+            );
+        }
         for c in &below {
             let toml =
                 std::fs::read_to_string(root().join("crates").join(c).join("Cargo.toml")).unwrap();

@@ -9,7 +9,6 @@ pub(crate) use phantom_core::{simd, spill, tensor, units};
 pub(crate) use phantom_engine::{facts, spec};
 pub(crate) use phantom_model as model;
 pub(crate) use phantom_precision as precision;
-pub(crate) use phantom_reference::reference;
 
 pub mod analysis;
 pub mod compare;

@@ -8,6 +8,7 @@
 pub(crate) use phantom_core::error;
 pub(crate) use phantom_precision as precision;
 
+pub mod computed;
 pub mod facts;
 pub mod named;
 pub mod spec;

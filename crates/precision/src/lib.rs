@@ -9,6 +9,7 @@ mod casts;
 pub mod conversion;
 pub mod convert;
 mod integers;
+pub mod nbits;
 mod range;
 
 use serde::Serialize;

@@ -35,19 +35,4 @@ pub struct RunOutput {
     pub adopted: HashMap<String, reference::decide::Adopted>,
 }
 
-/// How the reference computed a node.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RefPrecision {
-    /// tract's own kernel, in f64.
-    F64,
-    /// phantom's own f64 implementation (tract has no f64 kernel for this op).
-    F64Phantom,
-    /// Computed at lower precision: comparisons on this node are only as good as the reason says.
-    Reduced { reason: String },
-    /// Not computed: its values are the target's, handed on so that what follows is computed in f64 (a custom op,
-    /// an op whose output lengths only the data decides). Never compared.
-    Seeded { reason: String },
-    /// The reference could not compute it at all.
-    Unavailable { reason: String },
-}
+pub use phantom_engine::computed::RefPrecision;

@@ -61,8 +61,7 @@ pub const TRACT_VERSION: &str = "0.23.9";
 /// Prefix of the names phantom gives ONNX nodes inside tract (tract expansions append `.suffix`).
 const PREFIX: &str = "phantom";
 
-/// Element type to round each named value to after it is computed (the emulated low-precision run).
-pub type Rounding = HashMap<String, crate::tensor::DType>;
+pub use phantom_engine::computed::Rounding;
 
 /// tract in f64.
 #[derive(Default)]

@@ -55,16 +55,7 @@ fn quantized_error(ev: &Evidence, s: &Site) -> Option<f64> {
     if k == 0 || a.len() % k != 0 {
         return None;
     }
-    let ins: Vec<Option<tract_onnx::prelude::TValue>> = (s.node.inputs.iter())
-        .map(|name| {
-            ev.initializers
-                .get(name)
-                .map(crate::model::tract::to_tract_f64)
-        })
-        .collect();
-    let refs: Vec<Option<&tract_onnx::prelude::Tensor>> =
-        ins.iter().map(|t| t.as_deref()).collect();
-    let w = crate::reference::contrib::nbits_weight(&ev.protos[s.i], &refs).ok()?;
+    let w = weight(ev, s, k, n)?;
     let mut worst = 0f64;
     for row in a.chunks(k).take(MAX_ROWS) {
         let delta = quantization_delta(row, block);
@@ -74,6 +65,49 @@ fn quantized_error(ev: &Evidence, s: &Site) -> Option<f64> {
         }
     }
     Some(worst)
+}
+
+/// The node's [N, K] weight dequantized from its initializers (`phantom_precision::nbits`).
+fn weight(ev: &Evidence, s: &Site, k: usize, n: usize) -> Option<Vec<f64>> {
+    use phantom_precision::nbits::{Packed, ZeroPoints};
+    let init = |slot: usize| {
+        let name = s.node.inputs.get(slot).filter(|x| !x.is_empty())?;
+        ev.initializers.get(name)
+    };
+    let values = |slot: usize| {
+        Some(
+            init(slot)?
+                .to_f64_array()
+                .iter()
+                .copied()
+                .collect::<Vec<f64>>(),
+        )
+    };
+    let bytes = |slot: usize| Some(values(slot)?.iter().map(|&v| v as u8).collect::<Vec<u8>>());
+    let b = bytes(1)?;
+    let scales = values(2)?;
+    let (float_zp, packed_zp) = match init(3) {
+        Some(t) if t.dtype().is_float() => (values(3), None),
+        Some(_) => (None, bytes(3)),
+        None => (None, None),
+    };
+    let zero_points = match (&float_zp, &packed_zp) {
+        (Some(z), _) => ZeroPoints::Float(z),
+        (_, Some(z)) => ZeroPoints::Packed(z),
+        _ => ZeroPoints::Default,
+    };
+    let g_idx: Option<Vec<i64>> = values(4).map(|g| g.iter().map(|&v| v as i64).collect());
+    let packed = Packed {
+        k,
+        n,
+        bits: usize::try_from(ev.attr_i(s.i, "bits").unwrap_or(4)).ok()?,
+        block: usize::try_from(ev.attr_i(s.i, "block_size")?).ok()?,
+        b: &b,
+        scales: &scales,
+        zero_points,
+        g_idx: g_idx.as_deref(),
+    };
+    packed.dequantize().ok()
 }
 
 /// `q(x) − x` for one row of A quantized to int8 symmetrically per block.

@@ -20,10 +20,10 @@ use tract_onnx::pb::NodeProto;
 
 use crate::model::Graph;
 use crate::precision::convert::RangeIssue;
-use crate::reference::Rounding;
 use crate::report::model::{Basis, Cause, CauseKind, Confidence, Culprit, NodeReport, ValueStatus};
 use crate::spill::Values;
 use crate::tensor::{DType, Tensor};
+use phantom_engine::computed::Rounding;
 
 /// Facts of one element type.
 #[derive(Clone, Copy)]

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 pub use crate::precision::conversion::ConversionReport;
+pub use phantom_engine::computed::RefPrecision;
 pub use phantom_engine::facts::{HostKind, HostPlacement, Instrumentation, TargetFacts};
-pub use phantom_reference::RefPrecision;
 use serde::Serialize;
 
 mod findings;
@@ -330,7 +330,7 @@ pub struct ValueReport {
     /// A discrete decision (rounding to integers, quantization): the elements where the reference took the
     /// target's decision because its input lay within its tolerance of the boundary, or the conversion is undefined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub adopted: Option<crate::reference::decide::Adopted>,
+    pub adopted: Option<phantom_engine::computed::Adopted>,
     /// A graph output of a quantized model read from ONNX Runtime's fused run, judged against the variation of
     /// faithful integer kernels (a reference run rounding every quantization's near-ties the other way).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -222,108 +222,37 @@ impl Kernel for Fused {
 /// quantizes A to int8 on CPU), not part of the product, so the reference ignores it.
 struct NBits;
 
-/// The [N, K] weight of the MatMulNBits node `proto` dequantized in f64, from its inputs (for cause analysis).
-pub fn nbits_weight(
-    proto: &tract_onnx::pb::NodeProto,
-    ins: &[Option<&Tensor>],
-) -> TractResult<Vec<f64>> {
-    dequantize(&Node::new(proto), ins)
-}
-
-/// The [N, K] dequantized weight.
+/// The [N, K] dequantized weight ([`phantom_precision::nbits`]).
 fn dequantize(n: &Node, ins: &[Option<&Tensor>]) -> TractResult<Vec<f64>> {
-    let (k, nn) = (n.req_int("K")? as usize, n.req_int("N")? as usize);
-    let bits = n.int("bits", 4) as usize;
-    let block = n.req_int("block_size")? as usize;
-    anyhow::ensure!(
-        matches!(bits, 2 | 4 | 8),
-        "bits = {bits}: MatMulNBits packs 2, 4 or 8 bits"
-    );
-    anyhow::ensure!(block > 0, "block_size must be positive");
-    let (pack, mask) = (8 / bits, (1u16 << bits) - 1);
-    let blocks = k.div_ceil(block);
+    use phantom_precision::nbits::{Packed, ZeroPoints};
     let b = values::<u8>(opt(n, ins, 1)?)?;
-    let row_bytes = blocks * block.div_ceil(pack);
-    anyhow::ensure!(
-        b.len() == nn * row_bytes,
-        "B has {} bytes, expected N·blocks·blob = {}",
-        b.len(),
-        nn * row_bytes
-    );
     let scales = f64s(n, ins, 2)?;
-    anyhow::ensure!(
-        scales.len() == nn * blocks,
-        "scales has {} values, expected N·blocks = {}",
-        scales.len(),
-        nn * blocks
-    );
-    let scales = scales.as_slice().expect("standard");
-    let zp = zero_points(n, ins, nn, blocks, bits)?;
+    let zp = ins.get(3).copied().flatten();
+    let (float_zp, packed_zp) = match zp {
+        Some(t) if t.datum_type().is_float() => (Some(f64s(n, ins, 3)?), None),
+        Some(t) => (None, Some(values::<u8>(t)?)),
+        None => (None, None),
+    };
+    let zero_points = match (&float_zp, &packed_zp) {
+        (Some(z), _) => ZeroPoints::Float(z.as_slice().expect("standard")),
+        (_, Some(z)) => ZeroPoints::Packed(z),
+        _ => ZeroPoints::Default,
+    };
     let g_idx = match ins.get(4).copied().flatten() {
         Some(t) => Some(values::<i64>(t)?),
         None => None,
     };
-    let unpack =
-        |bytes: &[u8], i: usize| ((bytes[i / pack] as u16 >> (bits * (i % pack))) & mask) as f64;
-    let mut w = vec![0.0; nn * k];
-    for r in 0..nn {
-        let bytes = &b[r * row_bytes..][..row_bytes];
-        for c in 0..k {
-            let blk = match &g_idx {
-                Some(g) => {
-                    let j = g[c];
-                    anyhow::ensure!(
-                        j >= 0 && (j as usize) < blocks,
-                        "g_idx[{c}] = {j} is not a block"
-                    );
-                    j as usize
-                }
-                None => c / block,
-            };
-            // Blocks are contiguous and hold a whole number of bytes, so element c is at bit offset c·bits.
-            w[r * k + c] = (unpack(bytes, c) - zp[r * blocks + blk]) * scales[r * blocks + blk];
-        }
-    }
-    Ok(w)
-}
-
-/// Zero point of every (row, block): packed uint8, float, or the default 2^(bits−1).
-fn zero_points(
-    n: &Node,
-    ins: &[Option<&Tensor>],
-    rows: usize,
-    blocks: usize,
-    bits: usize,
-) -> TractResult<Vec<f64>> {
-    let Some(t) = ins.get(3).copied().flatten() else {
-        return Ok(vec![(1u32 << (bits - 1)) as f64; rows * blocks]);
+    let packed = Packed {
+        k: n.req_int("K")? as usize,
+        n: n.req_int("N")? as usize,
+        bits: n.int("bits", 4) as usize,
+        block: n.req_int("block_size")? as usize,
+        b: &b,
+        scales: scales.as_slice().expect("standard"),
+        zero_points,
+        g_idx: g_idx.as_deref(),
     };
-    if t.datum_type().is_float() {
-        let z = f64s(n, ins, 3)?;
-        anyhow::ensure!(
-            z.len() == rows * blocks,
-            "float zero_points has {} values, expected {}",
-            z.len(),
-            rows * blocks
-        );
-        return Ok(z.iter().copied().collect());
-    }
-    let pack = 8 / bits;
-    let per_row = blocks.div_ceil(pack);
-    let z = values::<u8>(t)?;
-    anyhow::ensure!(
-        z.len() == rows * per_row,
-        "zero_points has {} bytes, expected {}",
-        z.len(),
-        rows * per_row
-    );
-    let mask = (1u16 << bits) - 1;
-    Ok((0..rows * blocks)
-        .map(|i| {
-            let (r, j) = (i / blocks, i % blocks);
-            ((z[r * per_row + j / pack] as u16 >> (bits * (j % pack))) & mask) as f64
-        })
-        .collect())
+    packed.dequantize().map_err(|e| anyhow::anyhow!(e))
 }
 
 impl Kernel for NBits {

@@ -37,7 +37,6 @@ mod looping;
 mod loss;
 mod lstm;
 mod matmul;
-pub use matmul::nbits_weight;
 mod mha;
 mod ml;
 mod narrow_cast;

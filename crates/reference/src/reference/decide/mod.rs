@@ -95,29 +95,7 @@ impl Decision {
 /// The target's decisions by ONNX value name.
 pub type Decisions = HashMap<String, Decision>;
 
-/// What the reference adopted on one value.
-#[derive(
-    Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-pub struct Adopted {
-    /// Elements where the reference took the target's decision: its input lay within its noise of the
-    /// boundary the two decisions sit on either side of.
-    pub flips: u64,
-    /// Elements whose conversion ONNX leaves undefined (NaN, ±inf or out of the integer type's range): the
-    /// target's value was taken and is not compared as a number.
-    pub undefined: u64,
-    /// Elements whose decisions differ beyond the input's noise: kept, and compared as they are.
-    pub beyond: u64,
-    /// The largest fraction of its input's noise a flip needed to reach the target's decision (1/1024, 1/32
-    /// or 1): how close to the boundary the flipped inputs lay.
-    pub within: f64,
-    /// Elements of an integer quantization (a QDQ pair) where the target's level is the other neighbour of the
-    /// exact value, less than one quantum from it: a faithful rounding, as integer kernels that requantize in their
-    /// own arithmetic give (ONNX Runtime's fused `QLinearSoftmax` multiplies by ⌊1/scale⌋). Taken and counted; a
-    /// level a quantum or more from the exact value stays in `beyond`.
-    #[serde(default)]
-    pub faithful: u64,
-}
+pub use phantom_engine::computed::Adopted;
 
 /// Fractions of the input's noise tried in turn, so the report says how close to a boundary the flips lay.
 pub const LADDER: [f64; 3] = [1.0 / 1024.0, 1.0 / 32.0, 1.0];
