@@ -188,6 +188,11 @@ impl TargetSpec {
         }
     }
 
+    /// Whether this is ONNX Runtime on execution provider `provider` (its `--ep` name).
+    pub fn is_ort_on(&self, provider: &str) -> bool {
+        self.engine.ort().is_some_and(|o| o.provider == provider)
+    }
+
     /// Whether this is the wgpu target.
     pub fn is_wgpu(&self) -> bool {
         matches!(self.engine, Engine::Wgpu(_))

@@ -28,7 +28,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::{self, inputs::Inputs, Graph};
 use crate::pipeline::CompareSettings;
-use crate::runner::spec::Engine;
 use crate::tensor::DType;
 
 pub const PLAN_SCHEMA: &str = "phantom-plan/1";
@@ -213,10 +212,8 @@ fn low_precision_cuts_note(graph: &Graph, s: &CompareSettings, segments: usize) 
         .initializers
         .values()
         .any(|i| matches!(i.dtype, DType::F16 | DType::Bf16));
-    let on_cpu = s.targets.iter().any(|t| match &t.engine {
-        Engine::Ort(o) => o.provider == "cpu" && (native || t.precision.is_some()),
-        _ => false,
-    });
+    let on_cpu =
+        (s.targets.iter()).any(|t| t.is_ort_on("cpu") && (native || t.precision.is_some()));
     (segments > 1 && on_cpu).then(|| {
         "values handed across cuts are stored in the model's float16/bfloat16 type, but ONNX Runtime's CPU EP \
          computes such nodes in float32 behind casts it inserts: where a whole run's readers get a value in float32, \

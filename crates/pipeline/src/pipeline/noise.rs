@@ -53,7 +53,7 @@ pub fn known_from(
 /// Whether the target computes `MatMulNBits` at `accuracy_level = 4` with int8 activations: ONNX Runtime's CPU
 /// provider does (the rounding run then does too).
 pub(super) fn int8_activations(lane: &Lane) -> bool {
-    matches!(&lane.spec.engine, crate::runner::spec::Engine::Ort(o) if o.provider == "cpu")
+    lane.spec.is_ort_on("cpu")
 }
 
 /// Where the expected-noise run's values wait: when the run is bounded in memory, in memory up to three quarters of

@@ -10,18 +10,14 @@ use crate::model::dims::{spatial_axes, GUESSED_LENGTH, IMAGE_SIZES, LENGTHS};
 use crate::model::inputs::{self, InputSpec, InputSummary, Inputs};
 use crate::model::Graph;
 use crate::runner::ort_lib::Located;
-use crate::targets::{self, Capture, Engine, OrtSpec, TargetSpec};
+use crate::targets::{self, Capture, TargetSpec};
 
 /// `inputs`, or inputs of the first image size or sequence length ONNX Runtime accepts when they were guessed.
 pub fn checked(graph: &Graph, spec: &InputSpec, inputs: Inputs, lib: &Located) -> Result<Inputs> {
     if !inputs.has_guesses() {
         return Ok(inputs);
     }
-    let cpu = TargetSpec {
-        engine: Engine::Ort(OrtSpec::new("cpu")),
-        precision: None,
-        model: None,
-    };
+    let cpu = TargetSpec::ort_cpu();
     let mut ort = targets::open(&cpu, graph, lib)?;
     let first = match ort.run(graph, &inputs, Capture::Outputs) {
         Ok(_) => return Ok(inputs),

@@ -56,7 +56,11 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
         };
         if let Some(report) = lane.reports.get_mut(name) {
             let var = judged(r, t, v, flipped);
-            lane.notes.push(note(name, &var));
+            let mut text = note(name, &var);
+            if !var.excused && lane.spec.is_ort_on("cpu") && !vnni() {
+                text.push_str(SATURATES);
+            }
+            lane.notes.push(text);
             if var.excused {
                 report.status = ValueStatus::Pass;
                 report.reason = Some(format!(
@@ -67,6 +71,25 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
             }
             report.variation = Some(var);
         }
+    }
+}
+
+/// What a failing fused output may owe to an x86 CPU without VNNI, and how to tell.
+const SATURATES: &str = "; this CPU has no VNNI, where ONNX Runtime's x86 integer kernels add u8×s8 products in \
+     pairs in saturating int16 arithmetic: its fused kernels do, its unfused run does not. To tell that from a fused \
+     kernel's fault, compare with --ort-opt-level disable (the unfused run), or quantize with reduce_range=True";
+
+/// Whether this CPU multiplies bytes with VNNI (AVX512-VNNI or AVX-VNNI): ONNX Runtime's x86 integer kernels then
+/// accumulate u8×s8 products in int32 without saturating. Other architectures do not saturate either.
+fn vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512vnni")
+            || std::arch::is_x86_feature_detected!("avxvnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        true
     }
 }
 
