@@ -26,7 +26,7 @@ const MODELS: [(&str, &str); 6] = [
 
 /// Whether this CPU has VNNI (`avx512_vnni` or `avx_vnni`): without it, ONNX Runtime's x86 u8×s8 integer kernels
 /// (AVX2 `vpmaddubsw`) sum adjacent products in 16 bits and saturate.
-fn cpu_has_vnni() -> bool {
+pub(crate) fn cpu_has_vnni() -> bool {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     (info.split_whitespace()).any(|f| f == "avx512_vnni" || f == "avx_vnni")
 }

@@ -63,6 +63,7 @@ mod reduce;
 mod replay;
 mod resolved;
 mod samples;
+mod saturation;
 mod scan;
 mod schema;
 mod segment;

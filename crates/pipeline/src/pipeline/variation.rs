@@ -10,6 +10,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{CompareSettings, Lane, Prepared};
+use crate::analysis::causes::fused_pairs;
 use crate::report::model::{ValueStatus, Variation};
 use crate::runner::reference::decide::{Ties, TIES_FLIPPED};
 use crate::runner::reference::{qop, ReferenceRunner};
@@ -39,15 +40,24 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
     if failing.is_empty() {
         return;
     }
+    // Without VNNI, the fused convolutions' activation levels too, to count their pairs.
+    let without_vnni = lane.spec.is_ort_on("cpu") && !vnni();
+    let convs = match without_vnni {
+        true => fused_pairs::fused_convs(&p.graph),
+        false => vec![],
+    };
+    let mut read = failing.clone();
+    read.extend(convs.iter().map(|c| c.levels.as_str()));
     let t = std::time::Instant::now();
     let done = ties_run(p, lane, &failing, true)
-        .and_then(|(ties, flipped)| Ok((ties, ties_run(p, lane, &failing, false)?.0, flipped)));
+        .and_then(|(ties, flipped)| Ok((ties, ties_run(p, lane, &read, false)?.0, flipped)));
     let what = "fused-kernel variation";
     let Some((ties, own, flipped)) = lane.unmeasured.stage(&mut lane.notes, what, done) else {
         return;
     };
     // A second estimate of the noise: counted with the expected-noise stage.
     lane.noise_ms += super::parts::ms(t);
+    let mut saturation: Option<String> = None;
     for name in failing {
         let (Some(r), Some(t), Some(v)) =
             (own.get(name), lane.out.values.get(name), ties.get(name))
@@ -57,8 +67,8 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
         if let Some(report) = lane.reports.get_mut(name) {
             let var = judged(r, t, v, flipped);
             let mut text = note(name, &var);
-            if !var.excused && lane.spec.is_ort_on("cpu") && !vnni() {
-                text.push_str(SATURATES);
+            if !var.excused && without_vnni {
+                text.push_str(saturation.get_or_insert_with(|| saturates(p, &convs, &own)));
             }
             lane.notes.push(text);
             if var.excused {
@@ -74,10 +84,39 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
     }
 }
 
-/// What a failing fused output may owe to an x86 CPU without VNNI, and how to tell.
-const SATURATES: &str = "; this CPU has no VNNI, where ONNX Runtime's x86 integer kernels add u8×s8 products in \
-     pairs in saturating int16 arithmetic: its fused kernels do, its unfused run does not. To tell that from a fused \
-     kernel's fault, compare with --ort-opt-level disable (the unfused run), or quantize with reduce_range=True";
+/// What a failing fused output may owe to an x86 CPU without VNNI: the pairs over int16 of the convolutions and
+/// matrix products ONNX Runtime fuses, counted on the reference's levels (`own`), and how to tell saturation from a fault.
+fn saturates(
+    p: &Prepared,
+    convs: &[fused_pairs::FusedConv],
+    own: &HashMap<String, Tensor>,
+) -> String {
+    const HOW: &str = "its fused kernels do, its unfused run does not. To tell that from a fused kernel's fault, \
+                       compare with --ort-opt-level disable (the unfused run), or quantize with reduce_range=True";
+    let head = "; this CPU has no VNNI, where ONNX Runtime's x86 integer kernels add u8×s8 products in pairs in \
+                saturating int16 arithmetic";
+    if convs.is_empty() {
+        return format!("{head}: {HOW}");
+    }
+    let s = fused_pairs::saturation(&p.graph, convs, own);
+    match &s.most {
+        Some((name, most)) => format!(
+            "{head}: on the reference's levels, pairs beyond int16 in {} of the {} convolutions and matrix products \
+             it fuses ({} of \
+             {} pairs checked, up to {}; most in `{name}`, {most}). {HOW}",
+            s.saturating,
+            s.convs,
+            s.over,
+            s.checked,
+            crate::units::num(s.worst)
+        ),
+        None => format!(
+            "{head}, but none of the {} convolutions and matrix products it fuses has a pair beyond int16 on the reference's levels: \
+             saturation does not explain it",
+            s.convs
+        ),
+    }
+}
 
 /// Whether this CPU multiplies bytes with VNNI (AVX512-VNNI or AVX-VNNI): ONNX Runtime's x86 integer kernels then
 /// accumulate u8×s8 products in int32 without saturating. Other architectures do not saturate either.

@@ -16,7 +16,12 @@ pub(super) struct Geometry {
     pub dilations: [usize; 2],
     /// The input's zero point: the byte padding reads.
     pub pad_byte: f64,
+    /// About how many pairs to check at most (output positions are sampled beyond).
+    pub budget: usize,
 }
+
+/// The pairs a cause checks at most in one product.
+pub(super) const BUDGET: usize = 20_000_000;
 
 /// (pairs over int16, the largest |pair sum|, pairs checked) of `x` (N, C, H, W; or N, H, W, C when channels
 /// last) convolved with `w` (M, C/group, kH, kW); output positions sampled to bound the work.
@@ -44,7 +49,7 @@ pub(super) fn pair_saturation(
     };
     let (oh, ow) = (out(h, kh, 0)?, out(wd, kw, 1)?);
     let work = oh * ow * m * kh * kw * cg / 2;
-    let step = (work / 20_000_000).max(1);
+    let step = (work / g.budget.max(1)).max(1);
     let at = |ci: usize, y: isize, xx: isize| match (y, xx) {
         (y, xx) if y < 0 || xx < 0 || y as usize >= h || xx as usize >= wd => g.pad_byte,
         (y, xx) => x[[0, ci, y as usize, xx as usize]],
@@ -88,6 +93,7 @@ mod tests {
             pads: [0, 0],
             dilations: [1, 1],
             pad_byte: 0.0,
+            budget: BUDGET,
         }
     }
 

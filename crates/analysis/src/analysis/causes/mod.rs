@@ -8,6 +8,7 @@
 mod accuracy;
 mod conv_pairs;
 pub mod differ;
+pub mod fused_pairs;
 mod numeric;
 mod quant;
 mod range;

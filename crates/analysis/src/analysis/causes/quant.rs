@@ -361,7 +361,7 @@ fn products(ev: &Evidence, s: &Site, b_at: usize, out: &mut Vec<Cause>) {
         return;
     }
     let saturated = match s.op.contains("MatMul") {
-        true => pair_saturation(&a, &b),
+        true => pair_saturation(&a, &b, super::conv_pairs::BUDGET),
         false => super::conv_pairs::pair_saturation(&a, &b, &geometry(ev, s, za)),
     };
     if let Some((pairs, worst, checked)) = saturated {
@@ -398,13 +398,18 @@ fn geometry(ev: &Evidence, s: &Site, za: f64) -> super::conv_pairs::Geometry {
         pads: two("pads", 0),
         dilations: two("dilations", 1),
         pad_byte: za,
+        budget: super::conv_pairs::BUDGET,
     }
 }
 
 /// Adjacent pairs along K of a (…, M, K) × (K, N) product whose sum of u8×s8 products exceeds int16 (pairs over,
 /// the largest |sum|, pairs checked); rows sampled to bound the work. Zero points are not subtracted here: the
 /// kernels multiply the stored bytes.
-pub(super) fn pair_saturation(a: &ArrayD<f64>, b: &ArrayD<f64>) -> Option<(usize, f64, usize)> {
+pub(super) fn pair_saturation(
+    a: &ArrayD<f64>,
+    b: &ArrayD<f64>,
+    budget: usize,
+) -> Option<(usize, f64, usize)> {
     let k = *a.shape().last()?;
     let rows = a.len() / k.max(1);
     let a2 = a.to_shape((rows, k)).ok()?;
@@ -412,7 +417,7 @@ pub(super) fn pair_saturation(a: &ArrayD<f64>, b: &ArrayD<f64>) -> Option<(usize
     if b2.shape()[0] != k {
         return None;
     }
-    let step = (rows * b2.shape()[1] * k / 20_000_000).max(1);
+    let step = (rows * b2.shape()[1] * k / budget.max(1)).max(1);
     let (mut over, mut worst, mut checked) = (0usize, 0f64, 0usize);
     for r in (0..rows).step_by(step) {
         let row = a2.index_axis(Axis(0), r);
@@ -439,10 +444,10 @@ mod tests {
         // Row [255, 255, 1, 1] times column [127, 127, 1, 1]: the first pair sums to 64,770 (> 32,767), the second to 2.
         let a = ArrayD::from_shape_vec(vec![1, 4], vec![255.0, 255.0, 1.0, 1.0]).unwrap();
         let b = ArrayD::from_shape_vec(vec![4, 1], vec![127.0, 127.0, 1.0, 1.0]).unwrap();
-        let (over, worst, checked) = super::pair_saturation(&a, &b).unwrap();
+        let (over, worst, checked) = super::pair_saturation(&a, &b, 1000).unwrap();
         assert_eq!((over, checked), (1, 2));
         assert_eq!(worst, 64770.0);
         let small = ArrayD::from_shape_vec(vec![1, 4], vec![100.0, 100.0, 1.0, 1.0]).unwrap();
-        assert_eq!(super::pair_saturation(&small, &b).unwrap().0, 0);
+        assert_eq!(super::pair_saturation(&small, &b, 1000).unwrap().0, 0);
     }
 }
