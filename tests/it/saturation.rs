@@ -72,6 +72,11 @@ fn a_fused_convolution_that_saturates_is_counted_at_its_pairs() {
             && out.contains("most in `conv`"),
         "{out}"
     );
+    let causes = r["verdict"]["culprits"][0]["causes"].as_array().unwrap();
+    let cause = (causes.iter())
+        .find(|c| c["kind"] == "quantization_saturation")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(cause["evidence"]["pairs_over"], 8.0, "{cause}");
     // Unfused, ONNX Runtime computes the spec's product: clean.
     let (code, out, _) = onnx_report(&m, &["--input", &input, "--ort-opt-level", "disable"]);
     assert_eq!(code, 0, "{out}");

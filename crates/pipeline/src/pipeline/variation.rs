@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::causes::fused_pairs;
-use crate::report::model::{ValueStatus, Variation};
+use crate::report::model::{FusedSaturation, ValueStatus, Variation};
 use crate::runner::reference::decide::{Ties, TIES_FLIPPED};
 use crate::runner::reference::{qop, ReferenceRunner};
 use crate::tensor::{DType, Tensor};
@@ -57,7 +57,7 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
     };
     // A second estimate of the noise: counted with the expected-noise stage.
     lane.noise_ms += super::parts::ms(t);
-    let mut saturation: Option<String> = None;
+    let mut saturation: Option<(String, Option<FusedSaturation>)> = None;
     for name in failing {
         let (Some(r), Some(t), Some(v)) =
             (own.get(name), lane.out.values.get(name), ties.get(name))
@@ -65,10 +65,12 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
             continue;
         };
         if let Some(report) = lane.reports.get_mut(name) {
-            let var = judged(r, t, v, flipped);
+            let mut var = judged(r, t, v, flipped);
             let mut text = note(name, &var);
             if !var.excused && without_vnni {
-                text.push_str(saturation.get_or_insert_with(|| saturates(p, &convs, &own)));
+                let (said, counted) = saturation.get_or_insert_with(|| saturates(p, &convs, &own));
+                text.push_str(said);
+                var.saturation = counted.clone();
             }
             lane.notes.push(text);
             if var.excused {
@@ -90,16 +92,16 @@ fn saturates(
     p: &Prepared,
     convs: &[fused_pairs::FusedConv],
     own: &HashMap<String, Tensor>,
-) -> String {
+) -> (String, Option<FusedSaturation>) {
     const HOW: &str = "its fused kernels do, its unfused run does not. To tell that from a fused kernel's fault, \
                        compare with --ort-opt-level disable (the unfused run), or quantize with reduce_range=True";
     let head = "; this CPU has no VNNI, where ONNX Runtime's x86 integer kernels add u8×s8 products in pairs in \
                 saturating int16 arithmetic";
     if convs.is_empty() {
-        return format!("{head}: {HOW}");
+        return (format!("{head}: {HOW}"), None);
     }
     let s = fused_pairs::saturation(&p.graph, convs, own);
-    match &s.most {
+    let said = match &s.most {
         Some((name, most)) => format!(
             "{head}: on the reference's levels, pairs beyond int16 in {} of the {} convolutions and matrix products \
              it fuses ({} of \
@@ -115,7 +117,8 @@ fn saturates(
              saturation does not explain it",
             s.convs
         ),
-    }
+    };
+    (said, s.reported())
 }
 
 /// Whether this CPU multiplies bytes with VNNI (AVX512-VNNI or AVX-VNNI): ONNX Runtime's x86 integer kernels then
@@ -192,6 +195,7 @@ fn judged(r: &Tensor, t: &Tensor, v: &Tensor, flips: u64) -> Variation {
         max_abs,
         error,
         excused: finite_alike && max_abs > 0.0 && error <= FACTOR * max_abs,
+        saturation: None,
     }
 }
 

@@ -139,6 +139,58 @@ fn product_pairs(
     }
 }
 
+impl Saturation {
+    /// As the report keeps it: None where no pair saturates.
+    pub fn reported(&self) -> Option<crate::report::model::FusedSaturation> {
+        let (most, most_pairs) = self.most.clone()?;
+        Some(crate::report::model::FusedSaturation {
+            products: self.convs,
+            saturating: self.saturating,
+            pairs_over: self.over,
+            pairs_checked: self.checked,
+            worst_pair: self.worst,
+            most,
+            most_pairs,
+        })
+    }
+}
+
+/// The cause of an output ONNX Runtime's fused run moved beyond the faithful variation, where its fused integer
+/// kernels saturate pairs (the value's [`crate::report::model::Variation::saturation`]).
+pub(super) fn explain(
+    _c: &crate::report::model::Culprit,
+    _ev: &super::Evidence,
+    s: &super::Site,
+    out: &mut Vec<crate::report::model::Cause>,
+) {
+    let Some(f) = (s.vr)
+        .and_then(|v| v.variation.as_ref())
+        .and_then(|v| v.saturation.as_ref())
+    else {
+        return;
+    };
+    out.push(super::cause(
+        crate::report::model::CauseKind::QuantizationSaturation,
+        format!(
+            "ONNX Runtime's fused integer kernels add u8×s8 products in pairs in saturating int16 on this CPU (no \
+             VNNI), its unfused run does not: on the reference's levels, {} of {} pairs checked exceed int16 (up to \
+             {}) in {} of the {} convolutions and matrix products it fuses, most in `{}` ({})",
+            f.pairs_over,
+            f.pairs_checked,
+            super::num(f.worst_pair),
+            f.saturating,
+            f.products,
+            f.most,
+            f.most_pairs
+        ),
+        &[("pairs_over", f.pairs_over as f64), ("worst_pair", f.worst_pair)],
+        crate::report::model::Confidence::Medium,
+        "quantize activations with reduce_range=True (7 bits), or run on a CPU with VNNI; --ort-opt-level disable \
+         compares the unfused run"
+            .into(),
+    ));
+}
+
 /// The geometry of convolution `p` (its attributes), padding reading `pad_byte`.
 fn geometry(p: Option<&NodeProto>, pad_byte: f64) -> Geometry {
     let attr = |name: &str| p.and_then(|p| p.attribute.iter().find(|a| a.name == name));

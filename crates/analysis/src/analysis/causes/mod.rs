@@ -304,6 +304,7 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
         numeric::cancellation_here,
         super::index_flip::explain,
         quant::explain,
+        fused_pairs::explain,
         accuracy::explain,
         weights::explain,
         range::underflow,

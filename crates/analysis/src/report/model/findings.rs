@@ -218,3 +218,19 @@ impl Basis {
         }
     }
 }
+
+/// The u8×s8 pairs beyond int16 in the products ONNX Runtime fused (on an x86 CPU without VNNI), counted on the
+/// reference's levels, for an output its fused run moved beyond the variation of faithful integer kernels.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct FusedSaturation {
+    /// Convolutions and matrix products checked, and those with a pair beyond int16.
+    pub products: usize,
+    pub saturating: usize,
+    pub pairs_over: usize,
+    pub pairs_checked: usize,
+    /// The largest |pair sum|.
+    pub worst_pair: f64,
+    /// The product with the most pairs beyond int16, and how many.
+    pub most: String,
+    pub most_pairs: usize,
+}

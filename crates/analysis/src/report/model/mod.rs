@@ -11,7 +11,7 @@ use serde::Serialize;
 mod findings;
 pub mod multi;
 mod pairing;
-pub use findings::{Anomaly, Basis, Cause, CauseKind, Confidence, Culprit};
+pub use findings::{Anomaly, Basis, Cause, CauseKind, Confidence, Culprit, FusedSaturation};
 pub use pairing::Pairing;
 
 use crate::compare::{Detail, Metrics, Stats, Tolerance, Worst};
@@ -349,6 +349,9 @@ pub struct Variation {
     pub error: f64,
     /// The target's error lies within the allowed multiple of `max_abs`: passed as a faithful variation.
     pub excused: bool,
+    /// Where it is not, on a CPU without VNNI: the pairs the fused integer kernels saturate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<FusedSaturation>,
 }
 
 impl ValueReport {
