@@ -314,13 +314,20 @@ pub fn explain(c: &Culprit, ev: &Evidence) -> Vec<Cause> {
     let Site {
         l, keep, vr, r_out, ..
     } = s;
-    // Fails in the graph on clean inputs, passes alone: fusion, or small input errors amplified.
+    // Fails in the graph on clean inputs, passes alone: fusion, or small input errors amplified. A fused
+    // kernel's saturation is fusion too, and the unfused rerun settles both.
     if let Some(v) = vr {
         let alone = v
             .introduced
             .as_ref()
             .filter(|x| x.status == ValueStatus::Pass);
-        if let (true, true, Some(alone)) = (out.is_empty(), c.basis == Basis::Cumulative, alone) {
+        let fused = v.variation.as_ref().is_some_and(|x| x.saturation.is_some());
+        let open = out.is_empty()
+            || fused
+                && out
+                    .iter()
+                    .all(|k| k.kind == CauseKind::QuantizationSaturation);
+        if let (true, true, Some(alone)) = (open, c.basis == Basis::Cumulative, alone) {
             out.push(cause(
                 CauseKind::Fusion,
                 format!(
