@@ -4,6 +4,8 @@
 #
 # usage: scripts/corpus/sweep.sh CORPUS_DIR [PHANTOM]      (default PHANTOM: target/release/phantom)
 set -uo pipefail
+# onnxruntime-extensions' models run with the library python3 imports: make.sh's environment leads PATH.
+[ -x target/corpus-ext-venv/bin/python3 ] && export PATH="$PWD/target/corpus-ext-venv/bin:$PATH"
 DIR=$1
 PHANTOM=${2:-target/release/phantom}
 echo "| model | exit | verdict |"

@@ -33,13 +33,21 @@ fn model() -> PathBuf {
 
 /// `phantom onnx MODEL ARGS --json` with `PATH` led by `path_head`: (exit code, output, report).
 fn run(path_head: Option<&Path>, args: &[&str]) -> (i32, String, serde_json::Value) {
+    run_model(&model(), path_head, args)
+}
+
+/// [`run`] on model `m`.
+fn run_model(
+    m: &Path,
+    path_head: Option<&Path>,
+    args: &[&str],
+) -> (i32, String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let path = match path_head {
         Some(bin) => format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
         None => std::env::var("PATH").unwrap(),
     };
-    let m = model();
     let mut all = vec![
         "onnx",
         m.to_str().unwrap(),
@@ -105,6 +113,55 @@ fn an_extensions_model_runs_with_the_library_python_finds() {
     let flips = resize["adopted"]["flips"].as_u64().unwrap_or(0);
     assert!(flips > 1000, "{resize}");
     assert_eq!(resize["adopted"]["beyond"], 0, "{resize}");
+}
+
+/// A tokenizer onnxruntime-extensions builds (`BertTokenizer`) in front of a classifier, with no flags: the text
+/// input is drawn as sentences of the tokenizer's own whole words, phantom's kernel computes the tokens as the
+/// extensions' kernel does, and everything is compared: clean. Text a user brings too: punctuation, capitals,
+/// accents, CJK, a control character, words WordPiece cuts or cannot, and a pair of strings.
+#[test]
+fn a_tokenizer_model_is_computed_and_compared_whole() {
+    ensure_runtime();
+    let bin = extensions_bin();
+    let m = root().join("tests/data/toolchains/ext_bert_tokenizer_classifier.onnx");
+    let (code, out, r) = run_model(&m, Some(&bin), &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    assert_eq!(r["coverage"]["unchecked"], 0, "{out}");
+    let origin = r["inputs"][0]["origin"].as_str().unwrap();
+    assert!(
+        origin.contains("words of `BertTokenizer_1` (15 strings)"),
+        "{origin}"
+    );
+    let tok = node(&r, "BertTokenizer");
+    assert_eq!(tok["reference"]["kind"], "f64_phantom", "{tok}");
+    for v in tok["values"].as_array().unwrap() {
+        assert_eq!(v["status"], "pass", "{v}");
+        assert_eq!(v["metrics"]["max_abs"], 0.0, "{v}");
+    }
+    let probs = &node(&r, "Softmax")["values"][0]["metrics"];
+    assert!(
+        probs["max_abs"].as_f64().unwrap() > 0.0,
+        "computed, not copied: {probs}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let texts = [
+        r#"["Ça va? The MODEL runs-on GPU!! 测试 abcd\u0007 quantized fp16s"]"#,
+        r#"["the model", "Numbers DIFFER by one level."]"#,
+    ];
+    for (k, json) in texts.iter().enumerate() {
+        let npy = dir.path().join(format!("text{k}.npy"));
+        let code = "import json, sys, numpy as np; np.save(sys.argv[1], np.array(json.loads(sys.argv[2])))";
+        let made = std::process::Command::new(bin.join("python"))
+            .args(["-c", code, npy.to_str().unwrap(), json])
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let given = format!("text={}", npy.display());
+        let (code, out, r) = run_model(&m, Some(&bin), &["--input", &given]);
+        assert_eq!(code, 0, "{json}: {out}");
+        assert_eq!(r["coverage"]["unchecked"], 0, "{json}: {out}");
+    }
 }
 
 /// A resize that interpolates otherwise (another coordinate transformation, given as `--target-model`) is far more

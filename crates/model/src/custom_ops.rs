@@ -4,7 +4,8 @@
 //! a library may provide it: one given on the command line (ONNX Runtime then checks that it does), or, for
 //! onnxruntime-extensions' domains (`ai.onnx.contrib`, `com.microsoft.extensions`: pre/post-processing and
 //! tokenizers), the library of the `onnxruntime_extensions` Python package python3 imports, found as ONNX Runtime
-//! itself is. The reference has no f64 kernels for such ops: their values are taken from the target's run.
+//! itself is. The reference has kernels for few such ops (`BertTokenizer`): the others' values are taken from the
+//! target's run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

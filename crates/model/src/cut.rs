@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use tract_onnx::pb::{tensor_proto::DataLocation, GraphProto, ModelProto, TensorProto};
+use tract_onnx::pb::{tensor_proto::DataLocation, GraphProto, TensorProto};
 
 use crate::error::{Error, Result};
 use crate::proto::{stored_bytes, tensor_from_proto, tensor_to_proto};
@@ -131,15 +131,7 @@ pub fn cut_as(
             outputs.push((o.clone(), base_name(o).to_string()));
         }
     }
-    let out = ModelProto {
-        ir_version: proto.ir_version,
-        opset_import: proto.opset_import.clone(),
-        producer_name: "phantom reduce".into(),
-        producer_version: env!("CARGO_PKG_VERSION").into(),
-        functions: std::mem::take(&mut proto.functions),
-        graph: Some(sub),
-        ..Default::default()
-    };
+    let out = surgery::Header::of(&proto).model("phantom reduce", sub);
     let graph = match weights {
         Weights::Inline => surgery::finish(path, out)?,
         Weights::Referenced => surgery::finish_unnamed(path, out)?,

@@ -315,10 +315,7 @@ fn evaluate_tensor(
         name: "phantom_condition".into(),
         ..Default::default()
     };
-    let sub_model = ModelProto {
-        graph: Some(sub),
-        ..m.clone()
-    };
+    let sub_model = super::surgery::Header::of(m).model("phantom", sub);
     let mut model = tract_onnx::onnx()
         .with_ignore_value_info(true)
         .model_for_proto_model(&sub_model)

@@ -13,14 +13,20 @@
 //!   guess (Dropout's mask is bool, TopK's indices int64), and a wrong one is refused.
 //! - Node names are unique: an inlined branch or function, or an unrolled loop, can bring a second node of a name
 //!   ONNX Runtime has seen ("two nodes with same node name"); the later ones get a `_<k>` suffix.
+//! - Graph inputs are declared once: an IR < 4 model already lists its initializers among them, so a derived model
+//!   that makes an initializer an input would declare it twice, which ONNX Runtime refuses; the first stays.
+//!
+//! A model built around a new graph (a cut, a node run alone or folded, a body or condition evaluated by itself)
+//! takes what it keeps of its source from [`Header`]: the IR version, the opsets and the model's functions, never
+//! a copy of the source's graph.
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use prost::Message;
 use tract_onnx::pb::{
-    tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, TensorShapeProto, TypeProto,
-    ValueInfoProto,
+    tensor_shape_proto, type_proto, FunctionProto, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 
 use super::{import, Graph};
@@ -28,6 +34,51 @@ use crate::error::{Error, Result};
 
 /// The lowest IR version whose initializers need not be graph inputs.
 const IR_STANDALONE_INITIALIZERS: i64 = 4;
+
+/// What a model built around a new graph keeps of the model it is derived from.
+#[derive(Clone, Debug, Default)]
+pub struct Header {
+    pub ir_version: i64,
+    pub opset_import: Vec<OperatorSetIdProto>,
+    /// The model-local functions its nodes may call.
+    pub functions: Vec<FunctionProto>,
+}
+
+impl Header {
+    /// `m`'s IR version, opsets and functions (its graph is not read).
+    pub fn of(m: &ModelProto) -> Header {
+        Header {
+            ir_version: m.ir_version,
+            opset_import: m.opset_import.clone(),
+            functions: m.functions.clone(),
+        }
+    }
+
+    /// A header for a graph phantom evaluates by itself under `opset_import` (no functions).
+    pub fn with_opsets(opset_import: Vec<OperatorSetIdProto>) -> Header {
+        Header {
+            ir_version: 8,
+            opset_import,
+            functions: vec![],
+        }
+    }
+
+    /// The model of `graph` under this header, by phantom (`producer`), made valid by the rules above: for
+    /// [`finish`], or for tract directly.
+    pub fn model(&self, producer: &str, graph: GraphProto) -> ModelProto {
+        let mut proto = ModelProto {
+            ir_version: self.ir_version,
+            opset_import: self.opset_import.clone(),
+            producer_name: producer.into(),
+            producer_version: env!("CARGO_PKG_VERSION").into(),
+            functions: self.functions.clone(),
+            graph: Some(graph),
+            ..Default::default()
+        };
+        legalize(&mut proto);
+        proto
+    }
+}
 
 /// `proto` made valid by the rules above, then imported under `path`.
 pub fn finish(path: &Path, mut proto: ModelProto) -> Result<Graph> {
@@ -74,6 +125,8 @@ pub fn legalize(proto: &mut ModelProto) {
         .cloned()
         .collect();
     g.value_info = kept;
+    let mut declared = HashSet::new();
+    g.input.retain(|i| declared.insert(i.name.clone()));
     unique_node_names(g);
 }
 
@@ -236,6 +289,7 @@ mod tests {
                     ..Default::default()
                 }],
                 value_info: vec![untyped_value("y"), untyped_value("gone")],
+                input: vec![value_info("x", 1, Some(vec![2])), untyped_value("x")],
                 ..Default::default()
             }),
             ..Default::default()
@@ -251,6 +305,9 @@ mod tests {
             .map(|v| v.name.as_str())
             .collect();
         assert_eq!(names, ["y"]);
+        let inputs = &proto.graph.as_ref().unwrap().input;
+        assert_eq!(inputs.len(), 1, "an input is declared once");
+        assert!(inputs[0].r#type.is_some(), "the first declaration stays");
         proto.ir_version = 9;
         legalize(&mut proto);
         assert_eq!(proto.ir_version, 9, "a newer IR is kept");

@@ -5,6 +5,9 @@ onnx.helper, seeded; what the tool writes around it is its own.
 - ext_mobilenet_ppp.onnx: `add_pre_post_processing_to_model.mobilenet` (ModelSource.PYTORCH) around a 224×224
   classifier: the input is an encoded image (`image`, uint8 bytes) that `DecodeImage` (com.microsoft.extensions, a
   custom op) decodes, then resize, crop, normalisation and, after the model, a Softmax.
+- ext_bert_tokenizer_classifier.onnx: the `BertTokenizer` node (ai.onnx.contrib) the package's `SingleOpGraph`
+  builds from a WordPiece vocabulary at its defaults, feeding a mean-pooled embedding and a linear layer: the input
+  is text (a string tensor).
 
 usage: python make_extensions.py OUT_DIR
 """
@@ -53,13 +56,47 @@ def mobilenet_ppp(out, tmp):
     mobilenet(src, Path(out) / "ext_mobilenet_ppp.onnx", ModelSource.PYTORCH)
 
 
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "model", "runs", "on", "cpu", "gpu", "and",
+         "numbers", "differ", "by", "one", "level", "##s", "##ing", "fp", "##16", "quant", "##ized"]
+
+
+def bert_tokenizer_classifier(out, tmp):
+    from onnxruntime_extensions import SingleOpGraph
+    vocab = Path(tmp) / "vocab.txt"
+    vocab.write_text("\n".join(WORDS) + "\n")
+    tok = SingleOpGraph.build_graph("BertTokenizer", vocab_file=str(vocab))
+    axis = lambda name, v: nh.from_array(np.array([v], np.int64), name)
+    nodes = [
+        tok.node[0],
+        h.make_node("Gather", ["emb", "input_ids"], ["e"], name="/embed/Gather"),
+        h.make_node("Cast", ["attention_mask"], ["m"], to=T.FLOAT, name="/mask/Cast"),
+        h.make_node("Unsqueeze", ["m", "ax1"], ["m1"], name="/mask/Unsqueeze"),
+        h.make_node("Mul", ["e", "m1"], ["em"], name="/pool/Mul"),
+        h.make_node("ReduceSum", ["em", "ax0"], ["s"], keepdims=0, name="/pool/Sum"),
+        h.make_node("ReduceSum", ["m", "ax0"], ["n"], keepdims=0, name="/pool/Count"),
+        h.make_node("Div", ["s", "n"], ["pooled"], name="/pool/Div"),
+        h.make_node("Unsqueeze", ["pooled", "ax0"], ["p2"], name="/fc/Unsqueeze"),
+        h.make_node("Gemm", ["p2", "fc.w", "fc.b"], ["logits"], name="/fc/Gemm"),
+        h.make_node("Softmax", ["logits"], ["probs"], axis=-1, name="/Softmax"),
+    ]
+    inits = [weight("emb", len(WORDS), 8, scale=0.5), weight("fc.w", 8, 4, scale=0.5), weight("fc.b", 4),
+             axis("ax1", 1), axis("ax0", 0)]
+    graph = h.make_graph(nodes, "bert_tokenizer_classifier", list(tok.input),
+                         [h.make_tensor_value_info("probs", T.FLOAT, [1, 4])], inits)
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("ai.onnx.contrib", 1)],
+                     ir_version=8)
+    onnx.save(m, Path(out) / "ext_bert_tokenizer_classifier.onnx")
+
+
 def main():
     out = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         mobilenet_ppp(out, tmp)
-    m = onnx.load(os.path.join(out, "ext_mobilenet_ppp.onnx"))
-    onnx.checker.check_model(m)
-    print("ext_mobilenet_ppp.onnx", sorted({(n.domain, n.op_type) for n in m.graph.node}))
+        bert_tokenizer_classifier(out, tmp)
+    for name in ["ext_mobilenet_ppp.onnx", "ext_bert_tokenizer_classifier.onnx"]:
+        m = onnx.load(os.path.join(out, name))
+        onnx.checker.check_model(m)
+        print(name, sorted({(n.domain, n.op_type) for n in m.graph.node}))
 
 
 if __name__ == "__main__":

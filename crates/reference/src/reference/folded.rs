@@ -111,12 +111,8 @@ impl Folded {
         g.output = (node.output.iter())
             .map(|o| crate::model::surgery::untyped_value(o))
             .collect();
-        let proto = ModelProto {
-            ir_version: 8,
-            opset_import: self.opsets.clone(),
-            graph: Some(g),
-            ..Default::default()
-        };
+        let proto =
+            crate::model::surgery::Header::with_opsets(self.opsets.clone()).model("phantom", g);
         let plan = subgraph::plan_model(&proto, &feed, true)?;
         let out = subgraph::run(&plan, feed)?;
         Ok(node.output.iter().cloned().zip(out).collect())

@@ -9,9 +9,8 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{EvalContext, OpState};
 use tract_onnx::tract_core::ops::logic::IfThenElse;
 
-use super::overrides::Overrides;
 use super::{decide, humanize, kernels};
-use fallback::{first_line, zeros_for};
+use fallback::first_line;
 
 pub(super) mod accuracy;
 mod adopt;
@@ -49,16 +48,15 @@ pub struct Evaluator<'g, 's> {
     sink: &'s mut Sink<'s>,
     /// Names already handed to the sink.
     pub emitted: std::collections::HashSet<String>,
-    /// Names whose values overridden nodes read (kept in `values`).
+    /// Names whose values decisions and selections read again (kept in `values`).
     needed: std::collections::HashSet<String>,
+    /// Values computed so far, by ONNX name (those `needed`).
+    values: HashMap<String, TValue>,
     graph: &'g Graph,
     /// tract node id -> ONNX node index.
     onnx_of: HashMap<usize, usize>,
     /// tract node id -> (output slot, ONNX value name) for every captured value.
     labels: HashMap<usize, Vec<(usize, String)>>,
-    overrides: Overrides,
-    /// Values computed so far, by ONNX name (inputs of overridden nodes).
-    values: HashMap<String, TValue>,
     /// How each ONNX node was computed, by index.
     pub precision: HashMap<usize, RefPrecision>,
     /// tract node id -> the ONNX node whose failure made it uncomputable.
@@ -97,24 +95,17 @@ impl<'g, 's> Evaluator<'g, 's> {
         graph: &'g Graph,
         onnx_of: HashMap<usize, usize>,
         labels: HashMap<usize, Vec<(usize, String)>>,
-        overrides: Overrides,
         precision: HashMap<usize, RefPrecision>,
         sink: &'s mut Sink<'s>,
     ) -> Evaluator<'g, 's> {
-        let needed = overrides
-            .0
-            .values()
-            .flat_map(|o| o.proto.input.iter().cloned())
-            .collect();
         Evaluator {
             sink,
             emitted: Default::default(),
-            needed,
+            needed: Default::default(),
+            values: HashMap::new(),
             graph,
             onnx_of,
             labels,
-            overrides,
-            values: HashMap::new(),
             precision,
             tainted: HashMap::new(),
             round: None,
@@ -243,7 +234,7 @@ impl<'g, 's> Evaluator<'g, 's> {
         }
     }
 
-    /// Hands the labelled outputs of tract node `id` to the sink (and keeps those overrides need).
+    /// Hands the labelled outputs of tract node `id` to the sink.
     fn emit(&mut self, id: usize, out: &TVec<TValue>) {
         let Some(names) = self.labels.get(&id) else {
             return;
@@ -305,62 +296,6 @@ impl<'g, 's> Evaluator<'g, 's> {
         Ok(out)
     }
 
-    fn overridden(&mut self, node: &TypedNode, idx: usize) -> Option<TractResult<TVec<TValue>>> {
-        let o = self.overrides.0.get_mut(&idx)?;
-        let outputs: Vec<(usize, usize)> = self
-            .labels
-            .get(&node.id)
-            .into_iter()
-            .flatten()
-            .filter_map(|(slot, l)| {
-                o.proto
-                    .output
-                    .iter()
-                    .position(|x| x == l)
-                    .map(|k| (*slot, k))
-            })
-            .collect();
-        if outputs.is_empty() {
-            return None;
-        }
-        let values = &self.values;
-        if o.result.is_none() {
-            o.result = Some(Overrides::compute(o, values));
-        }
-        let result = o.result.clone().expect("just computed");
-        let vals = match result {
-            Ok(v) => v,
-            Err(reason) => {
-                // Never hand on the zeros of a failed override as values: taint everything downstream.
-                let what = self
-                    .graph
-                    .nodes
-                    .get(idx)
-                    .map(|n| format!("{} `{}`", n.op_type, n.name))
-                    .unwrap_or_default();
-                self.tainted.insert(node.id, what);
-                mark(
-                    &mut self.precision,
-                    Some(idx),
-                    RefPrecision::Unavailable { reason },
-                );
-                return Some(zeros_for(node, &self.symbols));
-            }
-        };
-        let mut out = match zeros_for(node, &self.symbols) {
-            Ok(z) => z,
-            Err(e) => return Some(Err(e)),
-        };
-        for (slot, k) in outputs {
-            match vals[k].cast_to_dt(node.outputs[slot].fact.datum_type) {
-                Ok(v) => out[slot] = v.into_owned().into_tvalue(),
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        mark(&mut self.precision, Some(idx), RefPrecision::F64Phantom);
-        Some(Ok(out))
-    }
-
     fn eval_node(
         &mut self,
         ctx: &EvalContext,
@@ -378,16 +313,6 @@ impl<'g, 's> Evaluator<'g, 's> {
         }
         if let Some(reason) = idx.and_then(|i| self.unfaithful.get(&i)).cloned() {
             return self.give_up(node, idx, self.describe(node, idx), reason);
-        }
-        if let Some(i) = idx.filter(|i| self.overrides.0.contains_key(i)) {
-            if let Some(r) = self.overridden(node, i) {
-                return r;
-            }
-            // A node inside the overridden op's tract expansion: its result is replaced, so a failure is harmless.
-            return match tract_onnx::tract_core::plan::eval(ctx, st, node, ins) {
-                Ok(o) => Ok(o),
-                Err(_) => zeros_for(node, &self.symbols),
-            };
         }
         if let Some(ite) = node.op_as::<IfThenElse>() {
             if let Ok(o) = kernels::eval_if(ite, &ins) {
@@ -415,10 +340,7 @@ impl<'g, 's> Evaluator<'g, 's> {
                 }
             };
         }
-        if let Some(r) = kernels::eval_own(node, &mut ins)
-            .or_else(|| super::resize::eval(node, &ins))
-            .or_else(|| super::resize_int::eval(node, &ins))
-        {
+        if let Some(r) = kernels::eval_own(node, &mut ins) {
             mark(&mut self.precision, idx, RefPrecision::F64Phantom);
             return r;
         }

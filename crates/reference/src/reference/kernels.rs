@@ -1,7 +1,8 @@
-//! phantom's own f64 kernels for the element-wise ops tract implements only in f16/f32 (Sigmoid, Erf,
-//! GeluExact, GeluApproximate, Silu, HardSwish, LeakyRelu, RoundHalfToEven, IsNan, IsInf), Asinh and Acosh at
-//! the ends of f64's range, and the entry to the extrema with ONNX's NaN semantics ([`super::extrema`]) and to
-//! the heavy-op kernels of [`super::fast`].
+//! phantom's kernels for tract's typed nodes, in one table ([`OWN`]) that every evaluation reads (the run, `If`
+//! bodies, decisions evaluated again): the heavy ops of [`super::fast`], the extrema with ONNX's NaN semantics
+//! ([`super::extrema`]), `Resize` ([`super::resize`], [`super::resize_int`]), and here the f64 kernels of the
+//! element-wise ops tract implements only in f16/f32 (Sigmoid, Erf, GeluExact, GeluApproximate, Silu, HardSwish,
+//! LeakyRelu, RoundHalfToEven, IsNan, IsInf), Asinh and Acosh at the ends of f64's range.
 
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::{SimplePlan, SimpleState};
@@ -92,18 +93,30 @@ fn kernel_for(op: &ElementWiseOp) -> Option<Kernel> {
     TABLE.iter().find_map(|(_, build)| build(op.0.as_ref()))
 }
 
-/// Evaluates `node` with phantom's own f64 kernel when it is one of the ops tract lacks in f64, or one of the
-/// heavy ops phantom runs faster ([`super::fast`]), and its inputs are f64 (an operand only this node holds may
-/// become the output). `None` means: not ours, let tract evaluate it (`inputs` are as they were).
+/// A kernel for tract's typed nodes: `node`'s outputs, or `None` when the node is not the row's (`inputs` are then as
+/// they were; a kernel may take an operand only this node holds).
+type Own = fn(&TypedNode, &mut TVec<TValue>) -> Option<TractResult<TVec<TValue>>>;
+
+/// phantom's kernels for tract's typed nodes, one row per family, tried in order: the heavy ops phantom runs faster
+/// ([`super::fast`]), the extrema with ONNX's NaN semantics ([`super::extrema`]), the element-wise ops tract lacks in
+/// f64 ([`TABLE`]), and `Resize` in f64 ([`super::resize`]) and on integers ([`super::resize_int`]).
+const OWN: &[(&str, Own)] = &[
+    ("element-wise (both cores)", super::fast::eval_binary),
+    ("heavy ops", |n, i| super::fast::eval(n, i)),
+    ("extrema", |n, i| super::extrema::eval(n, i)),
+    ("element-wise (f64)", |n, i| element_wise(n, i)),
+    ("Resize", |n, i| super::resize::eval(n, i)),
+    ("Resize (integer)", |n, i| super::resize_int::eval(n, i)),
+];
+
+/// Evaluates `node` with phantom's own kernel when it has one ([`OWN`]). `None` means: not ours, let tract evaluate
+/// it (`inputs` are as they were).
 pub fn eval_own(node: &TypedNode, inputs: &mut TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
-    if let Some(r) =
-        super::fast::eval_binary(node, inputs).or_else(|| super::fast::eval(node, inputs))
-    {
-        return Some(r);
-    }
-    if let Some(r) = super::extrema::eval(node, inputs) {
-        return Some(r);
-    }
+    OWN.iter().find_map(|(_, own)| own(node, inputs))
+}
+
+/// `node` on its f64 element-wise kernel, when it is one of the ops tract lacks in f64 and its input is f64.
+fn element_wise(node: &TypedNode, inputs: &TVec<TValue>) -> Option<TractResult<TVec<TValue>>> {
     let op = node.op_as::<ElementWiseOp>()?;
     if inputs.len() != 1 || inputs[0].datum_type() != f64::datum_type() {
         return None;

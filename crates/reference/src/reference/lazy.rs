@@ -3,8 +3,7 @@
 //! tract's data resolver takes each from the store as it loads it. The model's weights then live once in f64 while
 //! tract reads them (in tract), not twice (in the model and in tract).
 //!
-//! Left in the model: initializers under [`MIN_BYTES`], those phantom's own LSTM/GRU read from the model after
-//! parsing ([`super::overrides`]), and any already stored externally. A parse that meets an error with the store in
+//! Left in the model: initializers under [`MIN_BYTES`], those the caller keeps, and any already stored externally. A parse that meets an error with the store in
 //! place is redone with every weight in the model, so the store never changes an outcome.
 
 use std::collections::{HashMap, HashSet};

@@ -20,7 +20,6 @@ pub mod kernels;
 mod lazy;
 mod messages;
 pub mod nchwc;
-mod overrides;
 pub mod paired;
 mod parsed;
 mod pins;
@@ -144,8 +143,7 @@ impl ReferenceRunner {
             return None;
         }
         let g = proto.graph.as_mut()?;
-        let mut keep = overrides::reads(g);
-        keep.extend(widen::kept_f32(g));
+        let keep = widen::kept_f32(g);
         stored::take(g, &keep, graph.path.parent(), self.round.as_ref())
     }
 
@@ -156,8 +154,7 @@ impl ReferenceRunner {
             return None;
         }
         let g = proto.graph.as_mut()?;
-        let keep = overrides::reads(g);
-        lazy::move_out(g, &keep, model_dir(graph))
+        lazy::move_out(g, &Default::default(), model_dir(graph))
     }
 
     /// [`Self::parse`], the widened model's large weights held as `weights` says; a parse that fails with weights

@@ -9,8 +9,8 @@ use tract_onnx::tract_core::internal::SimpleState;
 
 use super::widen::to_f64;
 use super::{
-    capture, decide, faithful, folded, hook, overrides, pins, ref_err, select, stored, symbols,
-    InputFact, ReferenceRunner,
+    capture, decide, faithful, folded, hook, pins, ref_err, select, stored, symbols, InputFact,
+    ReferenceRunner,
 };
 use crate::error::Result;
 use crate::model::inputs::Inputs;
@@ -25,7 +25,6 @@ pub(super) struct Planned {
     pub(super) names: Vec<String>,
     pub(super) labels: HashMap<usize, Vec<(usize, String)>>,
     pub(super) onnx_of: HashMap<usize, usize>,
-    pub(super) overrides: overrides::Overrides,
     pub(super) precision: HashMap<usize, crate::RefPrecision>,
     pub(super) unfaithful: HashMap<usize, String>,
     pub(super) selections: HashMap<String, select::Selection>,
@@ -71,7 +70,6 @@ impl ReferenceRunner {
             names,
             labels,
             onnx_of,
-            overrides: overrides::Overrides::collect(graph, &proto),
             precision,
             unfaithful: faithful::unfaithful(graph, &proto),
             selections: match self.decisions.as_deref() {
@@ -101,8 +99,8 @@ impl ReferenceRunner {
         let mut state = SimpleState::new(plan).map_err(|e| ref_err(graph, "planning", e))?;
         let feeds = self.feeds(plan.model(), inputs);
         let (labels, onnx_of) = (planned.labels.clone(), planned.onnx_of.clone());
-        let (overrides, precision) = (planned.overrides.clone(), planned.precision.clone());
-        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, overrides, precision, sink)
+        let precision = planned.precision.clone();
+        let mut ev = hook::Evaluator::new(graph, onnx_of, labels, precision, sink)
             .with_rounding(self.round.as_ref())
             .with_unfaithful(planned.unfaithful.clone())
             .with_decisions(self.decisions.as_deref())

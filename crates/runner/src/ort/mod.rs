@@ -1,5 +1,5 @@
 //! ONNX Runtime target through `ort` (load-dynamic). Every intermediate is exposed losslessly by appending an
-//! encoded `ModelProto { graph { output: [...] } }` to the original bytes (protobuf merges concatenated
+//! encoded model that holds only their graph outputs to the original bytes (protobuf merges concatenated
 //! messages); the unmodified model runs too, so the report can say whether exposing values moved the outputs.
 //! [`run`] holds the runs (plain, every value, chosen values) and the session cache.
 

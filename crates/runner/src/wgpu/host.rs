@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use tract_onnx::pb::{GraphProto, ModelProto, NodeProto};
+use tract_onnx::pb::{GraphProto, NodeProto};
 
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
@@ -16,8 +16,8 @@ use crate::tensor::{DType, Tensor};
 
 pub struct Host {
     pub ort: OrtRunner,
-    pub ir_version: i64,
-    pub opsets: Vec<tract_onnx::pb::OperatorSetIdProto>,
+    /// What a host-run node's model keeps of the original: IR version, opsets, functions.
+    pub header: surgery::Header,
     /// Element type of every value of the original model (ONNX codes).
     pub types: HashMap<String, i32>,
     pub dir: std::path::PathBuf,
@@ -73,23 +73,17 @@ impl Host {
             graph_inputs.push(surgery::value_info(n, code, None));
             inputs.tensors.push((n.clone(), t));
         }
-        let model = ModelProto {
-            ir_version: self.ir_version,
-            opset_import: self.opsets.clone(),
-            graph: Some(GraphProto {
-                name: "phantom_host_node".into(),
-                node: vec![node.clone()],
-                input: graph_inputs,
-                output: node
-                    .output
-                    .iter()
-                    .filter(|o| !o.is_empty())
-                    .map(|o| surgery::untyped_value(o))
-                    .collect(),
-                ..Default::default()
-            }),
+        let graph = GraphProto {
+            name: "phantom_host_node".into(),
+            node: vec![node.clone()],
+            input: graph_inputs,
+            output: (node.output.iter())
+                .filter(|o| !o.is_empty())
+                .map(|o| surgery::untyped_value(o))
+                .collect(),
             ..Default::default()
         };
+        let model = self.header.model("phantom wgpu host", graph);
         let path = self.dir.join(format!("{}.host.onnx", node.name));
         let graph = surgery::finish(Path::new(&path), model)?;
         let mut session = self.ort.session_for(&graph)?;

@@ -91,8 +91,7 @@ impl WgpuRunner {
             gpu,
             host: host::Host {
                 ort,
-                ir_version: 8,
-                opsets: vec![],
+                header: crate::model::surgery::Header::with_opsets(vec![]),
                 types: HashMap::new(),
                 dir: std::env::temp_dir(),
             },
@@ -110,8 +109,7 @@ impl WgpuRunner {
                 reason: e.to_string(),
             }
         })?;
-        self.host.ir_version = proto.ir_version;
-        self.host.opsets = proto.opset_import.clone();
+        self.host.header = crate::model::surgery::Header::of(&proto);
         if let Some(g) = &proto.graph {
             self.host.types = crate::model::types::infer(g, &HashMap::new());
         }

@@ -124,7 +124,9 @@ impl Kernel for Recurrent {
     }
 }
 
-/// Whether phantom evaluates this node from parsing on: ONNX's LSTM, GRU and RNN.
+/// Whether phantom evaluates this node from parsing on: ONNX's LSTM, GRU and RNN (in ONNX's domain, however it is
+/// spelled); tract's own expansion never computes them.
 pub fn claims_recurrent(n: &tract_onnx::pb::NodeProto) -> bool {
-    n.domain.is_empty() && matches!(n.op_type.as_str(), "LSTM" | "GRU" | "RNN")
+    matches!(n.domain.as_str(), "" | "ai.onnx")
+        && matches!(n.op_type.as_str(), "LSTM" | "GRU" | "RNN")
 }

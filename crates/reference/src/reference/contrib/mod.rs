@@ -13,6 +13,7 @@ mod affine_grid;
 mod attend;
 mod attention;
 mod batchnorm;
+mod bert_tokenizer;
 mod bitcast;
 mod bitshift;
 mod causal_conv;
@@ -100,6 +101,7 @@ const FAMILIES: &[&[Row]] = &[
     rotary::TABLE,
     quant::TABLE,
     lstm::TABLE,
+    bert_tokenizer::TABLE,
     batchnorm::TABLE,
     squeeze::TABLE,
     concat::TABLE,
@@ -187,7 +189,11 @@ fn claims(n: &NodeProto) -> bool {
     if n.op_type == "OneHotEncoder" && !prep::claims_one_hot(n) {
         return false;
     }
-    if lstm::claims_recurrent(n) || qdq::claims_qdq(n) || narrow_cast::claims(n) {
+    if lstm::claims_recurrent(n)
+        || qdq::claims_qdq(n)
+        || narrow_cast::claims(n)
+        || bert_tokenizer::claims(n)
+    {
         return true;
     }
     // ORT's contrib domain and the classic-ML ops (`ai.onnx.ml`); any domain where the row says so.
@@ -337,7 +343,7 @@ mod tests {
         }
         // Predicates: Q/DQ in ONNX's and ORT's domains, the recurrent ops in ONNX's, Squeeze without axes.
         assert!(claimed("QuantizeLinear", "") && !claimed("QuantizeLinear", "custom"));
-        assert!(claimed("GRU", "") && !claimed("GRU", "ai.onnx"));
+        assert!(claimed("GRU", "") && claimed("GRU", "ai.onnx") && !claimed("GRU", "custom"));
         assert!(claimed("Squeeze", "") && !claimed("LayerNormalization", ""));
         assert!(!claimed("Foo", "com.microsoft") && kernel_for("Foo").is_none());
     }

@@ -114,12 +114,7 @@ pub fn plan(n: &Node, name: &str, feed: &[Tensor], pin: bool) -> TractResult<Pla
         .find(|a| a.name == OPSETS)
         .map(|a| a.strings.iter().filter_map(|s| opset(s)).collect())
         .unwrap_or_default();
-    let proto = ModelProto {
-        ir_version: 8,
-        opset_import,
-        graph: Some(g),
-        ..Default::default()
-    };
+    let proto = crate::model::surgery::Header::with_opsets(opset_import).model("phantom", g);
     plan_model(&proto, feed, pin).with_context(|| what.clone())
 }
 
