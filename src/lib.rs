@@ -43,7 +43,7 @@
 //! phantom-engine    (crates/engine: target specs and the facts of what ran, no runtime)
 //! phantom-precision (crates/precision: fp16/bf16 conversion)
 //! phantom-model     (crates/model: ONNX import, validation, surgery, cuts, types, tract conversions)
-//! phantom-core      (crates/core: error, fsutil, heap, tensor, spill, units, watchdog, simd)
+//! phantom-core      (crates/core: error, fsutil, heap, pip, tensor, spill, units, watchdog, simd)
 //! ```
 //!
 //! This crate re-exports the crates below under the module names the code uses (`phantom::model`,
@@ -55,7 +55,7 @@ pub mod cli;
 pub use phantom_analysis::{analysis, compare, pairing};
 pub use phantom_commands::{advisor, bisect, golden, profile, reduce, replay, scan, segment};
 pub use phantom_core::{dispatch_tensor, widened};
-pub use phantom_core::{error, fsutil, heap, simd, spill, tensor, units, watchdog, work};
+pub use phantom_core::{error, fsutil, heap, pip, simd, spill, tensor, units, watchdog, work};
 pub use phantom_core::{Error, Result};
 pub use phantom_diff::diff;
 pub use phantom_model as model;

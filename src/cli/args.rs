@@ -22,7 +22,7 @@ pub struct Cli {
     pub timeout: u64,
     /// A shared library of custom ops (ONNX Runtime's `register_custom_ops_library`), registered with every ONNX
     /// Runtime session phantom makes (repeatable). onnxruntime-extensions' is found without it when a model uses its
-    /// domains and python3 imports `onnxruntime_extensions`.
+    /// domains (python3's `onnxruntime_extensions`, else installed into phantom's cache).
     #[arg(long = "custom-op-library", global = true, value_name = "PATH")]
     pub custom_op_library: Vec<std::path::PathBuf>,
 }
@@ -156,7 +156,7 @@ pub struct RuntimeArgs {
     /// Path to libonnxruntime (otherwise: ORT_DYLIB_PATH, python onnxruntime, node_modules, cache, system).
     #[arg(long, value_name = "PATH")]
     pub ort_lib: Option<PathBuf>,
-    /// Never pip-install ONNX Runtime when none is found (also: PHANTOM_NO_INSTALL=1).
+    /// Never pip-install ONNX Runtime or onnxruntime-extensions when none is found (also: PHANTOM_NO_INSTALL=1).
     #[arg(long)]
     pub no_install: bool,
     /// A plugin execution provider library: NAME is an --ep name (webgpu) or ONNX Runtime's provider name

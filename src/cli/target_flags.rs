@@ -11,8 +11,11 @@ use crate::pipeline::RuntimeSpec;
 use crate::runner::providers::Provider;
 use crate::targets::{Engine, OrtSpec, TargetSpec, WgpuSpec};
 
-/// Where ONNX Runtime comes from.
+/// Where ONNX Runtime comes from. `--no-install` also keeps phantom from installing onnxruntime-extensions.
 pub fn runtime(e: &EngineArgs) -> RuntimeSpec {
+    if e.runtime.no_install {
+        phantom_core::pip::forbid();
+    }
     RuntimeSpec {
         ort_lib: e.runtime.ort_lib.clone(),
         no_install: e.runtime.no_install,

@@ -32,6 +32,16 @@ pub fn ensure_runtime() {
     });
 }
 
+/// The ONNX Runtime library phantom finds here (`phantom runtimes`), for tests that change where phantom looks.
+pub fn runtime_library() -> String {
+    let (code, out, err) = phantom(&["runtimes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    (out.lines())
+        .find_map(|l| l.trim().strip_prefix("library"))
+        .map(|p| p.trim().to_string())
+        .unwrap_or_else(|| panic!("no library in `phantom runtimes`: {out}"))
+}
+
 /// Runs phantom with `args`; returns (exit code, stdout, stderr).
 pub fn phantom(args: &[&str]) -> (i32, String, String) {
     phantom_env(args, &[])

@@ -42,6 +42,16 @@ fn run_model(
     path_head: Option<&Path>,
     args: &[&str],
 ) -> (i32, String, serde_json::Value) {
+    run_env(m, path_head, &[], args)
+}
+
+/// [`run_model`] with environment variables `env` set.
+fn run_env(
+    m: &Path,
+    path_head: Option<&Path>,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (i32, String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let path = match path_head {
@@ -55,7 +65,9 @@ fn run_model(
         json.to_str().unwrap(),
     ];
     all.extend_from_slice(args);
-    let (code, out, err) = crate::common::phantom_env(&all, &[("PATH", &path)]);
+    let mut vars = vec![("PATH", path.as_str())];
+    vars.extend_from_slice(env);
+    let (code, out, err) = crate::common::phantom_env(&all, &vars);
     let r = match json.exists() {
         true => read_json(&json),
         false => serde_json::Value::Null,
@@ -206,16 +218,48 @@ fn an_extensions_model_runs_with_the_library_given() {
     assert_seeded_and_compared(&out, &r);
 }
 
-/// With neither, the model is refused with what to do; a library path that is not there is refused too.
+/// With neither, phantom installs the pinned onnxruntime-extensions into its cache with pip, once, as it does ONNX
+/// Runtime, and the model runs; the next run finds it there. With `--no-install` (or `PHANTOM_NO_INSTALL=1`) and
+/// nothing in the cache, nothing is installed and the model is refused with what to do.
 #[test]
-fn an_extensions_model_without_the_library_is_refused_with_what_to_do() {
-    let (code, out, _) = run(None, &[]);
+fn an_extensions_model_with_no_library_around_gets_one_installed() {
+    ensure_runtime();
+    let ort = crate::common::runtime_library();
+    let cache = tempfile::tempdir().unwrap();
+    let env = [
+        ("PHANTOM_CACHE_DIR", cache.path().to_str().unwrap()),
+        ("ORT_DYLIB_PATH", ort.as_str()),
+    ];
+    let installed = cache.path().join("onnxruntime-extensions-0.15.2");
+    let (code, out, _) = run_env(&model(), None, &env, &["--no-install"]);
     assert_eq!(code, 2, "{out}");
     assert!(
         out.contains("com.microsoft.extensions")
+            && out.contains("automatic install is off")
             && out.contains("pip install onnxruntime-extensions"),
         "{out}"
     );
+    let mut off = env.to_vec();
+    off.push(("PHANTOM_NO_INSTALL", "1"));
+    let (code, out, _) = run_env(&model(), None, &off, &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(!installed.exists(), "{out}");
+    let (code, out, r) = run_env(&model(), None, &env, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("installing onnxruntime-extensions==0.15.2"),
+        "{out}"
+    );
+    assert!(installed.join("onnxruntime_extensions").is_dir(), "{out}");
+    assert_seeded_and_compared(&out, &r);
+    let (code, out, _) = run_env(&model(), None, &off, &[]);
+    assert_eq!(code, 0, "found in the cache with installs off: {out}");
+    assert!(!out.contains("installing"), "{out}");
+}
+
+/// A library path that is not there is refused with what to do.
+#[test]
+fn a_custom_op_library_that_is_not_there_is_refused() {
     let (code, out, _) = run(None, &["--custom-op-library", "/no/such/libcustom.so"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("/no/such/libcustom.so"), "{out}");

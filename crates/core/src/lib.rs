@@ -4,6 +4,7 @@
 pub mod error;
 pub mod fsutil;
 pub mod heap;
+pub mod pip;
 pub mod simd;
 pub mod spill;
 pub mod tensor;

@@ -3,15 +3,16 @@
 //! makes registers them. A model whose nodes use a domain outside ONNX's and ONNX Runtime's is read only when such
 //! a library may provide it: one given on the command line (ONNX Runtime then checks that it does), or, for
 //! onnxruntime-extensions' domains (`ai.onnx.contrib`, `com.microsoft.extensions`: pre/post-processing and
-//! tokenizers), the library of the `onnxruntime_extensions` Python package python3 imports, found as ONNX Runtime
-//! itself is. The reference has kernels for few such ops (`BertTokenizer`): the others' values are taken from the
-//! target's run.
+//! tokenizers), the library of the `onnxruntime_extensions` Python package python3 imports, or else the pinned
+//! version phantom installs into its cache with pip, as it does ONNX Runtime (off with `--no-install`). The
+//! reference has kernels for few such ops (`BertTokenizer`): the others' values are taken from the target's run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
+use phantom_core::pip;
 
 /// Domains onnxruntime-extensions registers.
 pub const EXTENSIONS_DOMAINS: [&str; 2] = ["ai.onnx.contrib", "com.microsoft.extensions"];
@@ -28,7 +29,12 @@ pub struct Library {
 }
 
 static REQUESTED: Mutex<Vec<Library>> = Mutex::new(Vec::new());
-static EXTENSIONS: OnceLock<Option<Library>> = OnceLock::new();
+/// onnxruntime-extensions' library, or why there is none.
+static EXTENSIONS: OnceLock<std::result::Result<Library, String>> = OnceLock::new();
+
+/// The onnxruntime-extensions phantom installs when python3 imports none (the version the tests' lock pairs with
+/// the ONNX Runtime phantom installs).
+pub const PINNED_EXTENSIONS: &str = "0.15.2";
 
 /// Takes the `--custom-op-library` paths (each must be a file).
 pub fn request(paths: &[PathBuf]) -> Result<()> {
@@ -87,7 +93,7 @@ pub fn request_recorded(paths: &[PathBuf], recorder: &str) -> Result<()> {
 /// read in this process uses its domains.
 pub fn libraries() -> Vec<Library> {
     let mut out = REQUESTED.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if let Some(Some(ext)) = EXTENSIONS.get() {
+    if let Some(Ok(ext)) = EXTENSIONS.get() {
         if !out.iter().any(|l| l.path == ext.path) {
             out.push(ext.clone());
         }
@@ -99,11 +105,11 @@ pub fn libraries() -> Vec<Library> {
 pub fn covers(domain: &str) -> std::result::Result<(), String> {
     if EXTENSIONS_DOMAINS.contains(&domain) {
         return match extensions() {
-            Some(_) => Ok(()),
-            None => Err(format!(
+            Ok(_) => Ok(()),
+            Err(why) => Err(format!(
                 "domain `{domain}` is onnxruntime-extensions' (pre/post-processing, tokenizers), which python3 \
-                 cannot import: `pip install onnxruntime-extensions`, or give its library with \
-                 --custom-op-library PATH"
+                 cannot import and phantom did not install ({why}): `pip install onnxruntime-extensions`, or give \
+                 its library with --custom-op-library PATH"
             )),
         };
     }
@@ -116,18 +122,20 @@ pub fn covers(domain: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// onnxruntime-extensions' library (asked of python3 once per process); a library given on the command line
-/// stands for it.
-fn extensions() -> Option<Library> {
+/// onnxruntime-extensions' library (asked of python3 once per process, else installed into phantom's cache); a
+/// library given on the command line stands for it.
+fn extensions() -> std::result::Result<Library, String> {
     let given = REQUESTED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .first()
         .cloned();
-    if given.is_some() {
-        return given;
+    if let Some(given) = given {
+        return Ok(given);
     }
-    EXTENSIONS.get_or_init(probe_extensions).clone()
+    EXTENSIONS
+        .get_or_init(|| probe_extensions().map_or_else(install_extensions, Ok))
+        .clone()
 }
 
 const PY_EXTENSIONS: &str = "import onnxruntime_extensions as e, os, sysconfig
@@ -147,6 +155,36 @@ fn probe_extensions() -> Option<Library> {
         python: python.filter(|p| p.is_file() && python_module(&path)),
         path,
         source: "python package onnxruntime_extensions".into(),
+    })
+}
+
+/// onnxruntime-extensions from phantom's cache, installed there with pip (once) unless installs are off.
+fn install_extensions() -> std::result::Result<Library, String> {
+    let package = "onnxruntime-extensions";
+    let path = match extensions_module(&pip::dir(package, PINNED_EXTENSIONS)) {
+        Some(p) => p,
+        None if pip::disabled(false) => return Err("automatic install is off".into()),
+        None => pip::install(package, PINNED_EXTENSIONS, extensions_module)?,
+    };
+    let python = libpython().ok_or_else(|| {
+        format!(
+            "{} needs Python's shared runtime library, which python3 does not have",
+            path.display()
+        )
+    })?;
+    Ok(Library {
+        path,
+        source: format!("phantom cache ({})", pip::dir(package, PINNED_EXTENSIONS).display()),
+        python: Some(python),
+    })
+}
+
+/// The package's custom-op library in the install directory `dir`.
+fn extensions_module(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir.join("onnxruntime_extensions")).ok()?;
+    (entries.filter_map(|e| e.ok().map(|e| e.path()))).find(|p| {
+        (p.file_name().and_then(|n| n.to_str()))
+            .is_some_and(|n| n.starts_with("_extensions_pydll.") && !n.ends_with(".pyi"))
     })
 }
 

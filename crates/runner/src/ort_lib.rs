@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::{Error, Result};
+use phantom_core::pip;
 
 /// The ONNX Runtime version phantom installs when none is found.
 pub const PINNED_ORT: &str = "1.31.1";
@@ -37,18 +38,11 @@ fn lib_in(dir: &Path) -> Option<PathBuf> {
 
 /// The directory where phantom keeps its own ONNX Runtime.
 pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("PHANTOM_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("phantom")
+    pip::cache_dir()
 }
 
 fn pinned_dir() -> PathBuf {
-    cache_dir().join(format!("onnxruntime-{PINNED_ORT}"))
+    pip::dir("onnxruntime", PINNED_ORT)
 }
 
 const PY_PROBE: &str = "import importlib.util,os\nfor m in ('onnxruntime',):\n s=importlib.util.find_spec(m)\n if s and s.origin: print(os.path.dirname(s.origin))";
@@ -159,11 +153,6 @@ pub fn find(explicit: Option<&Path>) -> Option<Located> {
     })
 }
 
-/// True when the user opted out of the automatic install.
-pub fn install_disabled(no_install_flag: bool) -> bool {
-    no_install_flag || std::env::var("PHANTOM_NO_INSTALL").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 /// Finds the library, installing the pinned version with pip into the cache when allowed.
 pub fn locate(explicit: Option<&Path>, no_install: bool) -> Result<Located> {
     if let Some(found) = find(explicit) {
@@ -178,7 +167,7 @@ pub fn locate(explicit: Option<&Path>, no_install: bool) -> Result<Located> {
         }
         return Ok(found);
     }
-    if install_disabled(no_install) {
+    if pip::disabled(no_install) {
         return Err(Error::RuntimeMissing {
             reason: "no libonnxruntime found (searched --ort-lib, ORT_DYLIB_PATH, python onnxruntime packages, \
                      node_modules/onnxruntime-node, the phantom cache, system library dirs) and automatic install is \
@@ -192,48 +181,13 @@ pub fn locate(explicit: Option<&Path>, no_install: bool) -> Result<Located> {
 
 /// `python3 -m pip install --no-deps --target <cache> onnxruntime==PINNED`.
 pub fn install() -> Result<Located> {
-    let dir = pinned_dir();
-    let staging = cache_dir().join(format!(".staging-{}", std::process::id()));
-    eprintln!(
-        "phantom: no ONNX Runtime found; installing onnxruntime=={PINNED_ORT} with pip into {} (once; \
-         --no-install or PHANTOM_NO_INSTALL=1 turns this off)",
-        dir.display()
-    );
-    let status = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", "--target"])
-        .arg(&staging)
-        .arg(format!("onnxruntime=={PINNED_ORT}"))
-        .status()
-        .map_err(|e| Error::RuntimeMissing {
-            reason: format!("could not run python3 -m pip ({e}).\n  hint: install python3 and pip, or set ORT_DYLIB_PATH"),
+    eprintln!("phantom: no ONNX Runtime found");
+    let path = pip::install("onnxruntime", PINNED_ORT, |d| lib_in(&d.join("onnxruntime/capi")))
+        .map_err(|why| Error::RuntimeMissing {
+            reason: format!("{why}.\n  hint: install python3 and pip, or set ORT_DYLIB_PATH to an existing libonnxruntime"),
         })?;
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&staging);
-        return Err(Error::RuntimeMissing {
-            reason: format!("pip install onnxruntime=={PINNED_ORT} failed ({status}).\n  hint: set ORT_DYLIB_PATH to an existing libonnxruntime"),
-        });
-    }
-    if lib_in(&dir.join("onnxruntime/capi")).is_some() {
-        // Another phantom process finished the same install first.
-        let _ = std::fs::remove_dir_all(&staging);
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&staging, &dir).map_err(|e| Error::Write {
-            path: dir.clone(),
-            reason: format!(
-                "cannot move the ONNX Runtime just installed there: {e}\n  hint: set PHANTOM_CACHE_DIR to a \
-                 writable directory"
-            ),
-        })?;
-    }
-    let path = lib_in(&dir.join("onnxruntime/capi")).ok_or_else(|| Error::RuntimeMissing {
-        reason: format!(
-            "pip installed onnxruntime into {} but no libonnxruntime is there",
-            dir.display()
-        ),
-    })?;
     Ok(Located {
         path,
-        source: format!("phantom cache ({}, installed now)", dir.display()),
+        source: format!("phantom cache ({}, installed now)", pinned_dir().display()),
     })
 }

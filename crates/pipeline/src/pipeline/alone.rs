@@ -9,6 +9,17 @@ use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::{anomaly, culprit};
 use crate::report::model::IntroducedScope;
 
+/// The attribution stage of one lane: which nodes ran alone and what that measured, and its time.
+#[derive(Default)]
+pub struct Attribution {
+    /// The nodes to run alone (None: every node), by name.
+    pub alone: Option<HashSet<String>>,
+    /// Which values the stage ran alone (when it ran).
+    pub scope: Option<IntroducedScope>,
+    /// Its time (with the reference's second run, for the first target, when one was needed).
+    pub ms: f64,
+}
+
 /// The nodes to run alone (None: every node), and how many values that measures. Every node when asked
 /// (`--attribute-all`) or when a value fails, in the graph or in the correctly rounded run (culprits are chosen from
 /// what nodes do alone); otherwise only the nodes of values whose error in the graph leaves room for an anomaly

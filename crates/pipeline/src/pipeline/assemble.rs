@@ -26,8 +26,8 @@ pub fn report(
     (t_explain, t_all): (Instant, Instant),
 ) -> Report {
     let mut coverage = analysis::coverage(&p.graph, &found.nodes);
-    coverage.introduced = lane.introduced_scope;
-    coverage.noise_skipped = lane.noise_skipped.clone();
+    coverage.introduced = lane.attribution.scope;
+    coverage.noise_skipped = lane.noise.skipped.clone();
     let mut found = found;
     analysis::incomplete(&mut found.verdict, &coverage, s.accept_incomplete);
     let notes = notes(p, lane, cmp);
@@ -72,11 +72,11 @@ pub fn report(
             import_ms: p.import_ms,
             reference_ms: cmp.reference_ms,
             target_ms: lane.ms,
-            noise_ms: lane.noise_ms,
-            noise_beside: lane.noise_beside.is_some(),
+            noise_ms: lane.noise.ms,
+            noise_beside: lane.noise.beside.is_some(),
             reference_ahead: cmp.reference_ahead,
             compare_ms: cmp.compare_time.as_secs_f64() * 1e3,
-            attribution_ms: lane.attribution_ms,
+            attribution_ms: lane.attribution.ms,
             explain_ms: ms(t_explain),
             total_ms: ms(t_all),
             by_op: cmp.by_op.clone(),

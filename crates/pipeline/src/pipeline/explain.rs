@@ -38,7 +38,7 @@ pub fn attribute(
         lane.spec.label()
     );
     let pb = stage(s.progress, &msg);
-    let graph = match &lane.alone {
+    let graph = match &lane.attribution.alone {
         Some(names) => Cow::Owned(Graph {
             nodes: (p.graph.nodes.iter())
                 .filter(|n| names.contains(&n.name))

@@ -48,7 +48,6 @@ use crate::report::model::{Report, ValueReport, ValueStatus};
 use crate::runner::ort_lib::Located;
 use crate::runner::reference::Rounding;
 use crate::runner::RunOutput;
-use crate::spill::Held;
 use crate::targets::{self, Capture, Target, TargetSpec};
 use crate::tensor::Tensor;
 
@@ -96,40 +95,20 @@ pub struct Lane {
     pub ms: f64,
     /// The element type the target stores each value in (with attribution on).
     pub rounding: Option<Rounding>,
-    /// Expected noise: the reference rerun with the target's rounding, by value (on disk when bounded).
-    pub emulated: Held,
+    /// The expected-noise stage's run and how it ran ([`noise`]).
+    pub noise: noise::Noise,
     /// Value reports by name.
     pub reports: HashMap<String, ValueReport>,
     /// Notes for this target's report.
     pub notes: Vec<String>,
     /// What pairing the target model's values with the reference's by value found ([`paired`]).
     pub paired: paired::Paired,
-    /// Time of the expected-noise run and of the attribution stage.
-    pub noise_ms: f64,
-    /// The expected-noise run runs beside the reference, on a second thread ([`noise::beside`]): `Some(shared)`,
-    /// whether it shares the reference's plan.
-    pub noise_beside: Option<bool>,
-    /// The comparison's first pass runs without the expected noise ([`noise::deferred`]); should a value fail, it
-    /// runs again with it.
-    pub noise_deferred: bool,
-    /// Why the expected-noise run did not run ([`noise::skipped`]).
-    pub noise_skipped: Option<String>,
-    pub attribution_ms: f64,
-    /// Which values the attribution stage ran alone (when it ran).
-    pub introduced_scope: Option<crate::report::model::IntroducedScope>,
-    /// The nodes to run alone (None: every node), by name.
-    pub alone: Option<HashSet<String>>,
+    /// What the attribution stage measured, and of which nodes ([`alone`]).
+    pub attribution: alone::Attribution,
     /// Figures the optional stages could not measure, per node.
     pub unmeasured: degrade::Unmeasured,
-    /// The target's discrete decisions the reference runs adopt within the noise of their boundaries: the noise
-    /// measured on their inputs ([`Lane::measured`]) where it is larger than their fixed window.
-    pub decisions: Option<std::sync::Arc<crate::runner::reference::decide::Decisions>>,
-    /// The same decisions with their fixed windows, for the expected-noise run (it measures that noise).
-    pub noise_decisions: Option<std::sync::Arc<crate::runner::reference::decide::Decisions>>,
-    /// The expected noise measured on the decisions' inputs, recorded as the comparison judges them.
-    pub measured: Option<std::sync::Arc<crate::runner::reference::decide::Measured>>,
-    /// Decision values adopted within a window the measured noise widened ([`decisions::widened`]).
-    pub widened: Vec<String>,
+    /// The target's discrete decisions the reference runs adopt ([`decisions`]).
+    pub adoption: decisions::Adoption,
 }
 
 /// Every lane's report, the target-vs-target comparisons, and the inputs they ran on.
@@ -251,7 +230,7 @@ fn hold_what_is_needed(
             }
             _ => None,
         };
-        (lane.alone, lane.introduced_scope) = (alone, Some(scope));
+        (lane.attribution.alone, lane.attribution.scope) = (alone, Some(scope));
     }
     if union.as_ref().is_some_and(HashSet::is_empty) {
         return 0.0;
@@ -284,11 +263,9 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
         // Bounded runs fetch the target's decisions in runs of their own: the target's time.
         lane.ms += ms(t);
     }
-    for lane in lanes.iter_mut() {
-        if let Some(g) = &adopt {
-            lane.decisions = Some(g.measured.clone());
-            lane.noise_decisions = Some(g.fixed.clone());
-            lane.measured = Some(g.noise.clone());
+    if let Some(g) = &adopt {
+        for lane in lanes.iter_mut() {
+            lane.adoption = decisions::Adoption::of(g);
         }
     }
     let alone = lanes.len() == 1;
@@ -302,7 +279,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
     for lane in lanes.iter_mut() {
         noise::settle(lane);
         decisions::record(lane, &cmp.reference.adopted);
-        lane.widened = decisions::widened(lane, &cmp.reference.adopted);
+        lane.adoption.widened = decisions::widened(lane, &cmp.reference.adopted);
         decisions::without_noise_after(&p.graph, lane);
         variation::settle(s, p, lane);
     }
@@ -310,7 +287,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
         true => hold_what_is_needed(s, p, &mut lanes, &mut cmp),
         false => {
             for lane in lanes.iter_mut().filter(|l| l.rounding.is_some()) {
-                lane.introduced_scope = Some(alone::plan(s, p, &cmp, lane).1);
+                lane.attribution.scope = Some(alone::plan(s, p, &cmp, lane).1);
             }
             0.0
         }
@@ -325,7 +302,7 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
             (lane.unmeasured).stage(&mut lane.notes, "introduced error", done);
             decisions::unmeasured_alone(&p.graph, &mut lane);
             // The reference's second run, when one was needed, counts as attribution (of the first target).
-            lane.attribution_ms = ms(t) + if k == 0 { held_ms } else { 0.0 };
+            lane.attribution.ms = ms(t) + if k == 0 { held_ms } else { 0.0 };
         }
         let t_explain = Instant::now();
         let found = explain::explain(s, p, &cmp, &mut lane)?;
@@ -430,22 +407,13 @@ fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<V
             out,
             ms,
             rounding,
-            emulated: Held::default(),
+            noise: Default::default(),
             reports: HashMap::new(),
             notes: std::mem::take(&mut pairing.notes),
             paired: pairing,
-            noise_ms: 0.0,
-            noise_beside: None,
-            noise_deferred: false,
-            noise_skipped: None,
-            attribution_ms: 0.0,
-            introduced_scope: None,
-            alone: None,
+            attribution: Default::default(),
             unmeasured: Default::default(),
-            decisions: None,
-            noise_decisions: None,
-            measured: None,
-            widened: vec![],
+            adoption: Default::default(),
         });
     }
     Ok(lanes)

@@ -22,6 +22,22 @@ use crate::spill::arrivals::Arrivals;
 use crate::spill::{Held, Spill};
 use crate::tensor::{DType, Tensor};
 
+/// The expected-noise run of one lane: its values, its time, and how it ran or why it did not.
+#[derive(Default)]
+pub struct Noise {
+    /// The reference rerun with the target's rounding, by value (on disk when bounded).
+    pub held: Held,
+    /// Time of the run (and, where it measures them, of the decisions' noise).
+    pub ms: f64,
+    /// It runs beside the reference, on a second thread ([`beside`]): `Some(shared)`, whether it shares the
+    /// reference's plan.
+    pub beside: Option<bool>,
+    /// The comparison's first pass runs without it ([`deferred`]); should a value fail, it runs again with it.
+    pub deferred: bool,
+    /// Why it did not run ([`skipped`]).
+    pub skipped: Option<String>,
+}
+
 /// Element types and shapes of the values the (first) target computed, and its values of the nodes the reference
 /// may have to stand in for ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
 pub(super) fn known(
@@ -89,7 +105,7 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
     let pb = stage(s.progress, "expected noise: reference with target rounding");
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
-        decisions: lane.noise_decisions.clone(),
+        decisions: lane.adoption.fixed.clone(),
         known: known(&p.graph, std::slice::from_ref(lane)),
         int8_activations: int8_activations(lane),
         ..Default::default()
@@ -114,11 +130,11 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
 /// (`--dump`, `--steps`). Such a run rarely fails; if a value does, the comparison runs again with the noise
 /// ([`needed_after`]). `defer`: the caller can run the comparison again (a segment's cannot).
 pub(super) fn deferred(s: &CompareSettings, p: &Prepared, lane: &mut Lane, defer: bool) -> bool {
-    lane.noise_deferred = match &lane.rounding {
-        Some(round) => defer && lane.decisions.is_none() && deferrable(s, p, round),
+    lane.noise.deferred = match &lane.rounding {
+        Some(round) => defer && lane.adoption.decisions.is_none() && deferrable(s, p, round),
         None => false,
     };
-    lane.noise_deferred
+    lane.noise.deferred
 }
 
 /// Whether [`deferred`] may leave the noise out of a run of `s` on `p` with one target, which rounds as `round`
@@ -136,16 +152,16 @@ pub(super) fn deferrable(s: &CompareSettings, p: &Prepared, round: &Rounding) ->
 /// the noise (a failure it explains is precision, not drift) and the comparison runs again with it.
 pub(super) fn needed_after(lanes: &[Lane]) -> bool {
     (lanes.iter())
-        .any(|l| l.noise_deferred && (l.reports.values()).any(|v| v.status == ValueStatus::Fail))
+        .any(|l| l.noise.deferred && (l.reports.values()).any(|v| v.status == ValueStatus::Fail))
 }
 
 /// A first pass without the expected noise in which no value failed: the run is not needed, and the report says
 /// so.
 pub(super) fn skipped(lane: &mut Lane) {
-    if !lane.noise_deferred {
+    if !lane.noise.deferred {
         return;
     }
-    lane.noise_skipped = Some(
+    lane.noise.skipped = Some(
         "every value passed, so no failure needed telling apart from rounding (a target storing every value in \
          float32 or wider, and its weights as the model does); each value's error of correct rounding was measured \
          for the anomaly screen instead (--expected-noise always runs it)"
@@ -171,8 +187,8 @@ pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool
     let Some(held) = can.then(|| store(s, &p.graph).ok()).flatten() else {
         return false;
     };
-    lane.emulated = Held::Arriving(Arc::new(Arrivals::new(held)));
-    lane.noise_beside = Some(shared);
+    lane.noise.held = Held::Arriving(Arc::new(Arrivals::new(held)));
+    lane.noise.beside = Some(shared);
     true
 }
 
@@ -180,12 +196,12 @@ pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool
 /// its rounding.
 pub(super) fn arriving(lanes: &[Lane]) -> Option<Arriving> {
     match lanes {
-        [lane] => match (&lane.emulated, &lane.rounding, lane.noise_beside) {
+        [lane] => match (&lane.noise.held, &lane.rounding, lane.noise.beside) {
             (Held::Arriving(a), Some(r), Some(shared)) => Some(Arriving {
                 arrivals: a.clone(),
                 round: r.clone(),
                 shared,
-                decisions: lane.noise_decisions.clone(),
+                decisions: lane.adoption.fixed.clone(),
                 int8_activations: int8_activations(lane),
             }),
             _ => None,
@@ -245,13 +261,13 @@ pub(super) fn run_reference(
 /// time. If that run failed, no value keeps a figure from it (a value it excused fails again) and the stage is
 /// marked not measured, as when it runs on its own.
 pub(super) fn settle(lane: &mut Lane) {
-    let Held::Arriving(a) = std::mem::take(&mut lane.emulated) else {
+    let Held::Arriving(a) = std::mem::take(&mut lane.noise.held) else {
         return;
     };
     let done = Arc::try_unwrap(a).ok().and_then(Arrivals::finished);
     let (held, error) = match done {
         Some(d) => {
-            lane.noise_ms += d.ms;
+            lane.noise.ms += d.ms;
             (d.held, d.error)
         }
         None => (
@@ -259,7 +275,7 @@ pub(super) fn settle(lane: &mut Lane) {
             Some(Error::Usage("the run did not end".into())),
         ),
     };
-    lane.emulated = held;
+    lane.noise.held = held;
     if let Some(e) = error {
         lane.reports
             .values_mut()

@@ -37,7 +37,9 @@ impl Paired {
     /// it channels-last, reshaped where it holds it in another shape; None where none of these.
     pub fn as_model_holds(&self, name: &str, t: &Tensor, shape: &[usize]) -> Option<Tensor> {
         let unblocked = match (self.relaid.contains(name), self.transposed.contains(name)) {
-            (true, _) => t.unblocked(crate::tensor::nchwc_block_size()),
+            (true, _) => t
+                .unblocked(crate::tensor::nchwc_block_size())
+                .map(|u| unpadded(u, shape)),
             (false, true) => t.channels_first(),
             (false, false) => None,
         };
@@ -46,6 +48,20 @@ impl Paired {
             true => plain.reshaped(shape).or(unblocked),
             false => unblocked,
         }
+    }
+}
+
+/// An unblocked NCHWc value `u` without the channels its last block pads, where the model holds it with fewer
+/// channels (`shape`); else as it is.
+fn unpadded(u: Tensor, shape: &[usize]) -> Tensor {
+    let s = u.shape();
+    let padded = shape.len() == 4
+        && s.len() == 4
+        && shape[1] < s[1]
+        && (shape[0], &shape[2..]) == (s[0], &s[2..]);
+    match padded {
+        true => u.channels_cropped(shape[1]).unwrap_or(u),
+        false => u,
     }
 }
 

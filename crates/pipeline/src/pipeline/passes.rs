@@ -19,10 +19,10 @@ pub(super) fn expected_noise(s: &CompareSettings, p: &Prepared, lanes: &mut [Lan
         }
         let t = Instant::now();
         let noise = degrade::injected("noise").and_then(|_| noise::expected(s, p, lane));
-        lane.emulated = (lane.unmeasured)
+        lane.noise.held = (lane.unmeasured)
             .stage(&mut lane.notes, "expected noise", noise)
             .unwrap_or_default();
-        lane.noise_ms = ms(t);
+        lane.noise.ms = ms(t);
     }
 }
 
@@ -53,13 +53,13 @@ pub(super) fn compare_once_or_twice(
     });
     let s = bounded.as_ref().unwrap_or(s);
     for (lane, n) in lanes.iter_mut().zip(notes) {
-        (lane.noise_deferred, lane.reports) = (false, HashMap::new());
+        (lane.noise.deferred, lane.reports) = (false, HashMap::new());
         lane.notes.truncate(n);
         lane.out = recaptured(s, p, lane)?;
     }
     expected_noise(s, p, lanes);
     for lane in lanes.iter_mut() {
-        lane.noise_ms += first;
+        lane.noise.ms += first;
         lane.notes.push(
             "a value failed in a first pass without the expected noise: the comparison ran again with it (the first \
              pass's time counts as the noise's)"

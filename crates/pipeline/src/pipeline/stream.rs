@@ -65,7 +65,7 @@ pub fn compare(
     let pb = stage(s.progress, &msg);
     // Every value kept as it arrives when every node is to run alone, else from the first that fails on.
     // A first pass without the expected noise keeps nothing: a failure runs the comparison again.
-    let from_drift = keeps_from_drift(s, lanes) && !lanes.iter().any(|l| l.noise_deferred);
+    let from_drift = keeps_from_drift(s, lanes) && !lanes.iter().any(|l| l.noise.deferred);
     let mut held = held_store(p, keep || from_drift, s.budget().is_some())?;
     let mut drifting = false;
     let mut pairs = vec![];
@@ -93,7 +93,7 @@ pub fn compare(
         (_, lanes) => {
             let outputs: HashSet<&str> = p.graph.outputs.iter().map(|o| o.name.as_str()).collect();
             let clock = &mut clock;
-            let feedback = lanes.iter().any(|l| l.measured.is_some());
+            let feedback = lanes.iter().any(|l| l.adoption.measured.is_some());
             let reference = (&mut runner(), arriving.as_ref());
             let mut abandoned = false;
             streamed(
@@ -195,8 +195,8 @@ fn streamed(
 /// Before any decision on `name` is taken: the noise it carries, for the one lane's decisions to widen to.
 fn measure(lanes: &[Lane], name: &str, value: &std::result::Result<Tensor, String>) {
     if let (Ok(v), [lane]) = (value, lanes) {
-        if let Some(m) = &lane.measured {
-            m.observe(name, v, &lane.emulated);
+        if let Some(m) = &lane.adoption.measured {
+            m.observe(name, v, &lane.noise.held);
         }
     }
 }
@@ -204,7 +204,7 @@ fn measure(lanes: &[Lane], name: &str, value: &std::result::Result<Tensor, Strin
 /// A maker of the reference runner: with the one target's decisions to adopt, and the facts the targets measured.
 fn reference_runner(graph: &crate::model::Graph, lanes: &[Lane]) -> impl Fn() -> ReferenceRunner {
     let decisions = match lanes {
-        [lane] => lane.decisions.clone(),
+        [lane] => lane.adoption.decisions.clone(),
         _ => None,
     };
     let known = super::noise::known(graph, lanes);
@@ -278,7 +278,7 @@ fn bounded(
     );
     let mut ch = c.with_slice(s.slice.clone());
     if attributed {
-        ch = ch.with_noise(&mut lane.emulated);
+        ch = ch.with_noise(&mut lane.noise.held);
     }
     // Every value as it arrives (every node runs alone), or the chunker's from the first that fails.
     let (mut keep, mut drift) = match keep {
@@ -290,7 +290,7 @@ fn bounded(
         ch = ch.keeping(std::mem::take(held));
     }
     let mut failed = None;
-    let (measured, lane_deferred) = (lane.measured.clone(), lane.noise_deferred);
+    let (measured, lane_deferred) = (lane.adoption.measured.clone(), lane.noise.deferred);
     let feedback = (Some(budget), measured.is_some());
     let reference = streamed(
         p,
@@ -333,7 +333,7 @@ fn bounded(
         budget,
         (chunks, ran),
         (attributed, spilled),
-        (!lane.noise_deferred).then(|| lane.emulated.spilled_bytes().unwrap_or_default()),
+        (!lane.noise.deferred).then(|| lane.noise.held.spilled_bytes().unwrap_or_default()),
     ));
     Ok(reference)
 }
@@ -437,7 +437,7 @@ fn judge_all(
         let scaling = scales.scaling_from(name, judged);
         let report = judge(s, name, value, lane, (scaling, is_output));
         abandoned |=
-            lane.noise_deferred && report.status == crate::report::model::ValueStatus::Fail;
+            lane.noise.deferred && report.status == crate::report::model::ValueStatus::Fail;
         lane.reports.insert(name.to_string(), report);
     }
     abandoned
@@ -451,7 +451,7 @@ fn judge(
     lane: &mut Lane,
     (scaling, is_output): (Scaling, bool),
 ) -> ValueReport {
-    let (target, emulated) = (&mut lane.out, &mut lane.emulated);
+    let (target, emulated) = (&mut lane.out, &mut lane.noise.held);
     let cut = |t: Tensor| match &s.slice {
         Some(sp) => sp.apply(&t),
         None => t,

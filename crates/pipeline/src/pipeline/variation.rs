@@ -56,7 +56,7 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
         return;
     };
     // A second estimate of the noise: counted with the expected-noise stage.
-    lane.noise_ms += super::parts::ms(t);
+    lane.noise.ms += super::parts::ms(t);
     let mut saturation: Option<(String, Option<FusedSaturation>)> = None;
     for name in failing {
         let (Some(r), Some(t), Some(v)) =

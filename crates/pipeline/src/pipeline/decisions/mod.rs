@@ -30,6 +30,32 @@ pub struct Gathered {
     pub noise: Arc<Measured>,
 }
 
+/// The target's discrete decisions one lane's reference runs adopt.
+#[derive(Default)]
+pub struct Adoption {
+    /// The decisions, adopted within the noise of their boundaries: the noise measured on their inputs
+    /// ([`Adoption::measured`]) where it is larger than their fixed window.
+    pub decisions: Option<Arc<Decisions>>,
+    /// The same decisions with their fixed windows, for the expected-noise run (it measures that noise).
+    pub fixed: Option<Arc<Decisions>>,
+    /// The expected noise measured on the decisions' inputs, recorded as the comparison judges them.
+    pub measured: Option<Arc<Measured>>,
+    /// Decision values adopted within a window the measured noise widened ([`widened`]).
+    pub widened: Vec<String>,
+}
+
+impl Adoption {
+    /// A lane's adoption of the decisions `g` gathered.
+    pub fn of(g: &Gathered) -> Adoption {
+        Adoption {
+            decisions: Some(g.measured.clone()),
+            fixed: Some(g.fixed.clone()),
+            measured: Some(g.noise.clone()),
+            widened: vec![],
+        }
+    }
+}
+
 /// The outputs of `n` that are decisions: DynamicQuantizeLinear's codes and zero point, a QDQ pair's
 /// DequantizeLinear output, the first of the others.
 fn decision_outputs<'g>(graph: &Graph, producers: &Producers, n: &'g Node) -> Vec<&'g String> {
@@ -345,7 +371,7 @@ fn fraction(f: f64) -> &'static str {
 /// The decision values where the reference adopted flips within a window the measured noise widened beyond the
 /// fixed one: the expected-noise run keeps the fixed windows, so it may have decided otherwise there.
 pub fn widened(lane: &Lane, adopted: &HashMap<String, Adopted>) -> Vec<String> {
-    let Some(d) = &lane.decisions else {
+    let Some(d) = &lane.adoption.decisions else {
         return vec![];
     };
     let mut out: Vec<String> = (adopted.iter())
@@ -377,10 +403,10 @@ fn downstream(graph: &Graph, values: &[String]) -> std::collections::BTreeSet<St
 /// Takes the expected noise off the values computed from decisions the expected-noise run may have taken otherwise
 /// ([`widened`]): its values there are not the target's precision applied to the same decisions. A note says so.
 pub fn without_noise_after(graph: &Graph, lane: &mut Lane) {
-    if lane.widened.is_empty() {
+    if lane.adoption.widened.is_empty() {
         return;
     }
-    let after = downstream(graph, &lane.widened);
+    let after = downstream(graph, &lane.adoption.widened);
     let mut stripped = 0;
     for name in &after {
         if let Some(r) = lane.reports.get_mut(name).filter(|r| r.noise.is_some()) {
@@ -388,7 +414,12 @@ pub fn without_noise_after(graph: &Graph, lane: &mut Lane) {
             stripped += 1;
         }
     }
-    let named: Vec<String> = lane.widened.iter().map(|d| format!("`{d}`")).collect();
+    let named: Vec<String> = lane
+        .adoption
+        .widened
+        .iter()
+        .map(|d| format!("`{d}`"))
+        .collect();
     lane.notes.push(format!(
         "expected noise: not measured on {stripped} value(s) computed from {}, where the reference took the target's \
          decisions within the noise measured on their inputs and the correctly rounded run, which keeps the fixed \
@@ -402,7 +433,7 @@ pub fn without_noise_after(graph: &Graph, lane: &mut Lane) {
 /// the graph.
 pub fn unmeasured_alone(graph: &Graph, lane: &mut Lane) {
     let producers = graph.producers();
-    for v in &lane.widened {
+    for v in &lane.adoption.widened {
         let Some(&i) = producers.get(v.as_str()) else {
             continue;
         };
