@@ -48,6 +48,7 @@ mod nhwc;
 mod optional;
 mod oracle;
 mod origin;
+mod plan_sizing;
 mod plugins;
 mod plugins_ggml;
 mod precision;

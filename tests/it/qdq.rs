@@ -123,3 +123,33 @@ fn a_fault_in_a_qoperator_weight_scale_is_found_at_its_node() {
         "{out}"
     );
 }
+
+/// ONNX Runtime's `QLinearSoftmax` kernel multiplies by floor(1 / y_scale) levels: at a y_scale of float32 1/255
+/// (just above 1/255, so 254.99998 levels) it writes round(y · 254), some levels one below the exact value's
+/// rounding. Such a level is the exact value's other neighbour, a faithful rounding of ONNX Runtime's integer kernel
+/// (as its fused QDQ kernels give): taken and counted, and the verdict is clean.
+#[test]
+fn a_qlinear_softmax_level_onnx_runtime_s_kernel_floors_is_a_faithful_rounding() {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("qop_255.onnx");
+    let src = root().join("tests/data/qdq/convnet_qop.onnx");
+    // 1/256 × 256/255 in float32: float32's 1/255.
+    scaled_weights_copy(&src, "probs_scale", 256.0 / 255.0, &m);
+    let json = dir.path().join("r.json");
+    let (code, out, err) = phantom(&[
+        "onnx",
+        m.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = read_json(&json);
+    assert_eq!(r["verdict"]["status"], "clean", "{out}");
+    let softmax = (r["nodes"].as_array().unwrap().iter())
+        .find(|n| n["op_type"] == "QLinearSoftmax")
+        .unwrap();
+    let adopted = &softmax["values"][0]["adopted"];
+    assert!(adopted["faithful"].as_u64().unwrap() >= 1, "{softmax}");
+    assert_eq!(adopted["beyond"], 0, "{softmax}");
+}

@@ -58,14 +58,24 @@ pub fn install(
         dir.display()
     );
     let status = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", "--target"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+        ])
         .arg(&staging)
         .arg(format!("{package}=={version}"))
         .status()
         .map_err(|e| format!("could not run python3 -m pip ({e})"))?;
     if !status.success() {
         let _ = std::fs::remove_dir_all(&staging);
-        return Err(format!("pip install {package}=={version} failed ({status})"));
+        return Err(format!(
+            "pip install {package}=={version} failed ({status})"
+        ));
     }
     if found(&dir).is_some() {
         // Another phantom process finished the same install first.
@@ -79,5 +89,10 @@ pub fn install(
             )
         })?;
     }
-    found(&dir).ok_or_else(|| format!("pip installed {package} into {} but what phantom needs is not there", dir.display()))
+    found(&dir).ok_or_else(|| {
+        format!(
+            "pip installed {package} into {} but what phantom needs is not there",
+            dir.display()
+        )
+    })
 }

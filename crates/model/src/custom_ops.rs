@@ -174,7 +174,10 @@ fn install_extensions() -> std::result::Result<Library, String> {
     })?;
     Ok(Library {
         path,
-        source: format!("phantom cache ({})", pip::dir(package, PINNED_EXTENSIONS).display()),
+        source: format!(
+            "phantom cache ({})",
+            pip::dir(package, PINNED_EXTENSIONS).display()
+        ),
         python: Some(python),
     })
 }

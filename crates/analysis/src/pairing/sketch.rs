@@ -21,6 +21,9 @@ pub struct Sketch {
     /// The same value read channels-first ([`Tensor::channels_first`]), for a value that may be held
     /// channels-last (NHWC) where the other graph holds it channels-first; None where that reads the same.
     pub channels_first: Option<Box<Sketch>>,
+    /// The same value without the channels ONNX Runtime pads an NCHWc block with ([`Tensor::channels_cropped`]),
+    /// one per channel count the other graph holds a value of; empty for a value not blocked.
+    pub cropped: Vec<Sketch>,
 }
 
 impl Sketch {
@@ -51,6 +54,7 @@ impl Sketch {
             rms: (sq / n.max(1) as f64).sqrt(),
             sample,
             channels_first: None,
+            cropped: vec![],
         })
     }
 
@@ -59,6 +63,31 @@ impl Sketch {
         let mut s = Sketch::of(t)?;
         let cf = t.channels_first().and_then(|c| Sketch::of(&c));
         s.channels_first = cf.filter(|c| c.sample != s.sample).map(Box::new);
+        Some(s)
+    }
+
+    /// [`Sketch::of_either_layout`] of an unblocked NCHWc value `t` [N, C, H, W], with its readings cropped to each
+    /// channel count that `shapes` (the other graph's) holds of [N, c, H, W] where the padding of one block of
+    /// `block` channels could account for the rest (C − `block` < c < C).
+    pub fn of_padded(
+        t: &Tensor,
+        block: usize,
+        shapes: &std::collections::HashSet<Vec<usize>>,
+    ) -> Option<Sketch> {
+        let mut s = Sketch::of_either_layout(t)?;
+        let dims = t.shape();
+        if dims.len() != 4 {
+            return Some(s);
+        }
+        let padding = |c: usize| c < dims[1] && c + block > dims[1];
+        let mut counts: Vec<usize> = (shapes.iter())
+            .filter(|d| d.len() == 4 && d[0] == dims[0] && d[2..] == dims[2..] && padding(d[1]))
+            .map(|d| d[1])
+            .collect();
+        counts.sort_unstable();
+        s.cropped = (counts.iter())
+            .filter_map(|&c| t.channels_cropped(c).and_then(|v| Sketch::of(&v)))
+            .collect();
         Some(s)
     }
 
@@ -83,6 +112,7 @@ impl Sketch {
             rms: 0.0,
             sample,
             channels_first: None,
+            cropped: vec![],
         }
     }
 

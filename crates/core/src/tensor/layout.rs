@@ -75,6 +75,27 @@ impl Tensor {
 }
 
 impl Tensor {
+    /// An [N, C, H, W] value with its first `channels` channels only: an unblocked NCHWc value without the channels
+    /// ONNX Runtime pads a block with (a convolution of 24 filters writes 32 channels where a block holds 16). None
+    /// unless rank 4 with at least `channels` channels.
+    pub fn channels_cropped(&self, channels: usize) -> Option<Tensor> {
+        let s = self.shape();
+        if s.len() != 4 || channels > s[1] {
+            return None;
+        }
+        let slice = ndarray::Slice::from(0..channels);
+        macro_rules! crop {
+            ($($v:ident),*) => {
+                match self {
+                    $(Tensor::$v(a) => Tensor::$v(a.slice_axis(ndarray::Axis(1), slice).to_owned()),)*
+                }
+            };
+        }
+        Some(crop!(
+            F64, F32, F16, Bf16, I64, I32, I16, I8, U64, U32, U16, U8, Bool, Str
+        ))
+    }
+
     /// A channels-last value (N, spatial…, C; rank 3 to 5) read channels-first (N, C, spatial…): what an NHWC
     /// layout holds, in the NCHW order the model's value has. None for other ranks.
     pub fn channels_first(&self) -> Option<Tensor> {

@@ -6,7 +6,7 @@
 
 mod rename;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -96,9 +96,12 @@ pub fn compare(
             ),
         });
     }
-    let (ref_values, ref_missing) = sketched(reference, inputs, &Default::default(), false)?;
+    let none = (&HashSet::new(), &HashSet::new());
+    let (ref_values, ref_missing) = sketched(reference, inputs, none, false)?;
     let blocked = crate::model::nchwc::blocked(target);
-    let (tgt_values, tgt_missing) = sketched(target, &inputs_for(target, inputs), &blocked, true)?;
+    let shapes = (ref_values.iter()).map(|(_, s)| s.shape.clone()).collect();
+    let target_inputs = inputs_for(target, inputs);
+    let (tgt_values, tgt_missing) = sketched(target, &target_inputs, (&blocked, &shapes), true)?;
     let narrowest = narrowest_float(target);
     let p = pairing::pair(
         &ref_values,
@@ -232,12 +235,13 @@ fn changed_inside(
         .collect()
 }
 
-/// Every value of one f64 run, sketched (graph inputs first; the `blocked` ones in row-major order; with
-/// `either`, each also read channels-first), and the values it could not compute.
+/// Every value of one f64 run, sketched (graph inputs first; the `blocked` ones in row-major order, and cropped
+/// to each channel count of the other graph's `shapes` a block's padding may account for; with `either`, each also
+/// read channels-first), and the values it could not compute.
 fn sketched(
     graph: &Graph,
     inputs: &Inputs,
-    blocked: &std::collections::HashSet<String>,
+    (blocked, shapes): (&HashSet<String>, &HashSet<Vec<usize>>),
     either: bool,
 ) -> Result<(Values, HashMap<String, String>)> {
     let block = crate::tensor::nchwc_block_size();
@@ -254,7 +258,11 @@ fn sketched(
     ReferenceRunner::default().run_streaming(graph, inputs, &mut |name, v| match v {
         Ok(t) => {
             let plain = blocked.contains(name).then(|| t.unblocked(block)).flatten();
-            if let Some(s) = sketch(plain.as_ref().unwrap_or(&t)) {
+            let s = match &plain {
+                Some(p) => Sketch::of_padded(p, block, shapes),
+                None => sketch(&t),
+            };
+            if let Some(s) = s {
                 values.push((name.to_string(), s));
             }
         }

@@ -21,7 +21,7 @@ mod pairs;
 mod ties;
 pub use dynamic::adopt_dynamic;
 pub use measured::Measured;
-pub use pairs::{adopt_pair, adopt_paired_quantize, faithful, paired_quantize};
+pub use pairs::{adopt_pair, adopt_paired_quantize, faithful, faithful_levels, paired_quantize};
 pub use ties::{flip as flip_ties, Ties, TIES_FLIPPED};
 
 /// The target's decision on one value, and the noise of the float the decision rounds (its first input): a fixed

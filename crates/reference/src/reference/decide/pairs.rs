@@ -143,6 +143,49 @@ fn reconcile_levels(
     Some((taken, a))
 }
 
+/// The levels of a QOperator node (ONNX Runtime's integer kernels, computed as its final `QuantizeLinear` of
+/// inputs `ins`: the float, its scale and zero point) after [`super::adopt_monotone`] in `found`: the target's level is
+/// taken where it is the other neighbour of the exact level ([`faithful`]), as for a QDQ pair, since those kernels
+/// requantize in their own arithmetic (`QLinearSoftmax` multiplies by floor(1 / scale)).
+pub fn faithful_levels(
+    d: &super::Decisions,
+    names: &[(usize, String)],
+    ins: &TVec<TValue>,
+    out: &mut TVec<TValue>,
+    found: &mut [(String, Adopted)],
+) {
+    let Some(x) = ins.first().and_then(f64s) else {
+        return;
+    };
+    for (slot, name) in names {
+        let (Some(dec), Some(o)) = (d.get(name), out.get_mut(*slot)) else {
+            continue;
+        };
+        let Some(a) = (found.iter_mut()).find(|(n, _)| n == name).map(|(_, a)| a) else {
+            continue;
+        };
+        let (Some(mut taken), theirs) = (f64s(o), target_f64s(dec)) else {
+            continue;
+        };
+        let (Some((lo, hi)), Some((s, zp))) = (levels(o.datum_type()), params(ins, o.shape()))
+        else {
+            continue;
+        };
+        if taken.len() != x.len() || theirs.len() != x.len() || a.beyond == 0 {
+            continue;
+        }
+        faithful(
+            &mut taken,
+            &theirs,
+            |i| (x[i] / s[i] + zp[i]).clamp(lo, hi),
+            a,
+        );
+        if let Ok(t) = shaped_like(o, taken) {
+            *o = t;
+        }
+    }
+}
+
 /// Takes the target's level where it still differs from `taken` but lies less than one quantum from the exact
 /// (unrounded) level `exact(i)`: the other neighbour of the exact value, a faithful rounding ([`Adopted::faithful`]).
 pub fn faithful(taken: &mut [f64], theirs: &[f64], exact: impl Fn(usize) -> f64, a: &mut Adopted) {

@@ -125,9 +125,11 @@ impl Evaluator<'_, '_> {
             }
             "Resize" => super::super::resize_int::adopt(d, &names, node, ins, out),
             op if qop::OPS.contains(&op) => {
-                decide::adopt_monotone(d, &names, (ins, false, None), out, |xs| {
+                let mut found = decide::adopt_monotone(d, &names, (ins, false, None), out, |xs| {
                     reeval(ctx, node, xs)
-                })
+                });
+                decide::faithful_levels(d, &names, ins, out, &mut found);
+                found
             }
             op if thresholds::OPS.contains(&op) => {
                 thresholds::adopt(d, &names, ins, out, |xs| reeval(ctx, node, xs))
