@@ -310,7 +310,7 @@ mod tests {
         for r in rows() {
             assert!(seen.insert(r.op), "{} is in two rows", r.op);
         }
-        assert_eq!(seen.len(), 107);
+        assert_eq!(seen.len(), 108);
         let mut onnx = tract_onnx::onnx();
         register(&mut onnx);
         for op in &seen {
