@@ -252,6 +252,13 @@ fn an_extensions_model_with_no_library_around_gets_one_installed() {
     );
     assert!(installed.join("onnxruntime_extensions").is_dir(), "{out}");
     assert_seeded_and_compared(&out, &r);
+    // The report says which library ran, and where it came from.
+    let libs = r["target"]["details"]["custom_op_libraries"].to_string();
+    assert!(
+        libs.contains("onnxruntime-extensions-0.15.2") && libs.contains("phantom cache"),
+        "{libs}"
+    );
+    assert!(out.contains("custom ops    "), "{out}");
     let (code, out, _) = run_env(&model(), None, &off, &[]);
     assert_eq!(code, 0, "found in the cache with installs off: {out}");
     assert!(!out.contains("installing"), "{out}");

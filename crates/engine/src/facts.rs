@@ -62,6 +62,9 @@ pub struct OrtFacts {
     pub deterministic: bool,
     /// The model ONNX Runtime ran.
     pub model: String,
+    /// The custom-op libraries registered with its sessions, each `PATH (where it was found)`.
+    #[serde(default)]
+    pub custom_op_libraries: Vec<String>,
 }
 
 /// The nodes one ONNX Runtime provider ran.

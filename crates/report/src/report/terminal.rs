@@ -392,6 +392,9 @@ pub fn target_lines(r: &Report) -> String {
             {
                 let _ = writeln!(s, "placement     {}", o.ep_used);
             }
+            for lib in &o.custom_op_libraries {
+                let _ = writeln!(s, "custom ops    {lib}");
+            }
         }
     }
     s

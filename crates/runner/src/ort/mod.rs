@@ -449,6 +449,9 @@ impl OrtRunner {
             opt_level: self.opt_level,
             deterministic: self.deterministic,
             model: graph.path.display().to_string(),
+            custom_op_libraries: (crate::model::custom_ops::libraries().iter())
+                .map(|l| format!("{} ({})", l.path.display(), l.source))
+                .collect(),
         })
     }
 }
