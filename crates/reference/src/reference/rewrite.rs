@@ -30,7 +30,10 @@
 //! - ONNX Runtime's NCHWc ops (com.microsoft.nchwc): expanded into the ONNX op each blocks, between layout
 //!   kernels ([`super::nchwc`]).
 //!
-//! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node.
+//! Inserted nodes are named `<node name>.rw<k>`, so phantom attributes them to the original ONNX node. The
+//! node-for-node expansions (`Gelu`, `Swish`, `IsNaN`, `IsInf`, `Pad`) are one table ([`expansions`]).
+
+mod expansions;
 
 use tract_onnx::pb::{
     attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto, TensorProto,
@@ -188,64 +191,12 @@ fn replace(n: &NodeProto) -> Option<(Vec<NodeProto>, Vec<TensorProto>)> {
         nodes: vec![],
         consts: vec![],
     };
-    let x = n.input[0].as_str();
-    let y = n.output[0].as_str();
-    match n.op_type.as_str() {
-        "Gelu" => {
-            let tanh = attr(n, "approximate").is_some_and(|a| a.s == b"tanh");
-            let (one, half) = (b.constant(1.0), b.constant(0.5));
-            let core = if tanh {
-                let c = b.constant(0.044715);
-                let k = b.constant((2.0 / std::f64::consts::PI).sqrt());
-                let x2 = b.op("Mul", &[x, x], None);
-                let x3 = b.op("Mul", &[&x2, x], None);
-                let cx3 = b.op("Mul", &[&x3, &c], None);
-                let inner = b.op("Add", &[x, &cx3], None);
-                let scaled = b.op("Mul", &[&inner, &k], None);
-                b.op("Tanh", &[&scaled], None)
-            } else {
-                let k = b.constant(std::f64::consts::FRAC_1_SQRT_2);
-                let scaled = b.op("Mul", &[x, &k], None);
-                b.op("Erf", &[&scaled], None)
-            };
-            let plus = b.op("Add", &[&core, &one], None);
-            let prod = b.op("Mul", &[x, &plus], None);
-            b.op("Mul", &[&prod, &half], Some(y));
-        }
-        "Pad" if n.input.len() >= 2 => crop_negative_pads(&mut b, y),
-        "Swish" => {
-            let alpha = attr(n, "alpha").map(|a| a.f as f64).unwrap_or(1.0);
-            let a = b.constant(alpha);
-            let ax = b.op("Mul", &[x, &a], None);
-            let s = b.op("Sigmoid", &[&ax], None);
-            b.op("Mul", &[x, &s], Some(y));
-        }
-        "IsNaN" => {
-            let same = b.op("Equal", &[x, x], None);
-            b.op("Not", &[&same], Some(y));
-        }
-        "IsInf" => {
-            let flag = |name: &str| attr(n, name).is_none_or(|a| a.i != 0);
-            let mut hits = vec![];
-            for (on, v) in [
-                (flag("detect_positive"), f64::INFINITY),
-                (flag("detect_negative"), f64::NEG_INFINITY),
-            ] {
-                if on {
-                    let c = b.constant(v);
-                    hits.push(b.op("Equal", &[x, &c], None));
-                }
-            }
-            match hits.as_slice() {
-                [one] => b.op("Identity", &[one], Some(y)),
-                [p, q] => b.op("Or", &[p, q], Some(y)),
-                _ => {
-                    let same = b.op("Equal", &[x, x], None);
-                    b.op("Xor", &[&same, &same], Some(y))
-                }
-            };
-        }
-        _ => return None,
+    let (x, y) = (n.input[0].as_str(), n.output[0].as_str());
+    let (_, expand) = expansions::EXPANSIONS
+        .iter()
+        .find(|(op, _)| *op == n.op_type)?;
+    if !expand(&mut b, x, y) {
+        return None;
     }
     Some((b.nodes, b.consts))
 }
