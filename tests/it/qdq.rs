@@ -136,15 +136,8 @@ fn a_qlinear_softmax_level_onnx_runtime_s_kernel_floors_is_a_faithful_rounding()
     let src = root().join("tests/data/qdq/convnet_qop.onnx");
     // 1/256 × 256/255 in float32: float32's 1/255.
     scaled_weights_copy(&src, "probs_scale", 256.0 / 255.0, &m);
-    let json = dir.path().join("r.json");
-    let (code, out, err) = phantom(&[
-        "onnx",
-        m.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{out}{err}");
-    let r = read_json(&json);
+    let (code, out, r) = crate::contrib::onnx_report(&m, &[]);
+    assert_eq!(code, 0, "{out}");
     assert_eq!(r["verdict"]["status"], "clean", "{out}");
     let softmax = (r["nodes"].as_array().unwrap().iter())
         .find(|n| n["op_type"] == "QLinearSoftmax")
