@@ -92,7 +92,7 @@ fn notes(p: &Prepared, lane: &Lane, cmp: &Compared) -> Vec<String> {
     notes.extend(lane.target.notes());
     notes.extend(cmp.reference.notes.iter().cloned());
     notes.extend(lane.out.notes.iter().cloned());
-    notes.extend(lane.notes.iter().cloned());
+    notes.extend(lane.said.notes.iter().cloned());
     if p.graph.was_unsorted {
         notes.push("the model's node list is not topologically sorted; phantom sorted it".into());
     }

@@ -77,6 +77,56 @@ impl Unmeasured {
     }
 }
 
+impl Unmeasured {
+    /// Adds what another stage could not measure.
+    pub fn absorb(&mut self, other: Unmeasured) {
+        self.everywhere.extend(other.everywhere);
+        for (node, figures) in other.nodes {
+            self.nodes.entry(node).or_default().extend(figures);
+        }
+    }
+}
+
+/// What a stage says beside its result: notes for the report, and the figures it could not measure. Stages return
+/// it; the lane hears it ([`super::Lane::hear`]).
+#[derive(Debug, Default)]
+pub struct Said {
+    pub notes: Vec<String>,
+    pub unmeasured: Unmeasured,
+}
+
+impl Said {
+    /// A stage that says one note.
+    pub fn note(note: impl Into<String>) -> Said {
+        Said {
+            notes: vec![note.into()],
+            ..Default::default()
+        }
+    }
+
+    /// The stage's result; on failure, `None`, a note and `what` marked not measured on every compared node
+    /// ([`Unmeasured::stage`]).
+    pub fn stage<T>(&mut self, what: &str, r: Result<T>) -> Option<T> {
+        self.unmeasured.stage(&mut self.notes, what, r)
+    }
+
+    /// The stage's result; on failure, `None` and a note ([`optional`]).
+    pub fn optional<T>(&mut self, what: &str, r: Result<T>) -> Option<T> {
+        optional(&mut self.notes, what, r)
+    }
+
+    /// `what` of `node` not measured, because `why`.
+    pub fn node(&mut self, node: &str, what: &str, why: &str) {
+        self.unmeasured.node(node, what, why)
+    }
+
+    /// Adds what another stage said, after this one's.
+    pub fn absorb(&mut self, other: Said) {
+        self.notes.extend(other.notes);
+        self.unmeasured.absorb(other.unmeasured);
+    }
+}
+
 /// The first line of an error, at most 300 characters (ONNX Runtime's messages carry source paths and stacks).
 fn one_line(s: &str) -> String {
     let line = s.lines().next().unwrap_or("");

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use super::degrade;
+use super::degrade::{self, Said};
 use super::parts::{prune_heatmaps, stage};
 use super::reasons::{explain_causes, model_differences, origin_weights};
 use super::stream::Compared;
@@ -25,20 +25,21 @@ use crate::tensor::Tensor;
 
 /// Introduced error: every node on the target with reference inputs, compared with the reference. When the
 /// reference values wait on disk (bounded memory), the nodes run in groups whose values fit a chunk of the budget,
-/// each group's feeds read back from disk, compared, then dropped.
+/// each group's feeds read back from disk, compared, then dropped. Returns the error each node's value introduces,
+/// by value, and what the stage says (the nodes the target could not run alone).
 pub fn attribute(
     s: &CompareSettings,
     p: &Prepared,
-    lane: &mut Lane,
     cmp: &Compared,
+    lane: Alone<'_>,
     round: &Rounding,
-) -> Result<()> {
+) -> Result<(Vec<(String, Option<Introduced>)>, Said)> {
     let msg = format!(
         "introduced error: every node on {} with reference inputs",
-        lane.spec.label()
+        lane.label
     );
     let pb = stage(s.progress, &msg);
-    let graph = match &lane.attribution.alone {
+    let graph = match lane.nodes {
         Some(names) => Cow::Owned(Graph {
             nodes: (p.graph.nodes.iter())
                 .filter(|n| names.contains(&n.name))
@@ -48,9 +49,10 @@ pub fn attribute(
         }),
         None => Cow::Borrowed(&p.graph),
     };
+    let mut said = Said::default();
     if graph.nodes.is_empty() {
         pb.finish_and_clear();
-        return Ok(());
+        return Ok((vec![], said));
     }
     let groups: Vec<Cow<Graph>> = match (&cmp.held, s.budget()) {
         (Held::Disk(_), Some(budget)) => {
@@ -62,10 +64,11 @@ pub fn attribute(
         _ => vec![graph],
     };
     let mut all = Isolated::default();
+    let mut found = vec![];
     for g in &groups {
         let mut iso = lane.target.run_isolated(g, &p.inputs, &cmp.held, round)?;
         let values = std::mem::take(&mut iso.values);
-        introduced(s, lane, cmp, &values, round);
+        found.extend(introduced(s, lane.reports, cmp, &values, round));
         all.absorb(iso);
     }
     if let (true, Some(budget)) = (groups.len() > 1, s.budget()) {
@@ -73,12 +76,21 @@ pub fn attribute(
         all.groups = groups.len();
         all.group_bytes = chunk_bytes(budget, &p.graph);
     }
-    lane.notes.extend(all.notes());
+    said.notes.extend(all.notes());
     for (node, why) in &all.excluded {
-        lane.unmeasured.node(node, "introduced error", why);
+        said.node(node, "introduced error", why);
     }
     pb.finish_and_clear();
-    Ok(())
+    Ok((found, said))
+}
+
+/// What the attribution stage reads of a lane: its target (which runs the nodes alone), its label, the nodes to run
+/// alone (None: every node) and the value reports of the comparison.
+pub struct Alone<'a> {
+    pub target: &'a mut dyn crate::targets::Target,
+    pub label: String,
+    pub nodes: Option<&'a std::collections::HashSet<String>>,
+    pub reports: &'a super::Reports,
 }
 
 /// What the anomaly test knows about the operands of `value`: their largest RMS and the coarsest float type the
@@ -97,17 +109,16 @@ pub(super) fn operands_of(
     }
 }
 
-/// Each isolated output compared with the reference: the error its node introduces, on its value report.
+/// Each isolated output compared with the reference: the error its node introduces, by value.
 fn introduced(
     s: &CompareSettings,
-    lane: &mut Lane,
+    reports: &super::Reports,
     cmp: &Compared,
     isolated: &HashMap<String, Tensor>,
     round: &Rounding,
-) {
+) -> Vec<(String, Option<Introduced>)> {
     // Values are compared in parallel: most are too small to occupy every core alone.
-    let reports = &lane.reports;
-    let introduced: Vec<(&String, Option<Introduced>)> = isolated
+    isolated
         .par_iter()
         .filter(|(name, _)| reports.contains_key(*name))
         .filter_map(|(name, t_iso)| {
@@ -132,16 +143,11 @@ fn introduced(
                 false,
             );
             Some((
-                name,
+                name.clone(),
                 attribution::introduced(&alone, &r, round.get(name).copied()),
             ))
         })
-        .collect();
-    for (name, i) in introduced {
-        if let Some(v) = lane.reports.get_mut(name) {
-            v.introduced = i;
-        }
-    }
+        .collect()
 }
 
 /// The node reports, and the verdict with its culprits and their causes.
@@ -152,50 +158,48 @@ pub struct Found {
     pub notes: Vec<String>,
 }
 
-/// Assembles node reports and finds the first divergence, the culprits and their causes; marks each node's
-/// figures an optional stage could not measure.
+/// Assembles node reports from the lane's value reports (`reports`, taken out of it) and finds the first
+/// divergence, the culprits and their causes. Returns what it found and what it says (the figures it could not
+/// measure, which the lane marks on the nodes with the earlier stages', [`super::Lane::explain`]).
 pub fn explain(
     s: &CompareSettings,
     p: &Prepared,
     cmp: &Compared,
-    lane: &mut Lane,
-) -> Result<Found> {
-    let reports = std::mem::take(&mut lane.reports);
+    (lane, reports): (&Lane, super::Reports),
+) -> Result<(Found, Said)> {
     let (mut found, causes, settled) = find(s, p, cmp, lane, reports)?;
-    lane.notes.append(&mut found.notes);
+    let mut said = Said {
+        notes: std::mem::take(&mut found.notes),
+        ..Default::default()
+    };
     if let Err(e) = &causes {
         for c in &found.verdict.culprits {
-            lane.unmeasured.node(&c.node, "causes", &e.to_string());
+            said.node(&c.node, "causes", &e.to_string());
         }
     }
-    degrade::optional(&mut lane.notes, "causes", causes);
+    said.optional("causes", causes);
     if let Err(e) = &settled {
-        for c in found
-            .verdict
-            .culprits
-            .iter()
+        for c in (found.verdict.culprits.iter())
             .filter(|c| c.causes.iter().any(|k| k.kind == CauseKind::Fusion))
         {
-            lane.unmeasured
-                .node(&c.node, "the fusion check", &e.to_string());
+            said.node(&c.node, "the fusion check", &e.to_string());
         }
     }
-    let settled = degrade::optional(&mut lane.notes, "the fusion check", settled);
+    let settled = said.optional("the fusion check", settled);
     let tf32 =
         degrade::injected("tf32").and_then(|_| settle_tf32(s, p, cmp, lane, &mut found.verdict));
-    match degrade::optional(&mut lane.notes, "the TF32 check", tf32) {
-        Some(Some(note)) => lane.notes.push(note),
-        Some(None) => lane.notes.extend(tf32_note(&lane.spec, &found.verdict)),
+    match said.optional("the TF32 check", tf32) {
+        Some(Some(note)) => said.notes.push(note),
+        Some(None) => said.notes.extend(tf32_note(&lane.spec, &found.verdict)),
         None => {}
     }
     if settled == Some(true) {
-        lane.notes.push(
+        said.notes.push(
             "a fusion cause was checked by rerunning the target with --ort-opt-level disable"
                 .into(),
         );
     }
-    lane.unmeasured.mark(&mut found.nodes);
-    Ok(found)
+    Ok((found, said))
 }
 
 /// The node reports, the verdict and its culprits; whether their causes were found (an error: the causes stage

@@ -23,6 +23,7 @@ pub mod degrade;
 pub mod dump;
 mod explain;
 mod hold;
+mod lane;
 mod memory;
 pub mod noise;
 mod paired;
@@ -46,15 +47,14 @@ use crate::model::{self, inputs::Inputs, Graph};
 use crate::report::model::multi::{MultiReport, PairValue};
 use crate::report::model::{Report, ValueReport, ValueStatus};
 use crate::runner::ort_lib::Located;
-use crate::runner::reference::Rounding;
-use crate::runner::RunOutput;
-use crate::targets::{self, Capture, Target, TargetSpec};
+use crate::targets::{self, Target};
 use crate::tensor::Tensor;
 
 pub use assemble::summary as model_summary;
+pub use lane::Lane;
 pub use memory::weights_fit;
 pub use parts::environment;
-use parts::{ms, stage};
+use parts::ms;
 pub use prepare::{checked_inputs, logged, prepared_graph, prepared_inputs, prepared_model};
 pub use samples::compare_samples;
 pub use settings::{CompareSettings, RuntimeSpec, Strategy};
@@ -85,31 +85,8 @@ pub struct Prepared {
     pub sizes: Option<HashMap<String, u64>>,
 }
 
-/// One target through the stages: what it is, what it produced, and its comparison with the reference so far.
-pub struct Lane {
-    pub spec: TargetSpec,
-    pub target: Box<dyn Target>,
-    /// The captured run (every value at once; empty in bounded mode, where chunks run as the reference streams).
-    pub out: RunOutput,
-    /// Capture time, and the runs fetching the target's decisions (bounded runs).
-    pub ms: f64,
-    /// The element type the target stores each value in (with attribution on).
-    pub rounding: Option<Rounding>,
-    /// The expected-noise stage's run and how it ran ([`noise`]).
-    pub noise: noise::Noise,
-    /// Value reports by name.
-    pub reports: HashMap<String, ValueReport>,
-    /// Notes for this target's report.
-    pub notes: Vec<String>,
-    /// What pairing the target model's values with the reference's by value found ([`paired`]).
-    pub paired: paired::Paired,
-    /// What the attribution stage measured, and of which nodes ([`alone`]).
-    pub attribution: alone::Attribution,
-    /// Figures the optional stages could not measure, per node.
-    pub unmeasured: degrade::Unmeasured,
-    /// The target's discrete decisions the reference runs adopt ([`decisions`]).
-    pub adoption: decisions::Adoption,
-}
+/// Value reports by name.
+pub type Reports = HashMap<String, ValueReport>;
 
 /// Every lane's report, the target-vs-target comparisons, and the inputs they ran on.
 struct Finished {
@@ -245,7 +222,7 @@ fn hold_what_is_needed(
         }
     };
     for lane in lanes.iter_mut() {
-        lane.notes.push(note.clone());
+        lane.said.notes.push(note.clone());
     }
     ms(t)
 }
@@ -255,10 +232,17 @@ fn hold_what_is_needed(
 /// `defer`: the comparison may run a first pass without the expected noise ([`noise::deferred`]).
 fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) -> Result<Finished> {
     let attribution = s.attribution;
-    let mut lanes = capture(s, p, attribution)?;
+    let mut lanes = lane::capture(s, p, attribution)?;
     let t = Instant::now();
-    decisions::stand_in_values(s, p, &mut lanes);
-    let adopt = decisions::gather(s, p, &mut lanes);
+    let adopt = match (lanes.as_mut_slice(), s.budget()) {
+        ([lane], budget) => {
+            if let Some(budget) = budget {
+                lane.stand_ins(p, budget);
+            }
+            lane.gather(s, p)
+        }
+        _ => None,
+    };
     if let Some(lane) = lanes.first_mut() {
         // Bounded runs fetch the target's decisions in runs of their own: the target's time.
         lane.ms += ms(t);
@@ -268,20 +252,19 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
             lane.adoption = decisions::Adoption::of(g);
         }
     }
-    let alone = lanes.len() == 1;
-    let deferred = alone && noise::deferred(s, p, &mut lanes[0], defer);
-    if !deferred {
+    if let [lane] = lanes.as_mut_slice() {
+        lane.noise.deferred = noise::deferred(s, p, lane, defer);
+    }
+    if !lanes.iter().any(|l| l.noise.deferred) {
         passes::expected_noise(s, p, &mut lanes);
     }
     let (mut cmp, again) = passes::compare_once_or_twice(s, p, &mut lanes)?;
     // A first pass that failed may have run again bounded: the stages after it follow.
     let s = again.as_ref().unwrap_or(s);
     for lane in lanes.iter_mut() {
-        noise::settle(lane);
-        decisions::record(lane, &cmp.reference.adopted);
-        lane.adoption.widened = decisions::widened(lane, &cmp.reference.adopted);
-        decisions::without_noise_after(&p.graph, lane);
-        variation::settle(s, p, lane);
+        lane.settle_noise();
+        lane.adopted(p, &cmp.reference.adopted);
+        lane.judge_variation(s, p);
     }
     let held_ms = match attribution && !s.attribute_all {
         true => hold_what_is_needed(s, p, &mut lanes, &mut cmp),
@@ -295,17 +278,10 @@ fn stages(s: &CompareSettings, p: &mut Prepared, t_all: Instant, defer: bool) ->
     let mut reports = vec![];
     let mut target_outputs = HashMap::new();
     for (k, mut lane) in lanes.into_iter().enumerate() {
-        if let Some(round) = lane.rounding.clone() {
-            let t = Instant::now();
-            let done = degrade::injected("attribution")
-                .and_then(|_| explain::attribute(s, p, &mut lane, &cmp, &round));
-            (lane.unmeasured).stage(&mut lane.notes, "introduced error", done);
-            decisions::unmeasured_alone(&p.graph, &mut lane);
-            // The reference's second run, when one was needed, counts as attribution (of the first target).
-            lane.attribution.ms = ms(t) + if k == 0 { held_ms } else { 0.0 };
-        }
+        // The reference's second run, when one was needed, counts as attribution (of the first target).
+        lane.attribute(s, p, &cmp, if k == 0 { held_ms } else { 0.0 });
         let t_explain = Instant::now();
-        let found = explain::explain(s, p, &cmp, &mut lane)?;
+        let found = lane.explain(s, p, &cmp)?;
         reports.push(assemble::report(
             s,
             p,
@@ -372,49 +348,4 @@ pub fn prepare(s: &CompareSettings) -> Result<Prepared> {
         import_ms: ms(t),
         sizes: None,
     })
-}
-
-/// Each target's run: every value at once, or (bounded memory) nothing yet — chunks run as the reference streams;
-/// with attribution, the element type it stores each value in.
-fn capture(s: &CompareSettings, p: &mut Prepared, attribution: bool) -> Result<Vec<Lane>> {
-    let mut lanes = vec![];
-    let mut paired = std::mem::take(&mut p.paired).into_iter();
-    for (spec, mut target) in s.targets.iter().zip(std::mem::take(&mut p.targets)) {
-        let mut pairing = paired.next().flatten().unwrap_or_default();
-        let t = Instant::now();
-        let pb = stage(s.progress, &format!("target: {}", spec.label()));
-        if crate::error::injected("crash").is_err() {
-            // `PHANTOM_INJECT_FAILURE=crash`: a crash inside the target's engine (tests the crash handler).
-            #[cfg(unix)]
-            // SAFETY: raises a signal in this process, as a crashing engine would.
-            unsafe {
-                libc::raise(libc::SIGSEGV);
-            }
-        }
-        let out = match s.strategy {
-            Strategy::Whole | Strategy::Auto => {
-                let inputs = p.target_inputs.as_ref().unwrap_or(&p.inputs);
-                target.run(&p.graph, inputs, Capture::All)?
-            }
-            Strategy::Bounded { .. } => RunOutput::default(),
-        };
-        pb.finish_and_clear();
-        let ms = ms(t);
-        let rounding = attribution.then(|| target.rounding(&p.graph)).transpose()?;
-        lanes.push(Lane {
-            spec: spec.clone(),
-            target,
-            out,
-            ms,
-            rounding,
-            noise: Default::default(),
-            reports: HashMap::new(),
-            notes: std::mem::take(&mut pairing.notes),
-            paired: pairing,
-            attribution: Default::default(),
-            unmeasured: Default::default(),
-            adoption: Default::default(),
-        });
-    }
-    Ok(lanes)
 }

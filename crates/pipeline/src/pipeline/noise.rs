@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
+use super::degrade::{self, Said};
 use super::parts::stage;
 use super::{CompareSettings, Lane, Prepared};
-use crate::analysis::attribution;
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
 use crate::model::Graph;
@@ -124,17 +124,16 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
     }
 }
 
-/// Leaves the expected-noise run out of the comparison's first pass where the verdict may not need it
+/// Whether the expected-noise run may be left out of the comparison's first pass where the verdict may not need it
 /// (`--expected-noise auto`): one target storing every float value in float32 or wider, on the reference's own plan
 /// (its rounding changes no weight), with no discrete decisions to widen and nothing written as values arrive
 /// (`--dump`, `--steps`). Such a run rarely fails; if a value does, the comparison runs again with the noise
 /// ([`needed_after`]). `defer`: the caller can run the comparison again (a segment's cannot).
-pub(super) fn deferred(s: &CompareSettings, p: &Prepared, lane: &mut Lane, defer: bool) -> bool {
-    lane.noise.deferred = match &lane.rounding {
+pub(super) fn deferred(s: &CompareSettings, p: &Prepared, lane: &Lane, defer: bool) -> bool {
+    match &lane.rounding {
         Some(round) => defer && lane.adoption.decisions.is_none() && deferrable(s, p, round),
         None => false,
-    };
-    lane.noise.deferred
+    }
 }
 
 /// Whether [`deferred`] may leave the noise out of a run of `s` on `p` with one target, which rounds as `round`
@@ -155,28 +154,40 @@ pub(super) fn needed_after(lanes: &[Lane]) -> bool {
         .any(|l| l.noise.deferred && (l.reports.values()).any(|v| v.status == ValueStatus::Fail))
 }
 
-/// A first pass without the expected noise in which no value failed: the run is not needed, and the report says
-/// so.
-pub(super) fn skipped(lane: &mut Lane) {
-    if !lane.noise.deferred {
-        return;
-    }
-    lane.noise.skipped = Some(
+/// Why the expected-noise run did not run: a first pass without it in which no value failed ([`deferred`]).
+pub(super) fn skipped(noise: &Noise) -> Option<String> {
+    noise.deferred.then(|| {
         "every value passed, so no failure needed telling apart from rounding (a target storing every value in \
          float32 or wider, and its weights as the model does); each value's error of correct rounding was measured \
          for the anomaly screen instead (--expected-noise always runs it)"
-            .into(),
-    );
+            .into()
+    })
 }
 
-/// Sets the lane's expected noise to run beside the reference, when it can: on the reference's plan (its rounding
-/// changes no weight and its inputs have the reference's shapes) or on its own (twice the weights in f64 fit the
-/// memory budget), unless `PHANTOM_NOISE_BESIDE` is `0`. The lane's noise is then arriving ([`Held::Arriving`])
-/// until [`settle`].
-pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool {
-    let Some(round) = lane.rounding.as_ref() else {
-        return false;
+/// The expected-noise stage of one lane: beside the reference where it can ([`beside`]; `only`: the lane is the
+/// only one), else run first on its own ([`expected`]); what could not be measured is said beside it.
+pub(super) fn run(s: &CompareSettings, p: &Prepared, lane: &Lane, only: bool) -> (Noise, Said) {
+    if let Some(noise) = only.then(|| beside(s, p, lane)).flatten() {
+        return (noise, Said::default());
+    }
+    let t = std::time::Instant::now();
+    let mut said = Said::default();
+    let held = degrade::injected("noise").and_then(|_| expected(s, p, lane));
+    let held = said.stage("expected noise", held).unwrap_or_default();
+    let noise = Noise {
+        held,
+        ms: super::parts::ms(t),
+        ..Default::default()
     };
+    (noise, said)
+}
+
+/// The lane's expected noise set to run beside the reference, when it can: on the reference's plan (its rounding
+/// changes no weight and its inputs have the reference's shapes) or on its own (twice the weights in f64 fit the
+/// memory budget), unless `PHANTOM_NOISE_BESIDE` is `0`. Its values are then arriving ([`Held::Arriving`]) until
+/// [`settle`].
+fn beside(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Option<Noise> {
+    let round = lane.rounding.as_ref()?;
     let noise_inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
     let asked = std::env::var("PHANTOM_NOISE_BESIDE").map_or(true, |v| v != "0");
     let shared = ReferenceRunner::shares_plan(&p.graph, round, (&p.inputs, noise_inputs));
@@ -184,12 +195,12 @@ pub(super) fn beside(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> bool
     let two_fit = 2 * p.graph.reference_weight_bytes() <= crate::fsutil::memory_budget() as u64;
     let can = asked && crate::error::injected("noise").is_ok() && (shared || two_fit);
     // A store that cannot be made fails the same way on its own: the stage says so there.
-    let Some(held) = can.then(|| store(s, &p.graph).ok()).flatten() else {
-        return false;
-    };
-    lane.noise.held = Held::Arriving(Arc::new(Arrivals::new(held)));
-    lane.noise.beside = Some(shared);
-    true
+    let held = can.then(|| store(s, &p.graph).ok()).flatten()?;
+    Some(Noise {
+        held: Held::Arriving(Arc::new(Arrivals::new(held))),
+        beside: Some(shared),
+        ..Default::default()
+    })
 }
 
 /// The expected-noise run beside which the reference of `lanes` runs, when it does: its values' destination and
@@ -257,30 +268,23 @@ pub(super) fn run_reference(
     runner.run_paired(graph, inputs, sink, beside)
 }
 
-/// After the comparison: the noise that arrived beside the reference becomes the lane's held noise, with the run's
-/// time. If that run failed, no value keeps a figure from it (a value it excused fails again) and the stage is
-/// marked not measured, as when it runs on its own.
-pub(super) fn settle(lane: &mut Lane) {
-    let Held::Arriving(a) = std::mem::take(&mut lane.noise.held) else {
-        return;
+/// After the comparison: the noise that arrived beside the reference, as held noise with the run's time added;
+/// and whether that run ended well. If it failed, no value may keep a figure from it (a value it excused fails
+/// again) and the stage is not measured, as when it runs on its own ([`super::Lane::settle_noise`]).
+pub(super) fn settle(noise: Noise) -> (Noise, Result<()>) {
+    let Held::Arriving(a) = noise.held else {
+        return (noise, Ok(()));
     };
-    let done = Arc::try_unwrap(a).ok().and_then(Arrivals::finished);
-    let (held, error) = match done {
+    let mut noise = Noise {
+        held: Held::default(),
+        ..noise
+    };
+    let ended = match Arc::try_unwrap(a).ok().and_then(Arrivals::finished) {
         Some(d) => {
-            lane.noise.ms += d.ms;
-            (d.held, d.error)
+            (noise.ms, noise.held) = (noise.ms + d.ms, d.held);
+            d.error.map_or(Ok(()), Err)
         }
-        None => (
-            Held::default(),
-            Some(Error::Usage("the run did not end".into())),
-        ),
+        None => Err(Error::Usage("the run did not end".into())),
     };
-    lane.noise.held = held;
-    if let Some(e) = error {
-        lane.reports
-            .values_mut()
-            .for_each(attribution::without_noise);
-        let failed: Result<()> = Err(e);
-        (lane.unmeasured).stage(&mut lane.notes, "expected noise", failed);
-    }
+    (noise, ended)
 }

@@ -2,27 +2,19 @@
 //! the stream-compare stage run once, or twice where a first pass without the noise found a failing value
 //! ([`super::noise::deferred`]).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use super::parts::ms;
-use super::{degrade, noise, stream, CompareSettings, Lane, Prepared, Strategy};
+use super::{noise, stream, CompareSettings, Lane, Prepared, Strategy};
 use crate::error::Result;
 use crate::runner::RunOutput;
+use crate::targets::Target;
 
-/// Each lane's expected noise: beside the reference where it can ([`noise::beside`]), else run first on its own.
+/// Each lane's expected noise: beside the reference where it can, else run first on its own ([`noise::run`]).
 pub(super) fn expected_noise(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) {
-    let alone = lanes.len() == 1;
+    let only = lanes.len() == 1;
     for lane in lanes.iter_mut() {
-        if alone && noise::beside(s, p, lane) {
-            continue;
-        }
-        let t = Instant::now();
-        let noise = degrade::injected("noise").and_then(|_| noise::expected(s, p, lane));
-        lane.noise.held = (lane.unmeasured)
-            .stage(&mut lane.notes, "expected noise", noise)
-            .unwrap_or_default();
-        lane.noise.ms = ms(t);
+        lane.expect_noise(s, p, only);
     }
 }
 
@@ -36,11 +28,13 @@ pub(super) fn compare_once_or_twice(
     lanes: &mut [Lane],
 ) -> Result<(stream::Compared, Option<CompareSettings>)> {
     let keep = s.attribution && s.attribute_all;
-    let notes: Vec<usize> = lanes.iter().map(|l| l.notes.len()).collect();
+    let notes: Vec<usize> = lanes.iter().map(|l| l.said.notes.len()).collect();
     let t = Instant::now();
     let cmp = stream::compare(s, p, lanes, keep)?;
     if !noise::needed_after(lanes) {
-        lanes.iter_mut().for_each(noise::skipped);
+        for lane in lanes.iter_mut() {
+            lane.noise.skipped = noise::skipped(&lane.noise);
+        }
         return Ok((cmp, None));
     }
     drop(cmp);
@@ -53,14 +47,13 @@ pub(super) fn compare_once_or_twice(
     });
     let s = bounded.as_ref().unwrap_or(s);
     for (lane, n) in lanes.iter_mut().zip(notes) {
-        (lane.noise.deferred, lane.reports) = (false, HashMap::new());
-        lane.notes.truncate(n);
-        lane.out = recaptured(s, p, lane)?;
+        let out = recaptured(s, p, lane.target.as_mut())?;
+        lane.again(n, out);
     }
     expected_noise(s, p, lanes);
     for lane in lanes.iter_mut() {
         lane.noise.ms += first;
-        lane.notes.push(
+        lane.said.notes.push(
             "a value failed in a first pass without the expected noise: the comparison ran again with it (the first \
              pass's time counts as the noise's)"
                 .into(),
@@ -69,17 +62,19 @@ pub(super) fn compare_once_or_twice(
     Ok((stream::compare(s, p, lanes, keep)?, bounded))
 }
 
-/// The target's values for the second pass: the comparison took the first pass's as it went, so a whole run
-/// captures them again (its time counts as the target's); a bounded one exposes them chunk by chunk.
-fn recaptured(s: &CompareSettings, p: &Prepared, lane: &mut Lane) -> Result<RunOutput> {
+/// The target's values for the second pass, and the time it took: the comparison took the first pass's as it
+/// went, so a whole run captures them again (its time counts as the target's); a bounded one exposes them chunk by
+/// chunk.
+fn recaptured(
+    s: &CompareSettings,
+    p: &Prepared,
+    target: &mut dyn Target,
+) -> Result<(RunOutput, f64)> {
     if s.budget().is_some() {
-        return Ok(RunOutput::default());
+        return Ok(Default::default());
     }
     let t = Instant::now();
     let inputs = p.target_inputs.as_ref().unwrap_or(&p.inputs);
-    let out = lane
-        .target
-        .run(&p.graph, inputs, crate::targets::Capture::All)?;
-    lane.ms += ms(t);
-    Ok(out)
+    let out = target.run(&p.graph, inputs, crate::targets::Capture::All)?;
+    Ok((out, ms(t)))
 }

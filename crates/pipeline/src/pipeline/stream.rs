@@ -325,11 +325,11 @@ fn bounded(
     let notes = ch.notes();
     let ran = ch.ran();
     drop(ch);
-    lane.notes.extend(notes);
+    lane.said.notes.extend(notes);
     lane.reports = reports;
     let spilled =
         (keep.or(drift)).and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
-    lane.notes.push(bounded_note(
+    lane.said.notes.push(bounded_note(
         budget,
         (chunks, ran),
         (attributed, spilled),

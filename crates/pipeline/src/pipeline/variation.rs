@@ -9,9 +9,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::degrade::Said;
 use super::{CompareSettings, Lane, Prepared};
 use crate::analysis::causes::fused_pairs;
-use crate::report::model::{FusedSaturation, ValueStatus, Variation};
+use crate::report::model::{FusedSaturation, ValueReport, ValueStatus, Variation};
 use crate::runner::reference::decide::{Ties, TIES_FLIPPED};
 use crate::runner::reference::{qop, ReferenceRunner};
 use crate::tensor::{DType, Tensor};
@@ -21,9 +22,39 @@ use crate::tensor::{DType, Tensor};
 /// QDQ ResNet-18s from `quantize_static` (four configurations), the fused run's distance was 0.5 to 1.0 times it.
 pub const FACTOR: f64 = 2.0;
 
+/// The failing graph outputs judged against the variation of faithful integer kernels: each one's [`Variation`],
+/// the runs' time (a second estimate of the noise: counted with the expected-noise stage), and what the stage says.
+#[derive(Default)]
+pub struct Judged {
+    pub variations: Vec<(String, Variation)>,
+    pub ms: f64,
+    pub said: Said,
+}
+
+impl Judged {
+    /// Puts each variation on its value report, passing the outputs it excuses with their reason.
+    pub fn onto(self, reports: &mut HashMap<String, ValueReport>) -> (f64, Said) {
+        for (name, var) in self.variations {
+            let Some(report) = reports.get_mut(&name) else {
+                continue;
+            };
+            if var.excused {
+                report.status = ValueStatus::Pass;
+                report.reason = Some(format!(
+                    "beyond the tolerance but within {FACTOR}× the variation of faithful integer kernels ({} \
+                     near-tie level(s) rounded the other way move it by up to {:.4})",
+                    var.flips, var.max_abs
+                ));
+            }
+            report.variation = Some(var);
+        }
+        (self.ms, self.said)
+    }
+}
+
 /// Judges the failing graph outputs of `lane` (read from ONNX Runtime's plain run, which exposing the values moved)
 /// against the variation of faithful integer kernels, when the model quantizes.
-pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
+pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Judged {
     let moved = (lane.target.instrumentation()).is_some_and(|i| i.outputs_moved);
     let quantizes = p
         .graph
@@ -31,14 +62,14 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
         .iter()
         .any(|n| n.op_type == "QuantizeLinear" || qop::OPS.contains(&n.op_type.as_str()));
     if !moved || !quantizes || !s.tolerance.is_default() {
-        return;
+        return Judged::default();
     }
     let failing: HashSet<&str> = (p.graph.outputs.iter())
         .map(|o| o.name.as_str())
         .filter(|n| (lane.reports.get(*n)).is_some_and(|v| v.status == ValueStatus::Fail))
         .collect();
     if failing.is_empty() {
-        return;
+        return Judged::default();
     }
     // Without VNNI, the fused convolutions' activation levels too, to count their pairs.
     let without_vnni = lane.spec.is_ort_on("cpu") && !vnni();
@@ -51,12 +82,11 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
     let t = std::time::Instant::now();
     let done = ties_run(p, lane, &failing, true)
         .and_then(|(ties, flipped)| Ok((ties, ties_run(p, lane, &read, false)?.0, flipped)));
-    let what = "fused-kernel variation";
-    let Some((ties, own, flipped)) = lane.unmeasured.stage(&mut lane.notes, what, done) else {
-        return;
+    let mut judged = Judged::default();
+    let Some((ties, own, flipped)) = judged.said.stage("fused-kernel variation", done) else {
+        return judged;
     };
-    // A second estimate of the noise: counted with the expected-noise stage.
-    lane.noise.ms += super::parts::ms(t);
+    judged.ms = super::parts::ms(t);
     let mut saturation: Option<(String, Option<FusedSaturation>)> = None;
     for name in failing {
         let (Some(r), Some(t), Some(v)) =
@@ -64,26 +94,17 @@ pub(super) fn settle(s: &CompareSettings, p: &Prepared, lane: &mut Lane) {
         else {
             continue;
         };
-        if let Some(report) = lane.reports.get_mut(name) {
-            let mut var = judged(r, t, v, flipped);
-            let mut text = note(name, &var);
-            if !var.excused && without_vnni {
-                let (said, counted) = saturation.get_or_insert_with(|| saturates(p, &convs, &own));
-                text.push_str(said);
-                var.saturation = counted.clone();
-            }
-            lane.notes.push(text);
-            if var.excused {
-                report.status = ValueStatus::Pass;
-                report.reason = Some(format!(
-                    "beyond the tolerance but within {FACTOR}× the variation of faithful integer kernels ({} \
-                     near-tie level(s) rounded the other way move it by up to {:.4})",
-                    var.flips, var.max_abs
-                ));
-            }
-            report.variation = Some(var);
+        let mut var = judged_output(r, t, v, flipped);
+        let mut text = note(name, &var);
+        if !var.excused && without_vnni {
+            let (said, counted) = saturation.get_or_insert_with(|| saturates(p, &convs, &own));
+            text.push_str(said);
+            var.saturation = counted.clone();
         }
+        judged.said.notes.push(text);
+        judged.variations.push((name.to_string(), var));
     }
+    judged
 }
 
 /// What a failing fused output may owe to an x86 CPU without VNNI: the pairs over int16 of the convolutions and
@@ -179,7 +200,7 @@ fn ties_run(
 }
 
 /// The fused run's output `t` against the reference `r`, given the near-ties run's `v`.
-fn judged(r: &Tensor, t: &Tensor, v: &Tensor, flips: u64) -> Variation {
+fn judged_output(r: &Tensor, t: &Tensor, v: &Tensor, flips: u64) -> Variation {
     let largest = |a: &Tensor, b: &Tensor| {
         let (a, b) = (a.as_f64(), b.as_f64());
         (a.iter().zip(b.iter()))
@@ -211,13 +232,13 @@ mod tests {
     fn an_output_passes_within_twice_the_near_ties_run_and_no_further() {
         let r = t(&[1.0, 2.0, 3.0]);
         let near_ties = t(&[1.0, 3.0, 3.0]);
-        let within = judged(&r, &t(&[0.0, 2.0, 5.0]), &near_ties, 7);
+        let within = judged_output(&r, &t(&[0.0, 2.0, 5.0]), &near_ties, 7);
         assert!(within.excused && within.max_abs == 1.0 && within.error == 2.0);
-        let beyond = judged(&r, &t(&[1.0, 2.0, 5.5]), &near_ties, 7);
+        let beyond = judged_output(&r, &t(&[1.0, 2.0, 5.5]), &near_ties, 7);
         assert!(!beyond.excused);
-        let nothing_moves = judged(&r, &t(&[1.0, 2.0, 3.5]), &r, 0);
+        let nothing_moves = judged_output(&r, &t(&[1.0, 2.0, 3.5]), &r, 0);
         assert!(!nothing_moves.excused, "no variation excuses nothing");
-        let nan = judged(&r, &t(&[f32::NAN, 2.0, 3.0]), &near_ties, 7);
+        let nan = judged_output(&r, &t(&[f32::NAN, 2.0, 3.0]), &near_ties, 7);
         assert!(!nan.excused, "a NaN where the reference is finite");
     }
 }

@@ -5,48 +5,42 @@
 use std::sync::Arc;
 
 use super::held;
+use crate::error::Result;
 use crate::model::Node;
-use crate::pipeline::{CompareSettings, Lane, Prepared};
+use crate::pipeline::degrade::Said;
+use crate::pipeline::Prepared;
 use crate::runner::reference::contrib::standin::may_stand_in;
 use crate::runner::reference::ReferenceRunner;
 use crate::spill::Spill;
+use crate::targets::Target;
+use crate::tensor::Tensor;
 
-/// The decisions exposed by the target's cuts (bounded mode), kept on disk until their nodes run; `None` with a
-/// note when they cannot be.
+/// The decisions exposed by the target's cuts (bounded mode), kept on disk until their nodes run.
 pub(super) fn fetch(
     p: &Prepared,
-    lane: &mut Lane,
+    target: &mut dyn Target,
     wanted: &[(&Node, &String)],
     budget: usize,
-) -> Option<Arc<Spill>> {
+) -> Result<Arc<Spill>> {
     let names: Vec<&str> = wanted.iter().map(|(n, o)| held(n, o)).collect();
     // As the chunks run (cuts with every value exposed): exposing the decisions alone would let ONNX Runtime fuse
     // across the rest and round them differently from the runs they are compared with.
     // The comparison's chunks go on from these runs: what they computed is not computed again.
-    lane.target.keep_chunks();
-    let run = exposed(p, lane, &names, budget, "decisions");
-    match run {
-        Ok(kept) => Some(Arc::new(kept)),
-        Err(e) => {
-            lane.notes.push(format!(
-                "discrete decisions: the target's could not be exposed on their own ({e}); none adopted"
-            ));
-            None
-        }
-    }
+    target.keep_chunks();
+    Ok(Arc::new(exposed(p, target, &names, budget, "decisions")?))
 }
 
 /// `names` exposed by the target's cuts, kept on disk. Each cut exposes every value it computes, so the names are
 /// asked for in batches whose values fit a chunk of `budget`.
 fn exposed(
     p: &Prepared,
-    lane: &mut Lane,
+    target: &mut dyn Target,
     names: &[&str],
     budget: usize,
     what: &str,
-) -> crate::error::Result<Spill> {
+) -> Result<Spill> {
     let batches = batches(p, names, crate::bounded::chunk_bytes(budget, &p.graph));
-    let mut chunks = lane.target.chunks(&p.graph, &p.inputs)?;
+    let mut chunks = target.chunks(&p.graph, &p.inputs)?;
     let mut kept = Spill::new(what)?;
     for batch in &batches {
         for (name, t) in chunks.next(batch)? {
@@ -58,36 +52,39 @@ fn exposed(
 
 /// The target's values of the nodes the reference may take from it (custom ops, `Unique`, `NonMaxSuppression`:
 /// [`may_stand_in`]), exposed by its cuts before the reference types the model when the run is bounded in memory
-/// (no captured values to read them from), so that such a node is stood in for as in a whole run. A note says so
-/// where they could not be exposed.
-pub fn stand_in_values(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) {
-    let ([lane], Some(budget)) = (lanes, s.budget()) else {
-        return;
-    };
+/// (no captured values to read them from), so that such a node is stood in for as in a whole run; with the note
+/// saying so, or saying why they could not be exposed.
+pub fn stand_in_values(
+    p: &Prepared,
+    target: &mut dyn Target,
+    budget: usize,
+) -> (Vec<(String, Tensor)>, Said) {
     let names: Vec<&str> = (p.graph.nodes.iter())
         .filter(|n| may_stand_in(&n.domain, &n.op_type))
         .flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()))
         .map(String::as_str)
         .collect();
     if names.is_empty() {
-        return;
+        return (vec![], Said::default());
     }
-    match exposed(p, lane, &names, budget, "stand-ins") {
+    match exposed(p, target, &names, budget, "stand-ins") {
         Ok(kept) => {
-            (lane.out.values).extend(
-                (names.iter()).filter_map(|&n| Some((n.to_string(), kept.get(n)?))),
-            );
-            lane.notes.push(format!(
+            let values = (names.iter()).filter_map(|&n| Some((n.to_string(), kept.get(n)?)));
+            let note = format!(
                 "bounded memory: the target's values of {} output(s) of nodes the reference may take from it \
                  (custom ops, `Unique`, `NonMaxSuppression`) were exposed by a chunked run of their own before the \
                  comparison",
                 names.len()
-            ));
+            );
+            (values.collect(), Said::note(note))
         }
-        Err(e) => lane.notes.push(format!(
-            "bounded memory: the target's values of the nodes the reference may take from it could not be \
-             exposed ({e}); such nodes stop the reference"
-        )),
+        Err(e) => {
+            let note = format!(
+                "bounded memory: the target's values of the nodes the reference may take from it could not be \
+                 exposed ({e}); such nodes stop the reference"
+            );
+            (vec![], Said::note(note))
+        }
     }
 }
 

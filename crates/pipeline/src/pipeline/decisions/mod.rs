@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{CompareSettings, Lane, Prepared};
+use super::degrade::Said;
+use super::{CompareSettings, Lane, Prepared, Reports};
 use crate::model::{Graph, Node};
 use crate::runner::reference::decide::{self, Adopted, Decision, Decisions, Kept, Measured};
 use crate::runner::reference::{qop, select, thresholds};
@@ -191,27 +192,46 @@ pub fn any(s: &CompareSettings, graph: &Graph) -> bool {
 /// The one target's decisions (none with several targets: the reference can follow only one). Bounded runs hold
 /// no captured values, so the decisions are exposed by the target's first cuts and wait on disk for their nodes
 /// (however large: the verdict does not depend on the memory budget).
-pub fn gather(s: &CompareSettings, p: &Prepared, lanes: &mut [Lane]) -> Option<Gathered> {
-    let [lane] = lanes else { return None };
+pub fn gather(s: &CompareSettings, p: &Prepared, lane: Side<'_>) -> (Option<Gathered>, Said) {
     let producers = p.graph.producers();
     let wanted = wanted(s, &p.graph, &producers);
     if wanted.is_empty() {
-        return None;
+        return (None, Said::default());
     }
-    let fetched = match s.budget() {
+    let Side {
+        target,
+        out,
+        rounding,
+    } = lane;
+    let fetched = match s.budget().map(|budget| fetch(p, target, &wanted, budget)) {
         None => None,
-        Some(budget) => Some(fetch(p, lane, &wanted, budget)?),
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => {
+            let note = format!(
+                "discrete decisions: the target's could not be exposed on their own ({e}); none adopted"
+            );
+            return (None, Said::note(note));
+        }
     };
-    let kept = |held: &str| match (lane.out.values.get(held), &fetched) {
+    let kept = |held: &str| match (out.values.get(held), &fetched) {
         (Some(t), _) => Some(Kept::Memory(Arc::new(t.clone()))),
         (None, Some(f)) if f.has(held) => Some(Kept::Disk(f.clone(), held.to_string())),
         _ => None,
     };
     let input_type = |input: &str| {
-        (lane.out.values.get(input).map(Tensor::dtype))
-            .or_else(|| lane.rounding.as_ref().and_then(|r| r.get(input).copied()))
+        (out.values.get(input).map(Tensor::dtype))
+            .or_else(|| rounding.and_then(|r| r.get(input).copied()))
     };
-    Some(build(&p.graph, &producers, wanted, kept, input_type))
+    let g = build(&p.graph, &producers, wanted, kept, input_type);
+    (Some(g), Said::default())
+}
+
+/// What [`gather`] reads of the one lane: the target (a bounded run's cuts expose its decisions), its captured run
+/// and its rounding.
+pub struct Side<'a> {
+    pub target: &'a mut dyn crate::targets::Target,
+    pub out: &'a crate::runner::RunOutput,
+    pub rounding: Option<&'a crate::runner::reference::Rounding>,
 }
 
 /// The decisions of one target run that kept every value of `graph` (a segment's boundary pass), as [`gather`]
@@ -294,14 +314,14 @@ fn build(
     }
 }
 
-/// Puts what the reference adopted on the value reports, and a note summing it up.
-pub fn record(lane: &mut Lane, adopted: &HashMap<String, Adopted>) {
+/// Puts what the reference adopted on the value reports; the note summing it up, when it adopted any.
+pub fn record(reports: &mut Reports, adopted: &HashMap<String, Adopted>) -> Option<String> {
     let mut total = Adopted::default();
     let mut named: Vec<(&String, &Adopted)> = adopted.iter().collect();
     let taken = |a: &Adopted| a.flips + a.undefined + a.faithful;
     named.sort_by(|a, b| taken(b.1).cmp(&taken(a.1)).then(a.0.cmp(b.0)));
     for (name, a) in &named {
-        if let Some(r) = lane.reports.get_mut(*name) {
+        if let Some(r) = reports.get_mut(*name) {
             r.adopted = Some((*a).clone());
         }
         total.flips += a.flips;
@@ -310,9 +330,7 @@ pub fn record(lane: &mut Lane, adopted: &HashMap<String, Adopted>) {
         total.within = total.within.max(a.within);
         total.faithful += a.faithful;
     }
-    if taken(&total) > 0 {
-        lane.notes.push(note(&total, &named));
-    }
+    (taken(&total) > 0).then(|| note(&total, &named))
 }
 
 /// "discrete decisions: …" for the report.
@@ -401,52 +419,54 @@ fn downstream(graph: &Graph, values: &[String]) -> std::collections::BTreeSet<St
 }
 
 /// Takes the expected noise off the values computed from decisions the expected-noise run may have taken otherwise
-/// ([`widened`]): its values there are not the target's precision applied to the same decisions. A note says so.
-pub fn without_noise_after(graph: &Graph, lane: &mut Lane) {
-    if lane.adoption.widened.is_empty() {
-        return;
+/// (`widened`, [`widened`]): its values there are not the target's precision applied to the same decisions. The
+/// note saying so, when there are any.
+pub fn without_noise_after(
+    graph: &Graph,
+    widened: &[String],
+    reports: &mut Reports,
+) -> Option<String> {
+    if widened.is_empty() {
+        return None;
     }
-    let after = downstream(graph, &lane.adoption.widened);
+    let after = downstream(graph, widened);
     let mut stripped = 0;
     for name in &after {
-        if let Some(r) = lane.reports.get_mut(name).filter(|r| r.noise.is_some()) {
+        if let Some(r) = reports.get_mut(name).filter(|r| r.noise.is_some()) {
             crate::analysis::attribution::without_noise(r);
             stripped += 1;
         }
     }
-    let named: Vec<String> = lane
-        .adoption
-        .widened
-        .iter()
-        .map(|d| format!("`{d}`"))
-        .collect();
-    lane.notes.push(format!(
+    let named: Vec<String> = widened.iter().map(|d| format!("`{d}`")).collect();
+    Some(format!(
         "expected noise: not measured on {stripped} value(s) computed from {}, where the reference took the target's \
          decisions within the noise measured on their inputs and the correctly rounded run, which keeps the fixed \
          window, may have decided otherwise",
         named.join(", ")
-    ));
+    ))
 }
 
 /// The introduced error of the nodes computing widened decisions ([`widened`]) is not measured: run alone on the
 /// reference's inputs, the target decides for itself, while the reference's value holds the target's decision in
-/// the graph.
-pub fn unmeasured_alone(graph: &Graph, lane: &mut Lane) {
+/// the graph. Returns those nodes marked not measured.
+pub fn unmeasured_alone(graph: &Graph, widened: &[String], reports: &mut Reports) -> Said {
     let producers = graph.producers();
-    for v in &lane.adoption.widened {
+    let mut said = Said::default();
+    for v in widened {
         let Some(&i) = producers.get(v.as_str()) else {
             continue;
         };
         let node = &graph.nodes[i];
         for o in node.outputs.iter().filter(|o| !o.is_empty()) {
-            if let Some(r) = lane.reports.get_mut(o) {
+            if let Some(r) = reports.get_mut(o) {
                 r.introduced = None;
             }
         }
         let why = "the reference took the target's decisions in the graph; alone, on the reference's inputs, the \
                    target decides for itself";
-        lane.unmeasured.node(&node.name, "introduced error", why);
+        said.node(&node.name, "introduced error", why);
     }
+    said
 }
 
 #[cfg(test)]
