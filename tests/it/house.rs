@@ -102,3 +102,36 @@ fn the_function_measure_counts_from_fn_to_its_closing_brace() {
         vec![("a".to_string(), 3), ("b".to_string(), 5)]
     );
 }
+
+/// The modules that run the pipeline's stages in order and hand each lane its stages' results: the stages in order
+/// (`mod.rs`), the comparison's passes, and the lane's own methods, where it takes what a stage returned.
+const ORCHESTRATION: &[&str] = &["mod.rs", "passes.rs", "lane.rs"];
+
+/// What a module writes when it holds a lane mutably or owns lanes.
+const HOLDS_A_LANE: &[&str] = &["&mut Lane", "&mut [Lane]", "Vec<Lane>", "mut lane: Lane"];
+
+/// The pipeline's stages read a lane and return what they found, with what they say beside it; only the
+/// orchestration holds a lane mutably.
+#[test]
+fn the_pipeline_s_stages_take_a_lane_to_read_and_return_what_they_found() {
+    let dir = root().join("crates/pipeline/src/pipeline");
+    let mut files = vec![];
+    rust_files(&dir, &mut files);
+    assert!(files.len() > 20, "found {} files", files.len());
+    let holds = |text: &str| HOLDS_A_LANE.iter().any(|h| text.contains(h));
+    let mut stages = vec![];
+    for p in &files {
+        let text = std::fs::read_to_string(p).unwrap();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let top = p.parent() == Some(dir.as_path());
+        if !(top && ORCHESTRATION.contains(&name.as_str())) && holds(&text) {
+            stages.push(p.strip_prefix(root()).unwrap().display().to_string());
+        }
+    }
+    assert!(
+        stages.is_empty(),
+        "stages holding a lane mutably: {stages:?}"
+    );
+    let lane = std::fs::read_to_string(dir.join("lane.rs")).unwrap();
+    assert!(holds(&lane), "the check finds the orchestration's own");
+}

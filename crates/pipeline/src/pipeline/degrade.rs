@@ -88,7 +88,7 @@ impl Unmeasured {
 }
 
 /// What a stage says beside its result: notes for the report, and the figures it could not measure. Stages return
-/// it; the lane hears it ([`super::Lane::hear`]).
+/// it; the [`super::Lane`] takes it.
 #[derive(Debug, Default)]
 pub struct Said {
     pub notes: Vec<String>,

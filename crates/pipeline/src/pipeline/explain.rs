@@ -33,7 +33,7 @@ pub fn attribute(
     cmp: &Compared,
     lane: Alone<'_>,
     round: &Rounding,
-) -> Result<(Vec<(String, Option<Introduced>)>, Said)> {
+) -> Result<(Vec<Introduces>, Said)> {
     let msg = format!(
         "introduced error: every node on {} with reference inputs",
         lane.label
@@ -84,6 +84,9 @@ pub fn attribute(
     Ok((found, said))
 }
 
+/// A value, and the error its node introduces (none where it was not measured).
+pub type Introduces = (String, Option<Introduced>);
+
 /// What the attribution stage reads of a lane: its target (which runs the nodes alone), its label, the nodes to run
 /// alone (None: every node) and the value reports of the comparison.
 pub struct Alone<'a> {
@@ -116,7 +119,7 @@ fn introduced(
     cmp: &Compared,
     isolated: &HashMap<String, Tensor>,
     round: &Rounding,
-) -> Vec<(String, Option<Introduced>)> {
+) -> Vec<Introduces> {
     // Values are compared in parallel: most are too small to occupy every core alone.
     isolated
         .par_iter()

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::parts::stage;
 use super::stream::Compared;
-use super::{CompareSettings, Lane, Prepared};
+use super::{CompareSettings, Prepared};
 use crate::error::Result;
 use crate::runner::reference::ReferenceRunner;
 use crate::spill::{Held, Spill, Values};
@@ -110,11 +110,11 @@ fn on_disk(p: &Prepared, values: HashMap<String, Tensor>) -> Result<Held> {
 }
 
 /// Whether the comparison keeps the reference's values from the first failing one on ([`hold`] then computes only
-/// the earlier ones again): with attribution, for lanes whose nodes may run alone. `PHANTOM_KEEP_FROM_DRIFT=0` turns
+/// the earlier ones again): with attribution, for lanes whose nodes may run alone (`rounds`: a lane does). `PHANTOM_KEEP_FROM_DRIFT=0` turns
 /// it off (attribution's values then all come from a second reference run), to rule it out when in doubt.
-pub(super) fn keeps_from_drift(s: &CompareSettings, lanes: &[Lane]) -> bool {
+pub(super) fn keeps_from_drift(s: &CompareSettings, rounds: bool) -> bool {
     let asked = std::env::var("PHANTOM_KEEP_FROM_DRIFT").map_or(true, |v| v != "0");
-    asked && s.attribution && lanes.iter().any(|l| l.rounding.is_some())
+    asked && s.attribution && rounds
 }
 
 /// Reference values kept for the later stages: none, in memory, or (bounded) spilled to disk; the inputs first.

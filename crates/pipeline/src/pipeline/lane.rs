@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::degrade::{self, Said};
 use super::explain::{self, Found};
 use super::parts::{ms, stage};
-use super::stream::Compared;
+use super::stream::{self, Compared};
 use super::{alone, decisions, noise, paired, variation};
 use super::{CompareSettings, Prepared, Reports, Strategy};
 use crate::analysis::attribution;
@@ -93,7 +93,38 @@ pub(super) fn capture(
     Ok(lanes)
 }
 
+/// The stream-compare stage on every lane ([`stream::compare`]); each lane takes its value reports and what the
+/// stage says of it.
+pub(super) fn compare(
+    s: &CompareSettings,
+    p: &mut Prepared,
+    lanes: &mut [Lane],
+    keep: bool,
+) -> Result<Compared> {
+    let sides = lanes.iter_mut().map(Lane::side).collect();
+    let (cmp, found) = stream::compare(s, p, sides, keep)?;
+    for (lane, f) in lanes.iter_mut().zip(found) {
+        lane.reports = f.reports;
+        lane.said.notes.extend(f.notes);
+    }
+    Ok(cmp)
+}
+
 impl Lane {
+    /// What the stream-compare stage reads of the lane and drains ([`stream::Side`]).
+    fn side(&mut self) -> stream::Side<'_> {
+        stream::Side {
+            spec: &self.spec,
+            target: self.target.as_mut(),
+            out: &mut self.out,
+            rounding: self.rounding.as_ref(),
+            noise: &mut self.noise,
+            paired: &self.paired,
+            adoption: &self.adoption,
+            found: Default::default(),
+        }
+    }
+
     /// Takes what a stage said: its notes after the earlier stages', and the figures it could not measure.
     pub(super) fn hear(&mut self, said: Said) {
         self.said.absorb(said);

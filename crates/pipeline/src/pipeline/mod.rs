@@ -11,12 +11,17 @@
 //! every target's as it arrives (and, with several targets, the targets with each other), then each lane is
 //! attributed, explained and assembled into its own [`Report`]; [`compare_targets`] adds their agreement.
 //!
+//! A stage reads a lane and returns what it found, with what it says beside it ([`degrade::Said`]: notes, and the
+//! figures it could not measure); the lane takes those results in `lane.rs`. Only the orchestration (this module,
+//! the comparison's passes and the lane's own methods) holds a lane mutably, which a house test keeps true.
+//!
 //! Bounded memory is a capture strategy ([`Strategy::Bounded`]): the target runs chunk by chunk inside the
 //! stream-compare stage. Bisection reuses [`prepare`].
 
 mod ahead;
 mod alone;
 mod assemble;
+mod chunked;
 mod clock;
 pub mod decisions;
 pub mod degrade;

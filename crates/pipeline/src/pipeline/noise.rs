@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::degrade::{self, Said};
 use super::parts::stage;
+use super::stream::Side;
 use super::{CompareSettings, Lane, Prepared};
 use crate::error::{Error, Result};
 use crate::model::inputs::Inputs;
@@ -20,6 +21,7 @@ use crate::runner::reference::{ReferenceRunner, Rounding, Sink};
 use crate::runner::RunOutput;
 use crate::spill::arrivals::Arrivals;
 use crate::spill::{Held, Spill};
+use crate::targets::TargetSpec;
 use crate::tensor::{DType, Tensor};
 
 /// The expected-noise run of one lane: its values, its time, and how it ran or why it did not.
@@ -38,16 +40,8 @@ pub struct Noise {
     pub skipped: Option<String>,
 }
 
-/// Element types and shapes of the values the (first) target computed, and its values of the nodes the reference
-/// may have to stand in for ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
-pub(super) fn known(
-    graph: &Graph,
-    lanes: &[Lane],
-) -> Option<Arc<crate::runner::reference::contrib::standin::Known>> {
-    Some(known_from(graph, &lanes.first()?.out.values))
-}
-
-/// [`known`] from the values one target run computed.
+/// Element types and shapes of the values a target run computed, and its values of the nodes the reference may have
+/// to stand in for ([`crate::runner::reference::contrib::standin`]); none in bounded mode (nothing held).
 pub fn known_from(
     graph: &Graph,
     values: &std::collections::HashMap<String, Tensor>,
@@ -68,8 +62,8 @@ pub fn known_from(
 
 /// Whether the target computes `MatMulNBits` at `accuracy_level = 4` with int8 activations: ONNX Runtime's CPU
 /// provider does (the rounding run then does too).
-pub(super) fn int8_activations(lane: &Lane) -> bool {
-    lane.spec.is_ort_on("cpu")
+pub(super) fn int8_activations(spec: &TargetSpec) -> bool {
+    spec.is_ort_on("cpu")
 }
 
 /// Where the expected-noise run's values wait: when the run is bounded in memory, in memory up to three quarters of
@@ -106,8 +100,8 @@ pub(super) fn expected(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Result
     let mut ideal = ReferenceRunner {
         round: Some(round.clone()),
         decisions: lane.adoption.fixed.clone(),
-        known: known(&p.graph, std::slice::from_ref(lane)),
-        int8_activations: int8_activations(lane),
+        known: Some(known_from(&p.graph, &lane.out.values)),
+        int8_activations: int8_activations(&lane.spec),
         ..Default::default()
     };
     let inputs = p.noise_inputs.as_ref().unwrap_or(&p.inputs);
@@ -205,15 +199,15 @@ fn beside(s: &CompareSettings, p: &Prepared, lane: &Lane) -> Option<Noise> {
 
 /// The expected-noise run beside which the reference of `lanes` runs, when it does: its values' destination and
 /// its rounding.
-pub(super) fn arriving(lanes: &[Lane]) -> Option<Arriving> {
+pub(super) fn arriving(lanes: &[Side]) -> Option<Arriving> {
     match lanes {
-        [lane] => match (&lane.noise.held, &lane.rounding, lane.noise.beside) {
+        [lane] => match (&lane.noise.held, lane.rounding, lane.noise.beside) {
             (Held::Arriving(a), Some(r), Some(shared)) => Some(Arriving {
                 arrivals: a.clone(),
                 round: r.clone(),
                 shared,
                 decisions: lane.adoption.fixed.clone(),
-                int8_activations: int8_activations(lane),
+                int8_activations: int8_activations(lane.spec),
             }),
             _ => None,
         },

@@ -30,7 +30,7 @@ pub(super) fn compare_once_or_twice(
     let keep = s.attribution && s.attribute_all;
     let notes: Vec<usize> = lanes.iter().map(|l| l.said.notes.len()).collect();
     let t = Instant::now();
-    let cmp = stream::compare(s, p, lanes, keep)?;
+    let cmp = super::lane::compare(s, p, lanes, keep)?;
     if !noise::needed_after(lanes) {
         for lane in lanes.iter_mut() {
             lane.noise.skipped = noise::skipped(&lane.noise);
@@ -59,7 +59,7 @@ pub(super) fn compare_once_or_twice(
                 .into(),
         );
     }
-    Ok((stream::compare(s, p, lanes, keep)?, bounded))
+    Ok((super::lane::compare(s, p, lanes, keep)?, bounded))
 }
 
 /// The target's values for the second pass, and the time it took: the comparison took the first pass's as it

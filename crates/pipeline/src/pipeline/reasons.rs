@@ -124,7 +124,7 @@ pub(super) fn chosen_precision(
             path: vec![],
         })
         .collect();
-    if as_culprits.is_empty() || !super::noise::int8_activations(lane) {
+    if as_culprits.is_empty() || !super::noise::int8_activations(&lane.spec) {
         return None;
     }
     let rounding = lane.rounding.as_ref();

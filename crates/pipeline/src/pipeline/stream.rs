@@ -7,21 +7,23 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::clock::OpClock;
+use super::decisions::Adoption;
 use super::hold::{held_store, keeps_from_drift};
+use super::noise::Noise;
+use super::paired::Paired;
 use super::parts::stage;
-use super::{CompareSettings, Lane, Prepared};
+use super::{CompareSettings, Prepared, Reports};
 use crate::analysis::agreement;
 use crate::analysis::{self, attribution, culprit};
-use crate::bounded::Chunker;
 use crate::compare::{Scales, Scaling};
 use crate::error::{Error, Result};
 use crate::report::model::multi::PairValue;
 use crate::report::model::{OpTiming, ValueReport};
-use crate::runner::reference::ReferenceRunner;
+use crate::runner::reference::{ReferenceRunner, Rounding};
 use crate::runner::RunOutput;
-use crate::spill::{Held, Kept};
+use crate::spill::Held;
+use crate::targets::{Target, TargetSpec};
 use crate::tensor::Tensor;
-use crate::units::fmt_size;
 
 /// What the stage produced besides each lane's value reports.
 pub struct Compared {
@@ -48,14 +50,37 @@ pub struct Compared {
     pub(super) runner: ReferenceRunner,
 }
 
+/// What the stream-compare stage reads of one lane, and what it drains: the target's captured values and its
+/// expected noise are taken as each value is compared, and a bounded run's chunks run on the target
+/// ([`super::Lane::side`]). `found`: what the stage found of it so far.
+pub struct Side<'a> {
+    pub spec: &'a TargetSpec,
+    pub target: &'a mut dyn Target,
+    pub out: &'a mut RunOutput,
+    pub rounding: Option<&'a Rounding>,
+    pub noise: &'a mut Noise,
+    pub paired: &'a Paired,
+    pub adoption: &'a Adoption,
+    pub found: Streamed,
+}
+
+/// What the stage found of one lane: its value reports, and what it says of the run.
+#[derive(Default)]
+pub struct Streamed {
+    pub reports: Reports,
+    pub notes: Vec<String>,
+}
+
 /// Compares every reference value with each target's (and the targets' with each other) as the reference computes
-/// it; bounded memory (one target) exposes the target's values chunk by chunk instead.
+/// it; bounded memory (one target) exposes the target's values chunk by chunk instead. Returns what it found of
+/// each lane, in order.
 pub fn compare(
     s: &CompareSettings,
     p: &mut Prepared,
-    lanes: &mut [Lane],
+    mut sides: Vec<Side<'_>>,
     keep: bool,
-) -> Result<Compared> {
+) -> Result<(Compared, Vec<Streamed>)> {
+    let lanes = sides.as_mut_slice();
     refused(s, lanes)?;
     let t = Instant::now();
     let msg = format!(
@@ -65,7 +90,8 @@ pub fn compare(
     let pb = stage(s.progress, &msg);
     // Every value kept as it arrives when every node is to run alone, else from the first that fails on.
     // A first pass without the expected noise keeps nothing: a failure runs the comparison again.
-    let from_drift = keeps_from_drift(s, lanes) && !lanes.iter().any(|l| l.noise.deferred);
+    let rounds = lanes.iter().any(|l| l.rounding.is_some());
+    let from_drift = keeps_from_drift(s, rounds) && !lanes.iter().any(|l| l.noise.deferred);
     let mut held = held_store(p, keep || from_drift, s.budget().is_some())?;
     let mut drifting = false;
     let mut pairs = vec![];
@@ -82,7 +108,7 @@ pub fn compare(
             let keep = (keep || from_drift).then_some((&mut held, keep));
             let scales = &mut scales;
             let reference = (runner(), arriving.as_ref());
-            bounded(
+            super::chunked::bounded(
                 s,
                 p,
                 lane,
@@ -122,7 +148,7 @@ pub fn compare(
                     drifting |= from_drift
                         && lanes
                             .iter()
-                            .any(|l| l.reports.get(name).is_some_and(culprit::sought));
+                            .any(|l| l.found.reports.get(name).is_some_and(culprit::sought));
                     if let (true, Ok(r), Held::Memory(m)) = (keep || drifting, value, &mut held) {
                         m.insert(name.to_string(), r);
                     }
@@ -136,7 +162,7 @@ pub fn compare(
     if let Some(d) = dump {
         d.finish()?;
     }
-    Ok(Compared {
+    let compared = Compared {
         held,
         reference,
         compare_time,
@@ -147,7 +173,8 @@ pub fn compare(
         scales,
         outputs: kept_outputs,
         runner: again,
-    })
+    };
+    Ok((compared, sides.into_iter().map(|l| l.found).collect()))
 }
 
 /// `--dump DIR`'s folder, made (or replaced with `--force`) before the run.
@@ -171,7 +198,7 @@ fn input_scales(p: &Prepared) -> Scales {
 /// ahead of the comparison ([`super::ahead`]), unless the comparison feeds it back (`feedback`: the target's
 /// decisions widen to the noise measured as values arrive) or `PHANTOM_REFERENCE_AHEAD` is `0`; `budget`: a
 /// bounded run's (or the one a whole first pass keeps within), which caps the values ahead.
-fn streamed(
+pub(super) fn streamed(
     p: &Prepared,
     (runner, arriving): (&mut ReferenceRunner, Option<&super::noise::Arriving>),
     (budget, feedback): (Option<usize>, bool),
@@ -193,7 +220,7 @@ fn streamed(
 }
 
 /// Before any decision on `name` is taken: the noise it carries, for the one lane's decisions to widen to.
-fn measure(lanes: &[Lane], name: &str, value: &std::result::Result<Tensor, String>) {
+fn measure(lanes: &[Side], name: &str, value: &std::result::Result<Tensor, String>) {
     if let (Ok(v), [lane]) = (value, lanes) {
         if let Some(m) = &lane.adoption.measured {
             m.observe(name, v, &lane.noise.held);
@@ -202,12 +229,12 @@ fn measure(lanes: &[Lane], name: &str, value: &std::result::Result<Tensor, Strin
 }
 
 /// A maker of the reference runner: with the one target's decisions to adopt, and the facts the targets measured.
-fn reference_runner(graph: &crate::model::Graph, lanes: &[Lane]) -> impl Fn() -> ReferenceRunner {
+fn reference_runner(graph: &crate::model::Graph, lanes: &[Side]) -> impl Fn() -> ReferenceRunner {
     let decisions = match lanes {
         [lane] => lane.adoption.decisions.clone(),
         _ => None,
     };
-    let known = super::noise::known(graph, lanes);
+    let known = (lanes.first()).map(|l| super::noise::known_from(graph, &l.out.values));
     move || ReferenceRunner {
         decisions: decisions.clone(),
         known: known.clone(),
@@ -220,7 +247,7 @@ fn dump_value(
     d: &mut super::dump::Dump,
     name: &str,
     value: &std::result::Result<Tensor, String>,
-    lanes: &[Lane],
+    lanes: &[Side],
 ) {
     let targets: Vec<_> = lanes
         .iter()
@@ -230,10 +257,10 @@ fn dump_value(
 }
 
 /// `name`'s scale: the reference's RMS the comparison measured already, unless it saw a slice; else measured here.
-fn rescale(s: &CompareSettings, name: &str, v: &Tensor, lanes: &[Lane], scales: &mut Scales) {
+fn rescale(s: &CompareSettings, name: &str, v: &Tensor, lanes: &[Side], scales: &mut Scales) {
     let measured = lanes
         .first()
-        .and_then(|l| l.reports.get(name))
+        .and_then(|l| l.found.reports.get(name))
         .and_then(|r| r.metrics.as_ref());
     match (measured, &s.slice) {
         (Some(m), None) if v.dtype().is_float() => scales.set(name, m.scale),
@@ -242,7 +269,7 @@ fn rescale(s: &CompareSettings, name: &str, v: &Tensor, lanes: &[Lane], scales: 
 }
 
 /// The combinations of options a streamed comparison refuses, before anything is written.
-fn refused(s: &CompareSettings, lanes: &[Lane]) -> Result<()> {
+fn refused(s: &CompareSettings, lanes: &[Side]) -> Result<()> {
     match (s.budget(), lanes.len()) {
         (Some(_), _) if s.dump.is_some() => Err(Error::Usage(
             "--dump holds every value of a run; with --max-memory values are exposed chunk by chunk: drop one".into(),
@@ -254,156 +281,8 @@ fn refused(s: &CompareSettings, lanes: &[Lane]) -> Result<()> {
     }
 }
 
-/// The reference's runner, and the expected-noise run to go beside it.
-type Reference<'a> = (ReferenceRunner, Option<&'a super::noise::Arriving>);
-
-/// Bounded memory: the reference streams into the chunker, which runs the target once per chunk; with attribution
-/// each reference value is spilled to `keep` and the expected noise applied from the lane's spilled run.
-fn bounded(
-    s: &CompareSettings,
-    p: &Prepared,
-    lane: &mut Lane,
-    (budget, keep, scales): (usize, Option<(&mut Held, bool)>, &mut Scales),
-    ((mut runner, arriving), compare_time, clock): (Reference, &mut Duration, &mut OpClock),
-) -> Result<RunOutput> {
-    // The expected noise applies whenever attribution is on; the reference values are spilled only when kept.
-    let attributed = s.attribution;
-    let c = Chunker::new(
-        lane.target.as_mut(),
-        &p.graph,
-        &p.inputs,
-        &s.tolerance,
-        budget,
-        (s.heatmaps, scales),
-    );
-    let mut ch = c.with_slice(s.slice.clone());
-    if attributed {
-        ch = ch.with_noise(&mut lane.noise.held);
-    }
-    // Every value as it arrives (every node runs alone), or the chunker's from the first that fails.
-    let (mut keep, mut drift) = match keep {
-        Some((held, true)) => (Some(held), None),
-        Some((held, false)) => (None, Some(held)),
-        None => (None, None),
-    };
-    if let Some(held) = drift.as_deref_mut() {
-        ch = ch.keeping(std::mem::take(held));
-    }
-    let mut failed = None;
-    let (measured, lane_deferred) = (lane.adoption.measured.clone(), lane.noise.deferred);
-    let feedback = (Some(budget), measured.is_some());
-    let reference = streamed(
-        p,
-        (&mut runner, arriving),
-        feedback,
-        &mut |name, value, spent| {
-            let c = clock.arrived(name, spent);
-            if let (Some(m), Some(noise), Ok(v)) = (&measured, ch.noise(), &value) {
-                m.observe(name, v, noise);
-            }
-            if let (Some(k), Ok(t), None) = (keep.as_deref_mut(), &value, &failed) {
-                failed = k.keep(name, t).err();
-            }
-            // A first pass without the expected noise that fails is abandoned: the comparison runs again.
-            if !(lane_deferred && ch.drifting()) {
-                ch.push(name, value);
-            }
-            *compare_time += c.elapsed();
-            clock.compared(name, c, false);
-        },
-    )?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    let (reports, chunks) = finish_chunks(&mut ch)?;
-    lane.out
-        .values
-        .extend(std::mem::take(&mut ch.target_outputs));
-    if let (Some(held), Some(kept)) = (drift.as_deref_mut(), ch.kept()) {
-        *held = kept;
-    }
-    let notes = ch.notes();
-    let ran = ch.ran();
-    drop(ch);
-    lane.said.notes.extend(notes);
-    lane.reports = reports;
-    let spilled =
-        (keep.or(drift)).and_then(|k| k.spilled().map(|sp| (sp.bytes, sp.dir().to_path_buf())));
-    lane.said.notes.push(bounded_note(
-        budget,
-        (chunks, ran),
-        (attributed, spilled),
-        (!lane.noise.deferred).then(|| lane.noise.held.spilled_bytes().unwrap_or_default()),
-    ));
-    Ok(reference)
-}
-
-/// Compares the last chunk; the value reports and how many chunks there were.
-fn finish_chunks(ch: &mut Chunker<'_>) -> Result<(HashMap<String, ValueReport>, usize)> {
-    ch.finish();
-    if let Some(e) = ch.error.take() {
-        return Err(e);
-    }
-    Ok((std::mem::take(&mut ch.reports), ch.chunks_asked))
-}
-
-/// The note on a bounded run: the budget, the chunks and how the target ran for them, and what was spilled to
-/// disk for attribution (`noise`: none when the expected-noise run was left for a failure, [`super::noise::deferred`]).
-fn bounded_note(
-    budget: usize,
-    (chunks, ran): (usize, String),
-    (attributed, reference): (bool, Option<(u64, std::path::PathBuf)>),
-    noise: Option<Kept>,
-) -> String {
-    let head = format!(
-        "bounded memory ({}): values compared in {chunks} chunk(s); {ran}",
-        fmt_size(budget)
-    );
-    if !attributed {
-        return format!(
-            "{head}; introduced error and expected noise are not measured (--attribution off)"
-        );
-    }
-    let noise = match noise {
-        Some(kept) => noise_waited(kept),
-        None => "(none: it runs only once a value fails)".to_string(),
-    };
-    let Some((bytes, dir)) = reference else {
-        return format!(
-            "{head}; the expected-noise run's values {noise}; the reference's are held again only if attribution or \
-             causes need them"
-        );
-    };
-    format!(
-        "{head}; for expected noise and introduced error, the reference values ({}) waited on disk under {} \
-         (PHANTOM_SPILL_DIR), removed after the run, and the expected-noise run's {noise}",
-        fmt_size(bytes as usize),
-        dir.parent().unwrap_or(&dir).display(),
-    )
-}
-
-/// Where the expected-noise run's values waited until compared: in memory up to a share of the budget, on disk
-/// beyond it.
-fn noise_waited(k: Kept) -> String {
-    let total = fmt_size((k.memory + k.disk) as usize);
-    let root = crate::spill::root();
-    match (k.memory, k.disk) {
-        (_, 0) => format!("({total}) waited in memory until compared"),
-        (0, _) => format!(
-            "({total}) waited on disk under {} (PHANTOM_SPILL_DIR), removed after the run",
-            root.display()
-        ),
-        (_, d) => format!(
-            "({total}) waited in memory until compared, {} of them on disk under {} (PHANTOM_SPILL_DIR), removed \
-             after the run",
-            fmt_size(d as usize),
-            root.display()
-        ),
-    }
-}
-
 /// One value compared between every pair of targets (sliced when asked); nothing with one target.
-fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], scaling: Scaling) -> Vec<PairValue> {
+fn pair_up(s: &CompareSettings, name: &str, lanes: &[Side], scaling: Scaling) -> Vec<PairValue> {
     if lanes.len() < 2 {
         return vec![];
     }
@@ -428,17 +307,22 @@ fn pair_up(s: &CompareSettings, name: &str, lanes: &[Lane], scaling: Scaling) ->
 fn judge_all(
     s: &CompareSettings,
     (name, value): (&str, &std::result::Result<Tensor, String>),
-    lanes: &mut [Lane],
+    lanes: &mut [Side],
     (scales, is_output): (&Scales, bool),
 ) -> bool {
     let mut abandoned = false;
     for lane in lanes.iter_mut() {
-        let judged = |o: &str| lane.reports.get(o).and_then(ValueReport::judged_dtype);
+        let judged = |o: &str| {
+            lane.found
+                .reports
+                .get(o)
+                .and_then(ValueReport::judged_dtype)
+        };
         let scaling = scales.scaling_from(name, judged);
         let report = judge(s, name, value, lane, (scaling, is_output));
         abandoned |=
             lane.noise.deferred && report.status == crate::report::model::ValueStatus::Fail;
-        lane.reports.insert(name.to_string(), report);
+        lane.found.reports.insert(name.to_string(), report);
     }
     abandoned
 }
@@ -448,10 +332,10 @@ fn judge(
     s: &CompareSettings,
     name: &str,
     value: &std::result::Result<Tensor, String>,
-    lane: &mut Lane,
+    lane: &mut Side,
     (scaling, is_output): (Scaling, bool),
 ) -> ValueReport {
-    let (target, emulated) = (&mut lane.out, &mut lane.noise.held);
+    let (target, emulated) = (&mut *lane.out, &mut lane.noise.held);
     let cut = |t: Tensor| match &s.slice {
         Some(sp) => sp.apply(&t),
         None => t,

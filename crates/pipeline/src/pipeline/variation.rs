@@ -186,7 +186,7 @@ fn ties_run(
     };
     let mut runner = ReferenceRunner {
         ties: flip.then_some(ties),
-        known: super::noise::known(&p.graph, std::slice::from_ref(lane)),
+        known: Some(super::noise::known_from(&p.graph, &lane.out.values)),
         ..Default::default()
     };
     let mut got = HashMap::new();
