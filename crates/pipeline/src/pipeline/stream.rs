@@ -89,9 +89,7 @@ pub fn compare(
     );
     let pb = stage(s.progress, &msg);
     // Every value kept as it arrives when every node is to run alone, else from the first that fails on.
-    // A first pass without the expected noise keeps nothing: a failure runs the comparison again.
-    let rounds = lanes.iter().any(|l| l.rounding.is_some());
-    let from_drift = keeps_from_drift(s, rounds) && !lanes.iter().any(|l| l.noise.deferred);
+    let from_drift = from_drift(s, lanes);
     let mut held = held_store(p, keep || from_drift, s.budget().is_some())?;
     let mut drifting = false;
     let mut pairs = vec![];
@@ -145,10 +143,7 @@ pub fn compare(
                             kept_outputs.insert(name.to_string(), v.clone());
                         }
                     }
-                    drifting |= from_drift
-                        && lanes
-                            .iter()
-                            .any(|l| l.found.reports.get(name).is_some_and(culprit::sought));
+                    drifting |= from_drift && sought(lanes, name);
                     if let (true, Ok(r), Held::Memory(m)) = (keep || drifting, value, &mut held) {
                         m.insert(name.to_string(), r);
                     }
@@ -175,6 +170,18 @@ pub fn compare(
         runner: again,
     };
     Ok((compared, sides.into_iter().map(|l| l.found).collect()))
+}
+
+/// Whether the comparison keeps the reference's values from the first that fails on ([`keeps_from_drift`]); a
+/// first pass without the expected noise keeps nothing: a failure runs the comparison again.
+fn from_drift(s: &CompareSettings, lanes: &[Side]) -> bool {
+    let rounds = lanes.iter().any(|l| l.rounding.is_some());
+    keeps_from_drift(s, rounds) && !lanes.iter().any(|l| l.noise.deferred)
+}
+
+/// Whether a lane's value `name` is one culprits are sought from ([`culprit::sought`]).
+fn sought(lanes: &[Side], name: &str) -> bool {
+    (lanes.iter()).any(|l| l.found.reports.get(name).is_some_and(culprit::sought))
 }
 
 /// `--dump DIR`'s folder, made (or replaced with `--force`) before the run.
