@@ -80,5 +80,6 @@ mod verdicts;
 mod vocabulary;
 mod wgpu;
 mod wgpu_boundaries;
+mod wgpu_contrib;
 mod wgpu_limits;
 mod work;

@@ -26,7 +26,7 @@ pub fn have_adapter() -> bool {
     any
 }
 
-fn runner(f16: bool, mode: F16Mode, acc16: bool) -> WgpuRunner {
+pub(crate) fn runner(f16: bool, mode: F16Mode, acc16: bool) -> WgpuRunner {
     ensure_runtime();
     let lib = phantom::runner::ort_lib::locate(None, false).unwrap();
     WgpuRunner::new(
@@ -49,7 +49,7 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("test_reduce_prod_default_axes_keepdims_example", "f16", "the product 479001600 is beyond f16's 65504: infinity is the f16 answer"),
 ];
 
-fn load_case(dir: &Path) -> (phantom::model::Graph, Inputs, Vec<(String, Tensor)>) {
+pub(crate) fn load_case(dir: &Path) -> (phantom::model::Graph, Inputs, Vec<(String, Tensor)>) {
     let graph = phantom::model::load(&dir.join("model.onnx")).unwrap();
     let mut inputs = Inputs::default();
     for ((_, path), info) in files(dir, "input_").into_iter().zip(&graph.inputs) {
@@ -67,7 +67,7 @@ fn load_case(dir: &Path) -> (phantom::model::Graph, Inputs, Vec<(String, Tensor)
 }
 
 /// |got − want| ≤ atol + rtol·max(|want|, rms(want)) everywhere (NaN matches NaN, infinities must be equal).
-fn close(got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> Result<(), String> {
+pub(crate) fn close(got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> Result<(), String> {
     // test_matmul_1d_1d expects shape [1] where the spec says a scalar.
     if got.shape() != want.shape() && !(got.len() == want.len() && got.len() <= 1) {
         return Err(format!("shape {:?} vs {:?}", got.shape(), want.shape()));

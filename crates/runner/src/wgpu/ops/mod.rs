@@ -5,6 +5,7 @@
 
 mod attention;
 mod compare;
+mod contrib;
 mod elementwise;
 mod layout;
 mod linalg;
@@ -34,7 +35,7 @@ struct Row {
     op: &'static str,
     /// Its implementation.
     run: OpFn,
-    /// The op's domain (every shader but Binarizer's is for an op of the default domain).
+    /// The op's domain: the default one, `ai.onnx.ml` (Binarizer) or ONNX Runtime's `com.microsoft` ([`contrib`]).
     domain: &'static str,
 }
 
@@ -45,6 +46,15 @@ impl Row {
             op,
             run,
             domain: "ai.onnx",
+        }
+    }
+
+    /// `op` of ONNX Runtime's contrib domain (`com.microsoft`).
+    const fn ms(op: &'static str, run: OpFn) -> Row {
+        Row {
+            op,
+            run,
+            domain: "com.microsoft",
         }
     }
 
@@ -72,6 +82,7 @@ const FAMILIES: &[&[Row]] = &[
     quant::TABLE,
     reduce::TABLE,
     norm::TABLE,
+    contrib::TABLE,
 ];
 
 /// Every op with a shader path.
@@ -228,6 +239,7 @@ mod tests {
     fn rows_say_the_domain() {
         assert_eq!(domain_of("Binarizer"), "ai.onnx.ml");
         assert_eq!(domain_of("Add"), "ai.onnx");
+        assert_eq!(domain_of("SkipLayerNormalization"), "com.microsoft");
         assert_eq!(domain_of("LSTM"), "ai.onnx");
     }
 }

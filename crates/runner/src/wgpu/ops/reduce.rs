@@ -1,5 +1,6 @@
 //! Reductions (`reduce/reduce.wgsl`: any axes, through strides), Softmax/LogSoftmax (`reduce/softmax.wgsl`),
-//! LayerNormalization, RMSNormalization and InstanceNormalization (`reduce/norm.wgsl`), and the global pools as
+//! LayerNormalization, RMSNormalization, ONNX Runtime's SimplifiedLayerNormalization and InstanceNormalization
+//! (`reduce/norm.wgsl`), and the global pools as
 //! reductions; CumSum, CumProd, Hardmax and LpNormalization read whole lanes along one axis (`reduce/lane.wgsl`).
 
 use super::{axis, contiguous, done, host, Params, Row};
@@ -23,6 +24,7 @@ pub(super) const TABLE: &[Row] = &[
     Row::new("LogSoftmax", softmax),
     Row::new("LayerNormalization", layernorm),
     Row::new("RMSNormalization", layernorm),
+    Row::new("SimplifiedLayerNormalization", layernorm),
     Row::new("InstanceNormalization", instancenorm),
     Row::new("CumSum", lane),
     Row::new("CumProd", lane),
@@ -154,10 +156,12 @@ pub(super) fn softmax_rows(
     Ok(out)
 }
 
-/// LayerNormalization, and RMSNormalization (the same without centering, no bias).
+/// LayerNormalization, and RMSNormalization and ONNX Runtime's SimplifiedLayerNormalization (the same without
+/// centering, no bias; the latter's one optional output is the inverse standard deviation).
 fn layernorm(ctx: &mut Ctx) -> Result<Out> {
     let op = ctx.node.op_type.clone();
-    let rms = op == "RMSNormalization";
+    let simplified = op == "SimplifiedLayerNormalization";
+    let rms = op == "RMSNormalization" || simplified;
     let x = ctx.dev(0)?;
     let rank = x.shape.len();
     let Some(a) = axis(ctx.attr_i("axis", -1), rank) else {
@@ -199,7 +203,7 @@ fn layernorm(ctx: &mut Ctx) -> Result<Out> {
     for (k, name) in ctx.node.output.clone().iter().enumerate().skip(1) {
         let v = ctx.output(stats_shape.clone(), ctx.out_dtype());
         if !name.is_empty() && rows > 0 && r > 0 {
-            p.set(4, k as u32 - 1);
+            p.set(4, k as u32 - 1 + simplified as u32);
             let bb = b.as_ref().map(|b| &*b.buf);
             ctx.run_rows(
                 "reduce/norm",
