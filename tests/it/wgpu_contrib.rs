@@ -6,7 +6,7 @@
 
 use phantom::runner::wgpu::F16Mode;
 
-use crate::common::{ensure_runtime, phantom, read_json, root};
+use crate::common::{ensure_runtime, root};
 use crate::wgpu::{close, have_adapter, load_case, runner};
 
 /// The fused ops with shaders, and the ones that still run on the host (and say so).
@@ -16,20 +16,9 @@ const ON_HOST: &[&str] = &["Attention", "EmbedLayerNormalization"];
 /// The nodes of `ops` (of any domain) in the report of `model` run on wgpu with every node alone, each checked on
 /// the device and within float32's accuracy of the reference; returns the report.
 fn on_device(model: &str, ops: &[&str], count: usize) -> serde_json::Value {
-    let tmp = tempfile::tempdir().unwrap();
-    let json = tmp.path().join("r.json");
-    let model = root().join(model);
-    let (code, out, err) = phantom(&[
-        "onnx",
-        model.to_str().unwrap(),
-        "--ep",
-        "wgpu",
-        "--attribute-all",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    let r = read_json(&json);
+    let extra = ["--ep", "wgpu", "--attribute-all"];
+    let (code, out, r) = crate::contrib::onnx_report(&root().join(model), &extra);
+    assert_eq!(code, 0, "{out}");
     let nodes = r["nodes"].as_array().unwrap();
     let of: Vec<&serde_json::Value> = (nodes.iter())
         .filter(|n| ops.contains(&n["op_type"].as_str().unwrap()))
