@@ -117,3 +117,31 @@ fn an_ort_optimized_bert_runs_its_skip_layer_norms_and_bias_gelus_on_the_device(
     }
     assert_eq!(r["target"]["details"]["nodes_on_device"], 13);
 }
+
+/// SkipLayerNormalization asked for its mean and inverse standard deviation (which no optimizer asks for) runs on
+/// the host, and says why; its output is still computed.
+#[test]
+fn a_skip_layer_norm_asked_for_its_statistics_runs_on_the_host_and_says_so() {
+    use prost::Message;
+    if !have_adapter() {
+        return;
+    }
+    let case = root().join("tests/data/contrib/cases/skip_layer_norm");
+    let bytes = std::fs::read(case.join("model.onnx")).unwrap();
+    let mut m = tract_onnx::pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let node = &mut m.graph.as_mut().unwrap().node[0];
+    (node.output[1], node.output[2]) = ("mean".into(), "inv_std".into());
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("model.onnx"), m.encode_to_vec()).unwrap();
+    for f in ["input_0_x.npy", "input_1_skip.npy", "expected_0_y.npy"] {
+        std::fs::copy(case.join(f), tmp.path().join(f)).unwrap();
+    }
+    let (graph, inputs, expected) = load_case(tmp.path());
+    let out = runner(false, F16Mode::Auto, false)
+        .run(&graph, &inputs)
+        .unwrap();
+    let why = &out.placement["skip_layer_norm"].reason;
+    assert!(why.contains("mean or inverse standard deviation"), "{why}");
+    let (o, want) = &expected[0];
+    close(&out.values[o], want, 1e-5, 1e-4).unwrap();
+}

@@ -75,9 +75,7 @@ impl Unmeasured {
             }
         }
     }
-}
 
-impl Unmeasured {
     /// Adds what another stage could not measure.
     pub fn absorb(&mut self, other: Unmeasured) {
         self.everywhere.extend(other.everywhere);

@@ -110,8 +110,9 @@ fn on_disk(p: &Prepared, values: HashMap<String, Tensor>) -> Result<Held> {
 }
 
 /// Whether the comparison keeps the reference's values from the first failing one on ([`hold`] then computes only
-/// the earlier ones again): with attribution, for lanes whose nodes may run alone (`rounds`: a lane does). `PHANTOM_KEEP_FROM_DRIFT=0` turns
-/// it off (attribution's values then all come from a second reference run), to rule it out when in doubt.
+/// the earlier ones again): with attribution, for lanes whose nodes may run alone (`rounds`: a lane does).
+/// `PHANTOM_KEEP_FROM_DRIFT=0` turns it off (attribution's values then all come from a second reference run), to
+/// rule it out when in doubt.
 pub(super) fn keeps_from_drift(s: &CompareSettings, rounds: bool) -> bool {
     let asked = std::env::var("PHANTOM_KEEP_FROM_DRIFT").map_or(true, |v| v != "0");
     asked && s.attribution && rounds

@@ -144,12 +144,12 @@ impl Lane {
         s: &CompareSettings,
         p: &Prepared,
     ) -> Option<decisions::Gathered> {
-        let side = decisions::Side {
+        let source = decisions::Source {
             target: self.target.as_mut(),
             out: &self.out,
             rounding: self.rounding.as_ref(),
         };
-        let (gathered, said) = decisions::gather(s, p, side);
+        let (gathered, said) = decisions::gather(s, p, source);
         self.hear(said);
         gathered
     }

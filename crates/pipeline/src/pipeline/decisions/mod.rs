@@ -192,13 +192,13 @@ pub fn any(s: &CompareSettings, graph: &Graph) -> bool {
 /// The one target's decisions (none with several targets: the reference can follow only one). Bounded runs hold
 /// no captured values, so the decisions are exposed by the target's first cuts and wait on disk for their nodes
 /// (however large: the verdict does not depend on the memory budget).
-pub fn gather(s: &CompareSettings, p: &Prepared, lane: Side<'_>) -> (Option<Gathered>, Said) {
+pub fn gather(s: &CompareSettings, p: &Prepared, lane: Source<'_>) -> (Option<Gathered>, Said) {
     let producers = p.graph.producers();
     let wanted = wanted(s, &p.graph, &producers);
     if wanted.is_empty() {
         return (None, Said::default());
     }
-    let Side {
+    let Source {
         target,
         out,
         rounding,
@@ -228,7 +228,7 @@ pub fn gather(s: &CompareSettings, p: &Prepared, lane: Side<'_>) -> (Option<Gath
 
 /// What [`gather`] reads of the one lane: the target (a bounded run's cuts expose its decisions), its captured run
 /// and its rounding.
-pub struct Side<'a> {
+pub struct Source<'a> {
     pub target: &'a mut dyn crate::targets::Target,
     pub out: &'a crate::runner::RunOutput,
     pub rounding: Option<&'a crate::runner::reference::Rounding>,
